@@ -1,0 +1,90 @@
+# recall - pure-C reference engine for on-device recall.
+# `make` builds ./recall and build/librecall.a; `make help` lists every target.
+# Never -ffast-math / -Ofast: bit-exactness depends on IEEE semantics and a fixed reduction
+# order. -ffp-contract=off stops the compiler from fusing a*b+c on its own; fmaf() is written
+# explicitly wherever the canonical order uses a fused multiply-add.
+
+CC      ?= cc
+OPT     ?= -O2
+BUILD   ?= build
+CSTD     = -std=c11
+WARN     = -Wall -Wextra -Wpedantic -Werror
+FPFLAGS  = -ffp-contract=off -fno-fast-math
+DEFS     = -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+INC      = -Isrc -Isimd -Iweights
+CFLAGS  ?=
+CFLAGS_ALL = $(CSTD) $(OPT) -g $(WARN) $(FPFLAGS) $(DEFS) $(INC) $(EXTRA_CFLAGS) $(CFLAGS)
+LDLIBS   = -lm -lpthread
+TEST_LDLIBS = -lcriterion
+
+CLI_SRC  = src/main.c $(wildcard src/cli_*.c)
+LIB_SRC  = $(filter-out $(CLI_SRC),$(wildcard src/*.c)) $(wildcard weights/*.c) $(wildcard simd/*.c)
+CLI_OBJ  = $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRC))
+LIB_OBJ  = $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
+TEST_SRC = $(wildcard tests/*.c)
+TEST_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
+FUZZ_SRC = $(wildcard fuzz/fuzz_*.c)
+DEPS     = $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+
+.PHONY: all help test demo clean fuzz-smoke synth
+all: recall $(BUILD)/librecall.a
+
+help:
+	@echo "targets:"
+	@echo "  all         ./recall and build/librecall.a (default)"
+	@echo "  test        build and run the Criterion suite"
+	@echo "  demo        convert the bundled tiny worldA model and run the main job on it"
+	@echo "  synth       generate the real-shape synthetic world (random weights) and convert it to nf4"
+	@echo "  fuzz-smoke  build the libFuzzer targets with clang + ASan/UBSan and run each briefly"
+	@echo "  clean       remove build outputs"
+	@echo "variables: CC=gcc|clang OPT=-O2 EXTRA_CFLAGS=..."
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(BUILD)/librecall.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+recall: $(CLI_OBJ) $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/run_tests: $(TEST_OBJ) $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(TEST_LDLIBS) $(LDLIBS)
+
+# Tests run from the repository root (fixtures live in tests/golden).
+test: recall $(BUILD)/run_tests
+	./$(BUILD)/run_tests $(TEST_ARGS)
+
+demo: recall
+	@echo "demo: not wired yet"
+
+# Synthetic real-shape world (random weights; ~3.6 GB of inputs under build/synth, not committed).
+SYNTH ?= $(BUILD)/synth
+$(BUILD)/gen_synth: bench/gen_synth.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+synth: recall $(BUILD)/gen_synth
+	@test -f $(SYNTH)/qwen2/config.json || ./$(BUILD)/gen_synth $(SYNTH) tests/golden/tokenizers
+	/usr/bin/time -v ./recall convert --qwen2 $(SYNTH)/qwen2 --bge $(SYNTH)/bge --pooler $(SYNTH)/pooler.safetensors \
+	  --gate $(SYNTH)/gate.npz --bridge $(SYNTH)/bge_head.npz --weights nf4 --quiet -o $(SYNTH)/r1-1.5b-nf4.blob 2>&1 | \
+	  grep -E "Elapsed|Maximum resident" || true
+
+FUZZ_CC    ?= clang
+FUZZ_FLAGS  = $(CSTD) -O1 -g $(FPFLAGS) $(DEFS) $(INC) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_TIME  ?= 20
+fuzz-smoke:
+	@mkdir -p $(BUILD)/fuzz
+	@set -e; for f in $(FUZZ_SRC); do \
+	  n=$$(basename $$f .c); \
+	  echo "== $$n"; \
+	  $(FUZZ_CC) $(FUZZ_FLAGS) -o $(BUILD)/fuzz/$$n $$f $(LIB_SRC) -lm -lpthread; \
+	  mkdir -p $(BUILD)/fuzz/corpus-$$n; \
+	  seeds=""; [ -d fuzz/corpus/$$n ] && seeds=fuzz/corpus/$$n; \
+	  $(BUILD)/fuzz/$$n -max_total_time=$(FUZZ_TIME) -rss_limit_mb=2048 $(BUILD)/fuzz/corpus-$$n $$seeds; \
+	done
+
+clean:
+	rm -rf $(BUILD) recall
+
+-include $(DEPS)

@@ -1,0 +1,10 @@
+/* cli.h - the subcommands of ./recall. Each takes argv after the subcommand name's position
+ * (argv[0] is the subcommand), prints its own --help, and returns a process exit code. */
+#ifndef RECALL_CLI_H
+#define RECALL_CLI_H
+
+int cli_convert(int argc, char **argv);
+int cli_info(int argc, char **argv);
+int cli_verify(int argc, char **argv);
+
+#endif

@@ -1,0 +1,36 @@
+/* main.c - the recall CLI: dispatches to the subcommands in src/cli_*.c. The library never
+ * prints or exits; only these files do. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"convert", cli_convert, "safetensors/npz/.pt artifacts -> one recall blob"},
+    {"info", cli_info, "print a blob's config and tensor table"},
+    {"verify", cli_verify, "re-check every checksum of a blob"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: recall COMMAND [ARGS]   (recall COMMAND --help for details)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "recall: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
