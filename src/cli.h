@@ -6,5 +6,12 @@
 int cli_convert(int argc, char **argv);
 int cli_info(int argc, char **argv);
 int cli_verify(int argc, char **argv);
+int cli_forward(int argc, char **argv);
+int cli_embed(int argc, char **argv);
+int cli_pool(int argc, char **argv);
+int cli_heads(int argc, char **argv);
+int cli_replay(int argc, char **argv);
+int cli_tokenize(int argc, char **argv);
+int cli_detokenize(int argc, char **argv);
 
 #endif

@@ -15,6 +15,13 @@ static const command commands[] = {
     {"convert", cli_convert, "safetensors/npz/.pt artifacts -> one recall blob"},
     {"info", cli_info, "print a blob's config and tensor table"},
     {"verify", cli_verify, "re-check every checksum of a blob"},
+    {"tokenize", cli_tokenize, "text -> JSON array of token ids (Qwen2 BPE or --bge WordPiece)"},
+    {"detokenize", cli_detokenize, "JSON array of ids -> text"},
+    {"forward", cli_forward, "one Qwen2 prefill of given ids; dump logits/hidden/q to .npz"},
+    {"embed", cli_embed, "BERT (bge) embedding of a text; dump to .npz"},
+    {"pool", cli_pool, "AttnPoolSP soft tokens of given ids; dump to .npz"},
+    {"heads", cli_heads, "gate score and bridge score of given feature vectors"},
+    {"replay", cli_replay, "run one benchmark problem through the recall loop, write a trace"},
 };
 
 static void usage(FILE *f) {

@@ -753,10 +753,17 @@ static recall_status tokenizer_part(conv *c, int64_t qwen_vocab, int64_t bert_vo
     RC_TRY(rc_writer_section(c->w, RC_SECT_TOK_BPE, sec, size, c->err));
     progress(c, "  tokenizer %s%s", tj, "");
 
+    /* Like Hugging Face's AutoTokenizer, a tokenizer.json wins over vocab.txt when both exist
+     * (worldA's bge tokenizer.json has only the 5 special tokens, and the goldens follow it). */
     char vt[4096];
-    snprintf(vt, sizeof vt, "%s/vocab.txt", c->o->bge_dir);
     snprintf(tc, sizeof tc, "%s/tokenizer_config.json", c->o->bge_dir);
-    RC_TRY(rc_wp_build(vt, file_exists(tc) ? tc : NULL, &sec, &size, c->err));
+    snprintf(vt, sizeof vt, "%s/tokenizer.json", c->o->bge_dir);
+    if (file_exists(vt)) {
+        RC_TRY(rc_wp_build_from_json(vt, file_exists(tc) ? tc : NULL, &sec, &size, c->err));
+    } else {
+        snprintf(vt, sizeof vt, "%s/vocab.txt", c->o->bge_dir);
+        RC_TRY(rc_wp_build(vt, file_exists(tc) ? tc : NULL, &sec, &size, c->err));
+    }
     rc_wp *wp;
     s = rc_wp_load(sec, size, &wp, c->err);
     if (s) {

@@ -1,0 +1,82 @@
+/* bench.h - the reference multi-fact recall benchmark (RECALL_SPEC §8.1).
+ *
+ * Problem i is drawn exactly as the reference does with CPython's random.Random(i):
+ *   facts = sample(range(12), 3); fillers = sample(CASUAL, 12); order = sample(range(3), 3).
+ * CPython's generator is MT19937 seeded by init_by_array([i]); sample() on a population this
+ * small uses the pool algorithm with _randbelow = rejection sampling on getrandbits(bit_length).
+ * Steps: 3 fact turns, 9 filler turns (both sides forced), 2 probe turns and 3 question turns
+ * (generated). The bench file is shared/data/recall_bench.json.
+ */
+#ifndef RECALL_BENCH_H
+#define RECALL_BENCH_H
+
+#include "status.h"
+
+#include <stdint.h>
+
+typedef enum { RC_STEP_FACT, RC_STEP_FILLER, RC_STEP_PROBE, RC_STEP_Q } rc_step_kind;
+
+typedef struct {
+    rc_step_kind kind;
+    char *user;       /* user text */
+    char *assistant;  /* forced assistant text (fact/filler), else NULL */
+    char *kw, *val;   /* question turns: the fact asked for */
+} rc_step;
+
+typedef struct {
+    rc_step steps[17];
+    int n;
+} rc_problem;
+
+typedef struct rc_bench rc_bench;
+
+recall_status rc_bench_load(const char *path, rc_bench **out, recall_err *err);
+void rc_bench_free(rc_bench *b);
+recall_status rc_bench_problem(const rc_bench *b, uint32_t seed, rc_problem *out, recall_err *err);
+void rc_problem_free(rc_problem *p);
+const char *rc_step_kind_name(rc_step_kind k);
+
+/* CPython-compatible MT19937 (exposed for tests). */
+typedef struct {
+    uint32_t mt[624];
+    int mti;
+} rc_pyrandom;
+void rc_pyrandom_seed(rc_pyrandom *r, uint32_t seed);
+uint32_t rc_pyrandom_u32(rc_pyrandom *r);
+uint32_t rc_pyrandom_below(rc_pyrandom *r, uint32_t n); /* random._randbelow(n), n >= 1 */
+
+
+
+/* ---- running a problem through the recall loop ------------------------------------------- */
+#include "recall.h"
+
+struct rc_bpe;
+
+/* The reference chat template (RECALL_SPEC §1.3), encoded without added specials:
+ *   [EOS string if with_eos] "<｜User｜>" user "<｜Assistant｜>" [assistant]
+ * Special strings are matched inside the text, as the reference tokenizer does. */
+recall_status rc_chat_segment(const struct rc_bpe *bpe, int eos_id, int with_eos, const char *user,
+                              const char *assistant, int32_t **ids, size_t *n, recall_err *err);
+
+typedef struct {
+    rc_step_kind kind;
+    const char *user;  /* points into the problem */
+    int feed_len;
+    rc_turn turn;
+} rc_problem_turn;
+
+typedef struct {
+    rc_problem_turn turns[8];
+    int n_turns;
+    int32_t *history;  /* final_history */
+    int n_history;
+} rc_problem_run;
+
+typedef void (*rc_turn_fn)(void *ctx, int index, const rc_problem_turn *t);
+
+/* Replays every step: forced turns extend the history, generated turns run rc_recall_reply on
+ * history + the open user turn, then history = feed + reply. */
+recall_status rc_run_problem(rc_recall *r, const rc_problem *p, rc_event_fn on_event, rc_turn_fn on_turn, void *ctx,
+                             rc_problem_run *out, recall_err *err);
+void rc_problem_run_free(rc_problem_run *run);
+#endif

@@ -1,0 +1,206 @@
+/* bert.c - BERT encoder + CLS pooling + L2 normalisation, scalar reference (math in bert.h). */
+#include "bert.h"
+
+#include "ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    rc_mat q, k, v, ao, i1, o2;
+    float *bq, *bk, *bv, *bao, *ln1_w, *ln1_b, *bi1, *bo2, *ln2_w, *ln2_b;
+} bert_layer;
+
+struct rc_bert {
+    rc_bert_config c;
+    int max_n;
+    rc_mat word, pos, type;
+    float *emb_ln_w, *emb_ln_b;
+    bert_layer *L;
+    float *vecs;
+    float *x, *Q, *K, *V, *ctx, *tmp, *inter, *scores, *type0;
+};
+
+void rc_bert_close(rc_bert *m) {
+    if (!m) return;
+    free(m->L);
+    free(m->vecs);
+    free(m->x);
+    free(m->Q);
+    free(m->K);
+    free(m->V);
+    free(m->ctx);
+    free(m->tmp);
+    free(m->inter);
+    free(m->scores);
+    free(m->type0);
+    free(m);
+}
+
+const rc_bert_config *rc_bert_cfg(const rc_bert *m) { return &m->c; }
+
+static recall_status cfg_int(const rc_blob *b, const char *key, int lo, int hi, int *out, recall_err *err) {
+    int64_t v;
+    RC_TRY(rc_blob_get_i64(b, key, &v, err));
+    if (v < lo || v > hi)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: config %s = %lld out of range [%d, %d]", rc_blob_path(b), key,
+                       (long long)v, lo, hi);
+    *out = (int)v;
+    return RECALL_OK;
+}
+
+static float *falloc(size_t n) { return (float *)calloc(n ? n : 1, sizeof(float)); }
+
+recall_status rc_bert_open(const rc_blob *b, rc_bert **out, recall_err *err) {
+    *out = NULL;
+    rc_bert *m = (rc_bert *)calloc(1, sizeof *m);
+    if (!m) return rc_fail(err, RECALL_E_NOMEM, "bert: out of memory");
+    rc_bert_config *c = &m->c;
+    recall_status st;
+    double eps;
+#define TRY(e)                                                                                   \
+    do {                                                                                         \
+        if ((st = (e)) != RECALL_OK) goto fail;                                                  \
+    } while (0)
+    TRY(cfg_int(b, "bert.hidden", 1, 1 << 16, &c->hidden, err));
+    TRY(cfg_int(b, "bert.layers", 1, 1024, &c->layers, err));
+    TRY(cfg_int(b, "bert.heads", 1, 1024, &c->heads, err));
+    TRY(cfg_int(b, "bert.ffn", 1, 1 << 20, &c->ffn, err));
+    TRY(cfg_int(b, "bert.vocab", 1, 1 << 24, &c->vocab, err));
+    TRY(cfg_int(b, "bert.max_pos", 1, 1 << 16, &c->max_pos, err));
+    TRY(cfg_int(b, "bert.type_vocab", 1, 1 << 16, &c->type_vocab, err));
+    c->max_seq = c->max_pos;
+    if (rc_blob_kv_find(b, "bert.max_seq")) TRY(cfg_int(b, "bert.max_seq", 1, 1 << 16, &c->max_seq, err));
+    TRY(rc_blob_get_f64(b, "bert.ln_eps", &eps, err));
+    if (!(eps > 0.0 && eps < 1.0) || c->hidden % c->heads) {
+        st = rc_fail(err, RECALL_E_FORMAT, "%s: bert.ln_eps out of range or hidden %% heads != 0", rc_blob_path(b));
+        goto fail;
+    }
+    c->ln_eps = (float)eps;
+    const int H = c->hidden, FF = c->ffn, NL = c->layers;
+    m->max_n = c->max_pos < c->max_seq ? c->max_pos : c->max_seq;
+    TRY(rc_blob_mat(b, "bert.embeddings.word_embeddings.weight", c->vocab, H, &m->word, err));
+    TRY(rc_blob_mat(b, "bert.embeddings.position_embeddings.weight", c->max_pos, H, &m->pos, err));
+    TRY(rc_blob_mat(b, "bert.embeddings.token_type_embeddings.weight", c->type_vocab, H, &m->type, err));
+    size_t per_layer = 9 * (size_t)H + (size_t)FF;
+    m->vecs = falloc(2 * (size_t)H + per_layer * NL);
+    m->L = (bert_layer *)calloc((size_t)NL, sizeof(bert_layer));
+    if (!m->vecs || !m->L) goto nomem;
+    float *v = m->vecs;
+    m->emb_ln_w = v;
+    v += H;
+    m->emb_ln_b = v;
+    v += H;
+    TRY(rc_blob_vec(b, "bert.embeddings.LayerNorm.weight", H, m->emb_ln_w, err));
+    TRY(rc_blob_vec(b, "bert.embeddings.LayerNorm.bias", H, m->emb_ln_b, err));
+    for (int l = 0; l < NL; l++) {
+        bert_layer *w = &m->L[l];
+        char nm[160];
+#define VEC(field, suffix, n)                                                                    \
+    w->field = v;                                                                                \
+    v += (n);                                                                                    \
+    snprintf(nm, sizeof nm, "bert.encoder.layer.%d.%s", l, suffix);                              \
+    TRY(rc_blob_vec(b, nm, n, w->field, err))
+#define MAT(field, suffix, rows, cols)                                                           \
+    snprintf(nm, sizeof nm, "bert.encoder.layer.%d.%s", l, suffix);                              \
+    TRY(rc_blob_mat(b, nm, rows, cols, &w->field, err))
+        MAT(q, "attention.self.query.weight", H, H);
+        VEC(bq, "attention.self.query.bias", H);
+        MAT(k, "attention.self.key.weight", H, H);
+        VEC(bk, "attention.self.key.bias", H);
+        MAT(v, "attention.self.value.weight", H, H);
+        VEC(bv, "attention.self.value.bias", H);
+        MAT(ao, "attention.output.dense.weight", H, H);
+        VEC(bao, "attention.output.dense.bias", H);
+        VEC(ln1_w, "attention.output.LayerNorm.weight", H);
+        VEC(ln1_b, "attention.output.LayerNorm.bias", H);
+        MAT(i1, "intermediate.dense.weight", FF, H);
+        VEC(bi1, "intermediate.dense.bias", FF);
+        MAT(o2, "output.dense.weight", H, FF);
+        VEC(bo2, "output.dense.bias", H);
+        VEC(ln2_w, "output.LayerNorm.weight", H);
+        VEC(ln2_b, "output.LayerNorm.bias", H);
+#undef VEC
+#undef MAT
+    }
+    size_t nh = (size_t)m->max_n * H;
+    m->x = falloc(nh);
+    m->Q = falloc(nh);
+    m->K = falloc(nh);
+    m->V = falloc(nh);
+    m->ctx = falloc(nh);
+    m->tmp = falloc(nh);
+    m->inter = falloc((size_t)m->max_n * FF);
+    m->scores = falloc((size_t)m->max_n);
+    m->type0 = falloc((size_t)H);
+    if (!m->x || !m->Q || !m->K || !m->V || !m->ctx || !m->tmp || !m->inter || !m->scores || !m->type0) goto nomem;
+    rc_mat_row_f32(&m->type, 0, m->type0);
+    *out = m;
+    return RECALL_OK;
+nomem:
+    st = rc_fail(err, RECALL_E_NOMEM, "bert: out of memory");
+fail:
+    rc_bert_close(m);
+    return st;
+#undef TRY
+}
+
+/* Y[t][r] = W[r,:] . X[t] + b[r] for t < n (weight rows outermost). */
+static void proj(const rc_mat *w, const float *b, const float *X, int n, float *Y) {
+    for (int64_t r = 0; r < w->rows; r++)
+        for (int t = 0; t < n; t++) Y[(size_t)t * w->rows + r] = rc_dot_row(w, r, X + (size_t)t * w->cols) + b[r];
+}
+
+recall_status rc_bert_embed(rc_bert *m, const int32_t *ids, int n, float *emb, recall_err *err) {
+    const rc_bert_config *c = &m->c;
+    const int H = c->hidden, FF = c->ffn, hd = H / c->heads;
+    if (n < 1 || n > m->max_n) return rc_fail(err, RECALL_E_LIMIT, "bert: %d tokens outside [1, %d]", n, m->max_n);
+    for (int t = 0; t < n; t++)
+        if (ids[t] < 0 || ids[t] >= c->vocab)
+            return rc_fail(err, RECALL_E_ARG, "bert: token id %d at index %d outside [0, %d)", (int)ids[t], t, c->vocab);
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    float *row = m->tmp;
+    for (int t = 0; t < n; t++) {
+        float *x = m->x + (size_t)t * H;
+        rc_mat_row_f32(&m->word, ids[t], x);
+        rc_mat_row_f32(&m->pos, t, row);
+        for (int i = 0; i < H; i++) x[i] = (x[i] + m->type0[i]) + row[i];
+        rc_layernorm(x, m->emb_ln_w, m->emb_ln_b, c->ln_eps, x, (size_t)H);
+    }
+    for (int l = 0; l < c->layers; l++) {
+        const bert_layer *w = &m->L[l];
+        /* the last layer's output is only read at row 0 */
+        const int nout = l == c->layers - 1 ? 1 : n;
+        proj(&w->q, w->bq, m->x, nout, m->Q);
+        proj(&w->k, w->bk, m->x, n, m->K);
+        proj(&w->v, w->bv, m->x, n, m->V);
+        for (int h = 0; h < c->heads; h++)
+            for (int t = 0; t < nout; t++) {
+                const float *qh = m->Q + (size_t)t * H + (size_t)h * hd;
+                for (int j = 0; j < n; j++)
+                    m->scores[j] = rc_dot_f32(qh, m->K + (size_t)j * H + (size_t)h * hd, (size_t)hd) * scale;
+                rc_softmax(m->scores, (size_t)n);
+                float *o = m->ctx + (size_t)t * H + (size_t)h * hd;
+                for (int i = 0; i < hd; i++) o[i] = 0.0f;
+                for (int j = 0; j < n; j++) rc_axpy(m->scores[j], m->V + (size_t)j * H + (size_t)h * hd, o, (size_t)hd);
+            }
+        proj(&w->ao, w->bao, m->ctx, nout, m->tmp);
+        for (int t = 0; t < nout; t++) {
+            float *x = m->x + (size_t)t * H, *a = m->tmp + (size_t)t * H;
+            for (int i = 0; i < H; i++) x[i] = a[i] + x[i];
+            rc_layernorm(x, w->ln1_w, w->ln1_b, c->ln_eps, x, (size_t)H);
+        }
+        proj(&w->i1, w->bi1, m->x, nout, m->inter);
+        for (size_t i = 0; i < (size_t)nout * FF; i++) m->inter[i] = rc_gelu(m->inter[i]);
+        proj(&w->o2, w->bo2, m->inter, nout, m->tmp);
+        for (int t = 0; t < nout; t++) {
+            float *x = m->x + (size_t)t * H, *a = m->tmp + (size_t)t * H;
+            for (int i = 0; i < H; i++) x[i] = a[i] + x[i];
+            rc_layernorm(x, w->ln2_w, w->ln2_b, c->ln_eps, x, (size_t)H);
+        }
+    }
+    rc_l2_normalize(m->x, 1e-12f, 1.0f, emb, (size_t)H);
+    return RECALL_OK;
+}

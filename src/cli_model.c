@@ -1,0 +1,359 @@
+/* cli_model.c - model subcommands for inspection and golden comparison:
+ *   recall forward BLOB --ids '[1,2,3]' --dump OUT.npz   logits [T,V], hidden_last [NL+1,H],
+ *                                                        q_layers [n_gate,T,NH*D], ids [T]
+ *   recall embed   BLOB --file TEXT --dump OUT.npz       ids [n], emb [H] (bge CLS, L2-normalised)
+ *   recall pool    BLOB --ids '[...]' --dump OUT.npz     sp [n_sp,H] from the Qwen2 embeddings
+ *   recall heads   BLOB --q F.npy [--emb E.npy]          prints the gate score and bridge score
+ * Only this file prints; the library returns errors as values. */
+#include "bert.h"
+#include "blob.h"
+#include "cli.h"
+#include "heads.h"
+#include "json.h"
+#include "npy.h"
+#include "pooler.h"
+#include "qwen2.h"
+#include "tokenize_wordpiece.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+typedef struct {
+    const char *blob, *ids, *dump, *file, *q, *emb;
+} model_args;
+
+/* Returns 0 ok, 1 help printed, 2 usage error. */
+static int parse_args(int argc, char **argv, const char *usage, model_args *a) {
+    memset(a, 0, sizeof *a);
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        const char **slot = NULL;
+        if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+            fputs(usage, stdout);
+            return 1;
+        }
+        if (!strcmp(s, "--ids")) slot = &a->ids;
+        else if (!strcmp(s, "--dump")) slot = &a->dump;
+        else if (!strcmp(s, "--file")) slot = &a->file;
+        else if (!strcmp(s, "--q")) slot = &a->q;
+        else if (!strcmp(s, "--emb")) slot = &a->emb;
+        else if (s[0] != '-' && !a->blob) {
+            a->blob = s;
+            continue;
+        } else {
+            fprintf(stderr, "recall %s: unknown argument '%s'\n%s", argv[0], s, usage);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "recall %s: %s needs a value\n", argv[0], s);
+            return 2;
+        }
+        *slot = argv[++i];
+    }
+    if (!a->blob) {
+        fprintf(stderr, "recall %s: no BLOB given\n%s", argv[0], usage);
+        return 2;
+    }
+    return 0;
+}
+
+static int fail(const char *cmd, const recall_err *err) {
+    fprintf(stderr, "recall %s: %s\n", cmd, err->msg[0] ? err->msg : recall_strerror(err->code));
+    return 1;
+}
+
+/* Parses a JSON array of integers into a malloc'd int32 list. */
+static recall_status parse_ids(const char *text, int32_t **out, int *n, recall_err *err) {
+    json_doc *doc = NULL;
+    *out = NULL;
+    *n = 0;
+    RC_TRY(json_parse(text, strlen(text), "--ids", &doc, err));
+    const json_value *r = json_root(doc);
+    recall_status st = RECALL_OK;
+    if (r->type != JSON_ARR || r->len > (1u << 24)) {
+        st = rc_fail(err, RECALL_E_ARG, "--ids: expected a JSON array of token ids");
+    } else {
+        *out = (int32_t *)malloc((r->len ? r->len : 1) * sizeof(int32_t));
+        if (!*out) st = rc_fail(err, RECALL_E_NOMEM, "--ids: out of memory");
+        for (size_t i = 0; !st && i < r->len; i++) {
+            const json_value *v = &r->items[i];
+            if (v->type != JSON_NUM || !v->is_int || v->i < 0 || v->i > INT32_MAX)
+                st = rc_fail(err, RECALL_E_ARG, "--ids: element %zu is not a token id", i);
+            else
+                (*out)[i] = (int32_t)v->i;
+        }
+        if (st) {
+            free(*out);
+            *out = NULL;
+        } else {
+            *n = (int)r->len;
+        }
+    }
+    json_free(doc);
+    return st;
+}
+
+static recall_status read_npy_f32(const char *path, float **out, size_t *n, recall_err *err) {
+    char *buf = NULL;
+    size_t len = 0;
+    rc_npy a;
+    RC_TRY(rc_read_file(path, &buf, &len, err));
+    recall_status st = rc_npy_parse(buf, len, path, &a, err);
+    if (!st) {
+        st = rc_npy_to_f32(&a, path, out, err);
+        *n = (size_t)a.numel;
+        rc_npy_free(&a);
+    }
+    free(buf);
+    return st;
+}
+
+static const char FORWARD_USAGE[] =
+    "usage: recall forward BLOB --ids '[1,2,3]' [--dump OUT.npz]\n"
+    "One Qwen2 prefill of the ids from an empty cache. --dump writes ids [T] (int32), logits [T,V],\n"
+    "hidden_last [layers+1,H] (HF hidden_states at the last position) and q_layers [n_gate,T,heads*head_dim]\n"
+    "(q_proj outputs after bias, before RoPE, at the gate layers). Without --dump: prints the argmax\n"
+    "of the last logits.\n";
+
+int cli_forward(int argc, char **argv) {
+    model_args a;
+    int pr = parse_args(argc, argv, FORWARD_USAGE, &a);
+    if (pr) return pr == 1 ? 0 : 2;
+    if (!a.ids) {
+        fprintf(stderr, "recall forward: --ids is required\n");
+        return 2;
+    }
+    recall_err err = {0};
+    rc_blob *b = NULL;
+    rc_qwen2 *m = NULL;
+    int32_t *ids = NULL;
+    int T = 0, rc = 1;
+    float *logits = NULL, *hid = NULL, *q = NULL;
+    rc_npz_writer *w = NULL;
+    if (parse_ids(a.ids, &ids, &T, &err) || rc_blob_open(a.blob, 0, &b, &err)) goto out;
+    if (T < 1) {
+        rc_fail(&err, RECALL_E_ARG, "--ids: at least one id needed");
+        goto out;
+    }
+    if (rc_qwen2_open(b, T, &m, &err)) goto out;
+    const rc_qwen2_config *c = rc_qwen2_cfg(m);
+    const size_t V = (size_t)c->vocab, H = (size_t)c->hidden, QD = (size_t)c->heads * (size_t)c->head_dim;
+    logits = malloc((size_t)T * V * sizeof(float));
+    hid = malloc(((size_t)c->layers + 1) * H * sizeof(float));
+    q = malloc(((size_t)c->n_gate * (size_t)T * QD + 1) * sizeof(float));
+    if (!logits || !hid || !q) {
+        rc_fail(&err, RECALL_E_NOMEM, "out of memory");
+        goto out;
+    }
+    rc_qwen2_fwd f = {.ids = ids, .n = T, .logits_all = logits, .hidden_last = hid, .q_all = q};
+    if (rc_qwen2_forward(m, &f, &err)) goto out;
+    if (a.dump) {
+        int64_t s1[1] = {T}, s2[2] = {T, (int64_t)V}, s3[2] = {c->layers + 1, (int64_t)H},
+                s4[3] = {c->n_gate, T, (int64_t)QD};
+        if (rc_npz_writer_new(&w, &err) || rc_npz_writer_add(w, "ids", RC_NPY_I32, 1, s1, ids, &err) ||
+            rc_npz_writer_add(w, "logits", RC_NPY_F32, 2, s2, logits, &err) ||
+            rc_npz_writer_add(w, "hidden_last", RC_NPY_F32, 2, s3, hid, &err) ||
+            rc_npz_writer_add(w, "q_layers", RC_NPY_F32, 3, s4, q, &err) || rc_npz_writer_write(w, a.dump, &err))
+            goto out;
+    } else {
+        const float *last = logits + (size_t)(T - 1) * V;
+        size_t best = 0;
+        for (size_t i = 1; i < V; i++)
+            if (last[i] > last[best]) best = i;
+        printf("argmax %zu logit %.9g\n", best, (double)last[best]);
+    }
+    rc = 0;
+out:
+    if (rc) fail("forward", &err);
+    rc_npz_writer_free(w);
+    free(logits);
+    free(hid);
+    free(q);
+    free(ids);
+    rc_qwen2_close(m);
+    rc_blob_close(b);
+    return rc;
+}
+
+static const char POOL_USAGE[] =
+    "usage: recall pool BLOB --ids '[...]' [--dump OUT.npz]\n"
+    "Runs the SP pooler on the Qwen2 embeddings of the ids (an empty list skips cross-attention).\n"
+    "--dump writes sp [n_sp,H]; without it the row norms are printed.\n";
+
+int cli_pool(int argc, char **argv) {
+    model_args a;
+    int pr = parse_args(argc, argv, POOL_USAGE, &a);
+    if (pr) return pr == 1 ? 0 : 2;
+    if (!a.ids) {
+        fprintf(stderr, "recall pool: --ids is required\n");
+        return 2;
+    }
+    recall_err err = {0};
+    rc_blob *b = NULL;
+    rc_qwen2 *m = NULL;
+    rc_pooler *p = NULL;
+    int32_t *ids = NULL;
+    int L = 0, rc = 1;
+    float *past = NULL, *sp = NULL;
+    rc_npz_writer *w = NULL;
+    if (parse_ids(a.ids, &ids, &L, &err) || rc_blob_open(a.blob, 0, &b, &err) || rc_qwen2_open(b, 1, &m, &err) ||
+        rc_pooler_open(b, &p, &err))
+        goto out;
+    const rc_pooler_config *c = rc_pooler_cfg(p);
+    if (c->hidden != rc_qwen2_cfg(m)->hidden) {
+        rc_fail(&err, RECALL_E_SHAPE, "pooler hidden %d != qwen2 hidden %d", c->hidden, rc_qwen2_cfg(m)->hidden);
+        goto out;
+    }
+    past = malloc(((size_t)L * (size_t)c->hidden + 1) * sizeof(float));
+    sp = malloc((size_t)c->n_sp * (size_t)c->hidden * sizeof(float));
+    if (!past || !sp) {
+        rc_fail(&err, RECALL_E_NOMEM, "out of memory");
+        goto out;
+    }
+    if (rc_qwen2_embed(m, ids, L, past, &err) || rc_pooler_run(p, L ? past : NULL, L, sp, &err)) goto out;
+    if (a.dump) {
+        int64_t s[2] = {c->n_sp, c->hidden};
+        if (rc_npz_writer_new(&w, &err) || rc_npz_writer_add(w, "sp", RC_NPY_F32, 2, s, sp, &err) ||
+            rc_npz_writer_write(w, a.dump, &err))
+            goto out;
+    } else {
+        for (int r = 0; r < c->n_sp; r++) {
+            double s = 0;
+            for (int i = 0; i < c->hidden; i++) s += (double)sp[(size_t)r * c->hidden + i] * sp[(size_t)r * c->hidden + i];
+            printf("row %d norm %.7f\n", r, s > 0 ? sqrt(s) : 0.0);
+        }
+    }
+    rc = 0;
+out:
+    if (rc) fail("pool", &err);
+    rc_npz_writer_free(w);
+    free(past);
+    free(sp);
+    free(ids);
+    rc_pooler_close(p);
+    rc_qwen2_close(m);
+    rc_blob_close(b);
+    return rc;
+}
+
+static const char EMBED_USAGE[] =
+    "usage: recall embed BLOB --file TEXT [--dump OUT.npz]\n"
+    "WordPiece-encodes the file's text ([CLS] ... [SEP], truncated to the model maximum) and runs\n"
+    "the bge encoder: CLS pooling + L2 normalisation. --dump writes ids [n] (int32) and emb [H];\n"
+    "without it the ids and the first values are printed.\n";
+
+int cli_embed(int argc, char **argv) {
+    model_args a;
+    int pr = parse_args(argc, argv, EMBED_USAGE, &a);
+    if (pr) return pr == 1 ? 0 : 2;
+    if (!a.file) {
+        fprintf(stderr, "recall embed: --file is required\n");
+        return 2;
+    }
+    recall_err err = {0};
+    rc_blob *b = NULL;
+    rc_bert *m = NULL;
+    rc_wp *tok = NULL;
+    char *text = NULL;
+    size_t tlen = 0, n = 0, secsz = 0;
+    int32_t *ids = NULL;
+    float *emb = NULL;
+    int rc = 1;
+    rc_npz_writer *w = NULL;
+    if (rc_read_file(a.file, &text, &tlen, &err) || rc_blob_open(a.blob, 0, &b, &err) || rc_bert_open(b, &m, &err))
+        goto out;
+    const void *sec = rc_blob_section(b, RC_SECT_TOK_WORDPIECE, &secsz);
+    if (!sec) {
+        rc_fail(&err, RECALL_E_MISSING, "%s: no WordPiece tokenizer section", a.blob);
+        goto out;
+    }
+    if (rc_wp_load(sec, secsz, &tok, &err) || rc_wp_encode(tok, text, tlen, 1, &ids, &n, &err)) goto out;
+    const int H = rc_bert_cfg(m)->hidden;
+    emb = malloc((size_t)H * sizeof(float));
+    if (!emb) {
+        rc_fail(&err, RECALL_E_NOMEM, "out of memory");
+        goto out;
+    }
+    if (rc_bert_embed(m, ids, (int)n, emb, &err)) goto out;
+    if (a.dump) {
+        int64_t s1[1] = {(int64_t)n}, s2[1] = {H};
+        if (rc_npz_writer_new(&w, &err) || rc_npz_writer_add(w, "ids", RC_NPY_I32, 1, s1, ids, &err) ||
+            rc_npz_writer_add(w, "emb", RC_NPY_F32, 1, s2, emb, &err) || rc_npz_writer_write(w, a.dump, &err))
+            goto out;
+    } else {
+        printf("ids");
+        for (size_t i = 0; i < n; i++) printf(" %d", (int)ids[i]);
+        printf("\nemb[0..4]");
+        for (int i = 0; i < H && i < 4; i++) printf(" %.7g", (double)emb[i]);
+        printf("\n");
+    }
+    rc = 0;
+out:
+    if (rc) fail("embed", &err);
+    rc_npz_writer_free(w);
+    free(emb);
+    free(ids);
+    free(text);
+    rc_wp_free(tok);
+    rc_bert_close(m);
+    rc_blob_close(b);
+    return rc;
+}
+
+static const char HEADS_USAGE[] =
+    "usage: recall heads BLOB --q F.npy [--emb E.npy]\n"
+    "F.npy: the raw gate feature (q_proj outputs of the gate layers, concatenated, gate.dim values).\n"
+    "Prints 'gate S fire 0|1' (fire iff S > thresh) and, with --emb (a bge embedding, bridge.kdim\n"
+    "values), 'bridge B' = Wq(F) . Wk(E).\n";
+
+int cli_heads(int argc, char **argv) {
+    model_args a;
+    int pr = parse_args(argc, argv, HEADS_USAGE, &a);
+    if (pr) return pr == 1 ? 0 : 2;
+    if (!a.q) {
+        fprintf(stderr, "recall heads: --q is required\n");
+        return 2;
+    }
+    recall_err err = {0};
+    rc_blob *b = NULL;
+    rc_heads *h = NULL;
+    float *f = NULL, *e = NULL, *qv = NULL, *kv = NULL;
+    size_t nf = 0, ne = 0;
+    int rc = 1;
+    if (rc_blob_open(a.blob, 0, &b, &err) || rc_heads_open(b, &h, &err) || read_npy_f32(a.q, &f, &nf, &err)) goto out;
+    if (nf != (size_t)rc_gate_dim(h)) {
+        rc_fail(&err, RECALL_E_SHAPE, "%s: %zu values, gate.dim is %d", a.q, nf, rc_gate_dim(h));
+        goto out;
+    }
+    float s = rc_gate_score(h, f);
+    printf("gate %.9g fire %d\n", (double)s, rc_gate_fires(h, s));
+    if (a.emb) {
+        if (read_npy_f32(a.emb, &e, &ne, &err)) goto out;
+        if (ne != (size_t)rc_bridge_kdim(h)) {
+            rc_fail(&err, RECALL_E_SHAPE, "%s: %zu values, bridge.kdim is %d", a.emb, ne, rc_bridge_kdim(h));
+            goto out;
+        }
+        qv = malloc((size_t)rc_bridge_d(h) * sizeof(float));
+        kv = malloc((size_t)rc_bridge_d(h) * sizeof(float));
+        if (!qv || !kv) {
+            rc_fail(&err, RECALL_E_NOMEM, "out of memory");
+            goto out;
+        }
+        rc_bridge_query(h, f, qv);
+        rc_bridge_key(h, e, kv);
+        printf("bridge %.9g\n", (double)rc_bridge_score(h, qv, kv));
+    }
+    rc = 0;
+out:
+    if (rc) fail("heads", &err);
+    free(f);
+    free(e);
+    free(qv);
+    free(kv);
+    rc_heads_close(h);
+    rc_blob_close(b);
+    return rc;
+}

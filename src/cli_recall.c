@@ -1,0 +1,262 @@
+/* cli_recall.c - `recall replay`: one benchmark problem through the recall loop, written as a
+ * trace in the schema of the loop goldens (shared/goldens/README.md). */
+#include "bench.h"
+#include "blob.h"
+#include "cli.h"
+#include "recall.h"
+#include "tokenize_bpe.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p == '\r') fputs("\\r", f);
+        else if (*p == '\t') fputs("\\t", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void json_ids(FILE *f, const int32_t *ids, int n) {
+    fputc('[', f);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? ", " : "", ids[i]);
+    fputc(']', f);
+}
+
+/* float32 values print with 9 significant digits: enough to round-trip exactly. */
+static void json_float(FILE *f, float x) {
+    if (isinf(x)) fputs(x > 0 ? "Infinity" : "-Infinity", f);
+    else if (isnan(x)) fputs("NaN", f);
+    else fprintf(f, "%.9g", x);
+}
+
+static void write_turn(FILE *f, const rc_bpe *bpe, const rc_problem_turn *pt) {
+    const rc_turn *t = &pt->turn;
+    char *text = NULL;
+    size_t tl = 0;
+    recall_err err = {0};
+    if (rc_bpe_decode(bpe, t->reply, (size_t)t->n_reply, 0, &text, &tl, &err)) text = NULL;
+    fprintf(f, "{\"kind\": \"%s\", \"user\": ", rc_step_kind_name(pt->kind));
+    json_str(f, pt->user);
+    fprintf(f, ", \"feed_len\": %d, \"reply\": ", pt->feed_len);
+    json_ids(f, t->reply, t->n_reply);
+    fputs(", \"reply_text\": ", f);
+    json_str(f, text ? text : "");
+    free(text);
+    fputs(", \"gates\": [", f);
+    for (int i = 0; i < t->n_gates; i++) {
+        fprintf(f, "%s[%d, ", i ? ", " : "", t->gates[i].c0);
+        json_float(f, t->gates[i].score);
+        fprintf(f, ", %s]", t->gates[i].fired ? "true" : "false");
+    }
+    fputs("], \"fires\": [", f);
+    for (int i = 0; i < t->n_fires; i++) {
+        const rc_fire_rec *r = &t->fires[i];
+        fprintf(f, "%s{\"c0\": %d, \"score\": ", i ? ", " : "", r->c0);
+        json_float(f, r->score);
+        fprintf(f, ", \"ncand\": %d, \"bridge\": [", r->ncand);
+        for (int c = 0; c < r->ncand; c++) {
+            if (c) fputs(", ", f);
+            json_float(f, r->bridge[c]);
+        }
+        fputs("], \"top\": ", f);
+        json_ids(f, r->top, r->ntop);
+        fputs(", \"rid\": ", f);
+        json_ids(f, r->rid, r->nrid);
+        fprintf(f, ", \"injected\": %s}", r->injected ? "true" : "false");
+    }
+    fputs("], \"rebuilds\": [", f);
+    for (int i = 0; i < t->n_rebuilds; i++)
+        fprintf(f, "%s[%d, %d, %d, %d]", i ? ", " : "", t->rebuilds[i].c0, t->rebuilds[i].has_sp,
+                t->rebuilds[i].inj_len, t->rebuilds[i].window_len);
+    fputs("], \"rebuild_top5\": [", f);
+    for (int i = 0; i < t->n_top5; i++) {
+        fprintf(f, "%s[%d, ", i ? ", " : "", t->top5[i].c0);
+        json_ids(f, t->top5[i].ids, 5);
+        fputs(", [", f);
+        for (int k = 0; k < 5; k++) {
+            if (k) fputs(", ", f);
+            json_float(f, t->top5[i].logits[k]);
+        }
+        fputs("]]", f);
+    }
+    fputs("], \"greedy_min_margin\": ", f);
+    json_float(f, t->min_margin);
+    fputs(", \"greedy_low_margin\": [", f);
+    for (int i = 0; i < t->n_low; i++) {
+        fprintf(f, "%s[%d, ", i ? ", " : "", t->low[i].pos);
+        json_float(f, t->low[i].margin);
+        fputc(']', f);
+    }
+    fputs("]}", f);
+}
+
+static void replay_usage(FILE *f) {
+    fprintf(f,
+            "usage: recall replay BLOB --bench FILE --problem N [--mode faithful|clean]\n"
+            "                     [--arm RC_bge|SP|FULL] [--threshold T] --trace OUT.json\n"
+            "\n"
+            "Runs benchmark problem N (built with CPython's random.Random(N), as the reference does)\n"
+            "through the recall loop and writes a trace in the schema of the loop goldens.\n"
+            "  --bench FILE     the benchmark data (shared/data/recall_bench.json)\n"
+            "  --mode M         faithful (default: the reference, seal forward included) or clean\n"
+            "  --arm A          RC_bge (default), SP (no recall) or FULL (no eviction)\n"
+            "  --threshold T    gate threshold (default: the gate file's thresh)\n"
+            "  --trace OUT      trace JSON, written to OUT.tmp then renamed\n"
+            "Progress goes to stderr, one line per generated turn.\n");
+}
+
+static void on_turn(void *ctx, int index, const rc_problem_turn *t) {
+    (void)ctx;
+    int fires = 0;
+    for (int i = 0; i < t->turn.n_fires; i++) fires += t->turn.fires[i].injected;
+    fprintf(stderr, "turn %d (%s): feed %d tokens, reply %d tokens, %d gate checks, %d fires\n", index + 1,
+            rc_step_kind_name(t->kind), t->feed_len, t->turn.n_reply, t->turn.n_gates, fires);
+}
+
+int cli_parse_mode_arm(const char *cmd, const char *mode, const char *arm, rc_recall_opts *o);
+int cli_parse_mode_arm(const char *cmd, const char *mode, const char *arm, rc_recall_opts *o) {
+    if (mode) {
+        if (!strcmp(mode, "faithful")) o->mode = RC_MODE_FAITHFUL;
+        else if (!strcmp(mode, "clean")) o->mode = RC_MODE_CLEAN;
+        else {
+            fprintf(stderr, "recall %s: --mode %s: expected faithful or clean\n", cmd, mode);
+            return 2;
+        }
+    }
+    if (arm) {
+        if (!strcmp(arm, "RC_bge")) o->arm = RC_ARM_RC_BGE;
+        else if (!strcmp(arm, "SP")) o->arm = RC_ARM_SP;
+        else if (!strcmp(arm, "FULL")) o->arm = RC_ARM_FULL;
+        else {
+            fprintf(stderr, "recall %s: --arm %s: expected RC_bge, SP or FULL\n", cmd, arm);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+int cli_replay(int argc, char **argv) {
+    const char *blob_path = NULL, *bench_path = NULL, *trace = NULL, *mode = NULL, *arm = NULL, *thr = NULL;
+    long problem = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            replay_usage(stdout);
+            return 0;
+        }
+        const char **slot = !strcmp(a, "--bench") ? &bench_path : !strcmp(a, "--trace") ? &trace
+                          : !strcmp(a, "--mode") ? &mode : !strcmp(a, "--arm") ? &arm
+                          : !strcmp(a, "--threshold") ? &thr : NULL;
+        if (slot || !strcmp(a, "--problem")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "recall replay: %s needs a value\n", a);
+                return 2;
+            }
+            if (slot) {
+                *slot = argv[++i];
+            } else {
+                char *end;
+                problem = strtol(argv[++i], &end, 10);
+                if (*end || problem < 0 || problem > 0x7fffffffL) {
+                    fprintf(stderr, "recall replay: --problem %s: expected a non-negative integer\n", argv[i]);
+                    return 2;
+                }
+            }
+        } else if (a[0] == '-' || blob_path) {
+            fprintf(stderr, "recall replay: unexpected argument '%s' (see --help)\n", a);
+            return 2;
+        } else {
+            blob_path = a;
+        }
+    }
+    if (!blob_path || !bench_path || problem < 0 || !trace) {
+        fprintf(stderr, "recall replay: needs BLOB, --bench, --problem and --trace (see --help)\n");
+        return 2;
+    }
+    recall_err err = {0};
+    rc_blob *b = NULL;
+    rc_bench *bench = NULL;
+    rc_recall *r = NULL;
+    rc_problem p = {0};
+    rc_problem_run run = {0};
+    int rc = 1;
+    if (rc_blob_open(blob_path, RC_OPEN_VERIFY, &b, &err) || rc_bench_load(bench_path, &bench, &err) ||
+        rc_bench_problem(bench, (uint32_t)problem, &p, &err))
+        goto fail;
+    rc_recall_opts o;
+    rc_recall_defaults(b, &o);
+    if (cli_parse_mode_arm("replay", mode, arm, &o)) {
+        rc = 2;
+        goto out;
+    }
+    if (thr) {
+        char *end;
+        o.threshold = strtof(thr, &end);
+        if (*end || isnan(o.threshold)) {
+            fprintf(stderr, "recall replay: --threshold %s: expected a number\n", thr);
+            rc = 2;
+            goto out;
+        }
+    }
+    if (rc_recall_open(b, &o, &r, &err) || rc_run_problem(r, &p, NULL, on_turn, NULL, &run, &err)) goto fail;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", trace, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "recall replay: %s: %s\n", tmp, strerror(errno));
+        goto out;
+    }
+    fprintf(f, "{\"seed\": %ld, \"mode\": \"%s\", \"arm\": \"%s\", \"threshold\": ", problem,
+            o.mode == RC_MODE_FAITHFUL ? "faithful" : "clean",
+            o.arm == RC_ARM_RC_BGE ? "RC_bge" : o.arm == RC_ARM_SP ? "SP" : "FULL");
+    json_float(f, o.threshold);
+    fprintf(f, ", \"constants\": {\"RW\": %d, \"C\": %d, \"BLOCK\": %d, \"RECALL_K\": %d, \"TURN_CAP\": %d},\n",
+            o.window, o.chunk, o.block, o.k, o.turn_cap);
+    fputs("\"steps\": [", f);
+    for (int i = 0; i < p.n; i++) {
+        fprintf(f, "%s{\"kind\": \"%s\", \"u\": ", i ? ", " : "", rc_step_kind_name(p.steps[i].kind));
+        json_str(f, p.steps[i].user);
+        if (p.steps[i].assistant) fputs(", \"a\": ", f), json_str(f, p.steps[i].assistant);
+        if (p.steps[i].kw) {
+            fputs(", \"kw\": ", f), json_str(f, p.steps[i].kw);
+            fputs(", \"val\": ", f), json_str(f, p.steps[i].val);
+        }
+        fputc('}', f);
+    }
+    fputs("],\n\"turns\": [\n", f);
+    for (int i = 0; i < run.n_turns; i++) {
+        if (i) fputs(",\n", f);
+        write_turn(f, rc_recall_bpe(r), &run.turns[i]);
+    }
+    fputs("],\n\"final_history\": ", f);
+    json_ids(f, run.history, run.n_history);
+    fputs("}\n", f);
+    int bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad || rename(tmp, trace) != 0) {
+        fprintf(stderr, "recall replay: cannot write %s: %s\n", trace, strerror(errno));
+        remove(tmp);
+        goto out;
+    }
+    fprintf(stderr, "wrote %s\n", trace);
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "recall replay: %s\n", err.msg);
+out:
+    rc_problem_run_free(&run);
+    rc_recall_close(r);
+    rc_problem_free(&p);
+    rc_bench_free(bench);
+    rc_blob_close(b);
+    return rc;
+}

@@ -1,0 +1,60 @@
+/* pool.h - a fixed thread pool and the execution context (pool + SIMD kernel table) that the
+ * model contexts (qwen2, bert, pooler) run on.
+ *
+ * Determinism: work is only ever split over independent outputs (weight output rows, attention
+ * heads); every output element is computed by one thread in the canonical order of simd.h, so
+ * results are bitwise identical for any thread count. The split is static: range [0, n) is cut
+ * into nthreads contiguous pieces (rounded to `grain`); worker 0 is the calling thread.
+ *
+ * Threads are created once (rc_pool_create), never per call. A parallel-for wakes the workers,
+ * which spin briefly and then sleep on a condition variable. rc_pool_for is not reentrant: one
+ * caller thread at a time (the model contexts run sequentially). Built with -DRECALL_NO_THREADS,
+ * the pool runs everything on the calling thread.
+ *
+ * Thread count: rc_exec_open(threads = 0) reads RECALL_THREADS, else uses 1 (the default is one
+ * thread so that a library user, or a test runner running many processes, never oversubscribes
+ * the machine by surprise; the CLI's --threads N / RECALL_THREADS ask for more).
+ */
+#ifndef RECALL_POOL_H
+#define RECALL_POOL_H
+
+#include "simd.h"
+#include "status.h"
+
+#include <stdint.h>
+
+#define RC_MAX_THREADS 256
+
+typedef struct rc_pool rc_pool;
+
+/* fn(ctx, begin, end, worker): process items [begin, end); worker in [0, nthreads). */
+typedef void (*rc_pool_fn)(void *ctx, int64_t begin, int64_t end, int worker);
+
+recall_status rc_pool_create(int nthreads, rc_pool **out, recall_err *err);
+void rc_pool_destroy(rc_pool *p);
+int rc_pool_threads(const rc_pool *p); /* 1 for a NULL pool */
+/* Runs fn over [0, n) split statically across the threads (pieces are multiples of grain >= 1,
+ * except the last). A NULL pool or nthreads == 1 calls fn(ctx, 0, n, 0) directly. */
+void rc_pool_for(rc_pool *p, int64_t n, int64_t grain, rc_pool_fn fn, void *ctx);
+
+/* ---- execution context ---- */
+
+typedef struct {
+    int threads;      /* 0 = RECALL_THREADS or 1 */
+    const char *simd; /* NULL/"" = RECALL_SIMD or best available; else scalar|avx2|avx512|neon|auto */
+} rc_exec_opts;
+
+typedef struct {
+    rc_kernels k;
+    rc_pool *pool;
+    int threads;
+} rc_exec;
+
+recall_status rc_exec_open(const rc_exec_opts *o, rc_exec **out, recall_err *err);
+void rc_exec_close(rc_exec *e);
+
+/* Y[t*ldy + r] = W[r,:] . X[t*ldx ..] (+ bias[r]) for all rows r of W, t < nt, split over rows. */
+void rc_exec_matmul(const rc_exec *e, const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt,
+                    float *Y, size_t ldy);
+
+#endif

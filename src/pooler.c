@@ -1,0 +1,267 @@
+/* pooler.c - AttnPoolSP forward, scalar reference (math in pooler.h, rounding order in ops.h). */
+#include "pooler.h"
+
+#include "ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    rc_mat in_w, out_w;
+    float *in_b, *out_b; /* [3H], [H] */
+} mha_w;
+
+typedef struct {
+    float *lnq1_w, *lnq1_b, *lnk_w, *lnk_b, *lnq2_w, *lnq2_b, *lnq3_w, *lnq3_b;
+    mha_w cross, selfa;
+    rc_mat f0, f2;
+    float *f0_b, *f2_b;
+} block_w;
+
+struct rc_pooler {
+    rc_pooler_config c;
+    float *query;          /* [n_sp][H] */
+    block_w *blk;
+    float *ln_out_w, *ln_out_b;
+    float *vecs;           /* arena for every fp32 vector above */
+    /* scratch, n_sp-sized */
+    float *q, *qn, *Q, *Kq, *Vq, *att, *tmp, *hid, *scores;
+    /* scratch, L-sized (grown on demand) */
+    int cap_L;
+    float *P, *kn, *K, *V, *scores_L;
+};
+
+void rc_pooler_close(rc_pooler *p) {
+    if (!p) return;
+    free(p->blk);
+    free(p->vecs);
+    free(p->q);
+    free(p->qn);
+    free(p->Q);
+    free(p->Kq);
+    free(p->Vq);
+    free(p->att);
+    free(p->tmp);
+    free(p->hid);
+    free(p->scores);
+    free(p->P);
+    free(p->kn);
+    free(p->K);
+    free(p->V);
+    free(p->scores_L);
+    free(p);
+}
+
+const rc_pooler_config *rc_pooler_cfg(const rc_pooler *p) { return &p->c; }
+
+static recall_status cfg_int(const rc_blob *b, const char *key, int lo, int hi, int *out, recall_err *err) {
+    int64_t v;
+    RC_TRY(rc_blob_get_i64(b, key, &v, err));
+    if (v < lo || v > hi)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: config %s = %lld out of range [%d, %d]", rc_blob_path(b), key,
+                       (long long)v, lo, hi);
+    *out = (int)v;
+    return RECALL_OK;
+}
+
+static float *falloc(size_t n) { return (float *)calloc(n ? n : 1, sizeof(float)); }
+
+recall_status rc_pooler_open(const rc_blob *b, rc_pooler **out, recall_err *err) {
+    *out = NULL;
+    rc_pooler *p = (rc_pooler *)calloc(1, sizeof *p);
+    if (!p) return rc_fail(err, RECALL_E_NOMEM, "pooler: out of memory");
+    rc_pooler_config *c = &p->c;
+    recall_status st;
+    double eps;
+#define TRY(e)                                                                                   \
+    do {                                                                                         \
+        if ((st = (e)) != RECALL_OK) goto fail;                                                  \
+    } while (0)
+    TRY(cfg_int(b, "pooler.n_sp", 1, 1 << 16, &c->n_sp, err));
+    TRY(cfg_int(b, "pooler.hidden", 1, 1 << 16, &c->hidden, err));
+    TRY(cfg_int(b, "pooler.heads", 1, 1 << 12, &c->heads, err));
+    TRY(cfg_int(b, "pooler.blocks", 1, 1 << 10, &c->blocks, err));
+    TRY(cfg_int(b, "pooler.ffn", 1, 1 << 20, &c->ffn, err));
+    TRY(rc_blob_get_f64(b, "pooler.ln_eps", &eps, err));
+    if (!(eps > 0.0 && eps < 1.0) || c->hidden % c->heads) {
+        st = rc_fail(err, RECALL_E_FORMAT, "%s: pooler.ln_eps out of range or hidden %% heads != 0", rc_blob_path(b));
+        goto fail;
+    }
+    c->ln_eps = (float)eps;
+    const int H = c->hidden, S = c->n_sp, FF = c->ffn, NB = c->blocks;
+    size_t per_block = 8 * (size_t)H + 2 * (4 * (size_t)H) + (size_t)FF + (size_t)H;
+    p->vecs = falloc((size_t)S * H + per_block * NB + 2 * (size_t)H + 1);
+    p->blk = (block_w *)calloc((size_t)NB, sizeof(block_w));
+    if (!p->vecs || !p->blk) goto nomem;
+    float *v = p->vecs;
+    p->query = v;
+    v += (size_t)S * H;
+    TRY(rc_blob_vec(b, "pooler.query", (int64_t)S * H, p->query, err));
+    {
+        const rc_tensor *t = rc_blob_find(b, "pooler.query");
+        if (t->ndim != 2 || t->shape[0] != S) {
+            st = rc_fail(err, RECALL_E_SHAPE, "%s: pooler.query is not [%d,%d]", rc_blob_path(b), S, H);
+            goto fail;
+        }
+    }
+    for (int i = 0; i < NB; i++) {
+        block_w *w = &p->blk[i];
+        char nm[160];
+#define VEC(field, suffix, n)                                                                    \
+    w->field = v;                                                                                \
+    v += (n);                                                                                    \
+    snprintf(nm, sizeof nm, "pooler.blocks.%d.%s", i, suffix);                                   \
+    TRY(rc_blob_vec(b, nm, n, w->field, err))
+#define MAT(field, suffix, rows, cols)                                                           \
+    snprintf(nm, sizeof nm, "pooler.blocks.%d.%s", i, suffix);                                   \
+    TRY(rc_blob_mat(b, nm, rows, cols, &w->field, err))
+        VEC(lnq1_w, "lnq1.weight", H);
+        VEC(lnq1_b, "lnq1.bias", H);
+        VEC(lnk_w, "lnk.weight", H);
+        VEC(lnk_b, "lnk.bias", H);
+        VEC(lnq2_w, "lnq2.weight", H);
+        VEC(lnq2_b, "lnq2.bias", H);
+        VEC(lnq3_w, "lnq3.weight", H);
+        VEC(lnq3_b, "lnq3.bias", H);
+        MAT(cross.in_w, "cross.in_proj_weight", 3 * H, H);
+        VEC(cross.in_b, "cross.in_proj_bias", 3 * H);
+        MAT(cross.out_w, "cross.out_proj.weight", H, H);
+        VEC(cross.out_b, "cross.out_proj.bias", H);
+        MAT(selfa.in_w, "selfa.in_proj_weight", 3 * H, H);
+        VEC(selfa.in_b, "selfa.in_proj_bias", 3 * H);
+        MAT(selfa.out_w, "selfa.out_proj.weight", H, H);
+        VEC(selfa.out_b, "selfa.out_proj.bias", H);
+        MAT(f0, "ffn.0.weight", FF, H);
+        VEC(f0_b, "ffn.0.bias", FF);
+        MAT(f2, "ffn.2.weight", H, FF);
+        VEC(f2_b, "ffn.2.bias", H);
+#undef VEC
+#undef MAT
+    }
+    p->ln_out_w = v;
+    v += H;
+    p->ln_out_b = v;
+    v += H;
+    TRY(rc_blob_vec(b, "pooler.ln_out.weight", H, p->ln_out_w, err));
+    TRY(rc_blob_vec(b, "pooler.ln_out.bias", H, p->ln_out_b, err));
+    TRY(rc_blob_vec(b, "pooler.out_scale", 1, v, err));
+    c->out_scale = fabsf(v[0]);
+    size_t sh = (size_t)S * H;
+    p->q = falloc(sh);
+    p->qn = falloc(sh);
+    p->Q = falloc(sh);
+    p->Kq = falloc(sh);
+    p->Vq = falloc(sh);
+    p->att = falloc(sh);
+    p->tmp = falloc(sh);
+    p->hid = falloc((size_t)FF);
+    p->scores = falloc((size_t)S);
+    if (!p->q || !p->qn || !p->Q || !p->Kq || !p->Vq || !p->att || !p->tmp || !p->hid || !p->scores) goto nomem;
+    *out = p;
+    return RECALL_OK;
+nomem:
+    st = rc_fail(err, RECALL_E_NOMEM, "pooler: out of memory");
+fail:
+    rc_pooler_close(p);
+    return st;
+#undef TRY
+}
+
+/* Y[t][r] = W[row0 + r,:] . X[t] + b[row0 + r], r < nout, t < n (weight rows outermost). */
+static void proj(const rc_mat *w, const float *b, int64_t row0, int64_t nout, const float *X, int n, float *Y) {
+    for (int64_t r = 0; r < nout; r++)
+        for (int t = 0; t < n; t++)
+            Y[(size_t)t * nout + r] = rc_dot_row(w, row0 + r, X + (size_t)t * w->cols) + b[row0 + r];
+}
+
+/* out[nq][H] = MHA(Q rows from xq[nq], K/V rows from xkv[nk]); K, V, scores scratch. */
+static void mha(const rc_pooler *p, const mha_w *w, const float *xq, int nq, const float *xkv, int nk, float *Q,
+                float *K, float *V, float *scores, float *att, float *out) {
+    const int H = p->c.hidden, hd = H / p->c.heads;
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    proj(&w->in_w, w->in_b, 0, H, xq, nq, Q);
+    proj(&w->in_w, w->in_b, H, H, xkv, nk, K);
+    proj(&w->in_w, w->in_b, 2 * H, H, xkv, nk, V);
+    for (int h = 0; h < p->c.heads; h++)
+        for (int t = 0; t < nq; t++) {
+            const float *qh = Q + (size_t)t * H + (size_t)h * hd;
+            for (int j = 0; j < nk; j++) scores[j] = rc_dot_f32(qh, K + (size_t)j * H + (size_t)h * hd, (size_t)hd) * scale;
+            rc_softmax(scores, (size_t)nk);
+            float *o = att + (size_t)t * H + (size_t)h * hd;
+            for (int i = 0; i < hd; i++) o[i] = 0.0f;
+            for (int j = 0; j < nk; j++) rc_axpy(scores[j], V + (size_t)j * H + (size_t)h * hd, o, (size_t)hd);
+        }
+    proj(&w->out_w, w->out_b, 0, H, att, nq, out);
+}
+
+static recall_status grow(rc_pooler *p, int L, recall_err *err) {
+    if (L <= p->cap_L) return RECALL_OK;
+    size_t n = (size_t)L * (size_t)p->c.hidden;
+    float *P = realloc(p->P, n * sizeof(float));
+    if (P) p->P = P;
+    float *kn = realloc(p->kn, n * sizeof(float));
+    if (kn) p->kn = kn;
+    float *K = realloc(p->K, n * sizeof(float));
+    if (K) p->K = K;
+    float *V = realloc(p->V, n * sizeof(float));
+    if (V) p->V = V;
+    float *s = realloc(p->scores_L, (size_t)L * sizeof(float));
+    if (s) p->scores_L = s;
+    if (!P || !kn || !K || !V || !s) return rc_fail(err, RECALL_E_NOMEM, "pooler: out of memory for L = %d", L);
+    p->cap_L = L;
+    return RECALL_OK;
+}
+
+recall_status rc_pooler_run(rc_pooler *p, const float *past, int L, float *out, recall_err *err) {
+    const rc_pooler_config *c = &p->c;
+    const int H = c->hidden, S = c->n_sp;
+    if (L < 0 || (L > 0 && !past)) return rc_fail(err, RECALL_E_ARG, "pooler: bad input (L = %d)", L);
+    if (L > (1 << 24)) return rc_fail(err, RECALL_E_LIMIT, "pooler: L = %d too large", L);
+    RC_TRY(grow(p, L, err));
+    if (L > 0) {
+        const float c_div = (float)(-9.210340371976184 / (double)H); /* -ln(10000)/H */
+        for (int j = 0; j < H; j += 2) {
+            float div = rc_expf((float)j * c_div);
+            for (int pos = 0; pos < L; pos++) {
+                float s, co;
+                rc_sincosf((float)pos * div, &s, &co);
+                const float *x = past + (size_t)pos * H;
+                float *y = p->P + (size_t)pos * H;
+                y[j] = x[j] + s;
+                if (j + 1 < H) y[j + 1] = x[j + 1] + co;
+            }
+        }
+    }
+    memcpy(p->q, p->query, (size_t)S * H * sizeof(float));
+    for (int bi = 0; bi < c->blocks; bi++) {
+        const block_w *w = &p->blk[bi];
+        if (L > 0) {
+            for (int j = 0; j < L; j++)
+                rc_layernorm(p->P + (size_t)j * H, w->lnk_w, w->lnk_b, c->ln_eps, p->kn + (size_t)j * H, (size_t)H);
+            for (int t = 0; t < S; t++)
+                rc_layernorm(p->q + (size_t)t * H, w->lnq1_w, w->lnq1_b, c->ln_eps, p->qn + (size_t)t * H, (size_t)H);
+            mha(p, &w->cross, p->qn, S, p->kn, L, p->Q, p->K, p->V, p->scores_L, p->att, p->tmp);
+            for (size_t i = 0; i < (size_t)S * H; i++) p->q[i] = p->q[i] + p->tmp[i];
+        }
+        for (int t = 0; t < S; t++)
+            rc_layernorm(p->q + (size_t)t * H, w->lnq2_w, w->lnq2_b, c->ln_eps, p->qn + (size_t)t * H, (size_t)H);
+        mha(p, &w->selfa, p->qn, S, p->qn, S, p->Q, p->Kq, p->Vq, p->scores, p->att, p->tmp);
+        for (size_t i = 0; i < (size_t)S * H; i++) p->q[i] = p->q[i] + p->tmp[i];
+        for (int t = 0; t < S; t++) {
+            float *qt = p->q + (size_t)t * H;
+            rc_layernorm(qt, w->lnq3_w, w->lnq3_b, c->ln_eps, p->qn, (size_t)H);
+            rc_matvec(&w->f0, w->f0_b, p->qn, p->hid);
+            for (int i = 0; i < c->ffn; i++) p->hid[i] = rc_gelu(p->hid[i]);
+            rc_matvec(&w->f2, w->f2_b, p->hid, p->tmp);
+            for (int i = 0; i < H; i++) qt[i] = qt[i] + p->tmp[i];
+        }
+    }
+    for (int t = 0; t < S; t++) {
+        float *o = out + (size_t)t * H;
+        rc_layernorm(p->q + (size_t)t * H, p->ln_out_w, p->ln_out_b, c->ln_eps, o, (size_t)H);
+        rc_l2_normalize(o, 1e-6f, c->out_scale, o, (size_t)H);
+    }
+    return RECALL_OK;
+}

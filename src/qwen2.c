@@ -1,0 +1,351 @@
+/* qwen2.c - Qwen2 decoder forward with a KV cache, scalar reference (math and order in qwen2.h
+ * and ops.h). All state lives in the rc_qwen2 context; nothing is allocated after open. */
+#include "qwen2.h"
+
+#include "ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    rc_mat q, k, v, o, gate, up, down;
+    float *bq, *bk, *bv, *ln1, *ln2; /* fp32 copies (in m->vecs) */
+} layer_w;
+
+struct rc_qwen2 {
+    rc_qwen2_config c;
+    int qd, kvd;        /* NH*D, NKV*D */
+    rc_mat embed, lm_head;
+    layer_w *L;
+    float *vecs;        /* arena: biases and norm weights */
+    float *final_norm;
+    int max_ctx, n_cached;
+    float *kc, *vc;     /* [NL][max_ctx][kvd], K after RoPE */
+    float *rope_cos, *rope_sin; /* [max_ctx][D/2] */
+    float scale;        /* (float)(1/sqrt(D)) */
+    /* scratch for one chunk of rows */
+    float *x, *xn, *q, *k, *v, *att, *g, *u, *scores;
+    float *gate_q;      /* [n_gate][qd] */
+};
+
+static recall_status cfg_int(const rc_blob *b, const char *key, int lo, int hi, int *out, recall_err *err) {
+    int64_t v;
+    RC_TRY(rc_blob_get_i64(b, key, &v, err));
+    if (v < lo || v > hi)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: config %s = %lld out of range [%d, %d]", rc_blob_path(b), key,
+                       (long long)v, lo, hi);
+    *out = (int)v;
+    return RECALL_OK;
+}
+
+void rc_qwen2_close(rc_qwen2 *m) {
+    if (!m) return;
+    free(m->L);
+    free(m->vecs);
+    free(m->kc);
+    free(m->vc);
+    free(m->rope_cos);
+    free(m->rope_sin);
+    free(m->x);
+    free(m->xn);
+    free(m->q);
+    free(m->k);
+    free(m->v);
+    free(m->att);
+    free(m->g);
+    free(m->u);
+    free(m->scores);
+    free(m->gate_q);
+    free(m);
+}
+
+static float *falloc(size_t n) {
+    return (float *)calloc(n ? n : 1, sizeof(float));
+}
+
+recall_status rc_qwen2_open(const rc_blob *b, int max_ctx, rc_qwen2 **out, recall_err *err) {
+    *out = NULL;
+    rc_qwen2 *m = (rc_qwen2 *)calloc(1, sizeof *m);
+    if (!m) return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory");
+    rc_qwen2_config *c = &m->c;
+    recall_status st;
+    double eps;
+#define TRY(e)                                                                                   \
+    do {                                                                                         \
+        if ((st = (e)) != RECALL_OK) goto fail;                                                  \
+    } while (0)
+    TRY(cfg_int(b, "qwen2.hidden", 1, 1 << 16, &c->hidden, err));
+    TRY(cfg_int(b, "qwen2.layers", 1, 1024, &c->layers, err));
+    TRY(cfg_int(b, "qwen2.heads", 1, 1024, &c->heads, err));
+    TRY(cfg_int(b, "qwen2.kv_heads", 1, 1024, &c->kv_heads, err));
+    TRY(cfg_int(b, "qwen2.head_dim", 2, 4096, &c->head_dim, err));
+    TRY(cfg_int(b, "qwen2.ffn", 1, 1 << 20, &c->ffn, err));
+    TRY(cfg_int(b, "qwen2.vocab", 1, 1 << 24, &c->vocab, err));
+    TRY(cfg_int(b, "qwen2.max_pos", 1, 1 << 24, &c->max_pos, err));
+    /* bos/eos are informational here (the loop reads them); -1 when the blob has none */
+    c->bos_id = c->eos_id = -1;
+    if (rc_blob_kv_find(b, "qwen2.bos_id")) TRY(cfg_int(b, "qwen2.bos_id", 0, c->vocab - 1, &c->bos_id, err));
+    if (rc_blob_kv_find(b, "qwen2.eos_id")) TRY(cfg_int(b, "qwen2.eos_id", 0, c->vocab - 1, &c->eos_id, err));
+    TRY(rc_blob_get_f64(b, "qwen2.rms_eps", &eps, err));
+    TRY(rc_blob_get_f64(b, "qwen2.rope_theta", &c->rope_theta, err));
+    c->rms_eps = (float)eps;
+    if (!(eps > 0.0 && eps < 1.0) || !(c->rope_theta > 1.0 && c->rope_theta < 1e12)) {
+        st = rc_fail(err, RECALL_E_FORMAT, "%s: qwen2.rms_eps / rope_theta out of range", rc_blob_path(b));
+        goto fail;
+    }
+    if (c->head_dim % 2 || c->heads % c->kv_heads) {
+        st = rc_fail(err, RECALL_E_FORMAT, "%s: qwen2 head_dim must be even and heads a multiple of kv_heads",
+                     rc_blob_path(b));
+        goto fail;
+    }
+    {
+        const rc_blob_kv *kv = rc_blob_kv_find(b, "gate.layers");
+        if (kv) {
+            if (kv->type != RC_KV_I64 || kv->count < 1 || kv->count > RC_QWEN2_MAX_GATE) {
+                st = rc_fail(err, RECALL_E_FORMAT, "%s: gate.layers malformed", rc_blob_path(b));
+                goto fail;
+            }
+            for (uint32_t i = 0; i < kv->count; i++) {
+                if (kv->v.i[i] < 0 || kv->v.i[i] >= c->layers) {
+                    st = rc_fail(err, RECALL_E_FORMAT, "%s: gate.layers[%u] = %lld outside [0, %d)", rc_blob_path(b),
+                                 i, (long long)kv->v.i[i], c->layers);
+                    goto fail;
+                }
+                c->gate_layers[c->n_gate++] = (int)kv->v.i[i];
+            }
+        } else {
+            const int def[3] = {8, 14, 20};
+            for (int i = 0; i < 3; i++)
+                if (def[i] < c->layers) c->gate_layers[c->n_gate++] = def[i];
+        }
+    }
+    if (max_ctx < 1 || max_ctx > c->max_pos) {
+        st = rc_fail(err, RECALL_E_ARG, "qwen2: max_ctx %d outside [1, %d]", max_ctx, c->max_pos);
+        goto fail;
+    }
+    m->max_ctx = max_ctx;
+    const int H = c->hidden, D = c->head_dim, NL = c->layers, F = c->ffn;
+    m->qd = c->heads * D;
+    m->kvd = c->kv_heads * D;
+    m->scale = (float)(1.0 / sqrt((double)D));
+
+    TRY(rc_blob_mat(b, "qwen2.model.embed_tokens.weight", c->vocab, H, &m->embed, err));
+    if (rc_blob_find(b, "qwen2.lm_head.weight"))
+        TRY(rc_blob_mat(b, "qwen2.lm_head.weight", c->vocab, H, &m->lm_head, err));
+    else
+        m->lm_head = m->embed; /* tied embeddings */
+
+    size_t per_layer = (size_t)m->qd + 2 * (size_t)m->kvd + 2 * (size_t)H;
+    m->L = (layer_w *)calloc((size_t)NL, sizeof(layer_w));
+    m->vecs = falloc(per_layer * (size_t)NL + (size_t)H);
+    if (!m->L || !m->vecs) goto nomem;
+    for (int l = 0; l < NL; l++) {
+        layer_w *w = &m->L[l];
+        char nm[RC_TENSOR_NAME_LEN + 32];
+        float *vp = m->vecs + per_layer * (size_t)l;
+        w->bq = vp;
+        w->bk = w->bq + m->qd;
+        w->bv = w->bk + m->kvd;
+        w->ln1 = w->bv + m->kvd;
+        w->ln2 = w->ln1 + H;
+#define MAT(field, suffix, rows, cols)                                                           \
+    snprintf(nm, sizeof nm, "qwen2.model.layers.%d.%s", l, suffix);                              \
+    TRY(rc_blob_mat(b, nm, rows, cols, &w->field, err))
+#define VEC(field, suffix, n)                                                                    \
+    snprintf(nm, sizeof nm, "qwen2.model.layers.%d.%s", l, suffix);                              \
+    TRY(rc_blob_vec(b, nm, n, w->field, err))
+        MAT(q, "self_attn.q_proj.weight", m->qd, H);
+        MAT(k, "self_attn.k_proj.weight", m->kvd, H);
+        MAT(v, "self_attn.v_proj.weight", m->kvd, H);
+        MAT(o, "self_attn.o_proj.weight", H, m->qd);
+        MAT(gate, "mlp.gate_proj.weight", F, H);
+        MAT(up, "mlp.up_proj.weight", F, H);
+        MAT(down, "mlp.down_proj.weight", H, F);
+        VEC(bq, "self_attn.q_proj.bias", m->qd);
+        VEC(bk, "self_attn.k_proj.bias", m->kvd);
+        VEC(bv, "self_attn.v_proj.bias", m->kvd);
+        VEC(ln1, "input_layernorm.weight", H);
+        VEC(ln2, "post_attention_layernorm.weight", H);
+#undef MAT
+#undef VEC
+    }
+    m->final_norm = m->vecs + per_layer * (size_t)NL;
+    TRY(rc_blob_vec(b, "qwen2.model.norm.weight", H, m->final_norm, err));
+
+    size_t cache_n = (size_t)NL * (size_t)max_ctx * (size_t)m->kvd;
+    m->kc = falloc(cache_n);
+    m->vc = falloc(cache_n);
+    m->rope_cos = falloc((size_t)max_ctx * (size_t)(D / 2));
+    m->rope_sin = falloc((size_t)max_ctx * (size_t)(D / 2));
+    const size_t R = RC_QWEN2_CHUNK;
+    m->x = falloc(R * (size_t)H);
+    m->xn = falloc(R * (size_t)H);
+    m->q = falloc(R * (size_t)m->qd);
+    m->k = falloc(R * (size_t)m->kvd);
+    m->v = falloc(R * (size_t)m->kvd);
+    m->att = falloc(R * (size_t)m->qd);
+    m->g = falloc(R * (size_t)F);
+    m->u = falloc(R * (size_t)F);
+    m->scores = falloc((size_t)max_ctx);
+    m->gate_q = falloc((size_t)c->n_gate * (size_t)m->qd);
+    if (!m->kc || !m->vc || !m->rope_cos || !m->rope_sin || !m->x || !m->xn || !m->q || !m->k || !m->v ||
+        !m->att || !m->g || !m->u || !m->scores || !m->gate_q)
+        goto nomem;
+
+    /* RoPE tables, as HF computes them in fp32 (see qwen2.h) */
+    {
+        const int half = D / 2;
+        const float theta = (float)c->rope_theta;
+        for (int i = 0; i < half; i++) {
+            float e = (float)(2 * i) / (float)D;
+            float inv = 1.0f / rc_powf_pos(theta, e);
+            for (int p = 0; p < max_ctx; p++) {
+                float ang = inv * (float)p;
+                rc_sincosf(ang, &m->rope_sin[(size_t)p * half + i], &m->rope_cos[(size_t)p * half + i]);
+            }
+        }
+    }
+    *out = m;
+    return RECALL_OK;
+nomem:
+    st = rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory (max_ctx %d)", max_ctx);
+fail:
+    rc_qwen2_close(m);
+    return st;
+#undef TRY
+}
+
+const rc_qwen2_config *rc_qwen2_cfg(const rc_qwen2 *m) { return &m->c; }
+const float *rc_qwen2_gate_q(const rc_qwen2 *m) { return m->gate_q; }
+int rc_qwen2_n_cached(const rc_qwen2 *m) { return m->n_cached; }
+int rc_qwen2_max_ctx(const rc_qwen2 *m) { return m->max_ctx; }
+
+recall_status rc_qwen2_crop(rc_qwen2 *m, int n, recall_err *err) {
+    if (n < 0 || n > m->n_cached)
+        return rc_fail(err, RECALL_E_ARG, "qwen2: crop to %d outside [0, %d]", n, m->n_cached);
+    m->n_cached = n;
+    return RECALL_OK;
+}
+
+recall_status rc_qwen2_embed(const rc_qwen2 *m, const int32_t *ids, int n, float *out, recall_err *err) {
+    for (int t = 0; t < n; t++) {
+        if (ids[t] < 0 || ids[t] >= m->c.vocab)
+            return rc_fail(err, RECALL_E_ARG, "qwen2: token id %d at index %d outside [0, %d)", (int)ids[t], t,
+                           m->c.vocab);
+        rc_mat_row_f32(&m->embed, ids[t], out + (size_t)t * (size_t)m->c.hidden);
+    }
+    return RECALL_OK;
+}
+
+/* Y[t][r] = W[r,:] . X[t] (+ b[r]) for t < nr; weight rows outermost (thread split point). */
+static void matmul_rows(const rc_mat *w, const float *bias, const float *X, int nr, float *Y) {
+    const size_t in = (size_t)w->cols, outd = (size_t)w->rows;
+    for (int64_t r = 0; r < w->rows; r++)
+        for (int t = 0; t < nr; t++) {
+            float d = rc_dot_row(w, r, X + (size_t)t * in);
+            Y[(size_t)t * outd + (size_t)r] = bias ? d + bias[r] : d;
+        }
+}
+
+static void rope(float *vec, int nheads, int D, const float *cs, const float *sn) {
+    const int half = D / 2;
+    for (int h = 0; h < nheads; h++) {
+        float *x = vec + (size_t)h * D;
+        for (int i = 0; i < half; i++) {
+            float a = x[i], b = x[i + half];
+            x[i] = a * cs[i] - b * sn[i];
+            x[i + half] = b * cs[i] + a * sn[i];
+        }
+    }
+}
+
+/* One chunk of nr rows at positions pos0.., rows [row0, row0+nr) of the call. */
+static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, int pos0) {
+    const rc_qwen2_config *c = &m->c;
+    const int H = c->hidden, D = c->head_dim, F = c->ffn, NL = c->layers, half = D / 2;
+    const int group = c->heads / c->kv_heads;
+    const int last_chunk = row0 + nr == f->n;
+    float *X = m->x;
+    if (f->ids) {
+        for (int t = 0; t < nr; t++) rc_mat_row_f32(&m->embed, f->ids[row0 + t], X + (size_t)t * H);
+    } else {
+        memcpy(X, f->embeds + (size_t)row0 * H, (size_t)nr * H * sizeof(float));
+    }
+    float *hid = f->hidden_last;
+    for (int l = 0; l < NL; l++) {
+        const layer_w *w = &m->L[l];
+        if (hid && last_chunk) memcpy(hid + (size_t)l * H, X + (size_t)(nr - 1) * H, (size_t)H * sizeof(float));
+        for (int t = 0; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, w->ln1, c->rms_eps, m->xn + (size_t)t * H, (size_t)H);
+        matmul_rows(&w->q, w->bq, m->xn, nr, m->q);
+        matmul_rows(&w->k, w->bk, m->xn, nr, m->k);
+        matmul_rows(&w->v, w->bv, m->xn, nr, m->v);
+        for (int gi = 0; gi < c->n_gate; gi++) {
+            if (c->gate_layers[gi] != l) continue;
+            if (f->q_all)
+                memcpy(f->q_all + ((size_t)gi * f->n + row0) * m->qd, m->q, (size_t)nr * m->qd * sizeof(float));
+            if (last_chunk)
+                memcpy(m->gate_q + (size_t)gi * m->qd, m->q + (size_t)(nr - 1) * m->qd, (size_t)m->qd * sizeof(float));
+        }
+        float *kc = m->kc + (size_t)l * m->max_ctx * m->kvd, *vc = m->vc + (size_t)l * m->max_ctx * m->kvd;
+        for (int t = 0; t < nr; t++) {
+            const int pos = pos0 + t;
+            const float *cs = m->rope_cos + (size_t)pos * half, *sn = m->rope_sin + (size_t)pos * half;
+            rope(m->q + (size_t)t * m->qd, c->heads, D, cs, sn);
+            rope(m->k + (size_t)t * m->kvd, c->kv_heads, D, cs, sn);
+            memcpy(kc + (size_t)pos * m->kvd, m->k + (size_t)t * m->kvd, (size_t)m->kvd * sizeof(float));
+            memcpy(vc + (size_t)pos * m->kvd, m->v + (size_t)t * m->kvd, (size_t)m->kvd * sizeof(float));
+        }
+        for (int h = 0; h < c->heads; h++) {
+            const int kvh = h / group;
+            for (int t = 0; t < nr; t++) {
+                const int pos = pos0 + t;
+                const float *qh = m->q + (size_t)t * m->qd + (size_t)h * D;
+                float *s = m->scores;
+                for (int j = 0; j <= pos; j++) s[j] = rc_dot_f32(qh, kc + (size_t)j * m->kvd + (size_t)kvh * D, (size_t)D) * m->scale;
+                rc_softmax(s, (size_t)pos + 1);
+                float *o = m->att + (size_t)t * m->qd + (size_t)h * D;
+                for (int i = 0; i < D; i++) o[i] = 0.0f;
+                for (int j = 0; j <= pos; j++) rc_axpy(s[j], vc + (size_t)j * m->kvd + (size_t)kvh * D, o, (size_t)D);
+            }
+        }
+        matmul_rows(&w->o, NULL, m->att, nr, m->xn);
+        for (size_t i = 0; i < (size_t)nr * H; i++) X[i] = X[i] + m->xn[i];
+        for (int t = 0; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, w->ln2, c->rms_eps, m->xn + (size_t)t * H, (size_t)H);
+        matmul_rows(&w->gate, NULL, m->xn, nr, m->g);
+        matmul_rows(&w->up, NULL, m->xn, nr, m->u);
+        for (size_t i = 0; i < (size_t)nr * F; i++) m->g[i] = rc_silu(m->g[i]) * m->u[i];
+        matmul_rows(&w->down, NULL, m->g, nr, m->xn);
+        for (size_t i = 0; i < (size_t)nr * H; i++) X[i] = X[i] + m->xn[i];
+    }
+    for (int t = 0; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, m->final_norm, c->rms_eps, X + (size_t)t * H, (size_t)H);
+    if (hid && last_chunk) memcpy(hid + (size_t)NL * H, X + (size_t)(nr - 1) * H, (size_t)H * sizeof(float));
+    const size_t V = (size_t)c->vocab;
+    if (f->logits_all) matmul_rows(&m->lm_head, NULL, X, nr, f->logits_all + (size_t)row0 * V);
+    if (f->logits_last && last_chunk) {
+        if (f->logits_all)
+            memcpy(f->logits_last, f->logits_all + (size_t)(f->n - 1) * V, V * sizeof(float));
+        else
+            rc_matvec(&m->lm_head, NULL, X + (size_t)(nr - 1) * H, f->logits_last);
+    }
+}
+
+recall_status rc_qwen2_forward(rc_qwen2 *m, const rc_qwen2_fwd *f, recall_err *err) {
+    if (!f || f->n < 1 || (!f->ids) == (!f->embeds))
+        return rc_fail(err, RECALL_E_ARG, "qwen2: forward needs n >= 1 and exactly one of ids / embeds");
+    if (f->n > m->max_ctx - m->n_cached)
+        return rc_fail(err, RECALL_E_LIMIT, "qwen2: %d cached + %d new positions exceed max_ctx %d", m->n_cached,
+                       f->n, m->max_ctx);
+    if (f->ids)
+        for (int t = 0; t < f->n; t++)
+            if (f->ids[t] < 0 || f->ids[t] >= m->c.vocab)
+                return rc_fail(err, RECALL_E_ARG, "qwen2: token id %d at index %d outside [0, %d)", (int)f->ids[t], t,
+                               m->c.vocab);
+    for (int row0 = 0; row0 < f->n; row0 += RC_QWEN2_CHUNK) {
+        int nr = f->n - row0 < RC_QWEN2_CHUNK ? f->n - row0 : RC_QWEN2_CHUNK;
+        forward_chunk(m, f, row0, nr, m->n_cached);
+        m->n_cached += nr;
+    }
+    return RECALL_OK;
+}

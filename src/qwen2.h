@@ -1,0 +1,78 @@
+/* qwen2.h - Qwen2 decoder (HF Qwen2ForCausalLM semantics), scalar fp32 reference path.
+ *
+ * Shapes (config keys qwen2.*): H hidden, NL layers, NH heads, NKV kv_heads, D head_dim, F ffn,
+ * V vocab. Weights (blob names "qwen2.<HF name>"): embed_tokens [V,H], per layer q_proj [NH*D,H]
+ * + bias, k_proj/v_proj [NKV*D,H] + bias, o_proj [H,NH*D], gate_proj/up_proj [F,H],
+ * down_proj [H,F], input_layernorm/post_attention_layernorm [H], model.norm [H], lm_head [V,H]
+ * (falls back to embed_tokens if absent). Matrices may be f32 / bf16 / f16 / nf4.
+ *
+ * One forward call runs T rows at positions n_cached .. n_cached+T-1, appends their K/V to the
+ * cache and leaves n_cached += T. Each row is computed independently (ops.h order), so:
+ *   - decoding token by token gives bitwise the logits of a one-shot prefill at the same positions;
+ *   - crop(n) + re-forward gives bitwise the logits of a fresh run.
+ * Layer math per row (all fp32):
+ *   xn = RMSNorm(x); q,k,v = W xn + b; [q capture, after bias, before RoPE]; RoPE(q,k) at pos;
+ *   score_j = dot(q_h, k_j) * scale, scale = (float)(1/sqrt((double)D)), j = 0..pos;
+ *   p = softmax(score); att_h = sum_j p_j v_j (sequential fmaf, j ascending); x = x + o_proj(att);
+ *   xn = RMSNorm(x); x = x + down(silu(gate xn) * (up xn)).
+ * RoPE (HF rotate_half): inv_freq[i] = 1.0f / powf(theta, (float)(2i) / (float)D), i < D/2;
+ *   angle = inv_freq[i] * (float)pos (fp32), c/s = rc_sincosf(angle); tables for positions
+ *   0..max_ctx-1 are built at open. out[i] = q[i]*c - q[i+D/2]*s, out[i+D/2] = q[i+D/2]*c + q[i]*s.
+ * Rows are processed in chunks of RC_QWEN2_CHUNK (scratch allocated once at open); loops over
+ * weight output rows / heads are outermost so a thread pool can split them later.
+ *
+ * The faithful loop's "standalone seal forward" (no cache, from position 0) is simply a second
+ * rc_qwen2 context (weights are shared zero-copy views of the blob; only cache+scratch are new).
+ */
+#ifndef RECALL_QWEN2_H
+#define RECALL_QWEN2_H
+
+#include "blob.h"
+#include "status.h"
+
+#define RC_QWEN2_CHUNK 32
+#define RC_QWEN2_MAX_GATE 8
+
+typedef struct rc_qwen2 rc_qwen2;
+
+typedef struct {
+    int hidden, layers, heads, kv_heads, head_dim, ffn, vocab, max_pos;
+    float rms_eps;
+    double rope_theta;
+    int bos_id, eos_id;               /* -1 if the blob has no qwen2.bos_id / eos_id */
+    int n_gate;                       /* gate capture layers (from gate.layers, default 8,14,20) */
+    int gate_layers[RC_QWEN2_MAX_GATE];
+} rc_qwen2_config;
+
+/* One forward call. Exactly one of ids / embeds is non-NULL. */
+typedef struct {
+    const int32_t *ids;   /* [n] token ids, or NULL */
+    const float *embeds;  /* [n][H] input embeddings (pooler output, injected blocks), or NULL */
+    int n;                /* rows, >= 1 */
+    float *logits_all;    /* [n][V] or NULL */
+    float *logits_last;   /* [V] or NULL; with logits_all also NULL, lm_head is skipped */
+    float *hidden_last;   /* [NL+1][H] or NULL: HF hidden_states at the last row (0 = embeddings,
+                             i = input of layer i, NL = after the final norm) */
+    float *q_all;         /* [n_gate][n][NH*D] or NULL: q_proj outputs of every row */
+} rc_qwen2_fwd;
+
+/* max_ctx: capacity of the KV cache in positions (1 .. max_pos). */
+recall_status rc_qwen2_open(const rc_blob *b, int max_ctx, rc_qwen2 **out, recall_err *err);
+void rc_qwen2_close(rc_qwen2 *m);
+const rc_qwen2_config *rc_qwen2_cfg(const rc_qwen2 *m);
+
+recall_status rc_qwen2_forward(rc_qwen2 *m, const rc_qwen2_fwd *f, recall_err *err);
+
+/* q_proj outputs (after bias, before RoPE) of the LAST row of the latest forward at the gate
+ * layers, concatenated: [n_gate * NH * D]. Zero before the first forward. */
+const float *rc_qwen2_gate_q(const rc_qwen2 *m);
+
+int rc_qwen2_n_cached(const rc_qwen2 *m);
+int rc_qwen2_max_ctx(const rc_qwen2 *m);
+/* Keeps the first n cached positions (0 <= n <= n_cached). */
+recall_status rc_qwen2_crop(rc_qwen2 *m, int n, recall_err *err);
+
+/* out[n][H] = embed_tokens rows (exact fp32 values). Ids are bounds-checked. */
+recall_status rc_qwen2_embed(const rc_qwen2 *m, const int32_t *ids, int n, float *out, recall_err *err);
+
+#endif

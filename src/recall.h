@@ -1,0 +1,96 @@
+/* recall.h - the recall loop (RECALL_SPEC §3): one assistant turn from the whole conversation.
+ *
+ * Per turn (nothing but token ids survives between turns):
+ *   prime: [BOS] through the model; it stays at cache position 0 (MQ = 1).
+ *   repeat: c0 = len(gen); R = min(c0, window) (FULL: c0); nd = c0 - R
+ *     evict:   gen[absorbed:nd] -> archive buf (seal every `block` ids; faithful mode runs the
+ *              sealed block standalone, positions 0.., and its last q_proj capture replaces the
+ *              gate feature); kept = gen[0:nd]
+ *     gate:    RC arm, once sealed blocks exist or buf >= buf_min: s = gate(feature); fire if
+ *              s > threshold -> BGE retrieval of the top-k candidates; their ids are injected
+ *              (a later fire replaces an earlier injection)
+ *     rebuild: crop to [BOS]; forward [SP = pooler(embed(kept))][embed(injected)][embed(window)]
+ *     chunk:   `chunk` single-token steps: feed tokens are teacher-forced, then greedy argmax
+ *              until EOS (not kept) or turn_cap generated tokens
+ * Modes: faithful (the reference, with the seal quirk) and clean (no seal forward).
+ * Arms: SP (no recall), RC_bge (recall), FULL (no eviction, the whole history in the window).
+ */
+#ifndef RECALL_RECALL_H
+#define RECALL_RECALL_H
+
+#include "blob.h"
+#include "status.h"
+
+typedef enum { RC_MODE_FAITHFUL = 0, RC_MODE_CLEAN = 1 } rc_loop_mode;
+typedef enum { RC_ARM_RC_BGE = 0, RC_ARM_SP = 1, RC_ARM_FULL = 2 } rc_arm;
+
+typedef struct {
+    int window, block, chunk, k, turn_cap, buf_min; /* defaults: the blob's loop.* keys */
+    float threshold;                                /* default: the gate file's thresh */
+    rc_loop_mode mode;
+    rc_arm arm;
+    /* Precision-side options the reference recommends; all off by default. */
+    int fire_once;        /* at most one fire per turn */
+    int hysteresis;       /* inject only after this many consecutive scores above threshold (0/1: off) */
+    int use_floor;        /* inject only if the best bridge score >= floor */
+    float floor;
+} rc_recall_opts;
+
+typedef struct { int c0; float score; int fired; } rc_gate_rec;
+typedef struct {
+    int c0;
+    float score;
+    int ncand;
+    float *bridge;
+    int ntop;
+    int top[8];
+    int32_t *rid;
+    int nrid;
+    int injected; /* 0 when hysteresis / floor held the injection back */
+} rc_fire_rec;
+typedef struct { int c0, has_sp, inj_len, window_len; } rc_rebuild_rec;
+typedef struct { int c0; int32_t ids[5]; float logits[5]; } rc_top5_rec;
+typedef struct { int pos; float margin; } rc_margin_rec;
+
+/* Everything one turn did, in the schema of the loop goldens. */
+typedef struct {
+    int32_t *reply;
+    int n_reply;
+    rc_gate_rec *gates;
+    int n_gates, cap_gates;
+    rc_fire_rec *fires;
+    int n_fires, cap_fires;
+    rc_rebuild_rec *rebuilds;
+    int n_rebuilds, cap_rebuilds;
+    rc_top5_rec *top5;
+    int n_top5, cap_top5;
+    float min_margin; /* +inf when nothing was generated */
+    rc_margin_rec *low;
+    int n_low, cap_low;
+} rc_turn;
+
+void rc_turn_free(rc_turn *t);
+
+typedef enum { RC_EV_REBUILD, RC_EV_GATE, RC_EV_FIRE, RC_EV_TOKEN } rc_event_kind;
+typedef struct {
+    rc_event_kind kind;
+    const void *rec;  /* rc_rebuild_rec / rc_gate_rec / rc_fire_rec; NULL for tokens */
+    int32_t token;    /* RC_EV_TOKEN: a generated id (streamed as it is chosen) */
+} rc_event;
+typedef void (*rc_event_fn)(void *ctx, const rc_event *ev);
+
+typedef struct rc_recall rc_recall;
+
+void rc_recall_defaults(const rc_blob *b, rc_recall_opts *o);
+recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recall **out, recall_err *err);
+void rc_recall_close(rc_recall *r);
+/* Runs one turn for `feed` (the whole conversation so far, user turn included). */
+recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_event_fn on_event, void *ctx,
+                              rc_turn *turn, recall_err *err);
+
+/* Tokenizers of the blob, for building feeds and decoding replies. */
+struct rc_bpe;
+const struct rc_bpe *rc_recall_bpe(const rc_recall *r);
+int rc_recall_eos(const rc_recall *r);
+
+#endif

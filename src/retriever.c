@@ -1,0 +1,159 @@
+/* retriever.c - ids-only block archive and BGE-on-demand retrieval (retriever.h). */
+#include "retriever.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rc_archive_init(rc_archive *a, int block) {
+    memset(a, 0, sizeof *a);
+    a->block = block;
+}
+
+void rc_archive_free(rc_archive *a) {
+    free(a->buf);
+    free(a->blocks);
+    memset(a, 0, sizeof *a);
+}
+
+void rc_archive_reset(rc_archive *a) {
+    a->n_buf = 0;
+    a->n_blocks = 0;
+}
+
+static int grow(int32_t **p, int *cap, int need) {
+    if (need <= *cap) return 1;
+    int nc = *cap ? *cap : 256;
+    while (nc < need) nc *= 2;
+    int32_t *np = realloc(*p, (size_t)nc * sizeof *np);
+    if (!np) return 0;
+    *p = np;
+    *cap = nc;
+    return 1;
+}
+
+recall_status rc_archive_push(rc_archive *a, const int32_t *ids, int n, recall_err *err) {
+    if (!grow(&a->buf, &a->cap_buf, a->n_buf + n)) return rc_fail(err, RECALL_E_NOMEM, "archive: out of memory");
+    memcpy(a->buf + a->n_buf, ids, (size_t)n * sizeof *ids);
+    a->n_buf += n;
+    return RECALL_OK;
+}
+
+const int32_t *rc_archive_seal(rc_archive *a, recall_err *err) {
+    if (a->n_buf < a->block) return NULL;
+    if (!grow(&a->blocks, &a->cap_blocks, (a->n_blocks + 1) * a->block)) {
+        rc_fail(err, RECALL_E_NOMEM, "archive: out of memory");
+        return NULL;
+    }
+    int32_t *dst = a->blocks + (size_t)a->n_blocks * a->block;
+    memcpy(dst, a->buf, (size_t)a->block * sizeof *dst);
+    memmove(a->buf, a->buf + a->block, (size_t)(a->n_buf - a->block) * sizeof *dst);
+    a->n_buf -= a->block;
+    a->n_blocks++;
+    return dst;
+}
+
+int rc_archive_n_candidates(const rc_archive *a, int buf_min) { return a->n_blocks + (a->n_buf >= buf_min); }
+
+void rc_retrieval_free(rc_retrieval *r) {
+    free(r->bridge);
+    free(r->rid);
+    memset(r, 0, sizeof *r);
+}
+
+static void candidate(const rc_archive *a, int i, const int32_t **ids, int *n) {
+    if (i < a->n_blocks) {
+        *ids = a->blocks + (size_t)i * a->block;
+        *n = a->block;
+    } else {
+        *ids = a->buf;
+        *n = a->n_buf;
+    }
+}
+
+recall_status rc_retrieve_bge(const rc_retriever *rt, const rc_archive *a, const float *f, int k, int buf_min,
+                              rc_retrieval *out, recall_err *err) {
+    memset(out, 0, sizeof *out);
+    int nc = rc_archive_n_candidates(a, buf_min);
+    if (k > RC_MAX_K) k = RC_MAX_K;
+    int d = rc_bridge_d(rt->heads), kd = rc_bridge_kdim(rt->heads);
+    float *qz = malloc((size_t)d * sizeof *qz), *kz = malloc((size_t)d * sizeof *kz),
+          *e = malloc((size_t)kd * sizeof *e);
+    out->bridge = malloc((size_t)(nc ? nc : 1) * sizeof *out->bridge);
+    recall_status s = RECALL_OK;
+    if (!qz || !kz || !e || !out->bridge) {
+        s = rc_fail(err, RECALL_E_NOMEM, "retriever: out of memory");
+        goto done;
+    }
+    out->ncand = nc;
+    rc_bridge_query(rt->heads, f, qz);
+    for (int c = 0; c < nc && !s; c++) {
+        const int32_t *ids;
+        int n;
+        candidate(a, c, &ids, &n);
+        char *text = NULL;
+        size_t tl = 0;
+        int32_t *wp = NULL;
+        size_t nwp = 0;
+        s = rc_bpe_decode(rt->bpe, ids, (size_t)n, 0, &text, &tl, err);
+        if (!s) s = rc_wp_encode(rt->wp, text, tl, 1, &wp, &nwp, err);
+        if (!s && (int)nwp > rt->max_seq) nwp = (size_t)rt->max_seq; /* rc_wp_encode already truncates */
+        if (!s) s = rc_bert_embed(rt->bert, wp, (int)nwp, e, err);
+        if (!s) {
+            rc_bridge_key(rt->heads, e, kz);
+            out->bridge[c] = rc_bridge_score(rt->heads, qz, kz);
+        }
+        free(text);
+        free(wp);
+    }
+    if (s) goto done;
+    /* top-k: higher score first; equal scores keep the lower (older) index; NaN never wins */
+    int kk = k < nc ? k : nc;
+    char *chosen = calloc((size_t)(nc ? nc : 1), 1);
+    if (!chosen) {
+        s = rc_fail(err, RECALL_E_NOMEM, "retriever: out of memory");
+        goto done;
+    }
+    for (int j = 0; j < kk; j++) {
+        int best = -1;
+        for (int c = 0; c < nc; c++) {
+            if (chosen[c] || isnan(out->bridge[c])) continue;
+            if (best < 0 || out->bridge[c] > out->bridge[best]) best = c;
+        }
+        if (best < 0) break;
+        chosen[best] = 1;
+        out->top[out->ntop++] = best;
+    }
+    free(chosen);
+    for (int i = 1; i < out->ntop; i++) /* ascending = chronological */
+        for (int j = i; j > 0 && out->top[j] < out->top[j - 1]; j--) {
+            int t = out->top[j];
+            out->top[j] = out->top[j - 1];
+            out->top[j - 1] = t;
+        }
+    int total = 0;
+    for (int i = 0; i < out->ntop; i++) {
+        const int32_t *ids;
+        int n;
+        candidate(a, out->top[i], &ids, &n);
+        total += n;
+    }
+    out->rid = malloc((size_t)(total ? total : 1) * sizeof *out->rid);
+    if (!out->rid) {
+        s = rc_fail(err, RECALL_E_NOMEM, "retriever: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < out->ntop; i++) {
+        const int32_t *ids;
+        int n;
+        candidate(a, out->top[i], &ids, &n);
+        memcpy(out->rid + out->nrid, ids, (size_t)n * sizeof *ids);
+        out->nrid += n;
+    }
+done:
+    free(qz);
+    free(kz);
+    free(e);
+    if (s) rc_retrieval_free(out);
+    return s;
+}

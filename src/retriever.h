@@ -1,0 +1,66 @@
+/* retriever.h - the block archive (token ids only) and BGE-on-demand retrieval (RECALL_SPEC §4, §6).
+ *
+ * Archive: evicted ids are appended to `buf`; every full `block` ids are sealed into a block.
+ * Candidates at a fire: all sealed blocks (chronological) plus `buf` as a pseudo-block when it
+ * holds at least buf_min ids.
+ *
+ * Retrieval for the raw gate feature f[qdim]:
+ *   qz = Wq(f)                                               [d]
+ *   for each candidate c: text = BPE decode(ids, specials kept)
+ *                         e = BERT(WordPiece([CLS] text [SEP], truncated to max_seq))  [kdim]
+ *                         kz = Wk(e); score_c = dot(qz, kz)
+ *   top = k best scores (higher first, equal scores -> lower index), re-sorted ascending;
+ *   rid = concatenation of the chosen candidates' ids.
+ * Nothing here persists across turns; block embeddings are recomputed at every fire, exactly
+ * as the reference does.
+ */
+#ifndef RECALL_RETRIEVER_H
+#define RECALL_RETRIEVER_H
+
+#include "bert.h"
+#include "heads.h"
+#include "tokenize_bpe.h"
+#include "tokenize_wordpiece.h"
+
+typedef struct {
+    int32_t *buf;
+    int n_buf, cap_buf;
+    int32_t *blocks; /* n_blocks * block ids */
+    int n_blocks, cap_blocks;
+    int block;
+} rc_archive;
+
+void rc_archive_init(rc_archive *a, int block);
+void rc_archive_free(rc_archive *a);
+void rc_archive_reset(rc_archive *a);
+/* Appends ids to buf (no sealing: the caller seals so it can run the faithful seal forward). */
+recall_status rc_archive_push(rc_archive *a, const int32_t *ids, int n, recall_err *err);
+/* Moves the first `block` ids of buf into a new sealed block; returns a pointer to them. */
+const int32_t *rc_archive_seal(rc_archive *a, recall_err *err);
+int rc_archive_n_candidates(const rc_archive *a, int buf_min);
+
+#define RC_MAX_K 8
+
+typedef struct {
+    int ncand;
+    float *bridge;   /* [ncand] scores, chronological */
+    int ntop;
+    int top[RC_MAX_K];
+    int32_t *rid;    /* concatenated ids of the chosen candidates */
+    int nrid;
+} rc_retrieval;
+
+void rc_retrieval_free(rc_retrieval *r);
+
+typedef struct {
+    const rc_bpe *bpe;
+    const rc_wp *wp;
+    rc_bert *bert;
+    rc_heads *heads;
+    int max_seq; /* WordPiece truncation (bert.max_seq) */
+} rc_retriever;
+
+recall_status rc_retrieve_bge(const rc_retriever *rt, const rc_archive *a, const float *f, int k, int buf_min,
+                              rc_retrieval *out, recall_err *err);
+
+#endif

@@ -1,0 +1,83 @@
+/* fixture.c - worldA blob cache and golden readers for the model tests (see fixture.h). */
+#include "fixture.h"
+
+#include "convert.h"
+#include "npy.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WA "tests/golden/worldA/"
+
+static int newer_than_exe(const char *path) {
+    struct stat sb, se;
+    if (stat(path, &sb) != 0) return 0;
+    if (stat("/proc/self/exe", &se) != 0) return 1;
+    return sb.st_mtime >= se.st_mtime;
+}
+
+const char *fixture_worldA_blob(const char *weights) {
+    const char *path;
+    if (!strcmp(weights, "f32")) path = "build/fixture_worldA_f32.blob";
+    else if (!strcmp(weights, "bf16")) path = "build/fixture_worldA_bf16.blob";
+    else if (!strcmp(weights, "nf4")) path = "build/fixture_worldA_nf4.blob";
+    else return NULL;
+    if (newer_than_exe(path)) return path;
+    mkdir("build", 0777);
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s.%ld.part", path, (long)getpid());
+    rc_convert_opts o;
+    memset(&o, 0, sizeof o);
+    o.qwen2_dir = WA "qwen2";
+    o.bge_dir = WA "bge";
+    o.pooler_path = WA "pooler.pt";
+    o.gate_path = WA "gate.npz";
+    o.bridge_path = WA "bge_head.npz";
+    o.weights = weights;
+    o.out_path = tmp;
+    recall_err err = {0};
+    if (rc_convert(&o, &err) != RECALL_OK) {
+        fprintf(stderr, "fixture: convert %s failed: %s\n", weights, err.msg);
+        unlink(tmp);
+        return NULL;
+    }
+    if (rename(tmp, path) != 0) {
+        unlink(tmp);
+        return NULL;
+    }
+    return path;
+}
+
+static rc_npy get(const char *path, const char *key, rc_npz **z) {
+    recall_err err = {0};
+    rc_npy a;
+    memset(&a, 0, sizeof a);
+    cr_assert_eq(rc_npz_open(path, z, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_npz_get(*z, key, &a, &err), RECALL_OK, "%s", err.msg);
+    return a;
+}
+
+float *fixture_npz_f32(const char *path, const char *key, size_t *n) {
+    rc_npz *z = NULL;
+    rc_npy a = get(path, key, &z);
+    recall_err err = {0};
+    float *out = NULL;
+    cr_assert_eq(rc_npy_to_f32(&a, key, &out, &err), RECALL_OK, "%s", err.msg);
+    *n = (size_t)a.numel;
+    rc_npy_free(&a);
+    rc_npz_close(z);
+    return out;
+}
+
+int *fixture_npz_i32(const char *path, const char *key, size_t *n) {
+    float *f = fixture_npz_f32(path, key, n); /* ids < 2^24: exact in fp32 */
+    int *out = malloc((*n ? *n : 1) * sizeof(int));
+    cr_assert(out);
+    for (size_t i = 0; i < *n; i++) out[i] = (int)f[i];
+    free(f);
+    return out;
+}

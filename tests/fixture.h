@@ -1,0 +1,18 @@
+/* fixture.h - test fixtures shared by the model tests: worldA converted once into a blob that is
+ * cached under build/ (re-made whenever the test binary is newer than the cached blob). */
+#ifndef RECALL_TEST_FIXTURE_H
+#define RECALL_TEST_FIXTURE_H
+
+#include <stddef.h>
+
+/* weights: "f32", "bf16" or "nf4". Returns the blob path (a string constant), or NULL on failure
+ * (the reason is printed to stderr). Safe to call from parallel test processes: each converts to a
+ * unique temporary name and renames it into place. */
+const char *fixture_worldA_blob(const char *weights);
+
+/* Reads a golden .npz array as float32 (malloc'd, numel in *n). Aborts the test on failure. */
+float *fixture_npz_f32(const char *path, const char *key, size_t *n);
+/* Same, as int32 (values must be integers). */
+int *fixture_npz_i32(const char *path, const char *key, size_t *n);
+
+#endif

@@ -1,0 +1,169 @@
+/* test_recall.c - the recall loop against the four worldA loop goldens (benchmark problem 0,
+ * faithful/clean x fp32/nf4): every reply id, gate decision, fire, injected id, rebuild and
+ * rebuild top-5 id identical; gate scores within 1e-3 absolute, bridge scores and top-5 logits
+ * within 1e-3 relative. The measured maxima are logged. Also checks the CPython-compatible
+ * problem builder against the table in RECALL_SPEC §8.1. */
+#include "bench.h"
+#include "blob.h"
+#include "fixture.h"
+#include "json.h"
+#include "recall.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+Test(bench, cpython_random_and_problems) {
+    rc_pyrandom r;
+    rc_pyrandom_seed(&r, 0);
+    cr_expect_eq(rc_pyrandom_u32(&r), 3626764237u); /* random.Random(0).getrandbits(32) */
+    rc_bench *b;
+    recall_err err = {0};
+    cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", &b, &err), RECALL_OK, "%s", err.msg);
+    /* RECALL_SPEC §8.1: question order per seed */
+    const char *first_q[8] = {"reference code", "badge id", "table number", "server name",
+                              "locker number", "badge id", "badge id", "flight number"};
+    const char *first_fact[8] = {"ZX9043", "JL412", "Bluefin", "88231", "88231", "40718", "40718", "C12"};
+    for (uint32_t seed = 0; seed < 8; seed++) {
+        rc_problem p;
+        cr_assert_eq(rc_bench_problem(b, seed, &p, &err), RECALL_OK);
+        cr_expect_eq(p.n, 17);
+        cr_expect_str_eq(p.steps[14].kw, first_q[seed], "seed %u", seed);
+        cr_expect(strstr(p.steps[0].user, first_fact[seed]), "seed %u: %s", seed, p.steps[0].user);
+        cr_expect_eq(p.steps[12].kind, RC_STEP_PROBE);
+        cr_expect_eq(p.steps[16].kind, RC_STEP_Q);
+        rc_problem_free(&p);
+    }
+    rc_bench_free(b);
+}
+
+typedef struct {
+    double gate, bridge, top5;
+} maxdev;
+
+static long long ival(const json_value *v) {
+    cr_assert(v && v->type == JSON_NUM);
+    return (long long)v->num;
+}
+static double fval(const json_value *v) {
+    cr_assert(v && v->type == JSON_NUM);
+    return v->num;
+}
+static double rel(double got, double want) { return fabs(got - want) / (fabs(want) > 1.0 ? fabs(want) : 1.0); }
+
+static void check_turn(const json_value *g, const rc_problem_turn *t, int ti, maxdev *md) {
+    const rc_turn *u = &t->turn;
+    cr_expect_eq(t->feed_len, ival(json_get(g, "feed_len")), "turn %d feed_len", ti);
+    const json_value *reply = json_get(g, "reply");
+    cr_assert_eq((int)reply->len, u->n_reply, "turn %d: reply has %d ids, golden %zu", ti, u->n_reply, reply->len);
+    for (size_t i = 0; i < reply->len; i++)
+        cr_assert_eq(u->reply[i], ival(&reply->items[i]), "turn %d reply[%zu]", ti, i);
+    const json_value *gates = json_get(g, "gates");
+    cr_assert_eq((int)gates->len, u->n_gates, "turn %d gate checks", ti);
+    for (size_t i = 0; i < gates->len; i++) {
+        const json_value *e = &gates->items[i];
+        cr_expect_eq(u->gates[i].c0, ival(&e->items[0]));
+        double d = fabs(u->gates[i].score - fval(&e->items[1]));
+        if (d > md->gate) md->gate = d;
+        cr_expect_leq(d, 1e-3, "turn %d gate %zu: %.7g vs %.7g", ti, i, u->gates[i].score, fval(&e->items[1]));
+        cr_assert_eq(u->gates[i].fired, e->items[2].num != 0, "turn %d gate %zu decision", ti, i);
+    }
+    const json_value *fires = json_get(g, "fires");
+    cr_assert_eq((int)fires->len, u->n_fires, "turn %d fires", ti);
+    for (size_t i = 0; i < fires->len; i++) {
+        const json_value *e = &fires->items[i];
+        const rc_fire_rec *f = &u->fires[i];
+        cr_expect_eq(f->c0, ival(json_get(e, "c0")));
+        cr_assert_eq(f->ncand, ival(json_get(e, "ncand")));
+        const json_value *br = json_get(e, "bridge"), *top = json_get(e, "top"), *rid = json_get(e, "rid");
+        for (int c = 0; c < f->ncand; c++) {
+            double d = rel(f->bridge[c], fval(&br->items[c]));
+            if (d > md->bridge) md->bridge = d;
+            cr_expect_leq(d, 1e-3, "turn %d fire %zu bridge %d", ti, i, c);
+        }
+        cr_assert_eq(f->ntop, (int)top->len);
+        for (int k = 0; k < f->ntop; k++) cr_assert_eq(f->top[k], ival(&top->items[k]), "turn %d fire %zu top", ti, i);
+        cr_assert_eq(f->nrid, (int)rid->len);
+        for (int k = 0; k < f->nrid; k++) cr_assert_eq(f->rid[k], ival(&rid->items[k]));
+    }
+    const json_value *rb = json_get(g, "rebuilds");
+    cr_assert_eq((int)rb->len, u->n_rebuilds);
+    for (size_t i = 0; i < rb->len; i++) {
+        const json_value *e = &rb->items[i];
+        cr_expect(u->rebuilds[i].c0 == ival(&e->items[0]) && u->rebuilds[i].has_sp == ival(&e->items[1]) &&
+                      u->rebuilds[i].inj_len == ival(&e->items[2]) && u->rebuilds[i].window_len == ival(&e->items[3]),
+                  "turn %d rebuild %zu", ti, i);
+    }
+    const json_value *t5 = json_get(g, "rebuild_top5");
+    cr_assert_eq((int)t5->len, u->n_top5);
+    for (size_t i = 0; i < t5->len; i++) {
+        const json_value *ids = &t5->items[i].items[1], *lg = &t5->items[i].items[2];
+        for (int k = 0; k < 5; k++) {
+            cr_expect_eq(u->top5[i].ids[k], ival(&ids->items[k]), "turn %d top5 %zu/%d", ti, i, k);
+            double d = rel(u->top5[i].logits[k], fval(&lg->items[k]));
+            if (d > md->top5) md->top5 = d;
+        }
+    }
+}
+
+static void run_golden(const char *golden, const char *weights, rc_loop_mode mode) {
+    const char *path = fixture_worldA_blob(weights);
+    cr_assert(path);
+    rc_blob *b;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    char *text;
+    size_t len;
+    cr_assert_eq(rc_read_file(golden, &text, &len, &err), RECALL_OK);
+    json_doc *doc;
+    cr_assert_eq(json_parse(text, len, golden, &doc, &err), RECALL_OK, "%s", err.msg);
+    free(text);
+    const json_value *root = json_root(doc);
+
+    rc_bench *bench;
+    cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", &bench, &err), RECALL_OK);
+    rc_problem p;
+    cr_assert_eq(rc_bench_problem(bench, 0, &p, &err), RECALL_OK);
+    const json_value *steps = json_get(root, "steps");
+    cr_assert_eq((int)steps->len, p.n);
+    for (int i = 0; i < p.n; i++)
+        cr_expect_str_eq(p.steps[i].user, json_get(&steps->items[i], "u")->str, "step %d", i);
+
+    rc_recall_opts o;
+    rc_recall_defaults(b, &o);
+    o.mode = mode;
+    cr_expect_eq(o.threshold, 0.0f); /* the gate file's thresh */
+    rc_recall *r;
+    cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
+    rc_problem_run run;
+    cr_assert_eq(rc_run_problem(r, &p, NULL, NULL, NULL, &run, &err), RECALL_OK, "%s", err.msg);
+    const json_value *turns = json_get(root, "turns");
+    cr_assert_eq((int)turns->len, run.n_turns);
+    maxdev md = {0, 0, 0};
+    for (int t = 0; t < run.n_turns; t++) check_turn(&turns->items[t], &run.turns[t], t, &md);
+    const json_value *fh = json_get(root, "final_history");
+    cr_assert_eq((int)fh->len, run.n_history);
+    for (size_t i = 0; i < fh->len; i++) cr_assert_eq(run.history[i], ival(&fh->items[i]), "final_history[%zu]", i);
+    cr_log_info("%s: max |gate - golden| %.3g, max rel bridge %.3g, max rel top5 logit %.3g", golden, md.gate,
+                md.bridge, md.top5);
+    rc_problem_run_free(&run);
+    rc_recall_close(r);
+    rc_problem_free(&p);
+    rc_bench_free(bench);
+    json_free(doc);
+    rc_blob_close(b);
+}
+
+Test(recall_golden, faithful_fp32, .timeout = 900) {
+    run_golden("tests/golden/worldA/loop_A_seed0_faithful_fp32.json", "f32", RC_MODE_FAITHFUL);
+}
+Test(recall_golden, clean_fp32, .timeout = 900) {
+    run_golden("tests/golden/worldA/loop_A_seed0_clean_fp32.json", "f32", RC_MODE_CLEAN);
+}
+Test(recall_golden, faithful_nf4, .timeout = 900) {
+    run_golden("tests/golden/worldA/loop_A_seed0_faithful_nf4.json", "nf4", RC_MODE_FAITHFUL);
+}
+Test(recall_golden, clean_nf4, .timeout = 900) {
+    run_golden("tests/golden/worldA/loop_A_seed0_clean_nf4.json", "nf4", RC_MODE_CLEAN);
+}
