@@ -20,6 +20,13 @@ ifeq ($(shell uname -m),x86_64)
 FMA_FLAG ?= $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma)
 endif
 CFLAGS_ALL = $(CSTD) $(OPT) -g $(WARN) $(FPFLAGS) $(FMA_FLAG) $(DEFS) $(INC) $(EXTRA_CFLAGS) $(CFLAGS)
+# Per-ISA kernel files (simd/): each is compiled for its instruction set only when the compiler
+# targets x86-64 (the files are empty elsewhere); simd/simd.c picks a path at run time (cpuid),
+# so the rest of the binary keeps the baseline flags. NEON needs no flag on aarch64.
+ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine 2>/dev/null)),)
+$(BUILD)/simd/kernels_avx2.o: SIMD_FLAGS = -mavx2 -mfma
+$(BUILD)/simd/kernels_avx512.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mfma
+endif
 LDLIBS   = -lm -lpthread
 TEST_LDLIBS = -lcriterion
 
@@ -32,7 +39,7 @@ TEST_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 FUZZ_SRC = $(wildcard fuzz/fuzz_*.c)
 DEPS     = $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 
-.PHONY: all help test demo clean fuzz-smoke synth
+.PHONY: all help test demo clean fuzz-smoke synth bench cross-test-aarch64
 all: recall $(BUILD)/librecall.a
 
 help:
@@ -41,13 +48,15 @@ help:
 	@echo "  test        build and run the Criterion suite"
 	@echo "  demo        convert the bundled tiny worldA model and run the main job on it"
 	@echo "  synth       generate the real-shape synthetic world (random weights) and convert it to nf4"
+	@echo "  bench       kernel + model benchmarks (checked bitwise vs scalar) on the synth blob"
+	@echo "  cross-test-aarch64  NEON kernels vs scalar: Debian cross gcc + qemu-aarch64-static"
 	@echo "  fuzz-smoke  build the libFuzzer targets with clang + ASan/UBSan and run each briefly"
 	@echo "  clean       remove build outputs"
 	@echo "variables: CC=gcc|clang OPT=-O2 EXTRA_CFLAGS=..."
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(SIMD_FLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/librecall.a: $(LIB_OBJ)
 	@rm -f $@
@@ -81,6 +90,23 @@ synth: recall $(BUILD)/gen_synth
 	/usr/bin/time -v ./recall convert --qwen2 $(SYNTH)/qwen2 --bge $(SYNTH)/bge --pooler $(SYNTH)/pooler.safetensors \
 	  --gate $(SYNTH)/gate.npz --bridge $(SYNTH)/bge_head.npz --weights nf4 --quiet -o $(SYNTH)/r1-1.5b-nf4.blob 2>&1 | \
 	  grep -E "Elapsed|Maximum resident" || true
+
+# Benchmarks (bench/bench.c; needs `make synth` for the model part). BENCH_ARGS=--quick for a
+# shorter run, RECALL_BENCH_PATHS=avx2 to time one path.
+$(BUILD)/bench: bench/bench.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -DBENCH_FLAGS='"$(CFLAGS_ALL)"' -o $@ $^ $(LDLIBS)
+bench: $(BUILD)/bench
+	./$(BUILD)/bench $(BENCH_ARGS)
+
+# NEON path: cross-compile the library + the standalone kernel self-test (no Criterion on arm64)
+# and run it under qemu (timings there mean nothing).
+CROSS_CC ?= aarch64-linux-gnu-gcc
+QEMU_AARCH64 ?= qemu-aarch64-static
+cross-test-aarch64:
+	$(MAKE) --no-print-directory CC=$(CROSS_CC) FMA_FLAG= BUILD=$(BUILD)/aarch64 $(BUILD)/aarch64/librecall.a
+	$(CROSS_CC) $(CSTD) $(OPT) $(WARN) $(FPFLAGS) $(DEFS) $(INC) -DRC_SELFTEST_MAIN -o $(BUILD)/aarch64/simd_selftest \
+	  tests/simd_selftest.c $(BUILD)/aarch64/librecall.a $(LDLIBS)
+	$(QEMU_AARCH64) -L /usr/aarch64-linux-gnu $(BUILD)/aarch64/simd_selftest
 
 FUZZ_CC    ?= clang
 FUZZ_FLAGS  = $(CSTD) -O1 -g $(FPFLAGS) $(DEFS) $(INC) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define W "tests/golden/worldA"
@@ -460,4 +461,50 @@ Test(convert_bad, cli_exit_code_and_one_line) {
     cr_expect_neq(system("./recall convert --qwen2 nope --bge nope --pooler x.pt --gate g.npz --bridge b.npz "
                          "-o build/cli_bad.blob 2>/dev/null"),
                   0);
+}
+
+/* The CLI refuses damaged blobs with exit status 1 and one line naming the file. */
+static void expect_cli_line(const char *cmd, const char *needle1, const char *needle2) {
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    char line[1024] = "", extra[256];
+    char *got = fgets(line, sizeof line, p);
+    cr_expect_null(fgets(extra, sizeof extra, p), "more than one line: %s", extra);
+    int rc = pclose(p);
+    cr_assert(got, "no output from: %s", cmd);
+    cr_expect(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "exit status %d: %s", rc, cmd);
+    cr_expect(strstr(line, needle1) && strstr(line, needle2), "%s", line);
+}
+
+Test(convert_bad, cli_damaged_blobs) {
+    rc_convert_opts o = worldA_opts("nf4", tmpname("clib"));
+    rc_blob_close(convert_open(&o));
+    size_t len;
+    unsigned char *buf = slurp(o.out_path, &len);
+    char path[300], cmd[700];
+    snprintf(path, sizeof path, "build/tconv_%d_damaged.blob", (int)getpid());
+
+    spit(path, buf, len / 2); /* truncated */
+    snprintf(cmd, sizeof cmd, "./recall info %s 2>&1 >/dev/null", path);
+    expect_cli_line(cmd, path, "truncated");
+
+    memcpy(buf, "NOTABLOB", 8); /* wrong magic */
+    spit(path, buf, len);
+    expect_cli_line(cmd, path, "magic");
+
+    unsigned char *orig = slurp(o.out_path, &len);
+    orig[len - 100] ^= 0x01; /* one flipped byte in the last tensor */
+    spit(path, orig, len);
+    snprintf(cmd, sizeof cmd, "./recall verify %s 2>&1 >/dev/null", path);
+    expect_cli_line(cmd, path, "checksum");
+
+    orig[len - 100] ^= 0x01;
+    ((rc_blob_header *)orig)->version = 7; /* future version */
+    spit(path, orig, len);
+    snprintf(cmd, sizeof cmd, "./recall info %s 2>&1 >/dev/null", path);
+    expect_cli_line(cmd, path, "version 7");
+    free(buf);
+    free(orig);
+    unlink(path);
+    unlink(o.out_path);
 }
