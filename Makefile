@@ -85,11 +85,16 @@ demo: recall
 SYNTH ?= $(BUILD)/synth
 $(BUILD)/gen_synth: bench/gen_synth.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
-synth: recall $(BUILD)/gen_synth
+$(BUILD)/bench_open: bench/bench_open.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+synth: recall $(BUILD)/gen_synth $(BUILD)/bench_open
 	@test -f $(SYNTH)/qwen2/config.json || ./$(BUILD)/gen_synth $(SYNTH) tests/golden/tokenizers
-	/usr/bin/time -v ./recall convert --qwen2 $(SYNTH)/qwen2 --bge $(SYNTH)/bge --pooler $(SYNTH)/pooler.safetensors \
-	  --gate $(SYNTH)/gate.npz --bridge $(SYNTH)/bge_head.npz --weights nf4 --quiet -o $(SYNTH)/r1-1.5b-nf4.blob 2>&1 | \
-	  grep -E "Elapsed|Maximum resident" || true
+	@echo "== convert the real-shape world to nf4 (wall time, peak RSS)"
+	@/usr/bin/time -f "convert: %e s wall, %M KB peak RSS" ./recall convert --qwen2 $(SYNTH)/qwen2 --bge $(SYNTH)/bge \
+	  --pooler $(SYNTH)/pooler.safetensors --gate $(SYNTH)/gate.npz --bridge $(SYNTH)/bge_head.npz \
+	  --weights nf4 --quiet -o $(SYNTH)/r1-1.5b-nf4.blob
+	@./$(BUILD)/bench_open $(SYNTH)/r1-1.5b-nf4.blob
+	@/usr/bin/time -f "recall info: %e s wall, %M KB peak RSS" ./recall info $(SYNTH)/r1-1.5b-nf4.blob >/dev/null
 
 # Benchmarks (bench/bench.c; needs `make synth` for the model part). BENCH_ARGS=--quick for a
 # shorter run, RECALL_BENCH_PATHS=avx2 to time one path.

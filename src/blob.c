@@ -651,6 +651,7 @@ recall_status rc_writer_write(rc_blob_writer *w, const char *path,
         return rc_fail(err, RECALL_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
     }
     s.ok = 1;
+    setvbuf(s.f, NULL, _IOFBF, 1 << 22); /* large sequential writes */
     if (fwrite(&hdr, 1, sizeof hdr, s.f) != sizeof hdr) s.ok = 0;
     s.pos = sizeof hdr;
     rc_xxh64_init(&s.h, 0);

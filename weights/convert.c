@@ -27,6 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#ifndef RECALL_NO_THREADS
+#include <pthread.h>
+#endif
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
@@ -85,6 +89,48 @@ static uint16_t f32_to_bf16_rne(float f) {
     if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x7FFFFFu)) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
     u += 0x7FFFu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
+}
+
+/* NF4 blocks are independent, so quantising slices of a tensor on several threads gives the
+ * same bytes as one pass; conversion time is dominated by it at the 1.5B shape. */
+typedef struct {
+    const float *w;
+    size_t n;
+    uint8_t *codes;
+    float *absmax;
+} nf4_job;
+
+static void *nf4_worker(void *arg) {
+    nf4_job *j = arg;
+    rc_nf4_quantize(j->w, j->n, j->codes, j->absmax);
+    return NULL;
+}
+
+static void nf4_quantize_parallel(const float *w, size_t n, uint8_t *codes, float *absmax) {
+    enum { MAX_T = 8 };
+    size_t nblk = n / RECALL_NF4_BLOCK, t = 1;
+#ifndef RECALL_NO_THREADS
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    t = cpus > 1 ? (size_t)(cpus < MAX_T ? cpus : MAX_T) : 1;
+    if (nblk < 4096) t = 1;
+    nf4_job jobs[MAX_T];
+    pthread_t th[MAX_T];
+    int started[MAX_T] = {0};
+    for (size_t i = 0; i < t; i++) {
+        size_t b0 = nblk * i / t, b1 = nblk * (i + 1) / t;
+        jobs[i] = (nf4_job){w + b0 * RECALL_NF4_BLOCK, (b1 - b0) * RECALL_NF4_BLOCK, codes + b0 * RECALL_NF4_BLOCK / 2,
+                            absmax + b0};
+        if (i > 0) started[i] = pthread_create(&th[i], NULL, nf4_worker, &jobs[i]) == 0;
+    }
+    nf4_worker(&jobs[0]);
+    for (size_t i = 1; i < t; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        else nf4_worker(&jobs[i]); /* no thread: do the slice here */
+    }
+#else
+    (void)t;
+    rc_nf4_quantize(w, nblk * RECALL_NF4_BLOCK, codes, absmax);
+#endif
 }
 
 /* Tensor output choices. */
@@ -146,7 +192,7 @@ static recall_status put_st(conv *c, const rc_st *st, const char *src_name, cons
                 free(f);
                 return rc_fail(c->err, RECALL_E_NOMEM, "out of memory for '%s'", src_name);
             }
-            rc_nf4_quantize(f, n, q, (float *)(q + rc_nf4_absmax_offset(n)));
+            nf4_quantize_parallel(f, n, q, (float *)(q + rc_nf4_absmax_offset(n)));
             free(f);
             RC_TRY(rc_writer_tensor(c->w, name, RC_DT_NF4, ndim, shape, q, nb, c->err));
             dtn = "nf4";

@@ -1,0 +1,56 @@
+/* bench_open.c - how fast a blob opens (structural validation, no data hashing) and how long
+ * a full verify takes. Usage: bench_open BLOB [repeats]. Prints the median open time in ms. */
+#include "blob.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_open BLOB [repeats]\n");
+        return 2;
+    }
+    int n = argc > 2 ? atoi(argv[2]) : 21;
+    if (n < 1 || n > 1000) n = 21;
+    double *t = malloc((size_t)n * sizeof *t);
+    if (!t) return 1;
+    size_t tensors = 0;
+    for (int i = 0; i < n; i++) {
+        rc_blob *b;
+        recall_err err = {0};
+        double t0 = now_ms();
+        if (rc_blob_open(argv[1], 0, &b, &err)) {
+            fprintf(stderr, "bench_open: %s\n", err.msg);
+            return 1;
+        }
+        t[i] = now_ms() - t0;
+        tensors = rc_blob_n_tensors(b);
+        rc_blob_close(b);
+    }
+    qsort(t, (size_t)n, sizeof *t, cmp);
+    rc_blob *b;
+    recall_err err = {0};
+    double t0 = now_ms();
+    if (rc_blob_open(argv[1], RC_OPEN_VERIFY, &b, &err)) {
+        fprintf(stderr, "bench_open: %s\n", err.msg);
+        return 1;
+    }
+    double tv = now_ms() - t0;
+    printf("open %s (%zu tensors, %llu bytes): median %.2f ms, min %.2f ms over %d opens; full verify %.0f ms\n",
+           argv[1], tensors, (unsigned long long)rc_blob_hdr(b)->file_size, t[n / 2], t[0], n, tv);
+    rc_blob_close(b);
+    free(t);
+    return 0;
+}
