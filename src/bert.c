@@ -2,6 +2,7 @@
 #include "bert.h"
 
 #include "ops.h"
+#include "pool.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -20,7 +21,9 @@ struct rc_bert {
     float *emb_ln_w, *emb_ln_b;
     bert_layer *L;
     float *vecs;
-    float *x, *Q, *K, *V, *ctx, *tmp, *inter, *scores, *type0;
+    float *x, *Q, *K, *V, *ctx, *tmp, *inter, *scores, *type0; /* scores: [threads][max_n] */
+    const rc_exec *ex;
+    rc_exec *own_ex;
 };
 
 void rc_bert_close(rc_bert *m) {
@@ -36,6 +39,7 @@ void rc_bert_close(rc_bert *m) {
     free(m->inter);
     free(m->scores);
     free(m->type0);
+    rc_exec_close(m->own_ex);
     free(m);
 }
 
@@ -54,6 +58,10 @@ static recall_status cfg_int(const rc_blob *b, const char *key, int lo, int hi, 
 static float *falloc(size_t n) { return (float *)calloc(n ? n : 1, sizeof(float)); }
 
 recall_status rc_bert_open(const rc_blob *b, rc_bert **out, recall_err *err) {
+    return rc_bert_open_ex(b, NULL, out, err);
+}
+
+recall_status rc_bert_open_ex(const rc_blob *b, const rc_exec *ex, rc_bert **out, recall_err *err) {
     *out = NULL;
     rc_bert *m = (rc_bert *)calloc(1, sizeof *m);
     if (!m) return rc_fail(err, RECALL_E_NOMEM, "bert: out of memory");
@@ -64,6 +72,11 @@ recall_status rc_bert_open(const rc_blob *b, rc_bert **out, recall_err *err) {
     do {                                                                                         \
         if ((st = (e)) != RECALL_OK) goto fail;                                                  \
     } while (0)
+    if (!ex) {
+        TRY(rc_exec_open(NULL, &m->own_ex, err));
+        ex = m->own_ex;
+    }
+    m->ex = ex;
     TRY(cfg_int(b, "bert.hidden", 1, 1 << 16, &c->hidden, err));
     TRY(cfg_int(b, "bert.layers", 1, 1024, &c->layers, err));
     TRY(cfg_int(b, "bert.heads", 1, 1024, &c->heads, err));
@@ -133,7 +146,7 @@ recall_status rc_bert_open(const rc_blob *b, rc_bert **out, recall_err *err) {
     m->ctx = falloc(nh);
     m->tmp = falloc(nh);
     m->inter = falloc((size_t)m->max_n * FF);
-    m->scores = falloc((size_t)m->max_n);
+    m->scores = falloc((size_t)m->max_n * (size_t)ex->threads);
     m->type0 = falloc((size_t)H);
     if (!m->x || !m->Q || !m->K || !m->V || !m->ctx || !m->tmp || !m->inter || !m->scores || !m->type0) goto nomem;
     rc_mat_row_f32(&m->type, 0, m->type0);
@@ -147,10 +160,30 @@ fail:
 #undef TRY
 }
 
-/* Y[t][r] = W[r,:] . X[t] + b[r] for t < n (weight rows outermost). */
-static void proj(const rc_mat *w, const float *b, const float *X, int n, float *Y) {
-    for (int64_t r = 0; r < w->rows; r++)
-        for (int t = 0; t < n; t++) Y[(size_t)t * w->rows + r] = rc_dot_row(w, r, X + (size_t)t * w->cols) + b[r];
+/* Y[t][r] = W[r,:] . X[t] + b[r] for t < n (output rows split over the pool). */
+static void proj(const rc_bert *m, const rc_mat *w, const float *b, const float *X, int n, float *Y) {
+    rc_exec_matmul(m->ex, w, b, X, (size_t)w->cols, n, Y, (size_t)w->rows);
+}
+
+typedef struct {
+    const rc_bert *m;
+    int n, nout;
+    float scale;
+} attn_job;
+
+/* heads [h0, h1) for query rows [0, nout) over all n keys */
+static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
+    const attn_job *j = ctx;
+    const rc_bert *m = j->m;
+    const int H = m->c.hidden, hd = H / m->c.heads;
+    float *s = m->scores + (size_t)worker * (size_t)m->max_n;
+    for (int64_t h = h0; h < h1; h++)
+        for (int t = 0; t < j->nout; t++) {
+            const float *qh = m->Q + (size_t)t * H + (size_t)h * hd;
+            m->ex->k.attn_scores(qh, m->K + (size_t)h * hd, (size_t)H, j->n, (size_t)hd, j->scale, s);
+            rc_softmax(s, (size_t)j->n);
+            m->ex->k.attn_wsum(s, m->V + (size_t)h * hd, (size_t)H, j->n, (size_t)hd, m->ctx + (size_t)t * H + (size_t)h * hd);
+        }
 }
 
 recall_status rc_bert_embed(rc_bert *m, const int32_t *ids, int n, float *emb, recall_err *err) {
@@ -173,28 +206,22 @@ recall_status rc_bert_embed(rc_bert *m, const int32_t *ids, int n, float *emb, r
         const bert_layer *w = &m->L[l];
         /* the last layer's output is only read at row 0 */
         const int nout = l == c->layers - 1 ? 1 : n;
-        proj(&w->q, w->bq, m->x, nout, m->Q);
-        proj(&w->k, w->bk, m->x, n, m->K);
-        proj(&w->v, w->bv, m->x, n, m->V);
-        for (int h = 0; h < c->heads; h++)
-            for (int t = 0; t < nout; t++) {
-                const float *qh = m->Q + (size_t)t * H + (size_t)h * hd;
-                for (int j = 0; j < n; j++)
-                    m->scores[j] = rc_dot_f32(qh, m->K + (size_t)j * H + (size_t)h * hd, (size_t)hd) * scale;
-                rc_softmax(m->scores, (size_t)n);
-                float *o = m->ctx + (size_t)t * H + (size_t)h * hd;
-                for (int i = 0; i < hd; i++) o[i] = 0.0f;
-                for (int j = 0; j < n; j++) rc_axpy(m->scores[j], m->V + (size_t)j * H + (size_t)h * hd, o, (size_t)hd);
-            }
-        proj(&w->ao, w->bao, m->ctx, nout, m->tmp);
+        proj(m, &w->q, w->bq, m->x, nout, m->Q);
+        proj(m, &w->k, w->bk, m->x, n, m->K);
+        proj(m, &w->v, w->bv, m->x, n, m->V);
+        {
+            attn_job aj = {m, n, nout, scale};
+            rc_pool_for(m->ex->pool, c->heads, 1, attn_heads, &aj);
+        }
+        proj(m, &w->ao, w->bao, m->ctx, nout, m->tmp);
         for (int t = 0; t < nout; t++) {
             float *x = m->x + (size_t)t * H, *a = m->tmp + (size_t)t * H;
             for (int i = 0; i < H; i++) x[i] = a[i] + x[i];
             rc_layernorm(x, w->ln1_w, w->ln1_b, c->ln_eps, x, (size_t)H);
         }
-        proj(&w->i1, w->bi1, m->x, nout, m->inter);
+        proj(m, &w->i1, w->bi1, m->x, nout, m->inter);
         for (size_t i = 0; i < (size_t)nout * FF; i++) m->inter[i] = rc_gelu(m->inter[i]);
-        proj(&w->o2, w->bo2, m->inter, nout, m->tmp);
+        proj(m, &w->o2, w->bo2, m->inter, nout, m->tmp);
         for (int t = 0; t < nout; t++) {
             float *x = m->x + (size_t)t * H, *a = m->tmp + (size_t)t * H;
             for (int i = 0; i < H; i++) x[i] = a[i] + x[i];

@@ -17,6 +17,7 @@
 #define RECALL_BERT_H
 
 #include "blob.h"
+#include "pool.h"
 #include "status.h"
 
 typedef struct rc_bert rc_bert;
@@ -27,6 +28,9 @@ typedef struct {
 } rc_bert_config;
 
 recall_status rc_bert_open(const rc_blob *b, rc_bert **out, recall_err *err);
+/* Same on an execution context (borrowed; NULL = private one, as rc_bert_open). Bitwise the same
+ * results for every kernel path and thread count. */
+recall_status rc_bert_open_ex(const rc_blob *b, const rc_exec *ex, rc_bert **out, recall_err *err);
 void rc_bert_close(rc_bert *m);
 const rc_bert_config *rc_bert_cfg(const rc_bert *m);
 

@@ -11,6 +11,10 @@ int cli_embed(int argc, char **argv);
 int cli_pool(int argc, char **argv);
 int cli_heads(int argc, char **argv);
 int cli_replay(int argc, char **argv);
+int cli_chat(int argc, char **argv);
+int cli_eval(int argc, char **argv);
+int cli_calibrate(int argc, char **argv);
+int cli_trace_svg(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
 int cli_detokenize(int argc, char **argv);
 

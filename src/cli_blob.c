@@ -2,6 +2,7 @@
 #include "blob.h"
 #include "cli.h"
 #include "convert.h"
+#include "pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +123,17 @@ int cli_info(int argc, char **argv) {
     const rc_blob_header *h = rc_blob_hdr(b);
     printf("blob %s\n  format version %u, %llu bytes, %u sections, body xxh64 %016llx\n", path, (unsigned)h->version,
            (unsigned long long)h->file_size, (unsigned)h->n_sections, (unsigned long long)h->body_checksum);
+    {
+        /* the execution context this machine would run the blob with (RECALL_SIMD / RECALL_THREADS) */
+        rc_exec *ex = NULL;
+        recall_err xerr = {0};
+        if (rc_exec_open(NULL, &ex, &xerr) == RECALL_OK) {
+            printf("  simd: %s, threads: %d\n", ex->k.name, ex->threads);
+            rc_exec_close(ex);
+        } else {
+            printf("  simd: unavailable (%s)\n", xerr.msg);
+        }
+    }
     printf("config (%zu keys):\n", rc_blob_n_kv(b));
     for (size_t i = 0; i < rc_blob_n_kv(b); i++) {
         const rc_blob_kv *kv = rc_blob_kv_at(b, i);

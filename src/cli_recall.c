@@ -32,10 +32,10 @@ static void json_ids(FILE *f, const int32_t *ids, int n) {
     fputc(']', f);
 }
 
-/* float32 values print with 9 significant digits: enough to round-trip exactly. */
+/* float32 values print with 9 significant digits: enough to round-trip exactly. JSON has no
+ * infinities (a turn that generated nothing has no margin): those are written as null. */
 static void json_float(FILE *f, float x) {
-    if (isinf(x)) fputs(x > 0 ? "Infinity" : "-Infinity", f);
-    else if (isnan(x)) fputs("NaN", f);
+    if (!isfinite(x)) fputs("null", f);
     else fprintf(f, "%.9g", x);
 }
 
@@ -78,7 +78,11 @@ static void write_turn(FILE *f, const rc_bpe *bpe, const rc_problem_turn *pt) {
     for (int i = 0; i < t->n_rebuilds; i++)
         fprintf(f, "%s[%d, %d, %d, %d]", i ? ", " : "", t->rebuilds[i].c0, t->rebuilds[i].has_sp,
                 t->rebuilds[i].inj_len, t->rebuilds[i].window_len);
-    fputs("], \"rebuild_top5\": [", f);
+    fputs("], \"rebuild_reused\": [", f); /* prefix rows each rebuild kept (fast schedule) */
+    for (int i = 0; i < t->n_rebuilds; i++) fprintf(f, "%s%d", i ? ", " : "", t->rebuilds[i].reused);
+    fprintf(f, "], \"rows_computed\": %ld, \"rows_reused\": %ld, \"bert_encodes\": %d", t->rows_computed,
+            t->rows_reused, t->bert_encodes);
+    fputs(", \"rebuild_top5\": [", f);
     for (int i = 0; i < t->n_top5; i++) {
         fprintf(f, "%s[%d, ", i ? ", " : "", t->top5[i].c0);
         json_ids(f, t->top5[i].ids, 5);
@@ -103,7 +107,8 @@ static void write_turn(FILE *f, const rc_bpe *bpe, const rc_problem_turn *pt) {
 static void replay_usage(FILE *f) {
     fprintf(f,
             "usage: recall replay BLOB --bench FILE --problem N [--mode faithful|clean]\n"
-            "                     [--arm RC_bge|SP|FULL] [--threshold T] --trace OUT.json\n"
+            "                     [--arm RC_bge|SP|FULL] [--threshold T] [--reference-schedule]\n"
+            "                     --trace OUT.json\n"
             "\n"
             "Runs benchmark problem N (built with CPython's random.Random(N), as the reference does)\n"
             "through the recall loop and writes a trace in the schema of the loop goldens.\n"
@@ -111,6 +116,8 @@ static void replay_usage(FILE *f) {
             "  --mode M         faithful (default: the reference, seal forward included) or clean\n"
             "  --arm A          RC_bge (default), SP (no recall) or FULL (no eviction)\n"
             "  --threshold T    gate threshold (default: the gate file's thresh)\n"
+            "  --reference-schedule  run the plain reference schedule (one forward per token, every\n"
+            "                   turn replayed from BOS); the default fast schedule gives the same bits\n"
             "  --trace OUT      trace JSON, written to OUT.tmp then renamed\n"
             "Progress goes to stderr, one line per generated turn.\n");
 }
@@ -119,8 +126,9 @@ static void on_turn(void *ctx, int index, const rc_problem_turn *t) {
     (void)ctx;
     int fires = 0;
     for (int i = 0; i < t->turn.n_fires; i++) fires += t->turn.fires[i].injected;
-    fprintf(stderr, "turn %d (%s): feed %d tokens, reply %d tokens, %d gate checks, %d fires\n", index + 1,
-            rc_step_kind_name(t->kind), t->feed_len, t->turn.n_reply, t->turn.n_gates, fires);
+    fprintf(stderr, "turn %d (%s): feed %d tokens, reply %d tokens, %d gate checks, %d fires, %ld decoder rows\n",
+            index + 1, rc_step_kind_name(t->kind), t->feed_len, t->turn.n_reply, t->turn.n_gates, fires,
+            t->turn.rows_computed);
 }
 
 int cli_parse_mode_arm(const char *cmd, const char *mode, const char *arm, rc_recall_opts *o);
@@ -148,11 +156,16 @@ int cli_parse_mode_arm(const char *cmd, const char *mode, const char *arm, rc_re
 int cli_replay(int argc, char **argv) {
     const char *blob_path = NULL, *bench_path = NULL, *trace = NULL, *mode = NULL, *arm = NULL, *thr = NULL;
     long problem = -1;
+    int reference = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             replay_usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--reference-schedule")) {
+            reference = 1;
+            continue;
         }
         const char **slot = !strcmp(a, "--bench") ? &bench_path : !strcmp(a, "--trace") ? &trace
                           : !strcmp(a, "--mode") ? &mode : !strcmp(a, "--arm") ? &arm
@@ -195,6 +208,7 @@ int cli_replay(int argc, char **argv) {
         goto fail;
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
+    o.reference_schedule = reference;
     if (cli_parse_mode_arm("replay", mode, arm, &o)) {
         rc = 2;
         goto out;

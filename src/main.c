@@ -22,6 +22,10 @@ static const command commands[] = {
     {"pool", cli_pool, "AttnPoolSP soft tokens of given ids; dump to .npz"},
     {"heads", cli_heads, "gate score and bridge score of given feature vectors"},
     {"replay", cli_replay, "run one benchmark problem through the recall loop, write a trace"},
+    {"chat", cli_chat, "interactive multi-turn chat with recall (--session FILE keeps it)"},
+    {"eval", cli_eval, "the reference recall benchmark over problems x arms: table + JSON"},
+    {"calibrate", cli_calibrate, "suggest a gate threshold from needle dialogues (p10 at recall positions)"},
+    {"trace-svg", cli_trace_svg, "draw a replay trace (gate scores, fires, injected blocks) as SVG"},
 };
 
 static void usage(FILE *f) {

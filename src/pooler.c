@@ -2,6 +2,7 @@
 #include "pooler.h"
 
 #include "ops.h"
+#include "pool.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -30,7 +31,9 @@ struct rc_pooler {
     float *q, *qn, *Q, *Kq, *Vq, *att, *tmp, *hid, *scores;
     /* scratch, L-sized (grown on demand) */
     int cap_L;
-    float *P, *kn, *K, *V, *scores_L;
+    float *P, *kn, *K, *V, *scores_L; /* scores_L: [threads][cap_L] */
+    const rc_exec *ex;
+    rc_exec *own_ex;
 };
 
 void rc_pooler_close(rc_pooler *p) {
@@ -51,6 +54,7 @@ void rc_pooler_close(rc_pooler *p) {
     free(p->K);
     free(p->V);
     free(p->scores_L);
+    rc_exec_close(p->own_ex);
     free(p);
 }
 
@@ -69,6 +73,10 @@ static recall_status cfg_int(const rc_blob *b, const char *key, int lo, int hi, 
 static float *falloc(size_t n) { return (float *)calloc(n ? n : 1, sizeof(float)); }
 
 recall_status rc_pooler_open(const rc_blob *b, rc_pooler **out, recall_err *err) {
+    return rc_pooler_open_ex(b, NULL, out, err);
+}
+
+recall_status rc_pooler_open_ex(const rc_blob *b, const rc_exec *ex, rc_pooler **out, recall_err *err) {
     *out = NULL;
     rc_pooler *p = (rc_pooler *)calloc(1, sizeof *p);
     if (!p) return rc_fail(err, RECALL_E_NOMEM, "pooler: out of memory");
@@ -79,6 +87,11 @@ recall_status rc_pooler_open(const rc_blob *b, rc_pooler **out, recall_err *err)
     do {                                                                                         \
         if ((st = (e)) != RECALL_OK) goto fail;                                                  \
     } while (0)
+    if (!ex) {
+        TRY(rc_exec_open(NULL, &p->own_ex, err));
+        ex = p->own_ex;
+    }
+    p->ex = ex;
     TRY(cfg_int(b, "pooler.n_sp", 1, 1 << 16, &c->n_sp, err));
     TRY(cfg_int(b, "pooler.hidden", 1, 1 << 16, &c->hidden, err));
     TRY(cfg_int(b, "pooler.heads", 1, 1 << 12, &c->heads, err));
@@ -156,8 +169,8 @@ recall_status rc_pooler_open(const rc_blob *b, rc_pooler **out, recall_err *err)
     p->Vq = falloc(sh);
     p->att = falloc(sh);
     p->tmp = falloc(sh);
-    p->hid = falloc((size_t)FF);
-    p->scores = falloc((size_t)S);
+    p->hid = falloc((size_t)S * FF);
+    p->scores = falloc((size_t)S * (size_t)ex->threads);
     if (!p->q || !p->qn || !p->Q || !p->Kq || !p->Vq || !p->att || !p->tmp || !p->hid || !p->scores) goto nomem;
     *out = p;
     return RECALL_OK;
@@ -169,31 +182,73 @@ fail:
 #undef TRY
 }
 
-/* Y[t][r] = W[row0 + r,:] . X[t] + b[row0 + r], r < nout, t < n (weight rows outermost). */
-static void proj(const rc_mat *w, const float *b, int64_t row0, int64_t nout, const float *X, int n, float *Y) {
-    for (int64_t r = 0; r < nout; r++)
+/* Rows [row0, row0 + nrows) of w as a matrix of their own, when the storage allows it (nf4:
+ * the first row must start a 64-block). Returns 0 if not. */
+static int sub_rows(const rc_mat *w, int64_t row0, int64_t nrows, rc_mat *out) {
+    size_t e = (size_t)(row0 * w->cols);
+    *out = *w;
+    out->rows = nrows;
+    switch (w->dtype) {
+    case RC_DT_F32: out->data = (const float *)w->data + e; return 1;
+    case RC_DT_BF16:
+    case RC_DT_F16: out->data = (const uint16_t *)w->data + e; return 1;
+    case RC_DT_NF4:
+        if (e % 64) return 0;
+        out->data = (const uint8_t *)w->data + e / 2;
+        out->absmax = w->absmax + e / 64;
+        return 1;
+    default: return 0;
+    }
+}
+
+/* Y[t][r] = W[row0 + r,:] . X[t] + b[row0 + r], r < nout, t < n (output rows split over the pool). */
+static void proj(const rc_pooler *p, const rc_mat *w, const float *b, int64_t row0, int64_t nout, const float *X,
+                 int n, float *Y) {
+    rc_mat sub;
+    if (sub_rows(w, row0, nout, &sub)) {
+        rc_exec_matmul(p->ex, &sub, b + row0, X, (size_t)w->cols, n, Y, (size_t)nout);
+        return;
+    }
+    for (int64_t r = 0; r < nout; r++) /* an nf4 slice not on a block boundary: the reference */
         for (int t = 0; t < n; t++)
             Y[(size_t)t * nout + r] = rc_dot_row(w, row0 + r, X + (size_t)t * w->cols) + b[row0 + r];
 }
 
-/* out[nq][H] = MHA(Q rows from xq[nq], K/V rows from xkv[nk]); K, V, scores scratch. */
+typedef struct {
+    const rc_pooler *p;
+    const float *Q, *K, *V;
+    float *scores, *att;
+    int nq, nk;
+    float scale;
+} attn_job;
+
+/* heads [h0, h1): softmax(Q K^T * scale) V for every query row; scores row per worker */
+static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
+    const attn_job *j = ctx;
+    const int H = j->p->c.hidden, hd = H / j->p->c.heads;
+    const rc_kernels *k = &j->p->ex->k;
+    float *s = j->scores + (size_t)worker * (size_t)j->nk;
+    for (int64_t h = h0; h < h1; h++)
+        for (int t = 0; t < j->nq; t++) {
+            const float *qh = j->Q + (size_t)t * H + (size_t)h * hd;
+            k->attn_scores(qh, j->K + (size_t)h * hd, (size_t)H, j->nk, (size_t)hd, j->scale, s);
+            rc_softmax(s, (size_t)j->nk);
+            k->attn_wsum(s, j->V + (size_t)h * hd, (size_t)H, j->nk, (size_t)hd, j->att + (size_t)t * H + (size_t)h * hd);
+        }
+}
+
+/* out[nq][H] = MHA(Q rows from xq[nq], K/V rows from xkv[nk]); K, V scratch, scores
+ * [threads][nk]. */
 static void mha(const rc_pooler *p, const mha_w *w, const float *xq, int nq, const float *xkv, int nk, float *Q,
                 float *K, float *V, float *scores, float *att, float *out) {
     const int H = p->c.hidden, hd = H / p->c.heads;
     const float scale = (float)(1.0 / sqrt((double)hd));
-    proj(&w->in_w, w->in_b, 0, H, xq, nq, Q);
-    proj(&w->in_w, w->in_b, H, H, xkv, nk, K);
-    proj(&w->in_w, w->in_b, 2 * H, H, xkv, nk, V);
-    for (int h = 0; h < p->c.heads; h++)
-        for (int t = 0; t < nq; t++) {
-            const float *qh = Q + (size_t)t * H + (size_t)h * hd;
-            for (int j = 0; j < nk; j++) scores[j] = rc_dot_f32(qh, K + (size_t)j * H + (size_t)h * hd, (size_t)hd) * scale;
-            rc_softmax(scores, (size_t)nk);
-            float *o = att + (size_t)t * H + (size_t)h * hd;
-            for (int i = 0; i < hd; i++) o[i] = 0.0f;
-            for (int j = 0; j < nk; j++) rc_axpy(scores[j], V + (size_t)j * H + (size_t)h * hd, o, (size_t)hd);
-        }
-    proj(&w->out_w, w->out_b, 0, H, att, nq, out);
+    proj(p, &w->in_w, w->in_b, 0, H, xq, nq, Q);
+    proj(p, &w->in_w, w->in_b, H, H, xkv, nk, K);
+    proj(p, &w->in_w, w->in_b, 2 * H, H, xkv, nk, V);
+    attn_job aj = {p, Q, K, V, scores, att, nq, nk, scale};
+    rc_pool_for(p->ex->pool, p->c.heads, 1, attn_heads, &aj);
+    proj(p, &w->out_w, w->out_b, 0, H, att, nq, out);
 }
 
 static recall_status grow(rc_pooler *p, int L, recall_err *err) {
@@ -207,7 +262,7 @@ static recall_status grow(rc_pooler *p, int L, recall_err *err) {
     if (K) p->K = K;
     float *V = realloc(p->V, n * sizeof(float));
     if (V) p->V = V;
-    float *s = realloc(p->scores_L, (size_t)L * sizeof(float));
+    float *s = realloc(p->scores_L, (size_t)L * (size_t)p->ex->threads * sizeof(float));
     if (s) p->scores_L = s;
     if (!P || !kn || !K || !V || !s) return rc_fail(err, RECALL_E_NOMEM, "pooler: out of memory for L = %d", L);
     p->cap_L = L;
@@ -249,14 +304,13 @@ recall_status rc_pooler_run(rc_pooler *p, const float *past, int L, float *out, 
             rc_layernorm(p->q + (size_t)t * H, w->lnq2_w, w->lnq2_b, c->ln_eps, p->qn + (size_t)t * H, (size_t)H);
         mha(p, &w->selfa, p->qn, S, p->qn, S, p->Q, p->Kq, p->Vq, p->scores, p->att, p->tmp);
         for (size_t i = 0; i < (size_t)S * H; i++) p->q[i] = p->q[i] + p->tmp[i];
-        for (int t = 0; t < S; t++) {
-            float *qt = p->q + (size_t)t * H;
-            rc_layernorm(qt, w->lnq3_w, w->lnq3_b, c->ln_eps, p->qn, (size_t)H);
-            rc_matvec(&w->f0, w->f0_b, p->qn, p->hid);
-            for (int i = 0; i < c->ffn; i++) p->hid[i] = rc_gelu(p->hid[i]);
-            rc_matvec(&w->f2, w->f2_b, p->hid, p->tmp);
-            for (int i = 0; i < H; i++) qt[i] = qt[i] + p->tmp[i];
-        }
+        /* FFN over all S rows at once (rows are independent, outputs bitwise the per-row ones) */
+        for (int t = 0; t < S; t++)
+            rc_layernorm(p->q + (size_t)t * H, w->lnq3_w, w->lnq3_b, c->ln_eps, p->qn + (size_t)t * H, (size_t)H);
+        proj(p, &w->f0, w->f0_b, 0, c->ffn, p->qn, S, p->hid);
+        for (size_t i = 0; i < (size_t)S * c->ffn; i++) p->hid[i] = rc_gelu(p->hid[i]);
+        proj(p, &w->f2, w->f2_b, 0, H, p->hid, S, p->tmp);
+        for (size_t i = 0; i < (size_t)S * H; i++) p->q[i] = p->q[i] + p->tmp[i];
     }
     for (int t = 0; t < S; t++) {
         float *o = out + (size_t)t * H;

@@ -22,6 +22,7 @@
 #define RECALL_POOLER_H
 
 #include "blob.h"
+#include "pool.h"
 #include "status.h"
 
 typedef struct rc_pooler rc_pooler;
@@ -33,6 +34,8 @@ typedef struct {
 } rc_pooler_config;
 
 recall_status rc_pooler_open(const rc_blob *b, rc_pooler **out, recall_err *err);
+/* Same on an execution context (borrowed; NULL = private one, as rc_pooler_open). */
+recall_status rc_pooler_open_ex(const rc_blob *b, const rc_exec *ex, rc_pooler **out, recall_err *err);
 void rc_pooler_close(rc_pooler *p);
 const rc_pooler_config *rc_pooler_cfg(const rc_pooler *p);
 

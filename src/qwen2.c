@@ -3,6 +3,7 @@
 #include "qwen2.h"
 
 #include "ops.h"
+#include "pool.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +29,8 @@ struct rc_qwen2 {
     /* scratch for one chunk of rows */
     float *x, *xn, *q, *k, *v, *att, *g, *u, *scores;
     float *gate_q;      /* [n_gate][qd] */
+    const rc_exec *ex;  /* kernels + thread pool (borrowed, or own_ex) */
+    rc_exec *own_ex;
 };
 
 static recall_status cfg_int(const rc_blob *b, const char *key, int lo, int hi, int *out, recall_err *err) {
@@ -58,6 +61,7 @@ void rc_qwen2_close(rc_qwen2 *m) {
     free(m->u);
     free(m->scores);
     free(m->gate_q);
+    rc_exec_close(m->own_ex);
     free(m);
 }
 
@@ -66,6 +70,10 @@ static float *falloc(size_t n) {
 }
 
 recall_status rc_qwen2_open(const rc_blob *b, int max_ctx, rc_qwen2 **out, recall_err *err) {
+    return rc_qwen2_open_ex(b, max_ctx, NULL, out, err);
+}
+
+recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex, rc_qwen2 **out, recall_err *err) {
     *out = NULL;
     rc_qwen2 *m = (rc_qwen2 *)calloc(1, sizeof *m);
     if (!m) return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory");
@@ -76,6 +84,11 @@ recall_status rc_qwen2_open(const rc_blob *b, int max_ctx, rc_qwen2 **out, recal
     do {                                                                                         \
         if ((st = (e)) != RECALL_OK) goto fail;                                                  \
     } while (0)
+    if (!ex) {
+        TRY(rc_exec_open(NULL, &m->own_ex, err));
+        ex = m->own_ex;
+    }
+    m->ex = ex;
     TRY(cfg_int(b, "qwen2.hidden", 1, 1 << 16, &c->hidden, err));
     TRY(cfg_int(b, "qwen2.layers", 1, 1024, &c->layers, err));
     TRY(cfg_int(b, "qwen2.heads", 1, 1024, &c->heads, err));
@@ -188,7 +201,7 @@ recall_status rc_qwen2_open(const rc_blob *b, int max_ctx, rc_qwen2 **out, recal
     m->att = falloc(R * (size_t)m->qd);
     m->g = falloc(R * (size_t)F);
     m->u = falloc(R * (size_t)F);
-    m->scores = falloc((size_t)max_ctx);
+    m->scores = falloc((size_t)max_ctx * (size_t)ex->threads); /* one row per worker */
     m->gate_q = falloc((size_t)c->n_gate * (size_t)m->qd);
     if (!m->kc || !m->vc || !m->rope_cos || !m->rope_sin || !m->x || !m->xn || !m->q || !m->k || !m->v ||
         !m->att || !m->g || !m->u || !m->scores || !m->gate_q)
@@ -239,14 +252,35 @@ recall_status rc_qwen2_embed(const rc_qwen2 *m, const int32_t *ids, int n, float
     return RECALL_OK;
 }
 
-/* Y[t][r] = W[r,:] . X[t] (+ b[r]) for t < nr; weight rows outermost (thread split point). */
-static void matmul_rows(const rc_mat *w, const float *bias, const float *X, int nr, float *Y) {
-    const size_t in = (size_t)w->cols, outd = (size_t)w->rows;
-    for (int64_t r = 0; r < w->rows; r++)
-        for (int t = 0; t < nr; t++) {
-            float d = rc_dot_row(w, r, X + (size_t)t * in);
-            Y[(size_t)t * outd + (size_t)r] = bias ? d + bias[r] : d;
+/* Y[t][r] = W[r,:] . X[t] (+ b[r]) for t < nr; output rows split over the pool. */
+static void matmul_rows(const rc_qwen2 *m, const rc_mat *w, const float *bias, const float *X, int nr, float *Y) {
+    rc_exec_matmul(m->ex, w, bias, X, (size_t)w->cols, nr, Y, (size_t)w->rows);
+}
+
+/* attention of rows [0, nr) (positions pos0..) for heads [h0, h1): one worker per head range */
+typedef struct {
+    const rc_qwen2 *m;
+    const float *kc, *vc;
+    int nr, pos0;
+} attn_job;
+
+static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
+    const attn_job *j = ctx;
+    const rc_qwen2 *m = j->m;
+    const rc_kernels *k = &m->ex->k;
+    const int D = m->c.head_dim, group = m->c.heads / m->c.kv_heads;
+    float *s = m->scores + (size_t)worker * (size_t)m->max_ctx;
+    for (int64_t h = h0; h < h1; h++) {
+        const int kvh = (int)h / group;
+        for (int t = 0; t < j->nr; t++) {
+            const int pos = j->pos0 + t;
+            const float *qh = m->q + (size_t)t * m->qd + (size_t)h * D;
+            k->attn_scores(qh, j->kc + (size_t)kvh * D, (size_t)m->kvd, pos + 1, (size_t)D, m->scale, s);
+            rc_softmax(s, (size_t)pos + 1);
+            k->attn_wsum(s, j->vc + (size_t)kvh * D, (size_t)m->kvd, pos + 1, (size_t)D,
+                         m->att + (size_t)t * m->qd + (size_t)h * D);
         }
+    }
 }
 
 static void rope(float *vec, int nheads, int D, const float *cs, const float *sn) {
@@ -265,7 +299,6 @@ static void rope(float *vec, int nheads, int D, const float *cs, const float *sn
 static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, int pos0) {
     const rc_qwen2_config *c = &m->c;
     const int H = c->hidden, D = c->head_dim, F = c->ffn, NL = c->layers, half = D / 2;
-    const int group = c->heads / c->kv_heads;
     const int last_chunk = row0 + nr == f->n;
     float *X = m->x;
     if (f->ids) {
@@ -278,9 +311,9 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
         const layer_w *w = &m->L[l];
         if (hid && last_chunk) memcpy(hid + (size_t)l * H, X + (size_t)(nr - 1) * H, (size_t)H * sizeof(float));
         for (int t = 0; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, w->ln1, c->rms_eps, m->xn + (size_t)t * H, (size_t)H);
-        matmul_rows(&w->q, w->bq, m->xn, nr, m->q);
-        matmul_rows(&w->k, w->bk, m->xn, nr, m->k);
-        matmul_rows(&w->v, w->bv, m->xn, nr, m->v);
+        matmul_rows(m, &w->q, w->bq, m->xn, nr, m->q);
+        matmul_rows(m, &w->k, w->bk, m->xn, nr, m->k);
+        matmul_rows(m, &w->v, w->bv, m->xn, nr, m->v);
         for (int gi = 0; gi < c->n_gate; gi++) {
             if (c->gate_layers[gi] != l) continue;
             if (f->q_all)
@@ -297,37 +330,28 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
             memcpy(kc + (size_t)pos * m->kvd, m->k + (size_t)t * m->kvd, (size_t)m->kvd * sizeof(float));
             memcpy(vc + (size_t)pos * m->kvd, m->v + (size_t)t * m->kvd, (size_t)m->kvd * sizeof(float));
         }
-        for (int h = 0; h < c->heads; h++) {
-            const int kvh = h / group;
-            for (int t = 0; t < nr; t++) {
-                const int pos = pos0 + t;
-                const float *qh = m->q + (size_t)t * m->qd + (size_t)h * D;
-                float *s = m->scores;
-                for (int j = 0; j <= pos; j++) s[j] = rc_dot_f32(qh, kc + (size_t)j * m->kvd + (size_t)kvh * D, (size_t)D) * m->scale;
-                rc_softmax(s, (size_t)pos + 1);
-                float *o = m->att + (size_t)t * m->qd + (size_t)h * D;
-                for (int i = 0; i < D; i++) o[i] = 0.0f;
-                for (int j = 0; j <= pos; j++) rc_axpy(s[j], vc + (size_t)j * m->kvd + (size_t)kvh * D, o, (size_t)D);
-            }
+        {
+            attn_job aj = {m, kc, vc, nr, pos0};
+            rc_pool_for(m->ex->pool, c->heads, 1, attn_heads, &aj);
         }
-        matmul_rows(&w->o, NULL, m->att, nr, m->xn);
+        matmul_rows(m, &w->o, NULL, m->att, nr, m->xn);
         for (size_t i = 0; i < (size_t)nr * H; i++) X[i] = X[i] + m->xn[i];
         for (int t = 0; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, w->ln2, c->rms_eps, m->xn + (size_t)t * H, (size_t)H);
-        matmul_rows(&w->gate, NULL, m->xn, nr, m->g);
-        matmul_rows(&w->up, NULL, m->xn, nr, m->u);
+        matmul_rows(m, &w->gate, NULL, m->xn, nr, m->g);
+        matmul_rows(m, &w->up, NULL, m->xn, nr, m->u);
         for (size_t i = 0; i < (size_t)nr * F; i++) m->g[i] = rc_silu(m->g[i]) * m->u[i];
-        matmul_rows(&w->down, NULL, m->g, nr, m->xn);
+        matmul_rows(m, &w->down, NULL, m->g, nr, m->xn);
         for (size_t i = 0; i < (size_t)nr * H; i++) X[i] = X[i] + m->xn[i];
     }
     for (int t = 0; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, m->final_norm, c->rms_eps, X + (size_t)t * H, (size_t)H);
     if (hid && last_chunk) memcpy(hid + (size_t)NL * H, X + (size_t)(nr - 1) * H, (size_t)H * sizeof(float));
     const size_t V = (size_t)c->vocab;
-    if (f->logits_all) matmul_rows(&m->lm_head, NULL, X, nr, f->logits_all + (size_t)row0 * V);
+    if (f->logits_all) matmul_rows(m, &m->lm_head, NULL, X, nr, f->logits_all + (size_t)row0 * V);
     if (f->logits_last && last_chunk) {
         if (f->logits_all)
             memcpy(f->logits_last, f->logits_all + (size_t)(f->n - 1) * V, V * sizeof(float));
         else
-            rc_matvec(&m->lm_head, NULL, X + (size_t)(nr - 1) * H, f->logits_last);
+            matmul_rows(m, &m->lm_head, NULL, X + (size_t)(nr - 1) * H, 1, f->logits_last);
     }
 }
 

@@ -18,8 +18,9 @@
  * RoPE (HF rotate_half): inv_freq[i] = 1.0f / powf(theta, (float)(2i) / (float)D), i < D/2;
  *   angle = inv_freq[i] * (float)pos (fp32), c/s = rc_sincosf(angle); tables for positions
  *   0..max_ctx-1 are built at open. out[i] = q[i]*c - q[i+D/2]*s, out[i+D/2] = q[i+D/2]*c + q[i]*s.
- * Rows are processed in chunks of RC_QWEN2_CHUNK (scratch allocated once at open); loops over
- * weight output rows / heads are outermost so a thread pool can split them later.
+ * Rows are processed in chunks of RC_QWEN2_CHUNK (scratch allocated once at open); the kernels
+ * come from the execution context's table (simd/simd.h, bitwise the scalar order) and the pool
+ * splits weight output rows / heads, never a reduction.
  *
  * The faithful loop's "standalone seal forward" (no cache, from position 0) is simply a second
  * rc_qwen2 context (weights are shared zero-copy views of the blob; only cache+scratch are new).
@@ -28,6 +29,7 @@
 #define RECALL_QWEN2_H
 
 #include "blob.h"
+#include "pool.h"
 #include "status.h"
 
 #define RC_QWEN2_CHUNK 32
@@ -58,6 +60,11 @@ typedef struct {
 
 /* max_ctx: capacity of the KV cache in positions (1 .. max_pos). */
 recall_status rc_qwen2_open(const rc_blob *b, int max_ctx, rc_qwen2 **out, recall_err *err);
+/* Same, running on ex (kernel table + thread pool, borrowed: it must outlive the model; several
+ * models may share one ex when they are used from one thread). ex NULL = a private context from
+ * rc_exec_open(NULL) (RECALL_SIMD / RECALL_THREADS, default 1 thread), which is what
+ * rc_qwen2_open does. Results are bitwise identical for every ex. */
+recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex, rc_qwen2 **out, recall_err *err);
 void rc_qwen2_close(rc_qwen2 *m);
 const rc_qwen2_config *rc_qwen2_cfg(const rc_qwen2 *m);
 

@@ -18,6 +18,7 @@ struct rc_recall {
     rc_pooler *pooler;
     rc_bert *bert;
     rc_heads *heads;
+    rc_exec *ex;     /* kernels + thread pool shared by every model (RECALL_SIMD / RECALL_THREADS) */
     rc_bpe *bpe;
     rc_wp *wp;
     int H, V, bos, eos, n_sp, gate_dim;
@@ -26,10 +27,14 @@ struct rc_recall {
     size_t cap_rows;
     float *past;                   /* pooler input rows, grown on demand */
     size_t cap_past;
+    struct loop_state *st;         /* carried between turns by the fast schedule */
 };
 
+typedef struct loop_state loop_state;
+static void state_free(loop_state *st);
+
 static recall_status cfg_int(const rc_blob *b, const char *key, int dflt, int *out) {
-    int64_t v;
+    int64_t v = 0;
     recall_err e = {0};
     *out = rc_blob_get_i64(b, key, &v, &e) == RECALL_OK ? (int)v : dflt;
     return RECALL_OK;
@@ -57,6 +62,8 @@ void rc_recall_close(rc_recall *r) {
     rc_pooler_close(r->pooler);
     rc_bert_close(r->bert);
     rc_heads_close(r->heads);
+    rc_exec_close(r->ex); /* after every model that borrows it */
+    state_free(r->st);
     rc_bpe_free(r->bpe);
     rc_wp_free(r->wp);
     free(r->last);
@@ -81,7 +88,7 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
     r->blob = b;
     r->o = *o;
     recall_status s = RECALL_OK;
-    int64_t v;
+    int64_t v = 0;
     if (!s) s = rc_blob_get_i64(b, "tok.bos", &v, err);
     r->bos = (int)v;
     if (!s) s = rc_blob_get_i64(b, "tok.eos", &v, err);
@@ -94,7 +101,8 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
         s = sec ? rc_bpe_load(sec, size, &r->bpe, err)
                 : rc_fail(err, RECALL_E_MISSING, "%s: no BPE tokenizer section", rc_blob_path(b));
     }
-    if (!s && o->arm != RC_ARM_FULL) s = rc_pooler_open(b, &r->pooler, err);
+    if (!s) s = rc_exec_open(NULL, &r->ex, err);
+    if (!s && o->arm != RC_ARM_FULL) s = rc_pooler_open_ex(b, r->ex, &r->pooler, err);
     if (!s && r->pooler) r->n_sp = rc_pooler_cfg(r->pooler)->n_sp;
     int max_ctx = 1 + r->n_sp + o->k * o->block + o->window + o->chunk;
     if (o->arm == RC_ARM_FULL) max_ctx = max_pos < 16384 ? max_pos : 16384;
@@ -102,7 +110,7 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
         s = rc_fail(err, RECALL_E_LIMIT,
                     "recall: the loop needs %d positions (1 + %d SP + %d x %d injected + %d window + %d chunk) but "
                     "the model was trained on %d", max_ctx, r->n_sp, o->k, o->block, o->window, o->chunk, max_pos);
-    if (!s) s = rc_qwen2_open(b, max_ctx, &r->llm, err);
+    if (!s) s = rc_qwen2_open_ex(b, max_ctx, r->ex, &r->llm, err);
     if (!s) {
         r->H = rc_qwen2_cfg(r->llm)->hidden;
         r->V = rc_qwen2_cfg(r->llm)->vocab;
@@ -115,9 +123,9 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
         const void *sec = rc_blob_section(b, RC_SECT_TOK_WORDPIECE, &size);
         s = sec ? rc_wp_load(sec, size, &r->wp, err)
                 : rc_fail(err, RECALL_E_MISSING, "%s: no WordPiece tokenizer section", rc_blob_path(b));
-        if (!s) s = rc_bert_open(b, &r->bert, err);
+        if (!s) s = rc_bert_open_ex(b, r->ex, &r->bert, err);
         if (!s) s = rc_heads_open(b, &r->heads, err);
-        if (!s && o->mode == RC_MODE_FAITHFUL) s = rc_qwen2_open(b, o->block, &r->seal, err);
+        if (!s && o->mode == RC_MODE_FAITHFUL) s = rc_qwen2_open_ex(b, o->block, r->ex, &r->seal, err);
     }
     if (!s) {
         const rc_qwen2_config *c = rc_qwen2_cfg(r->llm);
@@ -196,6 +204,32 @@ static void top5(const float *x, int V, rc_top5_rec *rec) {
     }
 }
 
+/* A cache position's input, to prove two prefixes identical: a token row (the embedding of id)
+ * or row `id` of the SP computed from the first `nd` evicted tokens (the pooler is deterministic). */
+typedef struct {
+    int32_t id;
+    int32_t nd; /* -1 for a token row */
+} row_key;
+
+/* Everything the loop carries between rebuilds. The fast schedule keeps it after a turn, so the
+ * next turn, whose feed starts with this turn's gen, resumes where this one stopped instead of
+ * replaying the whole conversation (each step would recompute exactly the same bits). */
+struct loop_state {
+    int32_t *gen;
+    int n_gen, cap_gen;
+    int absorbed, fired, above;
+    int32_t *rid; /* injected ids (owned copy) */
+    int nrid;
+    int c0_last;  /* c0 of the latest rebuild */
+    int step;     /* chunk steps done since that rebuild */
+    rc_archive ar;
+    rc_key_cache keys;
+    row_key *rows; /* inputs of cache positions 1.. (position 0 is BOS) */
+    int n_rows, cap_rows;
+    rc_turn hist;  /* gate / fire / rebuild / top-5 records of the conversation so far */
+    int valid;
+};
+
 static recall_status forward_ids(rc_recall *r, rc_qwen2 *m, const int32_t *ids, int n, float *logits,
                                  recall_err *err) {
     rc_qwen2_fwd f;
@@ -208,11 +242,107 @@ static recall_status forward_ids(rc_recall *r, rc_qwen2 *m, const int32_t *ids, 
     return RECALL_OK;
 }
 
+static int push_key(loop_state *st, int32_t id, int32_t nd) {
+    if (st->n_rows == st->cap_rows) {
+        int nc = st->cap_rows ? st->cap_rows * 2 : 1024;
+        row_key *nr = realloc(st->rows, (size_t)nc * sizeof *nr);
+        if (!nr) return 0;
+        st->rows = nr;
+        st->cap_rows = nc;
+    }
+    st->rows[st->n_rows].id = id;
+    st->rows[st->n_rows].nd = nd;
+    st->n_rows++;
+    return 1;
+}
+
+/* Appends deep copies of src's gate / fire / rebuild / top-5 records to dst. */
+static int records_append(rc_turn *dst, const rc_turn *src) {
+    for (int i = 0; i < src->n_gates; i++) {
+        rc_gate_rec *g = PUSH(dst, gates);
+        if (!g) return 0;
+        *g = src->gates[i];
+    }
+    for (int i = 0; i < src->n_rebuilds; i++) {
+        rc_rebuild_rec *b = PUSH(dst, rebuilds);
+        if (!b) return 0;
+        *b = src->rebuilds[i];
+    }
+    for (int i = 0; i < src->n_top5; i++) {
+        rc_top5_rec *t = PUSH(dst, top5);
+        if (!t) return 0;
+        *t = src->top5[i];
+    }
+    for (int i = 0; i < src->n_fires; i++) {
+        rc_fire_rec *f = PUSH(dst, fires);
+        if (!f) return 0;
+        *f = src->fires[i];
+        f->bridge = malloc((size_t)(f->ncand ? f->ncand : 1) * sizeof *f->bridge);
+        f->rid = malloc((size_t)(f->nrid ? f->nrid : 1) * sizeof *f->rid);
+        if (!f->bridge || !f->rid) {
+            free(f->bridge);
+            free(f->rid);
+            f->bridge = NULL;
+            f->rid = NULL;
+            dst->n_fires--;
+            return 0;
+        }
+        memcpy(f->bridge, src->fires[i].bridge, (size_t)f->ncand * sizeof *f->bridge);
+        memcpy(f->rid, src->fires[i].rid, (size_t)f->nrid * sizeof *f->rid);
+    }
+    return 1;
+}
+
+static void state_reset(loop_state *st, int block) {
+    st->n_gen = st->absorbed = st->fired = st->above = st->nrid = st->c0_last = st->step = st->n_rows = 0;
+    st->valid = 0;
+    free(st->rid);
+    st->rid = NULL;
+    rc_archive_free(&st->ar);
+    rc_archive_init(&st->ar, block);
+    rc_key_cache_free(&st->keys);
+    rc_turn_free(&st->hist);
+}
+
+static void state_free(loop_state *st) {
+    if (!st) return;
+    state_reset(st, 0);
+    free(st->gen);
+    free(st->rows);
+    free(st);
+}
+
+void rc_recall_forget(rc_recall *r) {
+    if (r->st) state_reset(r->st, r->o.block);
+}
+
+static int set_rid(loop_state *st, const int32_t *rid, int n) {
+    int32_t *c = malloc((size_t)(n ? n : 1) * sizeof *c);
+    if (!c) return 0;
+    memcpy(c, rid, (size_t)n * sizeof *c);
+    free(st->rid);
+    st->rid = c;
+    st->nrid = n;
+    return 1;
+}
+
+/* Greedy pick with the margin bookkeeping of the goldens: first maximum wins. */
+static int32_t greedy(const float *x, int V, float *margin) {
+    int b1 = 0, b2 = -1;
+    for (int i = 1; i < V; i++)
+        if (x[i] > x[b1]) b1 = i;
+    for (int i = 0; i < V; i++)
+        if (i != b1 && (b2 < 0 || x[i] > x[b2])) b2 = i;
+    *margin = b2 >= 0 ? x[b1] - x[b2] : INFINITY;
+    return b1;
+}
+
 recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_event_fn on_event, void *ctx,
                               rc_turn *turn, recall_err *err) {
     memset(turn, 0, sizeof *turn);
     turn->min_margin = INFINITY;
     const rc_recall_opts *o = &r->o;
+    const int fast = !o->reference_schedule;
     for (int i = 0; i < n_feed; i++)
         if (feed[i] < 0 || feed[i] >= r->V)
             return rc_fail(err, RECALL_E_ARG, "recall: feed token %d at position %d is outside the vocab (%d)", feed[i],
@@ -220,182 +350,259 @@ recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_
     if (o->arm == RC_ARM_FULL && 1 + n_feed + o->turn_cap + 1 > rc_qwen2_max_ctx(r->llm))
         return rc_fail(err, RECALL_E_LIMIT, "recall: FULL arm needs %d positions for %d history tokens, the cache holds %d",
                        1 + n_feed + o->turn_cap + 1, n_feed, rc_qwen2_max_ctx(r->llm));
-    int cap_gen = n_feed + o->turn_cap + o->chunk + 1;
-    int32_t *gen = malloc((size_t)cap_gen * sizeof *gen);
-    if (!gen) return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
-    int n_gen = 0, absorbed = 0, fi = 0, newtok = 0, done = 0, fired_this_turn = 0, above = 0;
-    int32_t *rid = NULL;
-    int nrid = 0;
-    rc_archive ar;
-    rc_archive_init(&ar, o->block);
+    if (!r->st) {
+        r->st = calloc(1, sizeof *r->st);
+        if (!r->st) return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
+        rc_archive_init(&r->st->ar, o->block);
+    }
+    loop_state *st = r->st;
+    int need = n_feed + o->turn_cap + o->chunk + 1;
+    if (need > st->cap_gen) {
+        int32_t *ng = realloc(st->gen, (size_t)need * sizeof *ng);
+        if (!ng) return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
+        st->gen = ng;
+        st->cap_gen = need;
+    }
     rc_retriever rt = {r->bpe, r->wp, r->bert, r->heads, 512};
     if (r->bert) rt.max_seq = rc_bert_cfg(r->bert)->max_seq;
     const int H = r->H, V = r->V, RC = o->arm == RC_ARM_RC_BGE;
     recall_status s = RECALL_OK;
+    int fi, newtok = 0, done = 0, resume_step = -1;
 
-    /* prime: BOS lives at position 0 for the whole turn */
-    s = rc_qwen2_crop(r->llm, 0, err);
-    int32_t bos = r->bos;
-    if (!s) s = forward_ids(r, r->llm, &bos, 1, r->prime_last, err);
-    const int MQ = rc_qwen2_n_cached(r->llm);
+    /* Resume when this feed extends the conversation the state holds: every record and cache
+     * row up to there is what replaying it would recompute bit for bit. */
+    if (fast && st->valid && n_feed >= st->n_gen && !memcmp(feed, st->gen, (size_t)st->n_gen * sizeof *feed)) {
+        if (!records_append(turn, &st->hist)) goto oom;
+        fi = st->n_gen;
+        resume_step = st->step;
+        turn->rows_reused += 1 + st->n_rows;
+    } else {
+        state_reset(st, o->block);
+        fi = 0;
+        /* prime: BOS lives at position 0 for the whole turn */
+        s = rc_qwen2_crop(r->llm, 0, err);
+        int32_t bos = r->bos;
+        if (!s) s = forward_ids(r, r->llm, &bos, 1, r->prime_last, err);
+        turn->rows_computed += 1;
+    }
+    st->valid = 0; /* until this turn completes */
+    const int MQ = 1;
 
     while (!s && !done) {
-        int c0 = n_gen;
-        int R = o->arm == RC_ARM_FULL ? c0 : (c0 < o->window ? c0 : o->window);
-        int nd = c0 - R;
-        /* (1) eviction */
-        if (nd > absorbed) {
-            if (RC) {
-                s = rc_archive_push(&ar, gen + absorbed, nd - absorbed, err);
-                while (!s && ar.n_buf >= ar.block) {
-                    const int32_t *blk = rc_archive_seal(&ar, err);
-                    if (!blk) {
-                        s = err && err->code ? err->code : RECALL_E_NOMEM;
-                        break;
-                    }
-                    if (o->mode == RC_MODE_FAITHFUL) { /* standalone, positions 0.., no lm_head */
-                        s = rc_qwen2_crop(r->seal, 0, err);
-                        if (!s) s = forward_ids(r, r->seal, blk, ar.block, NULL, err);
-                    }
-                }
-            }
-            absorbed = nd;
-        }
-        /* (2) gate */
-        if (!s && RC && (ar.n_blocks > 0 || ar.n_buf >= o->buf_min)) {
-            rc_gate_rec *g = PUSH(turn, gates);
-            if (!g) {
-                s = rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
-                break;
-            }
-            g->c0 = c0;
-            g->score = rc_gate_score(r->heads, r->gq);
-            int over = g->score > o->threshold;
-            above = over ? above + 1 : 0;
-            g->fired = over && !(o->fire_once && fired_this_turn) && above >= (o->hysteresis > 1 ? o->hysteresis : 1);
-            if (on_event) on_event(ctx, &(rc_event){RC_EV_GATE, g, 0});
-            if (g->fired) {
-                rc_retrieval rv;
-                s = rc_retrieve_bge(&rt, &ar, r->gq, o->k, o->buf_min, &rv, err);
-                if (s) break;
-                rc_fire_rec *f = PUSH(turn, fires);
-                if (!f) {
-                    rc_retrieval_free(&rv);
-                    s = rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
-                    break;
-                }
-                f->c0 = c0;
-                f->score = g->score;
-                f->ncand = rv.ncand;
-                f->bridge = rv.bridge;
-                f->ntop = rv.ntop;
-                memcpy(f->top, rv.top, sizeof f->top);
-                f->rid = rv.rid;
-                f->nrid = rv.nrid;
-                float best = -INFINITY;
-                for (int i = 0; i < rv.ncand; i++)
-                    if (rv.bridge[i] > best) best = rv.bridge[i];
-                f->injected = rv.nrid > 0 && !(o->use_floor && !(best >= o->floor));
-                if (f->injected) { /* replaces any earlier injection */
-                    rid = f->rid;
-                    nrid = f->nrid;
-                    fired_this_turn = 1;
-                }
-                if (on_event) on_event(ctx, &(rc_event){RC_EV_FIRE, f, 0});
-            }
-        }
-        if (s) break;
-        /* (3) rebuild: crop to [BOS], then [SP][injected][window] as one forward */
-        int has_sp = nd > 0 && o->arm != RC_ARM_FULL;
-        int rows = (has_sp ? r->n_sp : 0) + nrid + R;
-        rc_rebuild_rec *rb = PUSH(turn, rebuilds);
-        if (!rb || !grow_rows(&r->rows, &r->cap_rows, (size_t)(rows ? rows : 1) * H)) {
-            s = rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
-            break;
-        }
-        rb->c0 = c0;
-        rb->has_sp = has_sp;
-        rb->inj_len = nrid;
-        rb->window_len = R;
-        float *row = r->rows;
-        if (has_sp) {
-            if (!grow_rows(&r->past, &r->cap_past, (size_t)nd * H)) {
-                s = rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
-                break;
-            }
-            s = rc_qwen2_embed(r->llm, gen, nd, r->past, err);
-            if (!s) s = rc_pooler_run(r->pooler, r->past, nd, row, err);
-            row += (size_t)r->n_sp * H;
-        }
-        if (!s && nrid) {
-            s = rc_qwen2_embed(r->llm, rid, nrid, row, err);
-            row += (size_t)nrid * H;
-        }
-        if (!s && R) s = rc_qwen2_embed(r->llm, gen + c0 - R, R, row, err);
-        if (!s) s = rc_qwen2_crop(r->llm, MQ, err);
-        if (s) break;
-        if (rows) {
-            rc_qwen2_fwd f;
-            memset(&f, 0, sizeof f);
-            f.embeds = r->rows;
-            f.n = rows;
-            f.logits_last = r->last;
-            s = rc_qwen2_forward(r->llm, &f, err);
-            if (s) break;
-            memcpy(r->gq, rc_qwen2_gate_q(r->llm), (size_t)r->gate_dim * sizeof *r->gq);
+        int c0;
+        if (resume_step >= 0) {
+            c0 = st->c0_last;
         } else {
-            memcpy(r->last, r->prime_last, (size_t)V * sizeof *r->last);
-        }
-        if (on_event) on_event(ctx, &(rc_event){RC_EV_REBUILD, rb, 0});
-        rc_top5_rec *t5 = PUSH(turn, top5);
-        if (!t5) {
-            s = rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
-            break;
-        }
-        t5->c0 = c0;
-        top5(r->last, V, t5);
-        /* (4) chunk */
-        for (int step = 0; step < o->chunk && !s; step++) {
-            int32_t t;
-            if (fi < n_feed) {
-                t = feed[fi++];
-            } else {
-                int b1 = 0, b2 = -1;
-                for (int i = 1; i < V; i++)
-                    if (r->last[i] > r->last[b1]) b1 = i;
-                for (int i = 0; i < V; i++)
-                    if (i != b1 && (b2 < 0 || r->last[i] > r->last[b2])) b2 = i;
-                t = b1;
-                float mg = b2 >= 0 ? r->last[b1] - r->last[b2] : INFINITY;
-                if (mg < turn->min_margin) turn->min_margin = mg;
-                if (mg < 1e-3f) {
-                    rc_margin_rec *lm = PUSH(turn, low);
-                    if (!lm) {
-                        s = rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
-                        break;
+            c0 = st->n_gen;
+            int R = o->arm == RC_ARM_FULL ? c0 : (c0 < o->window ? c0 : o->window);
+            int nd = c0 - R;
+            /* (1) eviction */
+            if (nd > st->absorbed) {
+                if (RC) {
+                    s = rc_archive_push(&st->ar, st->gen + st->absorbed, nd - st->absorbed, err);
+                    while (!s && st->ar.n_buf >= st->ar.block) {
+                        const int32_t *blk = rc_archive_seal(&st->ar, err);
+                        if (!blk) {
+                            s = err && err->code ? err->code : RECALL_E_NOMEM;
+                            break;
+                        }
+                        if (o->mode == RC_MODE_FAITHFUL) { /* standalone, positions 0.., no lm_head */
+                            s = rc_qwen2_crop(r->seal, 0, err);
+                            if (!s) s = forward_ids(r, r->seal, blk, st->ar.block, NULL, err);
+                            turn->rows_computed += st->ar.block;
+                        }
                     }
-                    lm->pos = n_gen;
-                    lm->margin = mg;
                 }
-                if (t == r->eos || newtok >= o->turn_cap) {
-                    done = 1;
-                    break;
-                }
-                newtok++;
-                if (on_event) on_event(ctx, &(rc_event){RC_EV_TOKEN, NULL, t});
+                st->absorbed = nd;
             }
-            gen[n_gen++] = t;
+            /* (2) gate */
+            if (!s && RC && (st->ar.n_blocks > 0 || st->ar.n_buf >= o->buf_min)) {
+                rc_gate_rec *g = PUSH(turn, gates);
+                if (!g) goto oom;
+                g->c0 = c0;
+                g->score = rc_gate_score(r->heads, r->gq);
+                int over = g->score > o->threshold;
+                st->above = over ? st->above + 1 : 0;
+                g->fired = over && !(o->fire_once && st->fired) &&
+                           st->above >= (o->hysteresis > 1 ? o->hysteresis : 1);
+                if (on_event) on_event(ctx, &(rc_event){RC_EV_GATE, g, 0});
+                if (g->fired) {
+                    rc_retrieval rv;
+                    int before = st->keys.encodes;
+                    s = rc_retrieve_bge(&rt, &st->ar, r->gq, o->k, o->buf_min, fast ? &st->keys : NULL, &rv, err);
+                    if (s) break;
+                    turn->bert_encodes += fast ? st->keys.encodes - before : rv.ncand;
+                    rc_fire_rec *f = PUSH(turn, fires);
+                    if (!f) {
+                        rc_retrieval_free(&rv);
+                        goto oom;
+                    }
+                    f->c0 = c0;
+                    f->score = g->score;
+                    f->ncand = rv.ncand;
+                    f->bridge = rv.bridge;
+                    f->ntop = rv.ntop;
+                    memcpy(f->top, rv.top, sizeof f->top);
+                    f->rid = rv.rid;
+                    f->nrid = rv.nrid;
+                    float best = -INFINITY;
+                    for (int i = 0; i < rv.ncand; i++)
+                        if (rv.bridge[i] > best) best = rv.bridge[i];
+                    f->injected = rv.nrid > 0 && !(o->use_floor && !(best >= o->floor));
+                    if (f->injected) { /* replaces any earlier injection */
+                        if (!set_rid(st, f->rid, f->nrid)) goto oom;
+                        st->fired = 1;
+                    }
+                    if (on_event) on_event(ctx, &(rc_event){RC_EV_FIRE, f, 0});
+                }
+            }
+            if (s) break;
+            /* (3) rebuild: [BOS][SP][injected][window] */
+            int has_sp = nd > 0 && o->arm != RC_ARM_FULL;
+            int n_sp = has_sp ? r->n_sp : 0;
+            int rows = n_sp + st->nrid + R;
+            rc_rebuild_rec *rb = PUSH(turn, rebuilds);
+            if (!rb) goto oom;
+            rb->c0 = c0;
+            rb->has_sp = has_sp;
+            rb->inj_len = st->nrid;
+            rb->window_len = R;
+            /* The rows' keys; the cache keeps the longest prefix it already holds (fast only). */
+            int old_rows = fast ? st->n_rows : 0, keep = 0;
+            row_key *old = NULL;
+            if (fast && old_rows) {
+                old = malloc((size_t)old_rows * sizeof *old);
+                if (!old) goto oom;
+                memcpy(old, st->rows, (size_t)old_rows * sizeof *old);
+            }
+            st->n_rows = 0;
+            int ok = 1;
+            for (int j = 0; j < n_sp && ok; j++) ok = push_key(st, j, nd);
+            for (int j = 0; j < st->nrid && ok; j++) ok = push_key(st, st->rid[j], -1);
+            for (int j = 0; j < R && ok; j++) ok = push_key(st, st->gen[c0 - R + j], -1);
+            if (!ok) {
+                free(old);
+                goto oom;
+            }
+            while (keep < old_rows && keep < rows && old[keep].id == st->rows[keep].id &&
+                   old[keep].nd == st->rows[keep].nd)
+                keep++;
+            free(old);
+            /* Everything reused only if the cache ends exactly there: `last` and the gate q then
+             * already belong to the prefix's last row. Otherwise that row is recomputed. */
+            if (keep == rows && !(old_rows == rows && rows > 0)) keep = rows > 0 ? rows - 1 : 0;
+            rb->reused = keep;
+            if (rows == 0) {
+                s = rc_qwen2_crop(r->llm, MQ, err);
+                memcpy(r->last, r->prime_last, (size_t)V * sizeof *r->last);
+            } else if (keep < rows) {
+                int todo = rows - keep;
+                if (!grow_rows(&r->rows, &r->cap_rows, (size_t)todo * H)) goto oom;
+                /* rows keep..rows-1 of [SP][rid][window] */
+                float *dst = r->rows;
+                int j = keep;
+                if (j < n_sp) {
+                    if (!grow_rows(&r->past, &r->cap_past, (size_t)nd * H)) goto oom;
+                    float *sp = malloc((size_t)n_sp * H * sizeof *sp);
+                    if (!sp) goto oom;
+                    s = rc_qwen2_embed(r->llm, st->gen, nd, r->past, err);
+                    if (!s) s = rc_pooler_run(r->pooler, r->past, nd, sp, err);
+                    if (!s) memcpy(dst, sp + (size_t)j * H, (size_t)(n_sp - j) * H * sizeof *dst);
+                    free(sp);
+                    dst += (size_t)(n_sp - j) * H;
+                    j = n_sp;
+                }
+                if (!s && j < n_sp + st->nrid) {
+                    int a = j - n_sp, n = st->nrid - a;
+                    s = rc_qwen2_embed(r->llm, st->rid + a, n, dst, err);
+                    dst += (size_t)n * H;
+                    j += n;
+                }
+                if (!s && j < rows) {
+                    int a = j - n_sp - st->nrid, n = rows - j;
+                    s = rc_qwen2_embed(r->llm, st->gen + c0 - R + a, n, dst, err);
+                }
+                if (!s) s = rc_qwen2_crop(r->llm, MQ + keep, err);
+                if (s) break;
+                rc_qwen2_fwd f;
+                memset(&f, 0, sizeof f);
+                f.embeds = r->rows;
+                f.n = todo;
+                f.logits_last = r->last;
+                s = rc_qwen2_forward(r->llm, &f, err);
+                if (s) break;
+                memcpy(r->gq, rc_qwen2_gate_q(r->llm), (size_t)r->gate_dim * sizeof *r->gq);
+                turn->rows_computed += todo;
+            }
+            turn->rows_reused += keep;
+            if (s) break;
+            if (on_event) on_event(ctx, &(rc_event){RC_EV_REBUILD, rb, 0});
+            rc_top5_rec *t5 = PUSH(turn, top5);
+            if (!t5) goto oom;
+            t5->c0 = c0;
+            top5(r->last, V, t5);
+            st->c0_last = c0;
+            st->step = 0;
+        }
+        /* (4) chunk: teacher-forced feed tokens (several per forward on the fast schedule), then
+         * greedy steps until EOS or the turn cap */
+        int step = resume_step >= 0 ? resume_step : 0;
+        resume_step = -1;
+        while (step < o->chunk && !s) {
+            if (fi < n_feed) {
+                int m = fast ? o->chunk - step : 1;
+                if (m > n_feed - fi) m = n_feed - fi;
+                memcpy(st->gen + st->n_gen, feed + fi, (size_t)m * sizeof *feed);
+                s = forward_ids(r, r->llm, feed + fi, m, r->last, err);
+                for (int j = 0; j < m && !s; j++)
+                    if (!push_key(st, feed[fi + j], -1)) goto oom;
+                st->n_gen += m;
+                fi += m;
+                step += m;
+                turn->rows_computed += m;
+                continue;
+            }
+            float mg;
+            int32_t t = greedy(r->last, V, &mg);
+            if (mg < turn->min_margin) turn->min_margin = mg;
+            if (mg < 1e-3f) {
+                rc_margin_rec *lm = PUSH(turn, low);
+                if (!lm) goto oom;
+                lm->pos = st->n_gen;
+                lm->margin = mg;
+            }
+            if (t == r->eos || newtok >= o->turn_cap) {
+                done = 1;
+                break;
+            }
+            newtok++;
+            if (on_event) on_event(ctx, &(rc_event){RC_EV_TOKEN, NULL, t});
+            st->gen[st->n_gen++] = t;
             s = forward_ids(r, r->llm, &t, 1, r->last, err);
+            if (!s && !push_key(st, t, -1)) goto oom;
+            turn->rows_computed += 1;
+            step++;
+        }
+        st->step = step;
+    }
+    if (!s) {
+        turn->n_reply = st->n_gen - n_feed;
+        turn->reply = malloc((size_t)(turn->n_reply > 0 ? turn->n_reply : 1) * sizeof *turn->reply);
+        if (!turn->reply) goto oom;
+        if (turn->n_reply > 0) memcpy(turn->reply, st->gen + n_feed, (size_t)turn->n_reply * sizeof *turn->reply);
+        if (fast) { /* keep the state for the next turn */
+            rc_turn_free(&st->hist);
+            if (!records_append(&st->hist, turn)) goto oom;
+            st->valid = 1;
         }
     }
-    rc_archive_free(&ar);
-    if (!s) {
-        turn->n_reply = n_gen - n_feed;
-        turn->reply = malloc((size_t)(turn->n_reply > 0 ? turn->n_reply : 1) * sizeof *turn->reply);
-        if (!turn->reply) s = rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
-        else if (turn->n_reply > 0) memcpy(turn->reply, gen + n_feed, (size_t)turn->n_reply * sizeof *gen);
+    if (s) {
+        rc_turn_free(turn);
+        state_reset(st, o->block);
     }
-    free(gen);
-    if (s) rc_turn_free(turn);
     return s;
+oom:
+    rc_turn_free(turn);
+    state_reset(st, o->block);
+    return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
 }

@@ -13,6 +13,11 @@
  *     chunk:   `chunk` single-token steps: feed tokens are teacher-forced, then greedy argmax
  *              until EOS (not kept) or turn_cap generated tokens
  * Modes: faithful (the reference, with the seal quirk) and clean (no seal forward).
+ * Schedules: the reference one, and the default fast one that computes the same bits with less
+ * work: forced tokens go through one multi-row forward per chunk, a rebuild keeps the cache rows
+ * whose inputs and positions are unchanged, sealed blocks are BERT-encoded once, and a turn whose
+ * feed extends the previous turn's tokens resumes from the state that turn left (in memory only;
+ * nothing but token ids is ever persisted).
  * Arms: SP (no recall), RC_bge (recall), FULL (no eviction, the whole history in the window).
  */
 #ifndef RECALL_RECALL_H
@@ -34,6 +39,10 @@ typedef struct {
     int hysteresis;       /* inject only after this many consecutive scores above threshold (0/1: off) */
     int use_floor;        /* inject only if the best bridge score >= floor */
     float floor;
+    /* 1: run the plain reference schedule (every feed token its own forward, every rebuild from
+     * scratch, every candidate BERT-encoded at every fire, every turn replayed from BOS).
+     * 0 (default): the fast schedule, whose outputs are bitwise the same. */
+    int reference_schedule;
 } rc_recall_opts;
 
 typedef struct { int c0; float score; int fired; } rc_gate_rec;
@@ -48,7 +57,10 @@ typedef struct {
     int nrid;
     int injected; /* 0 when hysteresis / floor held the injection back */
 } rc_fire_rec;
-typedef struct { int c0, has_sp, inj_len, window_len; } rc_rebuild_rec;
+typedef struct {
+    int c0, has_sp, inj_len, window_len;
+    int reused; /* prefix rows kept from the cache instead of recomputed (fast schedule) */
+} rc_rebuild_rec;
 typedef struct { int c0; int32_t ids[5]; float logits[5]; } rc_top5_rec;
 typedef struct { int pos; float margin; } rc_margin_rec;
 
@@ -67,6 +79,10 @@ typedef struct {
     float min_margin; /* +inf when nothing was generated */
     rc_margin_rec *low;
     int n_low, cap_low;
+    /* work done (statistics, not part of the golden schema) */
+    long rows_computed; /* decoder rows run through the model (prime, rebuilds, chunk steps, seals) */
+    long rows_reused;   /* rows the fast schedule proved identical and kept */
+    int bert_encodes;   /* candidate blocks run through BERT */
 } rc_turn;
 
 void rc_turn_free(rc_turn *t);
@@ -87,6 +103,9 @@ void rc_recall_close(rc_recall *r);
 /* Runs one turn for `feed` (the whole conversation so far, user turn included). */
 recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_event_fn on_event, void *ctx,
                               rc_turn *turn, recall_err *err);
+
+/* Drops the state the fast schedule carries between turns (start of a new conversation). */
+void rc_recall_forget(rc_recall *r);
 
 /* Tokenizers of the blob, for building feeds and decoding replies. */
 struct rc_bpe;

@@ -71,8 +71,30 @@ static void candidate(const rc_archive *a, int i, const int32_t **ids, int *n) {
     }
 }
 
+void rc_key_cache_free(rc_key_cache *c) {
+    free(c->kz);
+    memset(c, 0, sizeof *c);
+}
+
+/* kz[d] of candidate c: BPE decode -> WordPiece -> BERT -> Wk. */
+static recall_status encode_key(const rc_retriever *rt, const int32_t *ids, int n, float *e, float *kz,
+                                recall_err *err) {
+    char *text = NULL;
+    size_t tl = 0;
+    int32_t *wp = NULL;
+    size_t nwp = 0;
+    recall_status s = rc_bpe_decode(rt->bpe, ids, (size_t)n, 0, &text, &tl, err);
+    if (!s) s = rc_wp_encode(rt->wp, text, tl, 1, &wp, &nwp, err);
+    if (!s && (int)nwp > rt->max_seq) nwp = (size_t)rt->max_seq; /* rc_wp_encode already truncates */
+    if (!s) s = rc_bert_embed(rt->bert, wp, (int)nwp, e, err);
+    if (!s) rc_bridge_key(rt->heads, e, kz);
+    free(text);
+    free(wp);
+    return s;
+}
+
 recall_status rc_retrieve_bge(const rc_retriever *rt, const rc_archive *a, const float *f, int k, int buf_min,
-                              rc_retrieval *out, recall_err *err) {
+                              rc_key_cache *cache, rc_retrieval *out, recall_err *err) {
     memset(out, 0, sizeof *out);
     int nc = rc_archive_n_candidates(a, buf_min);
     if (k > RC_MAX_K) k = RC_MAX_K;
@@ -87,24 +109,39 @@ recall_status rc_retrieve_bge(const rc_retriever *rt, const rc_archive *a, const
     }
     out->ncand = nc;
     rc_bridge_query(rt->heads, f, qz);
+    if (cache && cache->d != d) {
+        rc_key_cache_free(cache);
+        cache->d = d;
+    }
     for (int c = 0; c < nc && !s; c++) {
         const int32_t *ids;
         int n;
         candidate(a, c, &ids, &n);
-        char *text = NULL;
-        size_t tl = 0;
-        int32_t *wp = NULL;
-        size_t nwp = 0;
-        s = rc_bpe_decode(rt->bpe, ids, (size_t)n, 0, &text, &tl, err);
-        if (!s) s = rc_wp_encode(rt->wp, text, tl, 1, &wp, &nwp, err);
-        if (!s && (int)nwp > rt->max_seq) nwp = (size_t)rt->max_seq; /* rc_wp_encode already truncates */
-        if (!s) s = rc_bert_embed(rt->bert, wp, (int)nwp, e, err);
-        if (!s) {
-            rc_bridge_key(rt->heads, e, kz);
-            out->bridge[c] = rc_bridge_score(rt->heads, qz, kz);
+        int sealed = c < a->n_blocks;
+        if (cache && sealed && c < cache->n) {
+            out->bridge[c] = rc_bridge_score(rt->heads, qz, cache->kz + (size_t)c * d);
+            continue;
         }
-        free(text);
-        free(wp);
+        s = encode_key(rt, ids, n, e, kz, err);
+        if (s) break;
+        out->bridge[c] = rc_bridge_score(rt->heads, qz, kz);
+        if (cache) {
+            cache->encodes++;
+            if (sealed && c == cache->n) { /* blocks are cached in order */
+                if (cache->n == cache->cap) {
+                    int nc2 = cache->cap ? cache->cap * 2 : 16;
+                    float *nk = realloc(cache->kz, (size_t)nc2 * d * sizeof *nk);
+                    if (!nk) {
+                        s = rc_fail(err, RECALL_E_NOMEM, "retriever: out of memory");
+                        break;
+                    }
+                    cache->kz = nk;
+                    cache->cap = nc2;
+                }
+                memcpy(cache->kz + (size_t)c * d, kz, (size_t)d * sizeof *kz);
+                cache->n++;
+            }
+        }
     }
     if (s) goto done;
     /* top-k: higher score first; equal scores keep the lower (older) index; NaN never wins */

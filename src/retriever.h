@@ -11,8 +11,8 @@
  *                         kz = Wk(e); score_c = dot(qz, kz)
  *   top = k best scores (higher first, equal scores -> lower index), re-sorted ascending;
  *   rid = concatenation of the chosen candidates' ids.
- * Nothing here persists across turns; block embeddings are recomputed at every fire, exactly
- * as the reference does.
+ * Nothing here persists across turns. The reference recomputes every block embedding at every
+ * fire; rc_key_cache keeps the bridge keys of sealed blocks instead (same bits, less work).
  */
 #ifndef RECALL_RETRIEVER_H
 #define RECALL_RETRIEVER_H
@@ -60,7 +60,19 @@ typedef struct {
     int max_seq; /* WordPiece truncation (bert.max_seq) */
 } rc_retriever;
 
+/* Bridge keys Wk(BERT(text)) of sealed blocks 0..n-1. A sealed block never changes, so its key
+ * is computed once and reused (bitwise what a fresh computation gives); the pending buffer is
+ * always encoded afresh. Vectors only live in memory: nothing here is persisted. */
+typedef struct {
+    float *kz;   /* [cap][d] */
+    int n, cap, d;
+    int encodes; /* BERT runs so far (statistics) */
+} rc_key_cache;
+
+void rc_key_cache_free(rc_key_cache *c);
+
+/* cache may be NULL (the reference schedule: every candidate encoded at every fire). */
 recall_status rc_retrieve_bge(const rc_retriever *rt, const rc_archive *a, const float *f, int k, int buf_min,
-                              rc_retrieval *out, recall_err *err);
+                              rc_key_cache *cache, rc_retrieval *out, recall_err *err);
 
 #endif

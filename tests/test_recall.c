@@ -107,6 +107,42 @@ static void check_turn(const json_value *g, const rc_problem_turn *t, int ti, ma
     }
 }
 
+/* Bitwise equality of two runs (fast schedule vs reference schedule). */
+static void expect_same_bits(const rc_problem_run *a, const rc_problem_run *b) {
+    cr_assert_eq(a->n_turns, b->n_turns);
+    cr_assert_eq(a->n_history, b->n_history);
+    cr_assert(!memcmp(a->history, b->history, (size_t)a->n_history * sizeof *a->history));
+    for (int t = 0; t < a->n_turns; t++) {
+        const rc_turn *x = &a->turns[t].turn, *y = &b->turns[t].turn;
+        cr_assert_eq(x->n_reply, y->n_reply, "turn %d", t);
+        cr_assert(!memcmp(x->reply, y->reply, (size_t)x->n_reply * sizeof *x->reply), "turn %d reply", t);
+        cr_assert_eq(x->n_gates, y->n_gates, "turn %d", t);
+        for (int i = 0; i < x->n_gates; i++)
+            cr_assert(x->gates[i].c0 == y->gates[i].c0 && x->gates[i].fired == y->gates[i].fired &&
+                          !memcmp(&x->gates[i].score, &y->gates[i].score, sizeof(float)),
+                      "turn %d gate %d: %a vs %a", t, i, x->gates[i].score, y->gates[i].score);
+        cr_assert_eq(x->n_fires, y->n_fires, "turn %d", t);
+        for (int i = 0; i < x->n_fires; i++) {
+            const rc_fire_rec *f = &x->fires[i], *g = &y->fires[i];
+            cr_assert(f->c0 == g->c0 && f->ncand == g->ncand && f->ntop == g->ntop && f->nrid == g->nrid);
+            cr_assert(!memcmp(f->bridge, g->bridge, (size_t)f->ncand * sizeof(float)), "turn %d fire %d bridge", t, i);
+            cr_assert(!memcmp(f->top, g->top, sizeof f->top) && !memcmp(f->rid, g->rid, (size_t)f->nrid * 4));
+        }
+        cr_assert_eq(x->n_top5, y->n_top5);
+        for (int i = 0; i < x->n_top5; i++)
+            cr_assert(!memcmp(x->top5[i].ids, y->top5[i].ids, sizeof x->top5[i].ids) &&
+                          !memcmp(x->top5[i].logits, y->top5[i].logits, sizeof x->top5[i].logits),
+                      "turn %d rebuild_top5 %d", t, i);
+        cr_assert(!memcmp(&x->min_margin, &y->min_margin, sizeof(float)), "turn %d margin", t);
+    }
+}
+
+static long total_rows(const rc_problem_run *run) {
+    long n = 0;
+    for (int t = 0; t < run->n_turns; t++) n += run->turns[t].turn.rows_computed;
+    return n;
+}
+
 static void run_golden(const char *golden, const char *weights, rc_loop_mode mode) {
     const char *path = fixture_worldA_blob(weights);
     cr_assert(path);
@@ -130,25 +166,42 @@ static void run_golden(const char *golden, const char *weights, rc_loop_mode mod
     for (int i = 0; i < p.n; i++)
         cr_expect_str_eq(p.steps[i].user, json_get(&steps->items[i], "u")->str, "step %d", i);
 
-    rc_recall_opts o;
-    rc_recall_defaults(b, &o);
-    o.mode = mode;
-    cr_expect_eq(o.threshold, 0.0f); /* the gate file's thresh */
-    rc_recall *r;
-    cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
-    rc_problem_run run;
-    cr_assert_eq(rc_run_problem(r, &p, NULL, NULL, NULL, &run, &err), RECALL_OK, "%s", err.msg);
-    const json_value *turns = json_get(root, "turns");
-    cr_assert_eq((int)turns->len, run.n_turns);
-    maxdev md = {0, 0, 0};
-    for (int t = 0; t < run.n_turns; t++) check_turn(&turns->items[t], &run.turns[t], t, &md);
-    const json_value *fh = json_get(root, "final_history");
-    cr_assert_eq((int)fh->len, run.n_history);
-    for (size_t i = 0; i < fh->len; i++) cr_assert_eq(run.history[i], ival(&fh->items[i]), "final_history[%zu]", i);
-    cr_log_info("%s: max |gate - golden| %.3g, max rel bridge %.3g, max rel top5 logit %.3g", golden, md.gate,
-                md.bridge, md.top5);
-    rc_problem_run_free(&run);
-    rc_recall_close(r);
+    rc_problem_run runs[2];
+    for (int sched = 0; sched < 2; sched++) { /* 0: fast (default), 1: reference schedule */
+        rc_recall_opts o;
+        rc_recall_defaults(b, &o);
+        o.mode = mode;
+        o.reference_schedule = sched;
+        cr_expect_eq(o.threshold, 0.0f); /* the gate file's thresh */
+        rc_recall *r;
+        cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
+        rc_problem_run *run = &runs[sched];
+        cr_assert_eq(rc_run_problem(r, &p, NULL, NULL, NULL, run, &err), RECALL_OK, "%s", err.msg);
+        const json_value *turns = json_get(root, "turns");
+        cr_assert_eq((int)turns->len, run->n_turns);
+        maxdev md = {0, 0, 0};
+        for (int t = 0; t < run->n_turns; t++) check_turn(&turns->items[t], &run->turns[t], t, &md);
+        const json_value *fh = json_get(root, "final_history");
+        cr_assert_eq((int)fh->len, run->n_history);
+        for (size_t i = 0; i < fh->len; i++)
+            cr_assert_eq(run->history[i], ival(&fh->items[i]), "final_history[%zu]", i);
+        cr_log_info("%s (%s schedule): max |gate - golden| %.3g, max rel bridge %.3g, max rel top5 logit %.3g, "
+                    "%ld decoder rows", golden, sched ? "reference" : "fast", md.gate, md.bridge, md.top5,
+                    total_rows(run));
+        rc_recall_close(r);
+    }
+    expect_same_bits(&runs[0], &runs[1]);
+    /* The first turn has nothing to reuse but its window-filling rebuilds; every later turn
+     * resumes from the previous one and must compute at least 5x fewer decoder rows. */
+    cr_expect_lt(total_rows(&runs[0]) * 4, total_rows(&runs[1]), "fast schedule computes %ld rows, reference %ld",
+                 total_rows(&runs[0]), total_rows(&runs[1]));
+    for (int t = 1; t < runs[0].n_turns; t++) {
+        long f = runs[0].turns[t].turn.rows_computed, r = runs[1].turns[t].turn.rows_computed;
+        cr_log_info("turn %d: %ld rows fast, %ld reference (%.1fx)", t, f, r, (double)r / (double)f);
+        cr_expect_lt(f * 5, r, "turn %d: %ld rows fast vs %ld reference", t, f, r);
+    }
+    rc_problem_run_free(&runs[0]);
+    rc_problem_run_free(&runs[1]);
     rc_problem_free(&p);
     rc_bench_free(bench);
     json_free(doc);

@@ -1,0 +1,340 @@
+/* bench.c - `make bench`: speed of the hot paths, each checked BITWISE against the scalar path
+ * before it is timed. Prints machine (CPU model), compiler, flags, then:
+ *   read bandwidth (STREAM-like sum of squares over 1 GiB, 1 and 2 threads);
+ *   nf4 matvec 1536x1536, 8960x1536, 1536x8960: GB/s of weight traffic (codes + absmax), both
+ *     cache-resident (one matrix) and streamed from memory (copies cycled past the caches);
+ *   decode tok/s and prefill tok/s (512 rows) on the synthetic 1.5B nf4 blob, 1 and 2 threads;
+ *   bge-base encode of one 128-token block (ms); one recall rebuild (pooler over 256 injected
+ *     rows + a forward of [SP 32][injected 256][window 512] = 800 rows) (ms).
+ * usage: bench [blob] [--quick] (blob default build/synth/r1-1.5b-nf4.blob; made by `make synth`).
+ * RECALL_BENCH_PATHS=avx2,avx512 restricts the SIMD paths timed. */
+#include "bert.h"
+#include "blob.h"
+#include "nf4.h"
+#include "pool.h"
+#include "pooler.h"
+#include "qwen2.h"
+#include "simd.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef BENCH_FLAGS
+#define BENCH_FLAGS "?"
+#endif
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void die(const char *what, const recall_err *err) {
+    fprintf(stderr, "bench: %s: %s\n", what, err ? err->msg : "");
+    exit(1);
+}
+
+static rc_exec *exec_for(rc_simd_path p, int threads) {
+    rc_exec_opts o = {threads, rc_simd_name(p)};
+    rc_exec *e = NULL;
+    recall_err err = {0};
+    if (rc_exec_open(&o, &e, &err)) die("exec", &err);
+    return e;
+}
+
+static int same_bits(const float *a, const float *b, size_t n, const char *what) {
+    if (!memcmp(a, b, n * sizeof(float))) return 1;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(a + i, b + i, 4)) {
+            uint32_t x, y;
+            memcpy(&x, a + i, 4);
+            memcpy(&y, b + i, 4);
+            fprintf(stderr, "bench: %s differs from scalar at %zu: 0x%08x vs 0x%08x\n", what, i, x, y);
+            break;
+        }
+    return 0;
+}
+
+static int path_wanted(rc_simd_path p) {
+    const char *env = getenv("RECALL_BENCH_PATHS");
+    if (p == RC_SIMD_SCALAR || !rc_simd_available(p)) return 0;
+    return !env || strstr(env, rc_simd_name(p)) != NULL;
+}
+
+static void machine(void) {
+    char line[512], model[256] = "?";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    int ncpu = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10) && model[0] == '?') {
+            const char *c = strchr(line, ':');
+            if (c) snprintf(model, sizeof model, "%s", c + 2);
+            model[strcspn(model, "\n")] = 0;
+        }
+        if (!strncmp(line, "processor", 9)) ncpu++;
+    }
+    if (f) fclose(f);
+    printf("machine : %s, %d logical CPUs\n", model, ncpu);
+    printf("compiler: %s\n", __VERSION__);
+    printf("flags   : %s\n", BENCH_FLAGS);
+    printf("paths   :");
+    for (int p = 0; p < RC_SIMD_COUNT; p++)
+        if (rc_simd_available((rc_simd_path)p)) printf(" %s", rc_simd_name((rc_simd_path)p));
+    printf("\n\n");
+}
+
+/* ---- read bandwidth: canonical sumsq (the best path) over a large array, split over threads ---- */
+
+typedef struct {
+    const rc_exec *e;
+    const float *x;
+    size_t per;
+    float out[RC_MAX_THREADS];
+} bw_job;
+
+static void bw_piece(void *ctx, int64_t b, int64_t e, int worker) {
+    bw_job *j = ctx;
+    for (int64_t i = b; i < e; i++) j->out[worker] += j->e->k.sumsq_f32(j->x + (size_t)i * j->per, j->per);
+}
+
+static double read_bw(rc_exec *e, const float *x, size_t n) {
+    bw_job j = {e, x, 1 << 16, {0}};
+    int64_t pieces = (int64_t)(n / j.per);
+    rc_pool_for(e->pool, pieces, 1, bw_piece, &j); /* warm */
+    double best = 1e30;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = now();
+        rc_pool_for(e->pool, pieces, 1, bw_piece, &j);
+        double dt = now() - t0;
+        if (dt < best) best = dt;
+    }
+    return (double)pieces * (double)j.per * 4.0 / best / 1e9;
+}
+
+/* ---- nf4 matvec ---- */
+
+static void nf4_matvec(void) {
+    static const int shapes[3][2] = {{1536, 1536}, {8960, 1536}, {1536, 8960}};
+    const size_t big = (size_t)1 << 28; /* 1 GiB of floats */
+    float *arr = malloc(big * sizeof(float));
+    if (!arr) die("out of memory", NULL);
+    for (size_t i = 0; i < big; i++) arr[i] = (float)(i & 1023) * 0.001f;
+    rc_simd_path best = RC_SIMD_SCALAR;
+    for (int p = 0; p < RC_SIMD_COUNT; p++)
+        if (rc_simd_available((rc_simd_path)p) && p != RC_SIMD_NEON) best = (rc_simd_path)p;
+    double bw[3] = {0};
+    for (int th = 1; th <= 2; th++) {
+        rc_exec *e = exec_for(best, th);
+        bw[th] = read_bw(e, arr, big);
+        rc_exec_close(e);
+    }
+    free(arr);
+    printf("read bandwidth (sumsq over 1 GiB, %s): %.1f GB/s 1 thread, %.1f GB/s 2 threads\n\n", rc_simd_name(best),
+           bw[1], bw[2]);
+    printf("nf4 matvec (weights = codes + absmax; 'mem' = copies cycled through 512 MiB, 'cache' = one matrix)\n");
+    printf("%-12s %-7s %3s %10s %8s %10s %8s %8s\n", "shape", "path", "thr", "mem us", "mem GB/s", "cache us",
+           "cache GB/s", "% of bw");
+    for (int s = 0; s < 3; s++) {
+        const int64_t rows = shapes[s][0], cols = shapes[s][1];
+        const size_t n = (size_t)(rows * cols), wbytes = n / 2 + n / 64 * 4;
+        const int copies = (int)((512u << 20) / wbytes) + 1;
+        uint8_t *codes = malloc(n / 2 * (size_t)copies);
+        float *absmax = malloc(n / 64 * sizeof(float) * (size_t)copies);
+        float *x = malloc((size_t)cols * sizeof(float)), *y0 = malloc((size_t)rows * 4), *y = malloc((size_t)rows * 4);
+        if (!codes || !absmax || !x || !y0 || !y) die("out of memory", NULL);
+        uint64_t st = 99;
+        for (size_t i = 0; i < n / 2 * (size_t)copies; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            codes[i] = (uint8_t)(st >> 56);
+        }
+        for (size_t i = 0; i < n / 64 * (size_t)copies; i++) absmax[i] = 0.01f + (float)(i % 97) * 0.001f;
+        for (int64_t i = 0; i < cols; i++) x[i] = (float)((i * 7919) % 2001 - 1000) * 0.001f;
+        rc_mat w = {RC_DT_NF4, codes, absmax, rows, cols};
+        rc_exec *es = exec_for(RC_SIMD_SCALAR, 1);
+        rc_exec_matmul(es, &w, NULL, x, (size_t)cols, 1, y0, (size_t)rows);
+        rc_exec_close(es);
+        for (int p = 1; p < RC_SIMD_COUNT; p++) {
+            if (!path_wanted((rc_simd_path)p)) continue;
+            for (int th = 1; th <= 2; th++) {
+                rc_exec *e = exec_for((rc_simd_path)p, th);
+                rc_exec_matmul(e, &w, NULL, x, (size_t)cols, 1, y, (size_t)rows);
+                if (!same_bits(y, y0, (size_t)rows, "nf4 matvec")) exit(1);
+                /* streamed: each call a different copy */
+                int reps = copies * 2;
+                double t0 = now();
+                for (int r = 0; r < reps; r++) {
+                    rc_mat wc = {RC_DT_NF4, codes + (size_t)(r % copies) * (n / 2), absmax + (size_t)(r % copies) * (n / 64),
+                                 rows, cols};
+                    rc_exec_matmul(e, &wc, NULL, x, (size_t)cols, 1, y, (size_t)rows);
+                }
+                double tm = (now() - t0) / reps;
+                t0 = now();
+                for (int r = 0; r < 50; r++) rc_exec_matmul(e, &w, NULL, x, (size_t)cols, 1, y, (size_t)rows);
+                double tc = (now() - t0) / 50;
+                char shape[32];
+                snprintf(shape, sizeof shape, "%lldx%lld", (long long)rows, (long long)cols);
+                printf("%-12s %-7s %3d %10.1f %8.1f %10.1f %8.1f %7.0f%%\n", shape, e->k.name, th, tm * 1e6,
+                       (double)wbytes / tm / 1e9, tc * 1e6, (double)wbytes / tc / 1e9,
+                       100.0 * ((double)wbytes / tm / 1e9) / bw[th]);
+                rc_exec_close(e);
+            }
+        }
+        free(codes);
+        free(absmax);
+        free(x);
+        free(y0);
+        free(y);
+    }
+    printf("\n");
+}
+
+/* ---- model benchmarks on the synthetic blob ---- */
+
+static void model_bench(const char *path, int quick) {
+    rc_blob *b = NULL;
+    recall_err err = {0};
+    if (rc_blob_open(path, 0, &b, &err)) {
+        fprintf(stderr, "bench: %s\n  (the synthetic 1.5B blob is made by `make synth`: ~3.6 GB of inputs, 2.4 GB blob)\n",
+                err.msg);
+        exit(1);
+    }
+    const int NP = 512, ND = quick ? 8 : 32;
+    int32_t *ids = malloc((size_t)(NP + ND) * sizeof *ids);
+    for (int i = 0; i < NP + ND; i++) ids[i] = (int32_t)((i * 7919 + 13) % 150000);
+    rc_exec *es = exec_for(RC_SIMD_SCALAR, 2);
+    rc_qwen2 *ms = NULL;
+    if (rc_qwen2_open_ex(b, 8, es, &ms, &err)) die("qwen2", &err);
+    const int V = rc_qwen2_cfg(ms)->vocab, H = rc_qwen2_cfg(ms)->hidden;
+    float *ref = malloc((size_t)4 * V * 4), *got = malloc((size_t)4 * V * 4);
+    { /* scalar reference for the equality checks: 4 prefill rows */
+        rc_qwen2_fwd f = {.ids = ids, .n = 4, .logits_all = ref};
+        if (rc_qwen2_forward(ms, &f, &err)) die("qwen2 forward", &err);
+    }
+    rc_qwen2_close(ms);
+    rc_exec_close(es);
+    printf("qwen2 1.5B-shape nf4 (lm_head %s): decode = 1 new row at position 512.. (logits of the row),\n"
+           "prefill = 512 rows from position 0 (logits of the last row)\n",
+           rc_dtype_name(rc_blob_find(b, "qwen2.lm_head.weight") ? rc_blob_find(b, "qwen2.lm_head.weight")->dtype
+                                                                 : RC_DT_NF4));
+    printf("%-7s %3s %12s %12s %14s\n", "path", "thr", "decode tok/s", "ms/token", "prefill tok/s");
+    for (int p = 1; p < RC_SIMD_COUNT; p++) {
+        if (!path_wanted((rc_simd_path)p)) continue;
+        for (int th = 1; th <= 2; th++) {
+            rc_exec *e = exec_for((rc_simd_path)p, th);
+            rc_qwen2 *m = NULL;
+            if (rc_qwen2_open_ex(b, NP + ND + 1, e, &m, &err)) die("qwen2", &err);
+            /* equality: the same 4 rows, prefill and decode, vs scalar */
+            rc_qwen2_fwd f = {.ids = ids, .n = 4, .logits_all = got};
+            if (rc_qwen2_forward(m, &f, &err)) die("qwen2 forward", &err);
+            if (!same_bits(got, ref, (size_t)4 * V, "prefill logits")) exit(1);
+            rc_qwen2_crop(m, 0, &err);
+            for (int t = 0; t < 4; t++) {
+                rc_qwen2_fwd d = {.ids = ids + t, .n = 1, .logits_last = got + (size_t)t * V};
+                if (rc_qwen2_forward(m, &d, &err)) die("qwen2 decode", &err);
+            }
+            if (!same_bits(got, ref, (size_t)4 * V, "decode logits")) exit(1);
+            rc_qwen2_crop(m, 0, &err);
+            double pre = 0.0;
+            if (!quick || th == 2) {
+                double t0 = now();
+                rc_qwen2_fwd pf = {.ids = ids, .n = NP, .logits_last = got};
+                if (rc_qwen2_forward(m, &pf, &err)) die("prefill", &err);
+                pre = NP / (now() - t0);
+            } else {
+                rc_qwen2_fwd pf = {.ids = ids, .n = NP}; /* fill the cache untimed */
+                if (rc_qwen2_forward(m, &pf, &err)) die("prefill", &err);
+            }
+            double t0 = now();
+            for (int t = 0; t < ND; t++) {
+                rc_qwen2_fwd d = {.ids = ids + NP + t, .n = 1, .logits_last = got};
+                if (rc_qwen2_forward(m, &d, &err)) die("decode", &err);
+            }
+            double dt = (now() - t0) / ND;
+            printf("%-7s %3d %12.2f %12.1f %14.1f\n", e->k.name, th, 1.0 / dt, dt * 1e3, pre);
+            fflush(stdout);
+            rc_qwen2_close(m);
+            rc_exec_close(e);
+        }
+    }
+    /* bge-base encode of one 128-token block */
+    printf("\nbge-base encode (128 tokens) and one recall rebuild (pooler L=256 + 800-row forward)\n");
+    printf("%-7s %3s %10s %12s\n", "path", "thr", "bge ms", "rebuild ms");
+    int32_t bids[128];
+    for (int i = 0; i < 128; i++) bids[i] = (int32_t)((i * 131 + 7) % 30000);
+    float emb_ref[768], emb[768];
+    {
+        rc_exec *e = exec_for(RC_SIMD_SCALAR, 2);
+        rc_bert *mb = NULL;
+        if (rc_bert_open_ex(b, e, &mb, &err)) die("bert", &err);
+        if (rc_bert_cfg(mb)->hidden > 768) die("bert hidden > 768", NULL);
+        if (rc_bert_embed(mb, bids, 128, emb_ref, &err)) die("bert", &err);
+        rc_bert_close(mb);
+        rc_exec_close(e);
+    }
+    const int inj = 256, rows = 800;
+    float *past = malloc((size_t)inj * H * 4), *in = malloc((size_t)rows * H * 4);
+    for (size_t i = 0; i < (size_t)inj * H; i++) past[i] = (float)((i * 2654435761u) % 2001) * 1e-4f - 0.1f;
+    for (size_t i = 0; i < (size_t)rows * H; i++) in[i] = (float)((i * 40503u) % 2001) * 1e-4f - 0.1f;
+    for (int p = 1; p < RC_SIMD_COUNT; p++) {
+        if (!path_wanted((rc_simd_path)p)) continue;
+        for (int th = 1; th <= 2; th++) {
+            rc_exec *e = exec_for((rc_simd_path)p, th);
+            rc_bert *mb = NULL;
+            if (rc_bert_open_ex(b, e, &mb, &err)) die("bert", &err);
+            if (rc_bert_embed(mb, bids, 128, emb, &err)) die("bert", &err);
+            if (!same_bits(emb, emb_ref, (size_t)rc_bert_cfg(mb)->hidden, "bge embedding")) exit(1);
+            double t0 = now();
+            const int reps = 3;
+            for (int r = 0; r < reps; r++)
+                if (rc_bert_embed(mb, bids, 128, emb, &err)) die("bert", &err);
+            double bge = (now() - t0) / reps;
+            rc_bert_close(mb);
+            double reb = 0.0;
+            if (!quick || th == 2) {
+                rc_pooler *pl = NULL;
+                rc_qwen2 *m = NULL;
+                if (rc_pooler_open_ex(b, e, &pl, &err) || rc_qwen2_open_ex(b, rows + 1, e, &m, &err)) die("open", &err);
+                float *sp = malloc((size_t)rc_pooler_cfg(pl)->n_sp * H * 4);
+                int32_t bos = 151646;
+                rc_qwen2_fwd f0 = {.ids = &bos, .n = 1};
+                if (rc_qwen2_forward(m, &f0, &err)) die("bos", &err);
+                t0 = now();
+                if (rc_pooler_run(pl, past, inj, sp, &err)) die("pooler", &err);
+                memcpy(in, sp, (size_t)rc_pooler_cfg(pl)->n_sp * H * 4);
+                rc_qwen2_fwd fr = {.embeds = in, .n = rows, .logits_last = got};
+                if (rc_qwen2_forward(m, &fr, &err)) die("rebuild", &err);
+                reb = now() - t0;
+                free(sp);
+                rc_pooler_close(pl);
+                rc_qwen2_close(m);
+            }
+            printf("%-7s %3d %10.1f %12.0f\n", e->k.name, th, bge * 1e3, reb * 1e3);
+            fflush(stdout);
+            rc_exec_close(e);
+        }
+    }
+    free(past);
+    free(in);
+    free(ref);
+    free(got);
+    free(ids);
+    rc_blob_close(b);
+}
+
+int main(int argc, char **argv) {
+    const char *path = "build/synth/r1-1.5b-nf4.blob";
+    int quick = 0, models = 1, kernels = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--kernels-only")) models = 0;
+        else if (!strcmp(argv[i], "--models-only")) kernels = 0;
+        else path = argv[i];
+    }
+    machine();
+    if (kernels) nf4_matvec();
+    if (models) model_bench(path, quick);
+    return 0;
+}

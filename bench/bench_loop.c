@@ -1,0 +1,120 @@
+/* bench_loop.c - the recall loop's fast schedule against the reference schedule on one
+ * benchmark problem: wall time and decoder rows computed per generated turn, in one run, after
+ * checking that both schedules produced the same replies and gate scores (bitwise).
+ *
+ * usage: bench_loop BLOB BENCH.json [--problem N] [--turns T] [--mode faithful|clean]
+ */
+#include "bench.h"
+#include "blob.h"
+#include "recall.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+typedef struct {
+    double t_prev, secs[8];
+    int n;
+} timing;
+
+static void on_turn(void *ctx, int index, const rc_problem_turn *t) {
+    (void)t;
+    timing *tm = ctx;
+    double now = now_s();
+    if (index < 8) tm->secs[index] = now - tm->t_prev;
+    tm->t_prev = now;
+    tm->n = index + 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: bench_loop BLOB BENCH.json [--problem N] [--turns T] [--mode faithful|clean]\n");
+        return 2;
+    }
+    int problem = 0, turns = 5;
+    rc_loop_mode mode = RC_MODE_FAITHFUL;
+    for (int i = 3; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--problem")) problem = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--turns")) turns = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--mode")) mode = strcmp(argv[i + 1], "clean") ? RC_MODE_FAITHFUL : RC_MODE_CLEAN;
+    }
+    recall_err err = {0};
+    rc_blob *b;
+    rc_bench *bench;
+    rc_problem p;
+    if (rc_blob_open(argv[1], 0, &b, &err) || rc_bench_load(argv[2], &bench, &err) ||
+        rc_bench_problem(bench, (uint32_t)problem, &p, &err)) {
+        fprintf(stderr, "bench_loop: %s\n", err.msg);
+        return 1;
+    }
+    /* keep only the first `turns` generated turns */
+    int gen = 0;
+    for (int i = 0; i < p.n; i++)
+        if ((p.steps[i].kind == RC_STEP_PROBE || p.steps[i].kind == RC_STEP_Q) && ++gen > turns) {
+            for (int j = i; j < p.n; j++) {
+                free(p.steps[j].user);
+                free(p.steps[j].assistant);
+                free(p.steps[j].kw);
+                free(p.steps[j].val);
+            }
+            p.n = i;
+            break;
+        }
+    rc_problem_run runs[2];
+    timing tm[2];
+    double total[2];
+    for (int sched = 0; sched < 2; sched++) {
+        rc_recall_opts o;
+        rc_recall_defaults(b, &o);
+        o.mode = mode;
+        o.reference_schedule = sched;
+        rc_recall *r;
+        memset(&tm[sched], 0, sizeof tm[sched]);
+        if (rc_recall_open(b, &o, &r, &err)) {
+            fprintf(stderr, "bench_loop: %s\n", err.msg);
+            return 1;
+        }
+        double t0 = now_s();
+        tm[sched].t_prev = t0;
+        if (rc_run_problem(r, &p, NULL, on_turn, &tm[sched], &runs[sched], &err)) {
+            fprintf(stderr, "bench_loop: %s\n", err.msg);
+            return 1;
+        }
+        total[sched] = now_s() - t0;
+        rc_recall_close(r);
+        fprintf(stderr, "%s schedule done in %.1f s\n", sched ? "reference" : "fast", total[sched]);
+    }
+    int same = runs[0].n_turns == runs[1].n_turns;
+    for (int t = 0; same && t < runs[0].n_turns; t++) {
+        const rc_turn *x = &runs[0].turns[t].turn, *y = &runs[1].turns[t].turn;
+        same = x->n_reply == y->n_reply && !memcmp(x->reply, y->reply, (size_t)x->n_reply * 4) &&
+               x->n_gates == y->n_gates;
+        for (int i = 0; same && i < x->n_gates; i++)
+            same = !memcmp(&x->gates[i].score, &y->gates[i].score, sizeof(float)) && x->gates[i].fired == y->gates[i].fired;
+    }
+    printf("bench_loop %s problem %d (%s mode): outputs %s\n", argv[1], problem,
+           mode == RC_MODE_FAITHFUL ? "faithful" : "clean", same ? "bitwise identical" : "DIFFER");
+    printf("| turn | feed | reply | rows fast | rows reference | rows ratio | s fast | s reference | time ratio |\n");
+    printf("|---|---|---|---|---|---|---|---|---|\n");
+    for (int t = 0; t < runs[0].n_turns; t++) {
+        const rc_problem_turn *a = &runs[0].turns[t], *c = &runs[1].turns[t];
+        printf("| %d | %d | %d | %ld | %ld | %.1fx | %.2f | %.2f | %.1fx |\n", t + 1, a->feed_len, a->turn.n_reply,
+               a->turn.rows_computed, c->turn.rows_computed,
+               (double)c->turn.rows_computed / (double)(a->turn.rows_computed ? a->turn.rows_computed : 1),
+               tm[0].secs[t], tm[1].secs[t], tm[1].secs[t] / (tm[0].secs[t] > 0 ? tm[0].secs[t] : 1e-9));
+    }
+    printf("total: fast %.1f s, reference %.1f s (%.1fx)\n", total[0], total[1], total[1] / total[0]);
+    rc_problem_run_free(&runs[0]);
+    rc_problem_run_free(&runs[1]);
+    rc_problem_free(&p);
+    rc_bench_free(bench);
+    rc_blob_close(b);
+    return same ? 0 : 1;
+}

@@ -1,0 +1,280 @@
+/* kernels_avx2.c - the AVX2+FMA kernel table (x86-64; this file is compiled with -mavx2 -mfma,
+ * and is empty of code elsewhere). Canonical order of simd.h: lanes 0..7 of the 16 accumulators
+ * live in one ymm register, lanes 8..15 in another; the tail (n % 16 elements) is finished in
+ * scalar fmaf on the spilled lanes, then the same tree as ops.c.
+ *
+ * nf4 decode of 8 weights (4 code bytes): broadcast the 32-bit word, vpsrlvd brings each
+ * element's nibble to bits 0..3 (vpermps reads bits 0..2), vpsllvd brings nibble bit 3 to the
+ * sign bit; two vpermps look the codebook halves up (tables pre-multiplied by the block's absmax:
+ * the same single fp32 product as the reference) and vblendvps picks the half. No branches.
+ * f16 weights and nf4 rows whose length is not a multiple of 16 use the scalar reference.
+ */
+#include "simd.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
+
+#include "nf4.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define AINLINE static inline __attribute__((always_inline))
+/* the accumulator arrays must live in registers: fully unroll the small constant loops */
+#define RC_UNROLL _Pragma("GCC unroll 8")
+
+static float tree16(float *acc) {
+    for (int l = 0; l < 8; l++) acc[l] = acc[l] + acc[l + 8];
+    for (int l = 0; l < 4; l++) acc[l] = acc[l] + acc[l + 4];
+    for (int l = 0; l < 2; l++) acc[l] = acc[l] + acc[l + 2];
+    return acc[0] + acc[1];
+}
+
+/* s[l] = a[l] + b[l] (lanes l and l+8), then the 8 -> 4 -> 2 -> 1 levels of the tree. */
+AINLINE float tree_v(__m256 a0, __m256 a1) {
+    __m256 s8 = _mm256_add_ps(a0, a1);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
+}
+
+static float avx2_dot_f32(const float *a, const float *b, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), a1);
+    }
+    if (i == n) return tree_v(a0, a1);
+    float acc[16];
+    _mm256_storeu_ps(acc, a0);
+    _mm256_storeu_ps(acc + 8, a1);
+    for (int l = 0; i < n; i++, l++) acc[l] = fmaf(a[i], b[i], acc[l]);
+    return tree16(acc);
+}
+
+static float avx2_sumsq_f32(const float *x, size_t n) { return avx2_dot_f32(x, x, n); }
+
+static void avx2_attn_scores(const float *q, const float *K, size_t ldk, int n, size_t D, float scale, float *s) {
+    for (int j = 0; j < n; j++) s[j] = avx2_dot_f32(q, K + (size_t)j * ldk, D) * scale;
+}
+
+static void avx2_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {
+    size_t i0 = 0;
+    for (; i0 + 64 <= D; i0 += 64) { /* 8 ymm accumulators stay in registers over all j */
+        __m256 acc[8];
+        for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
+        for (int j = 0; j < n; j++) {
+            const __m256 pj = _mm256_set1_ps(p[j]);
+            const float *v = V + (size_t)j * ldv + i0;
+            for (int k = 0; k < 8; k++) acc[k] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * k), acc[k]);
+        }
+        for (int k = 0; k < 8; k++) _mm256_storeu_ps(out + i0 + 8 * k, acc[k]);
+    }
+    for (; i0 + 8 <= D; i0 += 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int j = 0; j < n; j++)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(V + (size_t)j * ldv + i0), acc);
+        _mm256_storeu_ps(out + i0, acc);
+    }
+    for (; i0 < D; i0++) {
+        float o = 0.0f;
+        for (int j = 0; j < n; j++) o = fmaf(p[j], V[(size_t)j * ldv + i0], o);
+        out[i0] = o;
+    }
+}
+
+/* ---- weight decoding: 16 exact fp32 weights of a row at column i into (w0, w1) ---- */
+
+typedef struct {
+    __m256 cb_lo, cb_hi, t_lo, t_hi;
+    __m256i shr, shl;
+} nf4_state;
+
+AINLINE void nf4_init(nf4_state *s) {
+    s->cb_lo = _mm256_loadu_ps(RC_NF4_CODEBOOK);
+    s->cb_hi = _mm256_loadu_ps(RC_NF4_CODEBOOK + 8);
+    s->t_lo = s->cb_lo;
+    s->t_hi = s->cb_hi;
+    s->shr = _mm256_setr_epi32(4, 0, 12, 8, 20, 16, 28, 24);
+    s->shl = _mm256_setr_epi32(24, 28, 16, 20, 8, 12, 0, 4);
+}
+
+AINLINE __m256 nf4_lookup8(const nf4_state *s, uint32_t word) {
+    __m256i b = _mm256_set1_epi32((int)word);
+    __m256i idx = _mm256_srlv_epi32(b, s->shr);
+    __m256 hi_sel = _mm256_castsi256_ps(_mm256_sllv_epi32(b, s->shl));
+    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(s->t_lo, idx), _mm256_permutevar8x32_ps(s->t_hi, idx), hi_sel);
+}
+
+AINLINE void decode16(const rc_mat *w, rc_dtype dt, size_t off, size_t i, nf4_state *ns, __m256 *w0, __m256 *w1) {
+    if (dt == RC_DT_F32) {
+        const float *p = (const float *)w->data + off + i;
+        *w0 = _mm256_loadu_ps(p);
+        *w1 = _mm256_loadu_ps(p + 8);
+    } else if (dt == RC_DT_BF16) {
+        const uint16_t *p = (const uint16_t *)w->data + off + i;
+        __m256i h = _mm256_loadu_si256((const __m256i *)p);
+        *w0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), 16));
+        *w1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), 16));
+    } else { /* nf4, off + i is a multiple of 16: the 16 weights share one 64-block */
+        size_t e = off + i;
+        if (i == 0 || (e & 63) == 0) {
+            __m256 am = _mm256_set1_ps(w->absmax[e >> 6]);
+            ns->t_lo = _mm256_mul_ps(ns->cb_lo, am);
+            ns->t_hi = _mm256_mul_ps(ns->cb_hi, am);
+        }
+        const uint8_t *p = (const uint8_t *)w->data + (e >> 1);
+        uint32_t u0, u1;
+        memcpy(&u0, p, 4);
+        memcpy(&u1, p + 4, 4);
+        *w0 = nf4_lookup8(ns, u0);
+        *w1 = nf4_lookup8(ns, u1);
+    }
+}
+
+AINLINE float value_at(const rc_mat *w, rc_dtype dt, size_t e) {
+    if (dt == RC_DT_F32) return ((const float *)w->data)[e];
+    if (dt == RC_DT_BF16) return rc_bf16_to_f32(((const uint16_t *)w->data)[e]);
+    return rc_nf4_value((const uint8_t *)w->data, w->absmax, e);
+}
+
+/* NR weight rows (r .. r+NR-1) x NT input rows; every output keeps its own 16 canonical lanes
+ * (two ymm). Several weight rows give a single input row independent FMA chains. */
+AINLINE void row_block(const rc_mat *w, rc_dtype dt, const int NR, const int NT, int64_t r, const float *X, size_t ldx,
+                       const float *bias, float *Y, size_t ldy) {
+    const size_t n = (size_t)w->cols;
+    __m256 a0[4][4], a1[4][4];
+    nf4_state ns[4];
+    RC_UNROLL
+    for (int q = 0; q < NR; q++) {
+        if (dt == RC_DT_NF4) nf4_init(&ns[q]);
+        RC_UNROLL
+        for (int t = 0; t < NT; t++) a0[q][t] = a1[q][t] = _mm256_setzero_ps();
+    }
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        RC_UNROLL
+        for (int q = 0; q < NR; q++) {
+            __m256 w0, w1;
+            decode16(w, dt, (size_t)(r + q) * n, i, &ns[q], &w0, &w1);
+            RC_UNROLL
+            for (int t = 0; t < NT; t++) {
+                const float *x = X + (size_t)t * ldx + i;
+                a0[q][t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x), a0[q][t]);
+                a1[q][t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + 8), a1[q][t]);
+            }
+        }
+    RC_UNROLL
+    for (int q = 0; q < NR; q++) {
+        const size_t off = (size_t)(r + q) * n;
+        RC_UNROLL
+        for (int t = 0; t < NT; t++) {
+            float d;
+            if (i == n) {
+                d = tree_v(a0[q][t], a1[q][t]);
+            } else {
+                float acc[16];
+                const float *x = X + (size_t)t * ldx;
+                _mm256_storeu_ps(acc, a0[q][t]);
+                _mm256_storeu_ps(acc + 8, a1[q][t]);
+                for (size_t k = i; k < n; k++) acc[k - i] = fmaf(value_at(w, dt, off + k), x[k], acc[k - i]);
+                d = tree16(acc);
+            }
+            Y[(size_t)t * ldy + (size_t)(r + q)] = bias ? d + bias[r + q] : d;
+        }
+    }
+}
+
+AINLINE void mm_dtype(const rc_mat *w, rc_dtype dt, const float *bias, const float *X, size_t ldx, int nt, float *Y,
+                      size_t ldy, int64_t r0, int64_t r1) {
+    /* blocks of inputs: weight row outermost, so the row stays in L1 across the input blocks */
+    const int nblk = nt - nt % 4;
+    if (nblk > 0)
+        for (int64_t r = r0; r < r1; r++) {
+            int t = 0;
+            for (; t + 4 <= nblk; t += 4)
+                row_block(w, dt, 1, 4, r, X + (size_t)t * ldx, ldx, bias, Y + (size_t)t * ldy, ldy);
+        }
+    /* the remaining inputs one at a time, 2 weight rows at once (independent FMA chains) */
+    for (int t = nblk; t < nt; t++) {
+        int64_t r = r0;
+        for (; r + 2 <= r1; r += 2) row_block(w, dt, 2, 1, r, X + (size_t)t * ldx, ldx, bias, Y + (size_t)t * ldy, ldy);
+        for (; r < r1; r++) row_block(w, dt, 1, 1, r, X + (size_t)t * ldx, ldx, bias, Y + (size_t)t * ldy, ldy);
+    }
+}
+
+static void mm_f32(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
+                   int64_t r0, int64_t r1) {
+    mm_dtype(w, RC_DT_F32, bias, X, ldx, nt, Y, ldy, r0, r1);
+}
+static void mm_bf16(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
+                    int64_t r0, int64_t r1) {
+    mm_dtype(w, RC_DT_BF16, bias, X, ldx, nt, Y, ldy, r0, r1);
+}
+static void mm_nf4(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
+                   int64_t r0, int64_t r1) {
+    mm_dtype(w, RC_DT_NF4, bias, X, ldx, nt, Y, ldy, r0, r1);
+}
+
+static void avx2_matmul(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
+                        int64_t r0, int64_t r1) {
+    switch (w->dtype) {
+    case RC_DT_F32: mm_f32(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
+    case RC_DT_BF16: mm_bf16(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
+    case RC_DT_NF4:
+        if (w->cols % 16 == 0) {
+            mm_nf4(w, bias, X, ldx, nt, Y, ldy, r0, r1);
+            return;
+        }
+        break;
+    default: break;
+    }
+    for (int64_t r = r0; r < r1; r++) /* f16, odd nf4 rows: the reference itself */
+        for (int t = 0; t < nt; t++) {
+            float d = rc_dot_row(w, r, X + (size_t)t * ldx);
+            Y[(size_t)t * ldy + (size_t)r] = bias ? d + bias[r] : d;
+        }
+}
+
+static void avx2_nf4_dequant(const uint8_t *codes, const float *absmax, size_t start, size_t n, float *out) {
+    size_t i = 0;
+    /* scalar head up to a 16-aligned flat index, then 16 at a time within one block */
+    for (; i < n && ((start + i) & 15); i++) out[i] = rc_nf4_value(codes, absmax, start + i);
+    nf4_state ns;
+    nf4_init(&ns);
+    for (; i + 16 <= n; i += 16) {
+        size_t e = start + i;
+        __m256 am = _mm256_set1_ps(absmax[e >> 6]);
+        ns.t_lo = _mm256_mul_ps(ns.cb_lo, am);
+        ns.t_hi = _mm256_mul_ps(ns.cb_hi, am);
+        uint32_t u0, u1;
+        memcpy(&u0, codes + (e >> 1), 4);
+        memcpy(&u1, codes + (e >> 1) + 4, 4);
+        _mm256_storeu_ps(out + i, nf4_lookup8(&ns, u0));
+        _mm256_storeu_ps(out + i + 8, nf4_lookup8(&ns, u1));
+    }
+    for (; i < n; i++) out[i] = rc_nf4_value(codes, absmax, start + i);
+}
+
+int rc_kernels_avx2(rc_kernels *k) {
+    k->path = RC_SIMD_AVX2;
+    k->name = "avx2";
+    k->dot_f32 = avx2_dot_f32;
+    k->sumsq_f32 = avx2_sumsq_f32;
+    k->matmul = avx2_matmul;
+    k->attn_scores = avx2_attn_scores;
+    k->attn_wsum = avx2_attn_wsum;
+    k->nf4_dequant = avx2_nf4_dequant;
+    return 1;
+}
+
+#else
+
+int rc_kernels_avx2(rc_kernels *k) {
+    (void)k;
+    return 0;
+}
+
+#endif

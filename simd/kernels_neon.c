@@ -1,0 +1,246 @@
+/* kernels_neon.c - the NEON kernel table (aarch64 only; empty of code elsewhere). Canonical order
+ * of simd.h: the 16 accumulators are four float32x4 registers (lanes 0-3, 4-7, 8-11, 12-15);
+ * tree level one adds registers 0+2 and 1+3, level two adds those two, then pairs within one
+ * register; the tail (n % 16) is finished in scalar fmaf on the spilled lanes. vfmaq_f32 is a
+ * fused multiply-add (one rounding), exactly fmaf.
+ *
+ * nf4: the 16 nibbles of 8 code bytes are split in element order (vshr/vand + vzip); each code is
+ * replicated to its 4 byte positions (vqtbl1q) and turned into byte offsets 4c..4c+3, and vqtbl4q
+ * reads the 64-byte table codebook * absmax of the block (the same single fp32 product as the
+ * reference). f16 weights and nf4 rows whose length is not a multiple of 16 use the reference.
+ */
+#include "simd.h"
+
+#if defined(__aarch64__) && defined(__ARM_NEON)
+
+#include "nf4.h"
+
+#include <arm_neon.h>
+#include <math.h>
+#include <string.h>
+
+#define AINLINE static inline __attribute__((always_inline))
+
+static float tree16(float *acc) {
+    for (int l = 0; l < 8; l++) acc[l] = acc[l] + acc[l + 8];
+    for (int l = 0; l < 4; l++) acc[l] = acc[l] + acc[l + 4];
+    for (int l = 0; l < 2; l++) acc[l] = acc[l] + acc[l + 2];
+    return acc[0] + acc[1];
+}
+
+typedef struct {
+    float32x4_t v[4];
+} acc16;
+
+AINLINE float tree_v(const acc16 *a) {
+    float32x4_t s0 = vaddq_f32(a->v[0], a->v[2]), s1 = vaddq_f32(a->v[1], a->v[3]);
+    float32x4_t s4 = vaddq_f32(s0, s1);
+    float32x2_t s2 = vadd_f32(vget_low_f32(s4), vget_high_f32(s4));
+    return vget_lane_f32(s2, 0) + vget_lane_f32(s2, 1);
+}
+
+AINLINE float finish(const acc16 *a, const float *w_tail_vals, const float *x, size_t ntail) {
+    float s[16];
+    for (int k = 0; k < 4; k++) vst1q_f32(s + 4 * k, a->v[k]);
+    for (size_t l = 0; l < ntail; l++) s[l] = fmaf(w_tail_vals[l], x[l], s[l]);
+    return tree16(s);
+}
+
+static float neon_dot_f32(const float *a, const float *b, size_t n) {
+    acc16 acc;
+    for (int k = 0; k < 4; k++) acc.v[k] = vdupq_n_f32(0.0f);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 4; k++) acc.v[k] = vfmaq_f32(acc.v[k], vld1q_f32(a + i + 4 * k), vld1q_f32(b + i + 4 * k));
+    if (i == n) return tree_v(&acc);
+    return finish(&acc, a + i, b + i, n - i);
+}
+
+static float neon_sumsq_f32(const float *x, size_t n) { return neon_dot_f32(x, x, n); }
+
+static void neon_attn_scores(const float *q, const float *K, size_t ldk, int n, size_t D, float scale, float *s) {
+    for (int j = 0; j < n; j++) s[j] = neon_dot_f32(q, K + (size_t)j * ldk, D) * scale;
+}
+
+static void neon_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {
+    size_t i0 = 0;
+    for (; i0 + 64 <= D; i0 += 64) {
+        float32x4_t acc[16];
+        for (int k = 0; k < 16; k++) acc[k] = vdupq_n_f32(0.0f);
+        for (int j = 0; j < n; j++) {
+            const float32x4_t pj = vdupq_n_f32(p[j]);
+            const float *v = V + (size_t)j * ldv + i0;
+            for (int k = 0; k < 16; k++) acc[k] = vfmaq_f32(acc[k], pj, vld1q_f32(v + 4 * k));
+        }
+        for (int k = 0; k < 16; k++) vst1q_f32(out + i0 + 4 * k, acc[k]);
+    }
+    for (; i0 + 4 <= D; i0 += 4) {
+        float32x4_t acc = vdupq_n_f32(0.0f);
+        for (int j = 0; j < n; j++) acc = vfmaq_f32(acc, vdupq_n_f32(p[j]), vld1q_f32(V + (size_t)j * ldv + i0));
+        vst1q_f32(out + i0, acc);
+    }
+    for (; i0 < D; i0++) {
+        float o = 0.0f;
+        for (int j = 0; j < n; j++) o = fmaf(p[j], V[(size_t)j * ldv + i0], o);
+        out[i0] = o;
+    }
+}
+
+typedef struct {
+    float32x4_t cb[4];
+    uint8x16x4_t table; /* codebook * absmax as 64 bytes */
+    uint8x16_t rep[4], byteoff;
+} nf4_state;
+
+AINLINE void nf4_init(nf4_state *s) {
+    for (int k = 0; k < 4; k++) s->cb[k] = vld1q_f32(RC_NF4_CODEBOOK + 4 * k);
+    for (int k = 0; k < 4; k++) {
+        uint8_t r[16];
+        for (int b = 0; b < 16; b++) r[b] = (uint8_t)(4 * k + b / 4);
+        s->rep[k] = vld1q_u8(r);
+    }
+    const uint8_t off[16] = {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3};
+    s->byteoff = vld1q_u8(off);
+}
+
+AINLINE void nf4_set_block(nf4_state *s, float absmax) {
+    for (int k = 0; k < 4; k++) s->table.val[k] = vreinterpretq_u8_f32(vmulq_n_f32(s->cb[k], absmax));
+}
+
+AINLINE void nf4_lookup16(const nf4_state *s, const uint8_t *p, float32x4_t *w) {
+    uint8x8_t b = vld1_u8(p);
+    uint8x8x2_t z = vzip_u8(vshr_n_u8(b, 4), vand_u8(b, vdup_n_u8(15)));
+    uint8x16_t nib = vcombine_u8(z.val[0], z.val[1]);
+    for (int k = 0; k < 4; k++) {
+        uint8x16_t idx = vaddq_u8(vshlq_n_u8(vqtbl1q_u8(nib, s->rep[k]), 2), s->byteoff);
+        w[k] = vreinterpretq_f32_u8(vqtbl4q_u8(s->table, idx));
+    }
+}
+
+AINLINE void decode16(const rc_mat *w, rc_dtype dt, size_t off, size_t i, nf4_state *ns, float32x4_t *wv) {
+    if (dt == RC_DT_F32) {
+        const float *p = (const float *)w->data + off + i;
+        for (int k = 0; k < 4; k++) wv[k] = vld1q_f32(p + 4 * k);
+    } else if (dt == RC_DT_BF16) {
+        const uint16_t *p = (const uint16_t *)w->data + off + i;
+        for (int k = 0; k < 4; k++) wv[k] = vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p + 4 * k), 16));
+    } else {
+        size_t e = off + i;
+        if (i == 0 || (e & 63) == 0) nf4_set_block(ns, w->absmax[e >> 6]);
+        nf4_lookup16(ns, (const uint8_t *)w->data + (e >> 1), wv);
+    }
+}
+
+AINLINE float value_at(const rc_mat *w, rc_dtype dt, size_t e) {
+    if (dt == RC_DT_F32) return ((const float *)w->data)[e];
+    if (dt == RC_DT_BF16) return rc_bf16_to_f32(((const uint16_t *)w->data)[e]);
+    return rc_nf4_value((const uint8_t *)w->data, w->absmax, e);
+}
+
+AINLINE void row_block(const rc_mat *w, rc_dtype dt, const int NT, int64_t r, const float *X, size_t ldx,
+                       const float *bias, float *Y, size_t ldy) {
+    const size_t n = (size_t)w->cols, off = (size_t)r * n;
+    acc16 acc[4];
+    nf4_state ns;
+    if (dt == RC_DT_NF4) nf4_init(&ns);
+    for (int t = 0; t < NT; t++)
+        for (int k = 0; k < 4; k++) acc[t].v[k] = vdupq_n_f32(0.0f);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        float32x4_t wv[4];
+        decode16(w, dt, off, i, &ns, wv);
+        for (int t = 0; t < NT; t++) {
+            const float *x = X + (size_t)t * ldx + i;
+            for (int k = 0; k < 4; k++) acc[t].v[k] = vfmaq_f32(acc[t].v[k], wv[k], vld1q_f32(x + 4 * k));
+        }
+    }
+    for (int t = 0; t < NT; t++) {
+        float d;
+        if (i == n) {
+            d = tree_v(&acc[t]);
+        } else {
+            float tv[16];
+            for (size_t k = i; k < n; k++) tv[k - i] = value_at(w, dt, off + k);
+            d = finish(&acc[t], tv, X + (size_t)t * ldx + i, n - i);
+        }
+        Y[(size_t)t * ldy + (size_t)r] = bias ? d + bias[r] : d;
+    }
+}
+
+AINLINE void mm_dtype(const rc_mat *w, rc_dtype dt, const float *bias, const float *X, size_t ldx, int nt, float *Y,
+                      size_t ldy, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+        int t = 0;
+        for (; t + 4 <= nt; t += 4) row_block(w, dt, 4, r, X + (size_t)t * ldx, ldx, bias, Y + (size_t)t * ldy, ldy);
+        for (; t < nt; t++) row_block(w, dt, 1, r, X + (size_t)t * ldx, ldx, bias, Y + (size_t)t * ldy, ldy);
+    }
+}
+
+static void mm_f32(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
+                   int64_t r0, int64_t r1) {
+    mm_dtype(w, RC_DT_F32, bias, X, ldx, nt, Y, ldy, r0, r1);
+}
+static void mm_bf16(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
+                    int64_t r0, int64_t r1) {
+    mm_dtype(w, RC_DT_BF16, bias, X, ldx, nt, Y, ldy, r0, r1);
+}
+static void mm_nf4(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
+                   int64_t r0, int64_t r1) {
+    mm_dtype(w, RC_DT_NF4, bias, X, ldx, nt, Y, ldy, r0, r1);
+}
+
+static void neon_matmul(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
+                        int64_t r0, int64_t r1) {
+    switch (w->dtype) {
+    case RC_DT_F32: mm_f32(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
+    case RC_DT_BF16: mm_bf16(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
+    case RC_DT_NF4:
+        if (w->cols % 16 == 0) {
+            mm_nf4(w, bias, X, ldx, nt, Y, ldy, r0, r1);
+            return;
+        }
+        break;
+    default: break;
+    }
+    for (int64_t r = r0; r < r1; r++)
+        for (int t = 0; t < nt; t++) {
+            float d = rc_dot_row(w, r, X + (size_t)t * ldx);
+            Y[(size_t)t * ldy + (size_t)r] = bias ? d + bias[r] : d;
+        }
+}
+
+static void neon_nf4_dequant(const uint8_t *codes, const float *absmax, size_t start, size_t n, float *out) {
+    size_t i = 0;
+    for (; i < n && ((start + i) & 15); i++) out[i] = rc_nf4_value(codes, absmax, start + i);
+    nf4_state ns;
+    nf4_init(&ns);
+    for (; i + 16 <= n; i += 16) {
+        size_t e = start + i;
+        float32x4_t wv[4];
+        nf4_set_block(&ns, absmax[e >> 6]);
+        nf4_lookup16(&ns, codes + (e >> 1), wv);
+        for (int k = 0; k < 4; k++) vst1q_f32(out + i + 4 * k, wv[k]);
+    }
+    for (; i < n; i++) out[i] = rc_nf4_value(codes, absmax, start + i);
+}
+
+int rc_kernels_neon(rc_kernels *k) {
+    k->path = RC_SIMD_NEON;
+    k->name = "neon";
+    k->dot_f32 = neon_dot_f32;
+    k->sumsq_f32 = neon_sumsq_f32;
+    k->matmul = neon_matmul;
+    k->attn_scores = neon_attn_scores;
+    k->attn_wsum = neon_attn_wsum;
+    k->nf4_dequant = neon_nf4_dequant;
+    return 1;
+}
+
+#else
+
+int rc_kernels_neon(rc_kernels *k) {
+    (void)k;
+    return 0;
+}
+
+#endif

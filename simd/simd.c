@@ -1,0 +1,104 @@
+/* simd.c - builds the kernel table (simd.h): the scalar path (thin wrappers over the reference
+ * kernels of src/ops.c, which define the canonical order) and runtime selection among the
+ * paths compiled into this binary, checked against the CPU (cpuid via __builtin_cpu_supports on
+ * x86-64; NEON is architectural on aarch64). RECALL_SIMD=scalar|avx2|avx512|neon overrides. */
+#include "simd.h"
+
+#include "nf4.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const path_names[RC_SIMD_COUNT] = {"scalar", "avx2", "avx512", "neon"};
+
+const char *rc_simd_name(rc_simd_path p) { return (unsigned)p < RC_SIMD_COUNT ? path_names[p] : "?"; }
+
+int rc_simd_parse(const char *name) {
+    for (int i = 0; i < RC_SIMD_COUNT; i++)
+        if (name && !strcmp(name, path_names[i])) return i;
+    return -1;
+}
+
+/* ---- scalar path: the reference kernels themselves ---- */
+
+static void scalar_matmul(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y,
+                          size_t ldy, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++)
+        for (int t = 0; t < nt; t++) {
+            float d = rc_dot_row(w, r, X + (size_t)t * ldx);
+            Y[(size_t)t * ldy + (size_t)r] = bias ? d + bias[r] : d;
+        }
+}
+
+static void scalar_attn_scores(const float *q, const float *K, size_t ldk, int n, size_t D, float scale,
+                               float *scores) {
+    for (int j = 0; j < n; j++) scores[j] = rc_dot_f32(q, K + (size_t)j * ldk, D) * scale;
+}
+
+static void scalar_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {
+    for (size_t i = 0; i < D; i++) out[i] = 0.0f;
+    for (int j = 0; j < n; j++) rc_axpy(p[j], V + (size_t)j * ldv, out, D);
+}
+
+int rc_kernels_scalar(rc_kernels *k) {
+    k->path = RC_SIMD_SCALAR;
+    k->name = "scalar";
+    k->dot_f32 = rc_dot_f32;
+    k->sumsq_f32 = rc_sumsq_f32;
+    k->matmul = scalar_matmul;
+    k->attn_scores = scalar_attn_scores;
+    k->attn_wsum = scalar_attn_wsum;
+    k->nf4_dequant = rc_nf4_dequant;
+    return 1;
+}
+
+/* ---- selection ---- */
+
+static int cpu_has(rc_simd_path p) {
+    switch (p) {
+    case RC_SIMD_SCALAR: return 1;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    case RC_SIMD_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case RC_SIMD_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+#endif
+#if defined(__aarch64__)
+    case RC_SIMD_NEON: return 1;
+#endif
+    default: return 0;
+    }
+}
+
+static int fill(rc_simd_path p, rc_kernels *k) {
+    switch (p) {
+    case RC_SIMD_SCALAR: return rc_kernels_scalar(k);
+    case RC_SIMD_AVX2: return rc_kernels_avx2(k);
+    case RC_SIMD_AVX512: return rc_kernels_avx512(k);
+    case RC_SIMD_NEON: return rc_kernels_neon(k);
+    default: return 0;
+    }
+}
+
+int rc_simd_available(rc_simd_path p) {
+    rc_kernels k;
+    return (unsigned)p < RC_SIMD_COUNT && cpu_has(p) && fill(p, &k);
+}
+
+recall_status rc_simd_select(const char *name, rc_kernels *k, recall_err *err) {
+    if (!name || !*name) name = getenv("RECALL_SIMD");
+    if (!name || !*name || !strcmp(name, "auto")) {
+        const rc_simd_path order[] = {RC_SIMD_AVX512, RC_SIMD_AVX2, RC_SIMD_NEON};
+        for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+            if (rc_simd_available(order[i])) return fill(order[i], k) ? RECALL_OK : RECALL_E_UNSUPPORTED;
+        rc_kernels_scalar(k);
+        return RECALL_OK;
+    }
+    int p = rc_simd_parse(name);
+    if (p < 0)
+        return rc_fail(err, RECALL_E_ARG, "simd: unknown path '%s' (scalar, avx2, avx512, neon, auto)", name);
+    if (!rc_simd_available((rc_simd_path)p))
+        return rc_fail(err, RECALL_E_UNSUPPORTED, "simd: path '%s' is not available on this CPU / build", name);
+    fill((rc_simd_path)p, k);
+    return RECALL_OK;
+}

@@ -1,0 +1,74 @@
+/* simd.h - the kernel table: one set of hot kernels per instruction set (scalar, AVX2+FMA,
+ * AVX-512F/BW/VL, NEON), chosen once per execution context, all giving BITWISE the results of
+ * the scalar reference in src/ops.c.
+ *
+ * THE CANONICAL ORDER (every path, every kernel; copied from ops.h, which is the specification):
+ *   Reduction over a contraction dimension n (dot, matvec/matmul row, attention score, sumsq):
+ *     16 fp32 lane accumulators, all +0.0f. Element i (its position inside the vector: for a
+ *     weight row the column, never a global index) goes to lane i % 16:
+ *       acc[i % 16] = fmaf(w_i, x_i, acc[i % 16])        (one rounding, explicit FMA)
+ *     The tail (n % 16 elements) continues the same lane rule (lanes 0 .. n%16-1).
+ *     Final tree: s[l] = acc[l] + acc[l+8] (l < 8); s[l] = s[l] + s[l+4] (l < 4);
+ *                 s[l] = s[l] + s[l+2] (l < 2); result = s[0] + s[1].
+ *     A bias is added after the tree (one fp32 add).
+ *   So an AVX2 path keeps lanes 0..7 and 8..15 in two ymm registers, an AVX-512 path all 16 in
+ *   one zmm, NEON in four q registers; the first tree level is then one vector add.
+ *   Weight decoding before the FMA is exact: bf16 = bits << 16; f16 = exact widening;
+ *   nf4 = RC_NF4_CODEBOOK[code] * absmax[block] as ONE fp32 product (a table of the 16 products
+ *   per 64-weight block is the same product), looked up with permutes / vqtbl, never branches.
+ *   Weighted sums (attention P.V, axpy): out[j] = +0.0f; for k ascending:
+ *     out[j] = fmaf(p_k, v_k[j], out[j])  - vectorised over j, never over k.
+ *   Multi-row matmul (prefill): a decoded weight row is reused across up to several input rows,
+ *   but each output element has its own 16 accumulators in the order above, so an output never
+ *   depends on how many rows were computed alongside it (batch invariance), nor on threads.
+ *
+ * Threads split output rows / heads only, never a reduction (see src/pool.h).
+ */
+#ifndef RECALL_SIMD_H
+#define RECALL_SIMD_H
+
+#include "ops.h"
+#include "status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { RC_SIMD_SCALAR = 0, RC_SIMD_AVX2, RC_SIMD_AVX512, RC_SIMD_NEON, RC_SIMD_COUNT } rc_simd_path;
+
+typedef struct {
+    rc_simd_path path;
+    const char *name; /* "scalar", "avx2", "avx512", "neon" */
+    /* canonical dot / sum of squares */
+    float (*dot_f32)(const float *a, const float *b, size_t n);
+    float (*sumsq_f32)(const float *x, size_t n);
+    /* Y[t*ldy + r] = dot(W[r,:], X + t*ldx) (+ bias[r] if bias) for r in [r0, r1), t in [0, nt).
+     * W is f32 / bf16 / f16 / nf4 (rc_mat). */
+    void (*matmul)(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
+                   int64_t r0, int64_t r1);
+    /* scores[j] = dot(q, K + j*ldk, D) * scale for j in [0, n) (attention scores of one head). */
+    void (*attn_scores)(const float *q, const float *K, size_t ldk, int n, size_t D, float scale, float *scores);
+    /* out[i] = sum over j ascending of fmaf(p[j], V[j*ldv + i], .) starting at +0.0f, i < D. */
+    void (*attn_wsum)(const float *p, const float *V, size_t ldv, int n, size_t D, float *out);
+    /* out[i] = exact fp32 value of nf4 flat element start + i, i < n. */
+    void (*nf4_dequant)(const uint8_t *codes, const float *absmax, size_t start, size_t n, float *out);
+} rc_kernels;
+
+/* Which paths this binary was compiled with AND this CPU can run (scalar always). */
+int rc_simd_available(rc_simd_path p);
+/* Name <-> path; rc_simd_parse returns -1 for an unknown name. */
+const char *rc_simd_name(rc_simd_path p);
+int rc_simd_parse(const char *name);
+
+/* Fills *k for a path. name: NULL or "" = the environment variable RECALL_SIMD if set, else
+ * the best available path (avx512 > avx2 > neon > scalar); "auto" = best available;
+ * otherwise "scalar" | "avx2" | "avx512" | "neon". Asking for a path that is unknown or not
+ * available here is an error (RECALL_E_UNSUPPORTED / RECALL_E_ARG), never a silent fallback. */
+recall_status rc_simd_select(const char *name, rc_kernels *k, recall_err *err);
+
+/* The per-ISA tables (each returns 0 when the path is not compiled in). Internal to simd/. */
+int rc_kernels_scalar(rc_kernels *k);
+int rc_kernels_avx2(rc_kernels *k);
+int rc_kernels_avx512(rc_kernels *k);
+int rc_kernels_neon(rc_kernels *k);
+
+#endif

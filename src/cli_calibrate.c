@@ -1,0 +1,235 @@
+/* cli_calibrate.c - `recall calibrate`: per-build gate threshold calibration (RECALL_SPEC §5, HO §4/§7b:
+ * "run ~10 short needle dialogues through the deployed model and set the threshold at about the 10th
+ * percentile of gate scores at known recall positions").
+ *
+ * Needle dialogues = the benchmark problems (3 facts, 9 fillers, 2 probes, 3 questions). Each runs
+ * through the RC_bge loop with firing disabled (threshold +inf), so every gate check is scored but
+ * nothing is injected and the scores are those of the un-helped model.
+ *   known recall positions: gate checks of a question turn at c0 > q_start, where q_start is the
+ *     history length before the question segment (the gate feature is then the q of a token of
+ *     the question or of the answer being generated)
+ *   casual positions: the same checks in probe turns (c0 > probe_start); "whole turn" adds every
+ *     check of a probe turn, teacher-forced history included, as the benchmark's false-fire counts
+ * Suggested threshold = the P-th percentile (numpy "linear") of the recall-position scores. */
+#include "bench.h"
+#include "blob.h"
+#include "cli.h"
+#include "recall.h"
+#include "tokenize_bpe.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_parse_mode_arm(const char *cmd, const char *mode, const char *arm, rc_recall_opts *o);
+
+typedef struct {
+    float *v;
+    int n, cap;
+} scores;
+
+static int push(scores *s, float x) {
+    if (s->n == s->cap) {
+        int nc = s->cap ? s->cap * 2 : 64;
+        float *nv = realloc(s->v, (size_t)nc * sizeof *nv);
+        if (!nv) return -1;
+        s->v = nv;
+        s->cap = nc;
+    }
+    s->v[s->n++] = x;
+    return 0;
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* numpy.percentile(v, p) with the default linear interpolation; v sorted ascending, n >= 1. */
+static double percentile(const float *v, int n, double p) {
+    double idx = p / 100.0 * (n - 1);
+    int lo = (int)floor(idx), hi = lo + 1 < n ? lo + 1 : lo;
+    return v[lo] + ((double)v[hi] - v[lo]) * (idx - lo);
+}
+
+static void print_row(const char *name, scores *s) {
+    printf("  %-26s %5d", name, s->n);
+    if (!s->n) {
+        printf("   (none)\n");
+        return;
+    }
+    static const double ps[] = {0, 10, 25, 50, 75, 90, 100};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) printf(" %9.4f", percentile(s->v, s->n, ps[i]));
+    printf("\n");
+}
+
+static int count_above(const scores *s, double t) {
+    int c = 0;
+    for (int i = 0; i < s->n; i++) c += s->v[i] > t;
+    return c;
+}
+
+static void calibrate_usage(FILE *f) {
+    fprintf(f,
+            "usage: recall calibrate BLOB --bench FILE [--problems 0-7] [--percentile 10]\n"
+            "                        [--mode faithful|clean]\n"
+            "\n"
+            "Suggests a gate threshold for this build (weights, quantisation, mode), as the reference\n"
+            "handoff prescribes: needle dialogues through the deployed model, threshold at about the\n"
+            "10th percentile of gate scores at known recall positions (~90%% recall).\n"
+            "  needle dialogues: the benchmark problems LIST (seeds: 0-7 default, 3, 0,2,5-6), run\n"
+            "                    through the RC_bge loop with firing disabled (threshold +inf): every\n"
+            "                    gate check is scored, nothing is injected\n"
+            "  known recall positions: the gate checks of each question turn at c0 > the start of the\n"
+            "                    question segment (the feature is a question or answer token's q)\n"
+            "  casual positions: the same checks in the probe turns; 'whole turn' adds every check of\n"
+            "                    a probe turn (the benchmark's false-fire counts those too)\n"
+            "  --percentile P    percentile of the recall-position scores (default 10)\n"
+            "  --mode M          faithful (default) or clean: calibrate the mode you deploy\n"
+            "Prints the score distributions, the suggested threshold and what it would do on these\n"
+            "dialogues (fires are strict: score > threshold). Progress on stderr.\n");
+}
+
+int cli_parse_problems(const char *spec, uint32_t *out, int cap);
+
+int cli_calibrate(int argc, char **argv) {
+    const char *blob_path = NULL, *bench_path = NULL, *problems_s = "0-7", *pct_s = "10", *mode = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            calibrate_usage(stdout);
+            return 0;
+        }
+        const char **slot = !strcmp(a, "--bench") ? &bench_path : !strcmp(a, "--problems") ? &problems_s
+                          : !strcmp(a, "--percentile") ? &pct_s : !strcmp(a, "--mode") ? &mode : NULL;
+        if (slot) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "recall calibrate: %s needs a value\n", a);
+                return 2;
+            }
+            *slot = argv[++i];
+        } else if (a[0] == '-' || blob_path) {
+            fprintf(stderr, "recall calibrate: unexpected argument '%s' (see --help)\n", a);
+            return 2;
+        } else {
+            blob_path = a;
+        }
+    }
+    if (!blob_path || !bench_path) {
+        fprintf(stderr, "recall calibrate: needs BLOB and --bench (see --help)\n");
+        return 2;
+    }
+    char *end;
+    double P = strtod(pct_s, &end);
+    if (!*pct_s || *end || !(P >= 0 && P <= 100)) {
+        fprintf(stderr, "recall calibrate: --percentile %s: expected a number in 0..100\n", pct_s);
+        return 2;
+    }
+    uint32_t seeds[1024];
+    int n_seeds = cli_parse_problems(problems_s, seeds, 1024);
+    if (n_seeds <= 0) {
+        fprintf(stderr, "recall calibrate: --problems %s: expected seeds like 0-7, 3 or 0,2,5-6\n", problems_s);
+        return 2;
+    }
+    recall_err err = {0};
+    rc_blob *b = NULL;
+    rc_bench *bench = NULL;
+    rc_recall *r = NULL;
+    scores pos = {0}, cas = {0}, cas_all = {0};
+    int rc = 1, n_q = 0, n_probe = 0, q_fire = 0, probe_fire = 0;
+    /* per-turn maxima, to report turn-level recall / false-fire at the suggested threshold */
+    scores q_max = {0}, probe_max = {0};
+    if (rc_blob_open(blob_path, RC_OPEN_VERIFY, &b, &err) || rc_bench_load(bench_path, &bench, &err)) goto fail;
+    rc_recall_opts o;
+    rc_recall_defaults(b, &o);
+    const float file_thresh = o.threshold;
+    if (cli_parse_mode_arm("calibrate", mode, NULL, &o)) {
+        rc = 2;
+        goto out;
+    }
+    o.arm = RC_ARM_RC_BGE;
+    o.threshold = INFINITY; /* score every check, fire none */
+    if (rc_recall_open(b, &o, &r, &err)) goto fail;
+    for (int i = 0; i < n_seeds; i++) {
+        rc_problem p;
+        rc_problem_run run;
+        if (rc_bench_problem(bench, seeds[i], &p, &err)) goto fail;
+        if (rc_run_problem(r, &p, NULL, NULL, NULL, &run, &err)) {
+            rc_problem_free(&p);
+            goto fail;
+        }
+        int np = 0, nc = 0, bad = 0;
+        for (int t = 0; t < run.n_turns && !bad; t++) {
+            const rc_problem_turn *pt = &run.turns[t];
+            int32_t *seg;
+            size_t n_seg;
+            if (rc_chat_segment(rc_recall_bpe(r), rc_recall_eos(r), 1, pt->user, NULL, &seg, &n_seg, &err)) {
+                rc_problem_run_free(&run);
+                rc_problem_free(&p);
+                goto fail;
+            }
+            free(seg);
+            int start = pt->feed_len - (int)n_seg, q = pt->kind == RC_STEP_Q;
+            float best = -INFINITY, best_all = -INFINITY;
+            for (int g = 0; g < pt->turn.n_gates && !bad; g++) {
+                const rc_gate_rec *gr = &pt->turn.gates[g];
+                if (!q) {
+                    bad |= push(&cas_all, gr->score);
+                    if (gr->score > best_all) best_all = gr->score;
+                }
+                if (gr->c0 <= start) continue;
+                if (gr->score > best) best = gr->score;
+                bad |= push(q ? &pos : &cas, gr->score);
+                q ? np++ : nc++;
+            }
+            bad |= push(q ? &q_max : &probe_max, q ? best : best_all);
+            q ? n_q++ : n_probe++;
+        }
+        rc_problem_run_free(&run);
+        rc_problem_free(&p);
+        if (bad) {
+            fprintf(stderr, "recall calibrate: out of memory\n");
+            goto out;
+        }
+        fprintf(stderr, "problem %u: %d recall-position checks, %d casual-position checks\n", seeds[i], np, nc);
+    }
+    if (!pos.n) {
+        fprintf(stderr, "recall calibrate: no gate check fell at a recall position (the question turns never "
+                        "reached a rebuild with archived history); nothing to calibrate\n");
+        goto out;
+    }
+    qsort(pos.v, (size_t)pos.n, sizeof *pos.v, cmp_float);
+    qsort(cas.v, (size_t)cas.n, sizeof *cas.v, cmp_float);
+    qsort(cas_all.v, (size_t)cas_all.n, sizeof *cas_all.v, cmp_float);
+    double thr = percentile(pos.v, pos.n, P);
+    for (int i = 0; i < q_max.n; i++) q_fire += q_max.v[i] > thr;
+    for (int i = 0; i < probe_max.n; i++) probe_fire += probe_max.v[i] > thr;
+    printf("gate score distribution (%d problems, mode %s, firing disabled)\n", n_seeds,
+           o.mode == RC_MODE_FAITHFUL ? "faithful" : "clean");
+    printf("  %-26s %5s %9s %9s %9s %9s %9s %9s %9s\n", "", "n", "min", "p10", "p25", "p50", "p75", "p90", "max");
+    print_row("recall positions", &pos);
+    print_row("casual positions", &cas);
+    print_row("casual (whole probe turn)", &cas_all);
+    printf("suggested threshold: %.4f (p%g of %d recall-position scores; the gate file's thresh is %.4f)\n", thr, P,
+           pos.n, file_thresh);
+    printf("  at %.4f: recall-position checks above %d/%d (%.0f%%), casual-position checks above %d/%d,\n", thr,
+           count_above(&pos, thr), pos.n, 100.0 * count_above(&pos, thr) / pos.n, count_above(&cas, thr), cas.n);
+    printf("  question turns with a fire %d/%d, probe turns with a fire %d/%d (whole turn)\n", q_fire, n_q, probe_fire,
+           n_probe);
+    printf("use: recall chat BLOB --threshold %.4f   (or recall eval ... --arms SP,RC_bge@%.4f)\n", thr, thr);
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "recall calibrate: %s\n", err.msg);
+out:
+    free(pos.v);
+    free(cas.v);
+    free(cas_all.v);
+    free(q_max.v);
+    free(probe_max.v);
+    rc_recall_close(r);
+    rc_bench_free(bench);
+    rc_blob_close(b);
+    return rc;
+}

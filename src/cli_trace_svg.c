@@ -1,0 +1,359 @@
+/* cli_trace_svg.c - `recall trace-svg`: a self-contained SVG picture of one loop trace (the schema of
+ * the loop goldens / `recall replay`: turns[].{kind,user,feed_len,reply,gates[[c0,score,fired]],
+ * fires[{c0,score,ncand,bridge,top,...}],rebuilds[[c0,has_sp,inj_len,window_len]]}, optional
+ * top-level "threshold").
+ *
+ * One panel per generated turn, stacked vertically:
+ *   chart: x = c0 (tokens of the turn's sequence), y = gate score; one circle per gate check
+ *          (class "gate", filled red when it fired), the threshold as a dashed line, a vertical
+ *          red line per fire (class "fire"), a shaded band wherever the rebuild carried injected
+ *          blocks (class "inj"), a dotted line where the feed ends and generation starts
+ *   strip: one row per fire, one box per candidate block in chronological order (class "cand";
+ *          the chosen ones "cand chosen"), the last box being the pending buffer when present
+ * Element classes are stable so tests can count them. */
+#include "cli.h"
+#include "json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define W 1000.0
+#define LEFT 70.0
+#define RIGHT 20.0
+#define CHART_H 170.0
+#define ROW_H 20.0
+#define TITLE_H 34.0
+
+/* Python's json.dump writes Infinity / -Infinity / NaN; the strict reader does not take them. */
+static char *sanitize(const char *in, size_t len, size_t *out_len) {
+    char *o = malloc(len + len / 2 + 1);
+    if (!o) return NULL;
+    size_t n = 0;
+    int in_str = 0;
+    for (size_t i = 0; i < len;) {
+        char c = in[i];
+        if (in_str) {
+            o[n++] = c;
+            if (c == '\\' && i + 1 < len) o[n++] = in[++i];
+            else if (c == '"') in_str = 0;
+            i++;
+            continue;
+        }
+        if (c == '"') in_str = 1;
+        size_t skip = !strncmp(in + i, "-Infinity", 9) && len - i >= 9 ? 9
+                    : !strncmp(in + i, "Infinity", 8) && len - i >= 8 ? 8
+                    : !strncmp(in + i, "NaN", 3) && len - i >= 3 ? 3 : 0;
+        if (skip) {
+            memcpy(o + n, "null", 4);
+            n += 4;
+            i += skip;
+        } else {
+            o[n++] = c;
+            i++;
+        }
+    }
+    o[n] = 0;
+    *out_len = n;
+    return o;
+}
+
+/* Escaped text, cut after about `max` bytes at a character boundary. */
+static void xml_text(FILE *f, const char *s, size_t max) {
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++, n++) {
+        if (n >= max && (*p & 0xC0) != 0x80) {
+            fputs("\xe2\x80\xa6", f);
+            break;
+        }
+        if (*p == '&') fputs("&amp;", f);
+        else if (*p == '<') fputs("&lt;", f);
+        else if (*p == '>') fputs("&gt;", f);
+        else if (*p == '"') fputs("&quot;", f);
+        else if (*p < 0x20) fputc(' ', f);
+        else fputc(*p, f);
+    }
+}
+
+static int is_num(const json_value *v) { return v && v->type == JSON_NUM; }
+
+static double num_at(const json_value *arr, size_t i) {
+    return arr && arr->type == JSON_ARR && i < arr->len && is_num(&arr->items[i]) ? arr->items[i].num : NAN;
+}
+
+/* Validates the parts of a turn the picture uses; returns an error string or NULL. */
+static const char *check_turn(const json_value *t) {
+    if (!t || t->type != JSON_OBJ) return "a turn is not an object";
+    const json_value *g = json_get_type(t, "gates", JSON_ARR), *fi = json_get_type(t, "fires", JSON_ARR);
+    const json_value *rb = json_get_type(t, "rebuilds", JSON_ARR);
+    if (!g || !fi || !rb) return "a turn lacks gates/fires/rebuilds arrays";
+    for (size_t i = 0; i < g->len; i++)
+        if (g->items[i].type != JSON_ARR || g->items[i].len < 3 || !is_num(&g->items[i].items[0]))
+            return "a gate record is not [c0, score, fired]";
+    for (size_t i = 0; i < rb->len; i++)
+        if (rb->items[i].type != JSON_ARR || rb->items[i].len < 4 || !is_num(&rb->items[i].items[0]) ||
+            !is_num(&rb->items[i].items[2]))
+            return "a rebuild record is not [c0, has_sp, inj_len, window_len]";
+    for (size_t i = 0; i < fi->len; i++) {
+        const json_value *f = &fi->items[i];
+        if (f->type != JSON_OBJ || !is_num(json_get(f, "c0")) || !is_num(json_get(f, "ncand")) ||
+            !json_get_type(f, "top", JSON_ARR))
+            return "a fire record lacks c0/ncand/top";
+        double nc = json_get(f, "ncand")->num;
+        if (!(nc >= 0 && nc <= 100000)) return "a fire's ncand is out of range";
+    }
+    return NULL;
+}
+
+static void svg_usage(FILE *f) {
+    fprintf(f,
+            "usage: recall trace-svg TRACE.json -o OUT.svg [--threshold T]\n"
+            "\n"
+            "Draws one loop trace (written by `recall replay`, or a loop golden) as a self-contained\n"
+            "SVG: per generated turn, the gate score of every rebuild against the threshold (dashed),\n"
+            "fires (red), the stretches where injected blocks were in context (shaded), where the\n"
+            "reply starts (dotted), and per fire a strip of the candidate blocks with the chosen\n"
+            "ones highlighted. Hover an element for its numbers.\n"
+            "  --threshold T   the line to draw (default: the trace's \"threshold\"; none if absent)\n");
+}
+
+int cli_trace_svg(int argc, char **argv) {
+    const char *in_path = NULL, *out_path = NULL, *thr_s = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            svg_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "-o") || !strcmp(a, "--threshold")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "recall trace-svg: %s needs a value\n", a);
+                return 2;
+            }
+            *(!strcmp(a, "-o") ? &out_path : &thr_s) = argv[++i];
+        } else if (a[0] == '-' || in_path) {
+            fprintf(stderr, "recall trace-svg: unexpected argument '%s' (see --help)\n", a);
+            return 2;
+        } else {
+            in_path = a;
+        }
+    }
+    if (!in_path || !out_path) {
+        fprintf(stderr, "recall trace-svg: needs TRACE.json and -o OUT.svg (see --help)\n");
+        return 2;
+    }
+    double thr = NAN;
+    if (thr_s) {
+        char *end;
+        thr = strtod(thr_s, &end);
+        if (!*thr_s || *end || !isfinite(thr)) {
+            fprintf(stderr, "recall trace-svg: --threshold %s: expected a number\n", thr_s);
+            return 2;
+        }
+    }
+    recall_err err = {0};
+    char *raw = NULL, *text = NULL, *tmp = NULL;
+    size_t len, tl;
+    json_doc *doc = NULL;
+    FILE *f = NULL;
+    int rc = 1;
+    if (rc_read_file(in_path, &raw, &len, &err)) goto fail;
+    text = sanitize(raw, len, &tl);
+    if (!text) {
+        fprintf(stderr, "recall trace-svg: out of memory\n");
+        goto out;
+    }
+    if (json_parse(text, tl, in_path, &doc, &err)) goto fail;
+    const json_value *root = json_root(doc);
+    const json_value *turns = json_get_type(root, "turns", JSON_ARR);
+    if (!turns) {
+        fprintf(stderr, "recall trace-svg: %s: no \"turns\" array (not a loop trace)\n", in_path);
+        goto out;
+    }
+    for (size_t i = 0; i < turns->len; i++) {
+        const char *why = check_turn(&turns->items[i]);
+        if (why) {
+            fprintf(stderr, "recall trace-svg: %s: turn %zu: %s\n", in_path, i, why);
+            goto out;
+        }
+    }
+    if (!thr_s && is_num(json_get(root, "threshold"))) thr = json_get(root, "threshold")->num;
+
+    /* panel heights */
+    double total_h = 50;
+    for (size_t i = 0; i < turns->len; i++)
+        total_h += TITLE_H + CHART_H + 30 + ROW_H * (double)json_get(&turns->items[i], "fires")->len + 20;
+    tmp = malloc(strlen(out_path) + 32);
+    if (!tmp) goto out;
+    sprintf(tmp, "%s.tmp.%ld", out_path, (long)getpid());
+    f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "recall trace-svg: %s: %s\n", tmp, strerror(errno));
+        goto out;
+    }
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+               "font-family=\"sans-serif\" font-size=\"11\">\n", W, total_h, W, total_h);
+    fputs("<style>.gate{fill:#fff;stroke:#1f5fbf;stroke-width:1.5}.gate.fired{fill:#d62728;stroke:#d62728}"
+          ".fire{stroke:#d62728;stroke-width:1.5}.threshold{stroke:#555;stroke-dasharray:6 4}"
+          ".inj{fill:#2ca02c;fill-opacity:0.12}.feed-end{stroke:#888;stroke-dasharray:2 3}"
+          ".axis{stroke:#333}.grid{stroke:#ddd}.cand{fill:#eee;stroke:#999}.cand.chosen{fill:#2ca02c;stroke:#1b6e1b}"
+          ".score-line{fill:none;stroke:#1f5fbf;stroke-opacity:0.5}.turn-label{font-size:13px;font-weight:bold}"
+          "</style>\n", f);
+    fputs("<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n", f);
+    fprintf(f, "<text x=\"%.0f\" y=\"24\" font-size=\"15\" font-weight=\"bold\">", LEFT);
+    xml_text(f, in_path, 120);
+    const json_value *mode = json_get_type(root, "mode", JSON_STR), *arm = json_get_type(root, "arm", JSON_STR);
+    if (mode) fprintf(f, " \xc2\xb7 mode %s", mode->str);
+    if (arm) fprintf(f, " \xc2\xb7 arm %s", arm->str);
+    fputs(" \xc2\xb7 threshold ", f);
+    if (isfinite(thr)) fprintf(f, "%.4g", thr);
+    else fputs("unknown", f);
+    fputs("</text>\n", f);
+
+    double y0 = 50;
+    for (size_t ti = 0; ti < turns->len; ti++) {
+        const json_value *t = &turns->items[ti];
+        const json_value *gates = json_get(t, "gates"), *fires = json_get(t, "fires"), *rbs = json_get(t, "rebuilds");
+        const json_value *kind = json_get_type(t, "kind", JSON_STR), *user = json_get_type(t, "user", JSON_STR);
+        const json_value *reply = json_get_type(t, "reply", JSON_ARR);
+        double feed_len = is_num(json_get(t, "feed_len")) ? json_get(t, "feed_len")->num : 0;
+        double n_reply = reply ? (double)reply->len : 0;
+        /* x range: the whole sequence the turn ran over */
+        double xmax = feed_len + n_reply;
+        for (size_t i = 0; i < rbs->len; i++) xmax = fmax(xmax, num_at(&rbs->items[i], 0) + 1);
+        if (!(xmax > 0)) xmax = 1;
+        double smin = INFINITY, smax = -INFINITY;
+        for (size_t i = 0; i < gates->len; i++) {
+            double s = num_at(&gates->items[i], 1);
+            if (isfinite(s)) smin = fmin(smin, s), smax = fmax(smax, s);
+        }
+        if (isfinite(thr)) smin = fmin(smin, thr), smax = fmax(smax, thr);
+        if (!isfinite(smin)) smin = -1, smax = 1;
+        double pad = (smax - smin) * 0.1 + 0.5;
+        smin -= pad, smax += pad;
+        const double cx0 = LEFT, cw = W - LEFT - RIGHT, cy0 = y0 + TITLE_H, ch = CHART_H;
+#define X(c) (cx0 + (c) / xmax * cw)
+#define Y(s) (cy0 + ch - ((s) - smin) / (smax - smin) * ch)
+        fprintf(f, "<g class=\"turn\" id=\"turn%zu\">\n", ti);
+        fprintf(f, "<text class=\"turn-label\" x=\"%.1f\" y=\"%.1f\">turn %zu \xc2\xb7 %s \xc2\xb7 ", LEFT, y0 + 16,
+                ti + 1, kind ? kind->str : "?");
+        xml_text(f, user ? user->str : "", 90);
+        fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">feed %.0f tokens, reply %.0f tokens, "
+                   "%zu gate checks, %zu fires</text>\n", LEFT, y0 + 30, feed_len, n_reply, gates->len, fires->len);
+        /* injected context bands: from each rebuild with inj_len > 0 to the next rebuild */
+        for (size_t i = 0; i < rbs->len; i++) {
+            double c0 = num_at(&rbs->items[i], 0), inj = num_at(&rbs->items[i], 2);
+            double c1 = i + 1 < rbs->len ? num_at(&rbs->items[i + 1], 0) : xmax;
+            if (inj > 0)
+                fprintf(f, "<rect class=\"inj\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>c0 %.0f: "
+                           "%.0f injected ids in context</title></rect>\n",
+                        X(c0), cy0, fmax(X(c1) - X(c0), 1), ch, c0, inj);
+        }
+        /* axes, grid, rebuild ticks */
+        fprintf(f, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", cx0, cy0 + ch,
+                cx0 + cw, cy0 + ch);
+        fprintf(f, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", cx0, cy0, cx0, cy0 + ch);
+        for (int k = 0; k <= 4; k++) {
+            double s = smin + (smax - smin) * k / 4;
+            fprintf(f, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+                       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n",
+                    cx0 + 1, Y(s), cx0 + cw, Y(s), cx0 - 4, Y(s) + 4, s);
+        }
+        for (size_t i = 0; i < rbs->len; i++) {
+            double c0 = num_at(&rbs->items[i], 0);
+            fprintf(f, "<line class=\"axis rebuild\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", X(c0),
+                    cy0 + ch, X(c0), cy0 + ch + 4);
+            if (i % 4 == 0 || i + 1 == rbs->len)
+                fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">%.0f</text>\n", X(c0),
+                        cy0 + ch + 15, c0);
+        }
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">c0 (rebuild position)</text>\n",
+                cx0 + cw, cy0 + ch + 27);
+        fprintf(f, "<line class=\"feed-end\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+                   "<text x=\"%.1f\" y=\"%.1f\" fill=\"#888\">reply \xe2\x86\x92</text>\n",
+                X(feed_len), cy0, X(feed_len), cy0 + ch, X(feed_len) + 3, cy0 + 10);
+        if (isfinite(thr))
+            fprintf(f, "<line class=\"threshold\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"><title>threshold "
+                       "%.4g</title></line>\n", cx0, Y(thr), cx0 + cw, Y(thr), thr);
+        for (size_t i = 0; i < fires->len; i++) {
+            double c0 = json_get(&fires->items[i], "c0")->num;
+            fprintf(f, "<line class=\"fire\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"><title>fire at c0 %.0f"
+                       "</title></line>\n", X(c0), cy0, X(c0), cy0 + ch, c0);
+        }
+        /* the score polyline, then the points on top */
+        if (gates->len > 1) {
+            fputs("<polyline class=\"score-line\" points=\"", f);
+            for (size_t i = 0; i < gates->len; i++) {
+                double c0 = num_at(&gates->items[i], 0), s = num_at(&gates->items[i], 1);
+                if (isfinite(s)) fprintf(f, "%.1f,%.1f ", X(c0), Y(s));
+            }
+            fputs("\"/>\n", f);
+        }
+        for (size_t i = 0; i < gates->len; i++) {
+            const json_value *g = &gates->items[i];
+            double c0 = num_at(g, 0), s = num_at(g, 1);
+            int fired = g->items[2].type == JSON_BOOL && g->items[2].num != 0;
+            fprintf(f, "<circle class=\"gate%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\"><title>c0 %.0f: score %.4f%s"
+                       "</title></circle>\n", fired ? " fired" : "", X(c0), isfinite(s) ? Y(s) : cy0 + ch, c0, s,
+                    fired ? " (fired)" : "");
+        }
+        /* candidate strips */
+        double ry = cy0 + ch + 34;
+        for (size_t i = 0; i < fires->len; i++, ry += ROW_H) {
+            const json_value *fr = &fires->items[i], *top = json_get(fr, "top"), *br = json_get(fr, "bridge");
+            const json_value *injected = json_get(fr, "injected");
+            int nc = (int)json_get(fr, "ncand")->num;
+            double c0 = json_get(fr, "c0")->num;
+            int held = injected && injected->type == JSON_BOOL && !injected->num;
+            double bw = nc ? fmin(60, (cw - 10) / nc) : 0;
+            for (int c = 0; c < nc; c++) {
+                int chosen = 0;
+                for (size_t k = 0; k < top->len; k++) chosen |= is_num(&top->items[k]) && top->items[k].num == c;
+                double b = num_at(br, (size_t)c);
+                fprintf(f, "<rect class=\"cand%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>"
+                           "candidate %d%s: bridge %.4f</title></rect>\n",
+                        chosen ? " chosen" : "", cx0 + c * bw, ry + 2, fmax(bw - 2, 1), ROW_H - 5, c,
+                        chosen ? " (chosen)" : "", b);
+                if (bw >= 14)
+                    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\">%d</text>\n",
+                            cx0 + c * bw + (bw - 2) / 2, ry + 12, c);
+            }
+            const json_value *score = json_get(fr, "score");
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#d62728\">fire at c0 %.0f: %d candidate blocks "
+                       "(chosen in green%s), gate score %.3f</text>\n",
+                    cx0 + nc * bw + 6, ry + 13, c0, nc, held ? "; held back, nothing injected" : ", injected",
+                    is_num(score) ? score->num : NAN);
+        }
+        fputs("</g>\n", f);
+#undef X
+#undef Y
+        y0 = ry + 20;
+    }
+    fputs("</svg>\n", f);
+    int bad = ferror(f) != 0;
+    int cl = fclose(f);
+    f = NULL;
+    if (bad || cl != 0 || rename(tmp, out_path) != 0) {
+        fprintf(stderr, "recall trace-svg: cannot write %s: %s\n", out_path, strerror(errno));
+        remove(tmp);
+        goto out;
+    }
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "recall trace-svg: %s\n", err.msg);
+out:
+    if (f) {
+        fclose(f);
+        remove(tmp);
+    }
+    free(tmp);
+    json_free(doc);
+    free(text);
+    free(raw);
+    return rc;
+}

@@ -1,0 +1,252 @@
+/* pool.c - fixed pthread pool (see pool.h): static contiguous split of [0, n), workers spin a
+ * little on an atomic generation counter and then sleep on a condition variable; the caller
+ * thread is worker 0 and waits for an atomic count of pending workers. Plus the execution
+ * context (kernel table + pool) and the row-split matmul used by every model. */
+#include "pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef RECALL_NO_THREADS
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+#endif
+
+#ifdef RECALL_NO_THREADS
+
+struct rc_pool {
+    int n;
+};
+
+recall_status rc_pool_create(int nthreads, rc_pool **out, recall_err *err) {
+    *out = NULL;
+    if (nthreads < 1 || nthreads > RC_MAX_THREADS)
+        return rc_fail(err, RECALL_E_ARG, "pool: %d threads outside [1, %d]", nthreads, RC_MAX_THREADS);
+    rc_pool *p = calloc(1, sizeof *p);
+    if (!p) return rc_fail(err, RECALL_E_NOMEM, "pool: out of memory");
+    p->n = 1; /* built without threads: everything runs on the caller */
+    *out = p;
+    return RECALL_OK;
+}
+
+void rc_pool_destroy(rc_pool *p) { free(p); }
+int rc_pool_threads(const rc_pool *p) { return p ? p->n : 1; }
+void rc_pool_for(rc_pool *p, int64_t n, int64_t grain, rc_pool_fn fn, void *ctx) {
+    (void)p;
+    (void)grain;
+    if (n > 0) fn(ctx, 0, n, 0);
+}
+
+#else
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+/* the static split: piece i of nthreads, boundaries rounded to grain */
+static void piece(int64_t n, int64_t grain, int i, int nth, int64_t *b, int64_t *e) {
+    int64_t units = (n + grain - 1) / grain;
+    int64_t ub = units * i / nth, ue = units * (i + 1) / nth;
+    *b = ub * grain;
+    *e = ue * grain < n ? ue * grain : n;
+    if (*b > n) *b = n;
+}
+
+struct rc_pool {
+    int n;
+    long spin; /* spin iterations before sleeping (0 when oversubscribed) */
+    pthread_t *tid;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t start_cv, done_cv;
+    atomic_uint gen;
+    atomic_int pending;
+    atomic_int stop;
+    /* the current job (written before gen is bumped) */
+    rc_pool_fn fn;
+    void *ctx;
+    int64_t jn, jgrain;
+};
+
+typedef struct {
+    rc_pool *p;
+    int idx;
+} worker_arg;
+
+static void run_piece(rc_pool *p, int idx) {
+    int64_t b, e;
+    piece(p->jn, p->jgrain, idx, p->n, &b, &e);
+    if (b < e) p->fn(p->ctx, b, e, idx);
+}
+
+static void *worker_main(void *arg) {
+    worker_arg wa = *(worker_arg *)arg;
+    free(arg);
+    rc_pool *p = wa.p;
+    unsigned seen = 0;
+    for (;;) {
+        unsigned g = atomic_load(&p->gen);
+        for (long s = 0; g == seen && s < p->spin && !atomic_load(&p->stop); s++) {
+            CPU_RELAX();
+            g = atomic_load(&p->gen);
+        }
+        if (g == seen) {
+            pthread_mutex_lock(&p->mu);
+            while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->start_cv, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop)) return NULL;
+        seen = g;
+        run_piece(p, wa.idx);
+        if (atomic_fetch_sub(&p->pending, 1) == 1) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_broadcast(&p->done_cv);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+}
+
+void rc_pool_destroy(rc_pool *p) {
+    if (!p) return;
+    if (p->tid) {
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->stop, 1);
+        pthread_cond_broadcast(&p->start_cv);
+        pthread_mutex_unlock(&p->mu);
+        for (int i = 0; i < p->started; i++) pthread_join(p->tid[i], NULL);
+        free(p->tid);
+    }
+    pthread_cond_destroy(&p->start_cv);
+    pthread_cond_destroy(&p->done_cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+recall_status rc_pool_create(int nthreads, rc_pool **out, recall_err *err) {
+    *out = NULL;
+    if (nthreads < 1 || nthreads > RC_MAX_THREADS)
+        return rc_fail(err, RECALL_E_ARG, "pool: %d threads outside [1, %d]", nthreads, RC_MAX_THREADS);
+    rc_pool *p = calloc(1, sizeof *p);
+    if (!p) return rc_fail(err, RECALL_E_NOMEM, "pool: out of memory");
+    p->n = nthreads;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    p->spin = (ncpu > 0 && nthreads > ncpu) ? 0 : 4000; /* ~50-100 us of pause */
+    atomic_init(&p->gen, 0u);
+    atomic_init(&p->pending, 0);
+    atomic_init(&p->stop, 0);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->start_cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
+    if (nthreads > 1) {
+        p->tid = calloc((size_t)nthreads - 1, sizeof *p->tid);
+        if (!p->tid) {
+            rc_pool_destroy(p);
+            return rc_fail(err, RECALL_E_NOMEM, "pool: out of memory");
+        }
+        for (int i = 1; i < nthreads; i++) {
+            worker_arg *wa = malloc(sizeof *wa);
+            if (wa) {
+                wa->p = p;
+                wa->idx = i;
+            }
+            if (!wa || pthread_create(&p->tid[i - 1], NULL, worker_main, wa) != 0) {
+                free(wa);
+                rc_pool_destroy(p);
+                return rc_fail(err, RECALL_E_NOMEM, "pool: cannot start thread %d of %d", i, nthreads);
+            }
+            p->started = i;
+        }
+    }
+    *out = p;
+    return RECALL_OK;
+}
+
+int rc_pool_threads(const rc_pool *p) { return p ? p->n : 1; }
+
+void rc_pool_for(rc_pool *p, int64_t n, int64_t grain, rc_pool_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    if (!p || p->n == 1 || n <= grain) {
+        fn(ctx, 0, n, 0);
+        return;
+    }
+    p->fn = fn;
+    p->ctx = ctx;
+    p->jn = n;
+    p->jgrain = grain;
+    atomic_store(&p->pending, p->n - 1);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add(&p->gen, 1u);
+    pthread_cond_broadcast(&p->start_cv);
+    pthread_mutex_unlock(&p->mu);
+    run_piece(p, 0);
+    for (long s = 0; atomic_load(&p->pending) != 0 && s < p->spin; s++) CPU_RELAX();
+    if (atomic_load(&p->pending) != 0) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->done_cv, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+#endif
+
+/* ---- execution context ---- */
+
+recall_status rc_exec_open(const rc_exec_opts *o, rc_exec **out, recall_err *err) {
+    *out = NULL;
+    int threads = o ? o->threads : 0;
+    if (threads == 0) {
+        const char *env = getenv("RECALL_THREADS");
+        threads = 1;
+        if (env && *env) {
+            char *end;
+            long v = strtol(env, &end, 10);
+            if (*end || v < 1 || v > RC_MAX_THREADS)
+                return rc_fail(err, RECALL_E_ARG, "RECALL_THREADS='%s': expected 1..%d", env, RC_MAX_THREADS);
+            threads = (int)v;
+        }
+    }
+    rc_exec *e = calloc(1, sizeof *e);
+    if (!e) return rc_fail(err, RECALL_E_NOMEM, "exec: out of memory");
+    recall_status st = rc_simd_select(o ? o->simd : NULL, &e->k, err);
+    if (st == RECALL_OK) st = rc_pool_create(threads, &e->pool, err);
+    if (st != RECALL_OK) {
+        free(e);
+        return st;
+    }
+    e->threads = rc_pool_threads(e->pool);
+    *out = e;
+    return RECALL_OK;
+}
+
+void rc_exec_close(rc_exec *e) {
+    if (!e) return;
+    rc_pool_destroy(e->pool);
+    free(e);
+}
+
+typedef struct {
+    const rc_kernels *k;
+    const rc_mat *w;
+    const float *bias, *X;
+    size_t ldx, ldy;
+    int nt;
+    float *Y;
+} mm_job;
+
+static void mm_piece(void *ctx, int64_t b, int64_t e, int worker) {
+    const mm_job *j = ctx;
+    (void)worker;
+    j->k->matmul(j->w, j->bias, j->X, j->ldx, j->nt, j->Y, j->ldy, b, e);
+}
+
+void rc_exec_matmul(const rc_exec *e, const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt,
+                    float *Y, size_t ldy) {
+    mm_job j = {&e->k, w, bias, X, ldx, ldy, nt, Y};
+    rc_pool_for(e->pool, w->rows, 16, mm_piece, &j);
+}

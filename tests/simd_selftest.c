@@ -1,0 +1,282 @@
+/* simd_selftest.c - kernel equivalence checks: every kernel of a SIMD path against the scalar
+ * reference, BITWISE, on deterministic synthetic data (several magnitudes, odd sizes, tails,
+ * row sub-ranges, strides, NaN-poisoned outputs so an unwritten or extra-written element shows).
+ * Used by tests/test_simd.c (Criterion) and, built with -DRC_SELFTEST_MAIN, as a standalone
+ * driver for targets without Criterion (the aarch64 cross build run under qemu):
+ *   prints "N passed, N failed" and exits non-zero on any failure.
+ * A failure prints the kernel, the case, the first differing index and both values as hex bits. */
+#include "simd_selftest.h"
+
+#include "nf4.h"
+#include "ops.h"
+#include "simd.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    uint64_t s;
+} lcg;
+
+static uint32_t next_u32(lcg *g) {
+    g->s = g->s * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(g->s >> 32);
+}
+
+/* a float in +-[2^-6, 2^6) with a random mantissa: sums of these round in every lane */
+static float next_f(lcg *g) {
+    uint32_t u = next_u32(g);
+    float m = 1.0f + (float)(u & 0xffffffu) / 16777216.0f;
+    int e = (int)((u >> 24) % 13) - 6;
+    float v = ldexpf(m, e);
+    return (u >> 31) ? -v : v;
+}
+
+static void fill_f(lcg *g, float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = next_f(g);
+}
+
+static void poison(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = NAN;
+}
+
+static uint32_t bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+typedef struct {
+    const char *path;
+    int passed, failed;
+} tally;
+
+static void check(tally *t, const char *kernel, const char *what, const float *got, const float *want, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (bits(got[i]) != bits(want[i])) {
+            printf("FAIL %s %s [%s]: first difference at index %zu: got 0x%08x (%.9g) want 0x%08x (%.9g)\n", t->path,
+                   kernel, what, i, bits(got[i]), (double)got[i], bits(want[i]), (double)want[i]);
+            t->failed++;
+            return;
+        }
+    }
+    t->passed++;
+}
+
+static void check_dot(tally *t, const rc_kernels *k, lcg *g) {
+    static const size_t ns[] = {0, 1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 100, 128, 255, 1541};
+    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+        size_t n = ns[c];
+        float *a = malloc((n + 1) * sizeof *a), *b = malloc((n + 1) * sizeof *b);
+        fill_f(g, a, n);
+        fill_f(g, b, n);
+        char what[64];
+        snprintf(what, sizeof what, "n=%zu", n);
+        float got = k->dot_f32(a, b, n), want = rc_dot_f32(a, b, n);
+        check(t, "dot_f32", what, &got, &want, 1);
+        got = k->sumsq_f32(a, n);
+        want = rc_sumsq_f32(a, n);
+        check(t, "sumsq_f32", what, &got, &want, 1);
+        free(a);
+        free(b);
+    }
+}
+
+/* A random weight matrix of dtype dt, [rows, cols] (nf4: rows*cols % 64 == 0). */
+typedef struct {
+    rc_mat m;
+    void *data;
+    float *absmax;
+} test_mat;
+
+static void make_mat(lcg *g, rc_dtype dt, int64_t rows, int64_t cols, test_mat *tm) {
+    size_t n = (size_t)(rows * cols);
+    memset(tm, 0, sizeof *tm);
+    tm->m.dtype = dt;
+    tm->m.rows = rows;
+    tm->m.cols = cols;
+    if (dt == RC_DT_F32) {
+        float *w = malloc(n * sizeof *w);
+        fill_f(g, w, n);
+        tm->data = w;
+    } else if (dt == RC_DT_BF16 || dt == RC_DT_F16) {
+        uint16_t *w = malloc(n * sizeof *w);
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h = (uint16_t)next_u32(g);
+            if (dt == RC_DT_BF16) h = (uint16_t)((h & 0x807f) | ((uint16_t)(121 + (h >> 8) % 12) << 7));
+            else h = (uint16_t)((h & 0x83ff) | ((uint16_t)(10 + (h >> 10) % 10) << 10));
+            w[i] = h;
+        }
+        tm->data = w;
+    } else {
+        uint8_t *c = malloc(n / 2);
+        for (size_t i = 0; i < n / 2; i++) c[i] = (uint8_t)next_u32(g);
+        tm->absmax = malloc((n / 64) * sizeof(float));
+        for (size_t i = 0; i < n / 64; i++) tm->absmax[i] = fabsf(next_f(g));
+        if (n / 64 > 1) tm->absmax[1] = 0.0f; /* a zero block */
+        tm->data = c;
+        tm->m.absmax = tm->absmax;
+    }
+    tm->m.data = tm->data;
+}
+
+static void free_mat(test_mat *tm) {
+    free(tm->data);
+    free(tm->absmax);
+}
+
+static void check_matmul(tally *t, const rc_kernels *k, lcg *g) {
+    static const struct {
+        rc_dtype dt;
+        int64_t rows, cols;
+    } shapes[] = {
+        {RC_DT_F32, 5, 16},   {RC_DT_F32, 7, 37},   {RC_DT_F32, 33, 200},  {RC_DT_F32, 3, 1},
+        {RC_DT_BF16, 6, 48},  {RC_DT_BF16, 9, 29},  {RC_DT_BF16, 17, 192}, {RC_DT_F16, 5, 33},
+        {RC_DT_NF4, 7, 64},   {RC_DT_NF4, 4, 48},   {RC_DT_NF4, 8, 40},    {RC_DT_NF4, 19, 320},
+        {RC_DT_NF4, 2, 1536},
+    };
+    static const int nts[] = {1, 2, 3, 4, 5, 8, 9, 13};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        test_mat tm;
+        make_mat(g, shapes[s].dt, shapes[s].rows, shapes[s].cols, &tm);
+        const rc_mat *w = &tm.m;
+        const size_t ldx = (size_t)w->cols + 3, ldy = (size_t)w->rows + 2;
+        for (size_t ci = 0; ci < sizeof nts / sizeof nts[0]; ci++) {
+            const int nt = nts[ci];
+            float *X = malloc((size_t)nt * ldx * sizeof(float)), *bias = malloc((size_t)w->rows * sizeof(float));
+            float *Yg = malloc((size_t)nt * ldy * sizeof(float)), *Yw = malloc((size_t)nt * ldy * sizeof(float));
+            float *Y1 = malloc((size_t)nt * ldy * sizeof(float));
+            fill_f(g, X, (size_t)nt * ldx);
+            fill_f(g, bias, (size_t)w->rows);
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                const float *b = with_bias ? bias : NULL;
+                /* a row sub-range [r0, r1): the rest of Y must stay untouched (NaN) */
+                int64_t r0 = w->rows > 2 ? 1 : 0, r1 = w->rows > 3 ? w->rows - 1 : w->rows;
+                poison(Yg, (size_t)nt * ldy);
+                poison(Yw, (size_t)nt * ldy);
+                k->matmul(w, b, X, ldx, nt, Yg, ldy, r0, r1);
+                for (int64_t r = r0; r < r1; r++) /* the reference: ops.h canonical dot per output */
+                    for (int tt = 0; tt < nt; tt++) {
+                        float d = rc_dot_row(w, r, X + (size_t)tt * ldx);
+                        Yw[(size_t)tt * ldy + (size_t)r] = b ? d + b[r] : d;
+                    }
+                char what[96];
+                snprintf(what, sizeof what, "%s %lldx%lld nt=%d bias=%d rows %lld..%lld", rc_dtype_name(w->dtype),
+                         (long long)w->rows, (long long)w->cols, nt, with_bias, (long long)r0, (long long)r1);
+                check(t, "matmul", what, Yg, Yw, (size_t)nt * ldy);
+                /* batch invariance: the same outputs one input row at a time */
+                poison(Y1, (size_t)nt * ldy);
+                for (int tt = 0; tt < nt; tt++)
+                    k->matmul(w, b, X + (size_t)tt * ldx, ldx, 1, Y1 + (size_t)tt * ldy, ldy, r0, r1);
+                check(t, "matmul batch-invariance", what, Y1, Yg, (size_t)nt * ldy);
+            }
+            free(X);
+            free(bias);
+            free(Yg);
+            free(Yw);
+            free(Y1);
+        }
+        free_mat(&tm);
+    }
+}
+
+static void check_attn(tally *t, const rc_kernels *k, lcg *g) {
+    static const size_t Ds[] = {1, 13, 16, 64, 72, 128, 200};
+    static const int ns[] = {1, 2, 5, 33};
+    for (size_t di = 0; di < sizeof Ds / sizeof Ds[0]; di++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            const size_t D = Ds[di], ld = D + 5;
+            const int n = ns[ni];
+            float *q = malloc(D * sizeof(float)), *K = malloc((size_t)n * ld * sizeof(float));
+            float *sg = malloc(((size_t)n + 1) * sizeof(float)), *sw = malloc(((size_t)n + 1) * sizeof(float));
+            float *og = malloc((D + 1) * sizeof(float)), *ow = malloc((D + 1) * sizeof(float));
+            fill_f(g, q, D);
+            fill_f(g, K, (size_t)n * ld);
+            poison(sg, (size_t)n + 1);
+            poison(sw, (size_t)n + 1);
+            const float scale = 0.08838834764831845f;
+            k->attn_scores(q, K, ld, n, D, scale, sg);
+            for (int j = 0; j < n; j++) sw[j] = rc_dot_f32(q, K + (size_t)j * ld, D) * scale;
+            char what[64];
+            snprintf(what, sizeof what, "D=%zu n=%d", D, n);
+            check(t, "attn_scores", what, sg, sw, (size_t)n + 1);
+            rc_softmax(sw, (size_t)n);
+            poison(og, D + 1);
+            poison(ow, D + 1);
+            k->attn_wsum(sw, K, ld, n, D, og);
+            for (size_t i = 0; i < D; i++) ow[i] = 0.0f;
+            for (int j = 0; j < n; j++) rc_axpy(sw[j], K + (size_t)j * ld, ow, D);
+            check(t, "attn_wsum", what, og, ow, D + 1);
+            free(q);
+            free(K);
+            free(sg);
+            free(sw);
+            free(og);
+            free(ow);
+        }
+}
+
+static void check_dequant(tally *t, const rc_kernels *k, lcg *g) {
+    test_mat tm;
+    make_mat(g, RC_DT_NF4, 1, 640, &tm);
+    static const size_t starts[] = {0, 1, 3, 16, 17, 64, 100};
+    static const size_t lens[] = {0, 1, 15, 16, 47, 64, 200, 500};
+    float *og = malloc(641 * sizeof(float)), *ow = malloc(641 * sizeof(float));
+    for (size_t si = 0; si < sizeof starts / sizeof starts[0]; si++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            size_t st = starts[si], n = lens[li];
+            if (st + n > 640) continue;
+            poison(og, 641);
+            poison(ow, 641);
+            k->nf4_dequant((const uint8_t *)tm.data, tm.absmax, st, n, og);
+            rc_nf4_dequant((const uint8_t *)tm.data, tm.absmax, st, n, ow);
+            char what[64];
+            snprintf(what, sizeof what, "start=%zu n=%zu", st, n);
+            check(t, "nf4_dequant", what, og, ow, 641);
+        }
+    free(og);
+    free(ow);
+    free_mat(&tm);
+}
+
+int rc_simd_selftest(int path, int *passed, int *failed) {
+    rc_kernels k;
+    recall_err err = {0};
+    *passed = *failed = 0;
+    if (rc_simd_select(rc_simd_name((rc_simd_path)path), &k, &err) != RECALL_OK) {
+        printf("path %s: %s\n", rc_simd_name((rc_simd_path)path), err.msg);
+        return -1;
+    }
+    tally t = {k.name, 0, 0};
+    lcg g = {0x5eed0000u + (uint64_t)path};
+    check_dot(&t, &k, &g);
+    check_matmul(&t, &k, &g);
+    check_attn(&t, &k, &g);
+    check_dequant(&t, &k, &g);
+    *passed = t.passed;
+    *failed = t.failed;
+    return 0;
+}
+
+#ifdef RC_SELFTEST_MAIN
+int main(void) {
+    int total_p = 0, total_f = 0, ran = 0;
+    for (int p = 0; p < RC_SIMD_COUNT; p++) {
+        if (!rc_simd_available((rc_simd_path)p)) {
+            printf("path %s: not available here, skipped\n", rc_simd_name((rc_simd_path)p));
+            continue;
+        }
+        int np, nf;
+        if (rc_simd_selftest(p, &np, &nf) != 0) return 2;
+        printf("path %s: %d passed, %d failed\n", rc_simd_name((rc_simd_path)p), np, nf);
+        total_p += np;
+        total_f += nf;
+        ran++;
+    }
+    printf("%d passed, %d failed (%d paths)\n", total_p, total_f, ran);
+    return total_f ? 1 : 0;
+}
+#endif

@@ -1,0 +1,344 @@
+/* test_cli_recall.c - smoke tests of the recall-loop CLI (./recall, built by `make test`):
+ *   replay      worldA problem 0 (faithful, f32): every turn's reply ids and the final history equal
+ *               the loop golden; trace-svg of that trace draws one point per gate check
+ *   trace-svg   on a golden trace: well-formed, one element per gate check / fire / chosen block
+ *   chat        piped messages with a session file: the streamed text and the saved ids equal what
+ *               the library produces for the same feeds; a second run resumes the session; damaged
+ *               session files are refused and left untouched; an over-long message names both numbers
+ *   eval/calibrate argument errors */
+#include "bench.h"
+#include "blob.h"
+#include "fixture.h"
+#include "json.h"
+#include "recall.h"
+#include "session.h"
+#include "tokenize_bpe.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define GOLDEN "tests/golden/worldA/loop_A_seed0_faithful_fp32.json"
+
+/* Runs a shell command; returns its exit status and its stdout (malloc'd). */
+static int sh(const char *cmd, char **out) {
+    FILE *p = popen(cmd, "r");
+    cr_assert(p, "popen %s", cmd);
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    cr_assert(buf);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += got;
+        if (cap - n < 1024) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            cr_assert(buf);
+        }
+    }
+    buf[n] = 0;
+    int st = pclose(p);
+    if (out) *out = buf;
+    else free(buf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *path, size_t *len) {
+    char *t;
+    size_t l;
+    recall_err err = {0};
+    cr_assert_eq(rc_read_file(path, &t, &l, &err), RECALL_OK, "%s", err.msg);
+    if (len) *len = l;
+    return t;
+}
+
+static json_doc *load_json(const char *path) {
+    size_t len;
+    char *t = slurp(path, &len);
+    json_doc *d;
+    recall_err err = {0};
+    cr_assert_eq(json_parse(t, len, path, &d, &err), RECALL_OK, "%s", err.msg);
+    free(t);
+    return d;
+}
+
+static size_t count(const char *hay, const char *needle) {
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+static char *tmpdir(void) {
+    char *d = strdup("/tmp/recall_cli_XXXXXX");
+    cr_assert(d && mkdtemp(d));
+    return d;
+}
+
+/* Structural checks of a trace-svg output against the trace it was drawn from. */
+static void check_svg(const char *svg_path, const json_value *turns) {
+    char *svg = slurp(svg_path, NULL);
+    cr_assert(!strncmp(svg, "<?xml", 5));
+    cr_assert(strstr(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    size_t L = strlen(svg);
+    cr_assert(L > 7 && !strcmp(svg + L - 7, "</svg>\n"));
+    size_t gates = 0, fires = 0, chosen = 0, cands = 0;
+    for (size_t i = 0; i < turns->len; i++) {
+        const json_value *t = &turns->items[i];
+        gates += json_get(t, "gates")->len;
+        const json_value *f = json_get(t, "fires");
+        fires += f->len;
+        for (size_t k = 0; k < f->len; k++) {
+            chosen += json_get(&f->items[k], "top")->len;
+            cands += (size_t)json_get(&f->items[k], "ncand")->num;
+        }
+    }
+    cr_expect_eq(count(svg, "<g class=\"turn\""), turns->len);
+    cr_expect_eq(count(svg, "<circle class=\"gate"), gates);
+    cr_expect_eq(count(svg, "<line class=\"fire\""), fires);
+    cr_expect_eq(count(svg, "<rect class=\"cand chosen\""), chosen);
+    cr_expect_eq(count(svg, "<rect class=\"cand"), cands);
+    cr_expect_eq(count(svg, "<g "), count(svg, "</g>"));
+    cr_expect_eq(count(svg, "<text"), count(svg, "</text>"));
+    cr_expect_eq(count(svg, "<title>"), count(svg, "</title>"));
+    free(svg);
+}
+
+Test(cli_recall, trace_svg_golden) {
+    char *d = tmpdir(), cmd[1024], svg[300];
+    snprintf(svg, sizeof svg, "%s/t.svg", d);
+    snprintf(cmd, sizeof cmd, "./recall trace-svg " GOLDEN " -o %s --threshold 0 2>&1", svg);
+    char *out;
+    cr_assert_eq(sh(cmd, &out), 0, "%s", out);
+    free(out);
+    json_doc *g = load_json(GOLDEN);
+    const json_value *turns = json_get(json_root(g), "turns");
+    check_svg(svg, turns);
+    char *s = slurp(svg, NULL);
+    cr_expect_eq(count(s, "<line class=\"threshold\""), turns->len);
+    cr_expect_eq(count(s, "<circle class=\"gate fired\""), 4); /* the golden's four fires */
+    free(s);
+    json_free(g);
+    /* not a trace */
+    snprintf(cmd, sizeof cmd, "./recall trace-svg tests/golden/recall_bench.json -o %s 2>&1", svg);
+    cr_assert_eq(sh(cmd, &out), 1);
+    cr_expect(strstr(out, "turns"), "%s", out);
+    free(out);
+    unlink(svg);
+    rmdir(d);
+    free(d);
+}
+
+Test(cli_recall, replay_matches_golden, .timeout = 600) {
+    const char *blob = fixture_worldA_blob("f32");
+    cr_assert(blob);
+    char *d = tmpdir(), cmd[1024], trace[300], svg[300];
+    snprintf(trace, sizeof trace, "%s/trace.json", d);
+    snprintf(svg, sizeof svg, "%s/trace.svg", d);
+    snprintf(cmd, sizeof cmd,
+             "./recall replay %s --bench tests/golden/recall_bench.json --problem 0 --mode faithful --trace %s 2>&1",
+             blob, trace);
+    char *out;
+    cr_assert_eq(sh(cmd, &out), 0, "%s", out);
+    cr_expect_eq(count(out, "\nturn ") + !strncmp(out, "turn ", 5), 5, "progress: %s", out);
+    free(out);
+    json_doc *g = load_json(GOLDEN), *t = load_json(trace);
+    const json_value *gt = json_get(json_root(g), "turns"), *tt = json_get(json_root(t), "turns");
+    cr_assert(gt && tt);
+    cr_assert_eq(tt->len, gt->len);
+    for (size_t i = 0; i < gt->len; i++) {
+        const json_value *a = json_get(&tt->items[i], "reply"), *b = json_get(&gt->items[i], "reply");
+        cr_assert_eq(a->len, b->len, "turn %zu", i);
+        for (size_t k = 0; k < a->len; k++) cr_assert_eq(a->items[k].num, b->items[k].num, "turn %zu reply[%zu]", i, k);
+        cr_assert_eq(json_get(&tt->items[i], "gates")->len, json_get(&gt->items[i], "gates")->len);
+        cr_assert_eq(json_get(&tt->items[i], "fires")->len, json_get(&gt->items[i], "fires")->len);
+    }
+    const json_value *a = json_get(json_root(t), "final_history"), *b = json_get(json_root(g), "final_history");
+    cr_assert_eq(a->len, b->len);
+    for (size_t k = 0; k < a->len; k++) cr_assert_eq(a->items[k].num, b->items[k].num, "final_history[%zu]", k);
+    /* the trace it wrote carries its threshold, and draws */
+    snprintf(cmd, sizeof cmd, "./recall trace-svg %s -o %s 2>&1", trace, svg);
+    cr_assert_eq(sh(cmd, &out), 0, "%s", out);
+    free(out);
+    check_svg(svg, tt);
+    json_free(g);
+    json_free(t);
+    unlink(trace);
+    unlink(svg);
+    rmdir(d);
+    free(d);
+}
+
+/* The library's reply for a feed, with the chat defaults. */
+static void library_reply(const char *blob_path, const int32_t *feed, int n, rc_turn *t, char **text) {
+    rc_blob *b;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(blob_path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    rc_recall_opts o;
+    rc_recall_defaults(b, &o);
+    rc_recall *r;
+    cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_recall_reply(r, feed, n, NULL, NULL, t, &err), RECALL_OK, "%s", err.msg);
+    size_t len;
+    cr_assert_eq(rc_bpe_decode(rc_recall_bpe(r), t->reply, (size_t)t->n_reply, 0, text, &len, &err), RECALL_OK);
+    rc_recall_close(r);
+    rc_blob_close(b);
+}
+
+static void segment(const char *blob_path, int with_eos, const char *user, int32_t **ids, size_t *n) {
+    rc_blob *b;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(blob_path, 0, &b, &err), RECALL_OK);
+    rc_recall_opts o;
+    rc_recall_defaults(b, &o);
+    o.arm = RC_ARM_SP;
+    rc_recall *r;
+    cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK);
+    cr_assert_eq(rc_chat_segment(rc_recall_bpe(r), rc_recall_eos(r), with_eos, user, NULL, ids, n, &err), RECALL_OK);
+    rc_recall_close(r);
+    rc_blob_close(b);
+}
+
+Test(cli_recall, chat_session_round_trip, .timeout = 120) {
+    const char *blob = fixture_worldA_blob("f32");
+    cr_assert(blob);
+    char *d = tmpdir(), cmd[1024], sess[300];
+    snprintf(sess, sizeof sess, "%s/chat.sess", d);
+    const char *m1 = "Important to note: the reference code is ZX9043.", *m2 = "Quick, what was the code?";
+
+    /* turn 1: a new session */
+    snprintf(cmd, sizeof cmd, "printf '%%s\\n' '%s' | ./recall chat %s --session %s", m1, blob, sess);
+    char *out;
+    cr_assert_eq(sh(cmd, &out), 0);
+    int32_t *seg1;
+    size_t n1;
+    segment(blob, 0, m1, &seg1, &n1);
+    rc_turn t1;
+    char *text1;
+    library_reply(blob, seg1, (int)n1, &t1, &text1);
+    cr_assert_gt(t1.n_reply, 0);
+    char *want = malloc(strlen(text1) + 2);
+    sprintf(want, "%s\n", text1);
+    cr_expect_str_eq(out, want, "streamed text differs from the decoded reply");
+    free(want);
+    free(out);
+    rc_session s;
+    recall_err err = {0};
+    cr_assert_eq(rc_session_load(sess, &s, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(s.n, n1 + (size_t)t1.n_reply);
+    cr_assert_eq(memcmp(s.ids, seg1, n1 * sizeof *seg1), 0);
+    cr_assert_eq(memcmp(s.ids + n1, t1.reply, (size_t)t1.n_reply * sizeof *seg1), 0);
+
+    /* turn 2: resumed; the feed is history + segment with the EOS separator */
+    snprintf(cmd, sizeof cmd, "printf '\\n%%s\\n' '%s' | ./recall chat %s --session %s --trace 2>%s/trace.txt", m2,
+             blob, sess, d);
+    cr_assert_eq(sh(cmd, &out), 0);
+    free(out);
+    int32_t *seg2;
+    size_t n2;
+    segment(blob, 1, m2, &seg2, &n2);
+    size_t nf = s.n + n2;
+    int32_t *feed = malloc(nf * sizeof *feed);
+    memcpy(feed, s.ids, s.n * sizeof *feed);
+    memcpy(feed + s.n, seg2, n2 * sizeof *feed);
+    rc_turn t2;
+    char *text2;
+    library_reply(blob, feed, (int)nf, &t2, &text2);
+    rc_session s2;
+    cr_assert_eq(rc_session_load(sess, &s2, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(s2.n, nf + (size_t)t2.n_reply);
+    cr_assert_eq(memcmp(s2.ids, feed, nf * sizeof *feed), 0);
+    cr_assert_eq(memcmp(s2.ids + nf, t2.reply, (size_t)t2.n_reply * sizeof *feed), 0);
+    char tp[400];
+    snprintf(tp, sizeof tp, "%s/trace.txt", d);
+    char *tr = slurp(tp, NULL);
+    cr_expect_eq(count(tr, "[trace] rebuild"), (size_t)t2.n_rebuilds, "%s", tr);
+    cr_expect(strstr(tr, "[trace] turn done"), "%s", tr);
+    free(tr);
+    unlink(tp);
+
+    /* a damaged session: refused, exit 1, bytes unchanged */
+    size_t len;
+    char *before = slurp(sess, &len);
+    FILE *f = fopen(sess, "r+b");
+    cr_assert(f);
+    fseek(f, 40, SEEK_SET);
+    fputc(before[40] ^ 1, f);
+    fclose(f);
+    before[40] ^= 1;
+    snprintf(cmd, sizeof cmd, "echo hello | ./recall chat %s --session %s 2>&1", blob, sess);
+    cr_assert_eq(sh(cmd, &out), 1);
+    cr_expect(strstr(out, "refusing session") && strstr(out, "checksum"), "%s", out);
+    free(out);
+    size_t len2;
+    char *after = slurp(sess, &len2);
+    cr_assert(len2 == len && !memcmp(before, after, len), "the damaged session was modified");
+    free(after);
+    /* truncated */
+    cr_assert_eq(truncate(sess, (off_t)len - 3), 0);
+    cr_assert_eq(sh(cmd, &out), 1);
+    cr_expect(strstr(out, "truncated"), "%s", out);
+    free(out);
+    after = slurp(sess, &len2);
+    cr_assert(len2 == len - 3 && !memcmp(before, after, len2));
+    free(after);
+    free(before);
+
+    rc_session_free(&s);
+    rc_session_free(&s2);
+    rc_turn_free(&t1);
+    rc_turn_free(&t2);
+    free(text1);
+    free(text2);
+    free(seg1);
+    free(seg2);
+    free(feed);
+    unlink(sess);
+    rmdir(d);
+    free(d);
+}
+
+Test(cli_recall, chat_limits_named) {
+    const char *blob = fixture_worldA_blob("f32");
+    cr_assert(blob);
+    char cmd[1024], *out;
+    /* 600 words: far more tokens than the 512-token window */
+    snprintf(cmd, sizeof cmd,
+             "awk 'BEGIN{for(i=0;i<600;i++) printf \"word \"; print \"\"}' | ./recall chat %s 2>&1 >/dev/null", blob);
+    cr_assert_eq(sh(cmd, &out), 1);
+    cr_expect(strstr(out, "the window holds 512") && strstr(out, "message is "), "%s", out);
+    free(out);
+    /* FULL arm: history + message + reply cap beyond the model's 4096 trained positions */
+    snprintf(cmd, sizeof cmd, "echo hi | ./recall chat %s --arm FULL --max-turn-tokens 5000 2>&1 >/dev/null", blob);
+    cr_assert_eq(sh(cmd, &out), 1);
+    cr_expect(strstr(out, "trained on 4096") && strstr(out, "5000 reply cap"), "%s", out);
+    free(out);
+}
+
+Test(cli_recall, argument_errors) {
+    const char *blob = fixture_worldA_blob("f32");
+    cr_assert(blob);
+    char cmd[1024], *out;
+    snprintf(cmd, sizeof cmd, "./recall eval %s --bench tests/golden/recall_bench.json --arms SP,RC_xyz 2>&1", blob);
+    cr_assert_eq(sh(cmd, &out), 2);
+    cr_expect(strstr(out, "RC_xyz"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "./recall eval %s --bench tests/golden/recall_bench.json --arms RC_bge@x 2>&1", blob);
+    cr_assert_eq(sh(cmd, &out), 2);
+    free(out);
+    snprintf(cmd, sizeof cmd, "./recall eval %s --bench tests/golden/recall_bench.json --problems 3-1 2>&1", blob);
+    cr_assert_eq(sh(cmd, &out), 2);
+    free(out);
+    snprintf(cmd, sizeof cmd, "./recall calibrate %s --bench tests/golden/recall_bench.json --percentile 101 2>&1",
+             blob);
+    cr_assert_eq(sh(cmd, &out), 2);
+    free(out);
+    snprintf(cmd, sizeof cmd, "./recall chat %s --hysteresis -1 </dev/null 2>&1", blob);
+    cr_assert_eq(sh(cmd, &out), 2);
+    free(out);
+    cr_assert_eq(sh("./recall eval --help", &out), 0);
+    cr_expect(strstr(out, "BASE[@THRESH][:rFLOOR]"), "%s", out);
+    free(out);
+}

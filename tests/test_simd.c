@@ -1,0 +1,52 @@
+/* test_simd.c - every SIMD path compiled in and runnable here (avx2, avx512, neon) against the
+ * scalar reference, bitwise (checks in tests/simd_selftest.c), plus dispatch/override rules. */
+#include "simd.h"
+#include "simd_selftest.h"
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+
+static void run_path(rc_simd_path p) {
+    if (!rc_simd_available(p)) {
+        cr_skip_test("path %s not available on this machine/build", rc_simd_name(p));
+        return;
+    }
+    int np = 0, nf = 0;
+    cr_assert_eq(rc_simd_selftest((int)p, &np, &nf), 0);
+    cr_assert_gt(np, 500, "only %d checks ran", np);
+    cr_assert_eq(nf, 0, "%s: %d of %d kernel checks differ from scalar (see stdout)", rc_simd_name(p), nf, np + nf);
+}
+
+Test(simd_equiv, scalar_self) { run_path(RC_SIMD_SCALAR); }
+Test(simd_equiv, avx2) { run_path(RC_SIMD_AVX2); }
+Test(simd_equiv, avx512) { run_path(RC_SIMD_AVX512); }
+Test(simd_equiv, neon) { run_path(RC_SIMD_NEON); }
+
+Test(simd_dispatch, override_and_errors) {
+    rc_kernels k;
+    recall_err err = {0};
+    cr_assert_eq(rc_simd_select("scalar", &k, &err), RECALL_OK);
+    cr_assert_str_eq(k.name, "scalar");
+    cr_assert_eq(rc_simd_select("sse9", &k, &err), RECALL_E_ARG);
+    for (int p = 0; p < RC_SIMD_COUNT; p++) {
+        recall_err e2 = {0};
+        recall_status s = rc_simd_select(rc_simd_name((rc_simd_path)p), &k, &e2);
+        if (rc_simd_available((rc_simd_path)p)) {
+            cr_assert_eq(s, RECALL_OK, "%s", e2.msg);
+            cr_assert_str_eq(k.name, rc_simd_name((rc_simd_path)p));
+        } else {
+            cr_assert_eq(s, RECALL_E_UNSUPPORTED, "unavailable path %s must be an error", rc_simd_name((rc_simd_path)p));
+        }
+    }
+    /* the environment override is honoured, and an unavailable request is an error */
+    setenv("RECALL_SIMD", "scalar", 1);
+    cr_assert_eq(rc_simd_select(NULL, &k, &err), RECALL_OK);
+    cr_assert_str_eq(k.name, "scalar");
+    setenv("RECALL_SIMD", "bogus", 1);
+    cr_assert_eq(rc_simd_select(NULL, &k, &err), RECALL_E_ARG);
+    unsetenv("RECALL_SIMD");
+    cr_assert_eq(rc_simd_select(NULL, &k, &err), RECALL_OK);
+#if defined(__x86_64__)
+    cr_assert(!rc_simd_available(RC_SIMD_NEON));
+#endif
+}

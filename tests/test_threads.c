@@ -1,0 +1,226 @@
+/* test_threads.c - determinism across execution contexts: worldA qwen2 logits / hidden states /
+ * gate q, pooler soft tokens and bert embeddings are memcmp-identical to the scalar
+ * single-thread reference for every available SIMD path at 1/2/3/4/7/16 threads, and
+ * token-by-token decode on a multi-threaded SIMD context equals the scalar prefill. A failure
+ * names the first differing float and both bit patterns. */
+#include "bert.h"
+#include "blob.h"
+#include "fixture.h"
+#include "pool.h"
+#include "pooler.h"
+#include "qwen2.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WA "tests/golden/worldA/"
+
+static const int thread_counts[] = {1, 2, 3, 4, 7, 16};
+
+static void expect_same(const float *got, const float *want, size_t n, const char *what) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a, b;
+        memcpy(&a, &got[i], 4);
+        memcpy(&b, &want[i], 4);
+        if (a != b) {
+            cr_assert_fail("%s: first difference at float %zu: got 0x%08x (%.9g) want 0x%08x (%.9g)", what, i, a,
+                           (double)got[i], b, (double)want[i]);
+        }
+    }
+}
+
+static rc_blob *open_blob(const char *weights) {
+    const char *p = fixture_worldA_blob(weights);
+    cr_assert(p, "cannot build the worldA %s blob", weights);
+    rc_blob *b = NULL;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(p, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    return b;
+}
+
+static rc_exec *exec_for(rc_simd_path path, int threads) {
+    rc_exec_opts o = {threads, rc_simd_name(path)};
+    rc_exec *e = NULL;
+    recall_err err = {0};
+    cr_assert_eq(rc_exec_open(&o, &e, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(e->threads, threads);
+    cr_assert_str_eq(e->k.name, rc_simd_name(path));
+    return e;
+}
+
+typedef struct {
+    float *logits, *hidden, *gq;
+    size_t nl, nh, ng;
+} qwen_out;
+
+static void qwen_run(rc_blob *b, const rc_exec *ex, const int32_t *ids, int T, int decode, qwen_out *o) {
+    recall_err err = {0};
+    rc_qwen2 *m = NULL;
+    cr_assert_eq(rc_qwen2_open_ex(b, T + 4, ex, &m, &err), RECALL_OK, "%s", err.msg);
+    const rc_qwen2_config *c = rc_qwen2_cfg(m);
+    o->nl = (size_t)T * c->vocab;
+    o->nh = (size_t)(c->layers + 1) * c->hidden;
+    o->ng = (size_t)c->n_gate * c->heads * c->head_dim;
+    o->logits = malloc(o->nl * 4);
+    o->hidden = malloc(o->nh * 4);
+    o->gq = malloc(o->ng * 4);
+    for (size_t i = 0; i < o->nl; i++) o->logits[i] = NAN;
+    if (!decode) {
+        rc_qwen2_fwd f = {.ids = ids, .n = T, .logits_all = o->logits, .hidden_last = o->hidden};
+        cr_assert_eq(rc_qwen2_forward(m, &f, &err), RECALL_OK, "%s", err.msg);
+    } else {
+        for (int t = 0; t < T; t++) {
+            rc_qwen2_fwd f = {.ids = ids + t, .n = 1, .logits_last = o->logits + (size_t)t * c->vocab,
+                              .hidden_last = o->hidden};
+            cr_assert_eq(rc_qwen2_forward(m, &f, &err), RECALL_OK, "%s", err.msg);
+        }
+    }
+    memcpy(o->gq, rc_qwen2_gate_q(m), o->ng * 4);
+    rc_qwen2_close(m);
+}
+
+static void qwen_free(qwen_out *o) {
+    free(o->logits);
+    free(o->hidden);
+    free(o->gq);
+}
+
+static void qwen_all_contexts(const char *weights) {
+    rc_blob *b = open_blob(weights);
+    size_t n;
+    int *ids_i = fixture_npz_i32(WA "qwen2_fp32.npz", "ids", &n);
+    cr_assert(n >= 8 && n <= 64);
+    int32_t ids[64];
+    for (size_t t = 0; t < n; t++) ids[t] = ids_i[t];
+    rc_exec *e0 = exec_for(RC_SIMD_SCALAR, 1);
+    qwen_out ref;
+    qwen_run(b, e0, ids, (int)n, 0, &ref);
+    int runs = 0;
+    for (int p = 0; p < RC_SIMD_COUNT; p++) {
+        if (!rc_simd_available((rc_simd_path)p)) continue;
+        for (size_t ti = 0; ti < sizeof thread_counts / sizeof thread_counts[0]; ti++) {
+            rc_exec *e = exec_for((rc_simd_path)p, thread_counts[ti]);
+            qwen_out got;
+            char what[96];
+            qwen_run(b, e, ids, (int)n, 0, &got);
+            snprintf(what, sizeof what, "qwen2 %s %s x%d logits", weights, e->k.name, e->threads);
+            expect_same(got.logits, ref.logits, ref.nl, what);
+            snprintf(what, sizeof what, "qwen2 %s %s x%d hidden", weights, e->k.name, e->threads);
+            expect_same(got.hidden, ref.hidden, ref.nh, what);
+            snprintf(what, sizeof what, "qwen2 %s %s x%d gate q", weights, e->k.name, e->threads);
+            expect_same(got.gq, ref.gq, ref.ng, what);
+            qwen_free(&got);
+            if (thread_counts[ti] == 3) { /* token-by-token decode == scalar one-shot prefill */
+                qwen_run(b, e, ids, (int)n, 1, &got);
+                snprintf(what, sizeof what, "qwen2 %s %s x3 decode vs scalar prefill", weights, e->k.name);
+                expect_same(got.logits, ref.logits, ref.nl, what);
+                expect_same(got.gq, ref.gq, ref.ng, what);
+                qwen_free(&got);
+            }
+            rc_exec_close(e);
+            runs++;
+        }
+    }
+    cr_assert_geq(runs, 6);
+    qwen_free(&ref);
+    rc_exec_close(e0);
+    free(ids_i);
+    rc_blob_close(b);
+}
+
+Test(threads_det, qwen2_f32_all_paths_and_threads) { qwen_all_contexts("f32"); }
+Test(threads_det, qwen2_nf4_all_paths_and_threads) { qwen_all_contexts("nf4"); }
+
+Test(threads_det, pooler_and_bert_all_paths_and_threads) {
+    rc_blob *b = open_blob("nf4");
+    recall_err err = {0};
+    rc_exec *e0 = exec_for(RC_SIMD_SCALAR, 1);
+    rc_pooler *p0 = NULL;
+    rc_bert *m0 = NULL;
+    cr_assert_eq(rc_pooler_open_ex(b, e0, &p0, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_bert_open_ex(b, e0, &m0, &err), RECALL_OK, "%s", err.msg);
+    const int H = rc_pooler_cfg(p0)->hidden, S = rc_pooler_cfg(p0)->n_sp, BH = rc_bert_cfg(m0)->hidden;
+    const int L = 70, NB = 40;
+    float *past = malloc((size_t)L * H * 4);
+    uint64_t s = 12345;
+    for (size_t i = 0; i < (size_t)L * H; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        past[i] = (float)((double)(s >> 40) / (double)(1ull << 24) - 0.5);
+    }
+    int32_t bids[40];
+    for (int i = 0; i < NB; i++) bids[i] = (int32_t)((i * 37 + 5) % rc_bert_cfg(m0)->vocab);
+    float *sp_ref = malloc((size_t)S * H * 4), *sp = malloc((size_t)S * H * 4);
+    float *emb_ref = malloc((size_t)BH * 4), *emb = malloc((size_t)BH * 4);
+    cr_assert_eq(rc_pooler_run(p0, past, L, sp_ref, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_bert_embed(m0, bids, NB, emb_ref, &err), RECALL_OK, "%s", err.msg);
+    for (int p = 0; p < RC_SIMD_COUNT; p++) {
+        if (!rc_simd_available((rc_simd_path)p)) continue;
+        for (size_t ti = 0; ti < sizeof thread_counts / sizeof thread_counts[0]; ti++) {
+            rc_exec *e = exec_for((rc_simd_path)p, thread_counts[ti]);
+            rc_pooler *pp = NULL;
+            rc_bert *mm = NULL;
+            cr_assert_eq(rc_pooler_open_ex(b, e, &pp, &err), RECALL_OK, "%s", err.msg);
+            cr_assert_eq(rc_bert_open_ex(b, e, &mm, &err), RECALL_OK, "%s", err.msg);
+            char what[80];
+            for (int rep = 0; rep < 2; rep++) { /* L = 0 then L = 70: scratch regrowth */
+                for (int i = 0; i < S * H; i++) sp[i] = NAN;
+                cr_assert_eq(rc_pooler_run(pp, rep ? past : NULL, rep ? L : 0, sp, &err), RECALL_OK, "%s", err.msg);
+            }
+            snprintf(what, sizeof what, "pooler %s x%d", e->k.name, e->threads);
+            expect_same(sp, sp_ref, (size_t)S * H, what);
+            for (int i = 0; i < BH; i++) emb[i] = NAN;
+            cr_assert_eq(rc_bert_embed(mm, bids, NB, emb, &err), RECALL_OK, "%s", err.msg);
+            snprintf(what, sizeof what, "bert %s x%d", e->k.name, e->threads);
+            expect_same(emb, emb_ref, (size_t)BH, what);
+            rc_pooler_close(pp);
+            rc_bert_close(mm);
+            rc_exec_close(e);
+        }
+    }
+    free(past);
+    free(sp_ref);
+    free(sp);
+    free(emb_ref);
+    free(emb);
+    rc_pooler_close(p0);
+    rc_bert_close(m0);
+    rc_exec_close(e0);
+    rc_blob_close(b);
+}
+
+/* the pool itself: every index of [0, n) visited exactly once, for awkward n / grain / threads */
+typedef struct {
+    int *hits;
+} pool_ctx;
+
+static void mark(void *ctx, int64_t b, int64_t e, int worker) {
+    pool_ctx *c = ctx;
+    (void)worker;
+    for (int64_t i = b; i < e; i++) c->hits[i]++;
+}
+
+Test(threads_pool, covers_every_index_once) {
+    for (size_t ti = 0; ti < sizeof thread_counts / sizeof thread_counts[0]; ti++) {
+        rc_pool *p = NULL;
+        recall_err err = {0};
+        cr_assert_eq(rc_pool_create(thread_counts[ti], &p, &err), RECALL_OK, "%s", err.msg);
+        static const int64_t ns[] = {1, 2, 15, 16, 17, 100, 1000, 151936};
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+            for (int64_t grain = 1; grain <= 32; grain *= 4) {
+                int *hits = calloc((size_t)ns[k], sizeof(int));
+                pool_ctx c = {hits};
+                for (int rep = 0; rep < 3; rep++) rc_pool_for(p, ns[k], grain, mark, &c);
+                for (int64_t i = 0; i < ns[k]; i++)
+                    cr_assert_eq(hits[i], 3, "threads %d n %lld grain %lld: index %lld hit %d times",
+                                 thread_counts[ti], (long long)ns[k], (long long)grain, (long long)i, hits[i]);
+                free(hits);
+            }
+        rc_pool_destroy(p);
+    }
+    rc_pool *bad = NULL;
+    recall_err err = {0};
+    cr_assert_eq(rc_pool_create(0, &bad, &err), RECALL_E_ARG);
+}
