@@ -6,7 +6,7 @@
  */
 #include "bench.h"
 #include "blob.h"
-#include "recall.h"
+#include "recall_loop.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -48,7 +48,7 @@ uint32_t rc_pyrandom_below(rc_pyrandom *r, uint32_t n); /* random._randbelow(n),
 
 
 /* ---- running a problem through the recall loop ------------------------------------------- */
-#include "recall.h"
+#include "recall_loop.h"
 
 struct rc_bpe;
 

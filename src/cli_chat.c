@@ -8,7 +8,7 @@
 #include "bench.h"
 #include "blob.h"
 #include "cli.h"
-#include "recall.h"
+#include "recall_loop.h"
 #include "session.h"
 #include "tokenize_bpe.h"
 

@@ -12,7 +12,7 @@
 #include "bench.h"
 #include "blob.h"
 #include "cli.h"
-#include "recall.h"
+#include "recall_loop.h"
 #include "tokenize_bpe.h"
 
 #include <ctype.h>

@@ -1,5 +1,5 @@
-/* recall.c - the recall loop, one turn at a time (recall.h; RECALL_SPEC §3). */
-#include "recall.h"
+/* recall.c - the recall loop, one turn at a time (recall_loop.h; RECALL_SPEC §3). */
+#include "recall_loop.h"
 
 #include "heads.h"
 #include "pooler.h"

@@ -10,7 +10,7 @@
 #include "blob.h"
 #include "fixture.h"
 #include "json.h"
-#include "recall.h"
+#include "recall_loop.h"
 #include "session.h"
 #include "tokenize_bpe.h"
 

@@ -7,7 +7,7 @@
 #include "blob.h"
 #include "fixture.h"
 #include "json.h"
-#include "recall.h"
+#include "recall_loop.h"
 
 #include <criterion/criterion.h>
 #include <math.h>

@@ -8,7 +8,7 @@
 #include "bench.h"
 #include "blob.h"
 #include "fixture.h"
-#include "recall.h"
+#include "recall_loop.h"
 
 #include <criterion/criterion.h>
 #include <math.h>

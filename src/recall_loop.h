@@ -1,4 +1,4 @@
-/* recall.h - the recall loop (RECALL_SPEC §3): one assistant turn from the whole conversation.
+/* recall_loop.h - the recall loop (RECALL_SPEC §3): one assistant turn from the whole conversation.
  *
  * Per turn (nothing but token ids survives between turns):
  *   prime: [BOS] through the model; it stays at cache position 0 (MQ = 1).
@@ -20,8 +20,8 @@
  * nothing but token ids is ever persisted).
  * Arms: SP (no recall), RC_bge (recall), FULL (no eviction, the whole history in the window).
  */
-#ifndef RECALL_RECALL_H
-#define RECALL_RECALL_H
+#ifndef RECALL_RECALL_LOOP_H
+#define RECALL_RECALL_LOOP_H
 
 #include "blob.h"
 #include "status.h"
