@@ -39,7 +39,9 @@ TEST_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 FUZZ_SRC = $(wildcard fuzz/fuzz_*.c)
 DEPS     = $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 
-.PHONY: all help test demo clean fuzz-smoke synth bench cross-test-aarch64
+.PHONY: all help test demo clean fuzz-smoke synth bench cross-test-aarch64 shared install api-example \
+  test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
+  cross-test-s390x fuzz
 all: recall $(BUILD)/librecall.a
 
 help:
@@ -51,6 +53,14 @@ help:
 	@echo "  bench       kernel + model benchmarks (checked bitwise vs scalar) on the synth blob"
 	@echo "  cross-test-aarch64  NEON kernels vs scalar: Debian cross gcc + qemu-aarch64-static"
 	@echo "  fuzz-smoke  build the libFuzzer targets with clang + ASan/UBSan and run each briefly"
+	@echo "  fuzz        every fuzz target for FUZZ_TIME seconds (default 600) on its committed corpus"
+	@echo "  shared      build/librecall.so (objects built with -fPIC under build/pic) and build/recall.pc"
+	@echo "  install     recall, include/recall/{recall.h,status.h}, librecall.{a,so}, pkgconfig/recall.pc"
+	@echo "              into DESTDIR/PREFIX (PREFIX=/usr/local)"
+	@echo "  api-example tests/api_example.c (public API only, librecall.a) on worldA vs the loop golden"
+	@echo "  test-nothreads / test-nommap  the suite built with -DRECALL_NO_THREADS / -DRECALL_NO_MMAP"
+	@echo "  asan / ubsan / tsan  the suite under a sanitizer (SAN_CC=clang), each in build-<name>/"
+	@echo "  cross-test  aarch64 (NEON), armhf, riscv64 under qemu-user + the big-endian s390x refusal"
 	@echo "  clean       remove build outputs"
 	@echo "variables: CC=gcc|clang OPT=-O2 EXTRA_CFLAGS=..."
 
@@ -62,15 +72,108 @@ $(BUILD)/librecall.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-recall: $(CLI_OBJ) $(BUILD)/librecall.a
+# RECALL_BIN: the CLI binary. Build variants put theirs under their BUILD dir and run the suite in
+# a shadow root (see VARIANT_RUN) so that ./recall at the top stays the native build.
+RECALL_BIN ?= recall
+$(RECALL_BIN): $(CLI_OBJ) $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/run_tests: $(TEST_OBJ) $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(TEST_LDLIBS) $(LDLIBS)
 
-# Tests run from the repository root (fixtures live in tests/golden).
-test: recall $(BUILD)/run_tests
+# Tests run from the repository root (fixtures live in tests/golden). After the Criterion suite,
+# the public-API example runs one worldA turn through librecall.a and checks it against the golden.
+test: $(RECALL_BIN) $(BUILD)/run_tests $(BUILD)/api_example $(BUILD)/worldA-f32.blob
 	./$(BUILD)/run_tests $(TEST_ARGS)
+	./$(BUILD)/api_example $(BUILD)/worldA-f32.blob $(WORLDA)/loop_A_seed0_faithful_fp32.json
+
+# ---- public library: shared object, pkg-config file, install, the API example ------------------
+PREFIX  ?= /usr/local
+DESTDIR ?=
+LIBDIR  ?= $(PREFIX)/lib
+INCDIR  ?= $(PREFIX)/include
+VERSION  = 0.1.0
+API_HEADERS = src/recall.h src/status.h
+# The shared object links position-independent copies of the library objects (build/pic/).
+$(BUILD)/librecall.so: $(LIB_SRC)
+	+$(MAKE) --no-print-directory BUILD=$(BUILD)/pic EXTRA_CFLAGS="$(EXTRA_CFLAGS) -fPIC" $(BUILD)/pic/librecall.a
+	$(CC) -shared -Wl,-soname,librecall.so.0 -o $@ -Wl,--whole-archive $(BUILD)/pic/librecall.a \
+	  -Wl,--no-whole-archive $(LDLIBS)
+$(BUILD)/recall.pc: recall.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' \
+	  -e 's|@VERSION@|$(VERSION)|g' $< > $@
+shared: $(BUILD)/librecall.so $(BUILD)/recall.pc
+install: recall $(BUILD)/librecall.a $(BUILD)/librecall.so $(BUILD)/recall.pc
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(INCDIR)/recall $(DESTDIR)$(LIBDIR)/pkgconfig
+	install -m 755 recall $(DESTDIR)$(PREFIX)/bin/recall
+	install -m 644 $(API_HEADERS) $(DESTDIR)$(INCDIR)/recall/
+	install -m 644 $(BUILD)/librecall.a $(DESTDIR)$(LIBDIR)/librecall.a
+	install -m 755 $(BUILD)/librecall.so $(DESTDIR)$(LIBDIR)/librecall.so.$(VERSION)
+	ln -sf librecall.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librecall.so.0
+	ln -sf librecall.so.0 $(DESTDIR)$(LIBDIR)/librecall.so
+	install -m 644 $(BUILD)/recall.pc $(DESTDIR)$(LIBDIR)/pkgconfig/recall.pc
+
+# A user's program: only "recall.h" (src/ is where it lives in the tree) and librecall.a.
+$(BUILD)/api_example: tests/api_example.c $(BUILD)/librecall.a src/recall.h src/status.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(OPT) -g $(WARN) $(EXTRA_CFLAGS) $(CFLAGS) -Isrc -DRC_API_EXAMPLE_MAIN -o $@ $< \
+	  $(BUILD)/librecall.a $(LDLIBS)
+$(BUILD)/worldA-f32.blob: $(RECALL_BIN)
+	./$(RECALL_BIN) convert --qwen2 $(WORLDA)/qwen2 --bge $(WORLDA)/bge --pooler $(WORLDA)/pooler.pt \
+	  --gate $(WORLDA)/gate.npz --bridge $(WORLDA)/bge_head.npz --quiet -o $@
+api-example: $(BUILD)/api_example $(BUILD)/worldA-f32.blob
+	./$(BUILD)/api_example $(BUILD)/worldA-f32.blob $(WORLDA)/loop_A_seed0_faithful_fp32.json
+
+# ---- build variants, each running the whole suite ----------------------------------------------
+# VARIANT_RUN(dir, extra make args): builds ./recall, the suite and the API example under dir, then
+# runs them in dir/root, a shadow of the repo root (tests -> the real tests/, recall -> dir/recall,
+# build/ its own, so fixtures are converted by the variant's own code).
+define VARIANT_RUN
+	+$(MAKE) --no-print-directory BUILD=$(1) RECALL_BIN=$(1)/recall $(2) $(1)/recall $(1)/run_tests $(1)/api_example
+	@mkdir -p $(1)/root/build
+	@ln -sfn $(CURDIR)/tests $(1)/root/tests
+	@ln -sfn $(CURDIR)/$(1)/recall $(1)/root/recall
+	cd $(1)/root && $(SAN_ENV) $(CURDIR)/$(1)/run_tests $(TEST_ARGS)
+	cd $(1)/root && ./recall convert --qwen2 tests/golden/worldA/qwen2 --bge tests/golden/worldA/bge \
+	  --pooler tests/golden/worldA/pooler.pt --gate tests/golden/worldA/gate.npz \
+	  --bridge tests/golden/worldA/bge_head.npz --quiet -o build/worldA-f32.blob
+	cd $(1)/root && $(SAN_ENV) $(CURDIR)/$(1)/api_example build/worldA-f32.blob \
+	  tests/golden/worldA/loop_A_seed0_faithful_fp32.json
+endef
+test-nothreads:
+	$(call VARIANT_RUN,build-nothreads,EXTRA_CFLAGS=-DRECALL_NO_THREADS)
+	@! nm build-nothreads/librecall.a | grep -w 'U pthread_[a-z_]*' || \
+	  (echo "librecall.a still calls pthreads with -DRECALL_NO_THREADS"; exit 1)
+test-nommap:
+	$(call VARIANT_RUN,build-nommap,EXTRA_CFLAGS=-DRECALL_NO_MMAP)
+	@! nm build-nommap/librecall.a | grep -w 'U mmap' || \
+	  (echo "librecall.a still calls mmap with -DRECALL_NO_MMAP"; exit 1)
+SAN_CC ?= clang
+SAN_OPT = OPT=-O1 FMA_FLAG= CC=$(SAN_CC)
+asan: SAN_ENV = ASAN_OPTIONS=detect_leaks=1
+asan:
+	$(call VARIANT_RUN,build-asan,$(SAN_OPT) EXTRA_CFLAGS="-fsanitize=address -fno-omit-frame-pointer")
+# (a variable: a literal comma would split the $(call) arguments)
+UBSAN_FLAGS = -fsanitize=undefined,float-cast-overflow -fno-sanitize-recover=all
+ubsan: SAN_ENV = UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ubsan:
+	$(call VARIANT_RUN,build-ubsan,$(SAN_OPT) EXTRA_CFLAGS="$(UBSAN_FLAGS)")
+# TSan: Criterion's process arena cannot start under TSan ("Could not initialize inheritable
+# arena"), so the TSan check is standalone: the CLI converter and the public-API example (the
+# whole golden worldA turn, every model on the thread pool) at 2 and 4 threads.
+tsan:
+	+$(MAKE) --no-print-directory BUILD=build-tsan RECALL_BIN=build-tsan/recall $(SAN_OPT) \
+	  EXTRA_CFLAGS="-fsanitize=thread" build-tsan/recall build-tsan/api_example
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/recall convert --qwen2 $(WORLDA)/qwen2 --bge $(WORLDA)/bge \
+	  --pooler $(WORLDA)/pooler.pt --gate $(WORLDA)/gate.npz --bridge $(WORLDA)/bge_head.npz --weights nf4 \
+	  --quiet -o build-tsan/worldA-nf4.blob
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/recall convert --qwen2 $(WORLDA)/qwen2 --bge $(WORLDA)/bge \
+	  --pooler $(WORLDA)/pooler.pt --gate $(WORLDA)/gate.npz --bridge $(WORLDA)/bge_head.npz \
+	  --quiet -o build-tsan/worldA-f32.blob
+	for t in 2 4; do TSAN_OPTIONS=halt_on_error=1 RECALL_THREADS=$$t build-tsan/api_example \
+	  build-tsan/worldA-f32.blob $(GOLDEN_LOOP) || exit 1; done
+sanitize: asan ubsan tsan
 
 # The main job on the bundled tiny model: convert worldA, then replay benchmark problem 0 through
 # the recall loop (faithful mode), writing the trace that tests/golden/worldA/ holds as a golden.
@@ -103,29 +206,86 @@ $(BUILD)/bench: bench/bench.c $(BUILD)/librecall.a
 bench: $(BUILD)/bench
 	./$(BUILD)/bench $(BENCH_ARGS)
 
-# NEON path: cross-compile the library + the standalone kernel self-test (no Criterion on arm64)
-# and run it under qemu (timings there mean nothing).
-CROSS_CC ?= aarch64-linux-gnu-gcc
-QEMU_AARCH64 ?= qemu-aarch64-static
-cross-test-aarch64:
-	$(MAKE) --no-print-directory CC=$(CROSS_CC) FMA_FLAG= BUILD=$(BUILD)/aarch64 $(BUILD)/aarch64/librecall.a
-	$(CROSS_CC) $(CSTD) $(OPT) $(WARN) $(FPFLAGS) $(DEFS) $(INC) -DRC_SELFTEST_MAIN -o $(BUILD)/aarch64/simd_selftest \
-	  tests/simd_selftest.c $(BUILD)/aarch64/librecall.a $(LDLIBS)
-	$(QEMU_AARCH64) -L /usr/aarch64-linux-gnu $(BUILD)/aarch64/simd_selftest
+# Cross builds (Debian's cross gcc + qemu-user; timings there mean nothing). Each builds the library,
+# the standalone SIMD kernel self-test (no Criterion on the target) and the public-API example, and
+# runs both under qemu: the self-test checks every kernel of the target's paths bitwise against
+# scalar; the example (blob converted on the build host) checks the tokenizer round trip and the
+# API's error values, and forwards the first CROSS_N ids of the worldA golden conversation, whose
+# logits must be bitwise those of the native build (which passed the full golden turn; a whole
+# turn takes minutes to hours under qemu). aarch64 checks NEON and scalar; armhf (32-bit) and
+# riscv64 are scalar. s390x (big-endian) must refuse the little-endian blob with a clear message.
+# Packages: gcc-<triple> libc6-dev-<arch>-cross qemu-user-static.
+CROSS_BUILD ?= build-cross
+CROSS_N     ?= 48
+GOLDEN_LOOP  = $(WORLDA)/loop_A_seed0_faithful_fp32.json
+$(BUILD)/worldA-logits.bin: $(BUILD)/api_example $(BUILD)/worldA-f32.blob
+	./$(BUILD)/api_example $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP) --write-logits $@ $(CROSS_N)
+define CROSS_BUILD_LIB
+	+$(MAKE) --no-print-directory CC=$(2)-gcc FMA_FLAG= BUILD=$(CROSS_BUILD)/$(1) $(CROSS_BUILD)/$(1)/librecall.a \
+	  $(CROSS_BUILD)/$(1)/api_example
+	$(2)-gcc $(CSTD) $(OPT) $(WARN) $(FPFLAGS) $(DEFS) $(INC) -DRC_SELFTEST_MAIN -o $(CROSS_BUILD)/$(1)/simd_selftest \
+	  tests/simd_selftest.c $(CROSS_BUILD)/$(1)/librecall.a $(LDLIBS)
+endef
+define CROSS_RUN
+	$(call CROSS_BUILD_LIB,$(1),$(2))
+	$(3) -L /usr/$(2) $(CROSS_BUILD)/$(1)/simd_selftest
+	$(3) -L /usr/$(2) $(CROSS_BUILD)/$(1)/api_example $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP) \
+	  --check-logits $(BUILD)/worldA-logits.bin $(CROSS_N)
+endef
+cross-test-aarch64: $(BUILD)/worldA-f32.blob $(BUILD)/worldA-logits.bin
+	$(call CROSS_RUN,aarch64,aarch64-linux-gnu,qemu-aarch64-static)
+	RECALL_SIMD=scalar qemu-aarch64-static -L /usr/aarch64-linux-gnu $(CROSS_BUILD)/aarch64/api_example \
+	  $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP) --check-logits $(BUILD)/worldA-logits.bin $(CROSS_N)
+	@# CROSS_FULL=1: also the whole golden turn on NEON (about 1.5 min under qemu-aarch64)
+	$(if $(CROSS_FULL),qemu-aarch64-static -L /usr/aarch64-linux-gnu $(CROSS_BUILD)/aarch64/api_example \
+	  $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP))
+cross-test-armhf: $(BUILD)/worldA-f32.blob $(BUILD)/worldA-logits.bin
+	$(call CROSS_RUN,armhf,arm-linux-gnueabihf,qemu-arm-static)
+cross-test-riscv64: $(BUILD)/worldA-f32.blob $(BUILD)/worldA-logits.bin
+	$(call CROSS_RUN,riscv64,riscv64-linux-gnu,qemu-riscv64-static)
+# Big-endian: the example must fail at recall_open with the loader's byte-order message.
+cross-test-s390x: $(BUILD)/worldA-f32.blob
+	$(call CROSS_BUILD_LIB,s390x,s390x-linux-gnu)
+	@out=$$(qemu-s390x-static -L /usr/s390x-linux-gnu $(CROSS_BUILD)/s390x/api_example $(BUILD)/worldA-f32.blob \
+	  $(GOLDEN_LOOP) 2>&1); rc=$$?; echo "$$out"; \
+	  if [ $$rc -ne 0 ] && echo "$$out" | grep -q "big-endian hosts are not supported"; then \
+	    echo "s390x: blob refused with the byte-order message (as promised)"; \
+	  else echo "s390x: expected a refusal naming the byte order (exit $$rc)"; exit 1; fi
+cross-test: cross-test-aarch64 cross-test-armhf cross-test-riscv64 cross-test-s390x
 
 FUZZ_CC    ?= clang
 FUZZ_FLAGS  = $(CSTD) -O1 -g $(FPFLAGS) $(DEFS) $(INC) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TIME  ?= 20
-fuzz-smoke:
-	@mkdir -p $(BUILD)/fuzz
+FUZZ_BIN    = $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+# One fuzzer binary per fuzz/fuzz_<name>.c, all linked with one copy of the library built with
+# coverage + ASan + UBSan instrumentation (build/fuzzlib).
+$(BUILD)/fuzzlib/librecall.a: $(LIB_SRC)
+	+$(MAKE) --no-print-directory BUILD=$(BUILD)/fuzzlib CC=$(FUZZ_CC) OPT=-O1 FMA_FLAG= \
+	  EXTRA_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" $@
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(BUILD)/fuzzlib/librecall.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(BUILD)/fuzzlib/librecall.a -lm -lpthread
+# FUZZ_RUN(time): every target for `time` seconds; new inputs go to build/fuzz/corpus-<name>, the
+# committed seeds (fuzz/corpus/<name>) are read only. A crash stops the run and leaves
+# crash-<sha> in build/fuzz/ (turn it into a regression test).
+define FUZZ_RUN
 	@set -e; for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
-	  echo "== $$n"; \
-	  $(FUZZ_CC) $(FUZZ_FLAGS) -o $(BUILD)/fuzz/$$n $$f $(LIB_SRC) -lm -lpthread; \
+	  echo "== $$n ($(1) s)"; \
 	  mkdir -p $(BUILD)/fuzz/corpus-$$n; \
 	  seeds=""; [ -d fuzz/corpus/$$n ] && seeds=fuzz/corpus/$$n; \
-	  $(BUILD)/fuzz/$$n -max_total_time=$(FUZZ_TIME) -rss_limit_mb=2048 $(BUILD)/fuzz/corpus-$$n $$seeds; \
+	  $(BUILD)/fuzz/$$n -max_total_time=$(1) -rss_limit_mb=2048 -artifact_prefix=$(BUILD)/fuzz/ \
+	    -print_final_stats=1 $(BUILD)/fuzz/corpus-$$n $$seeds 2>&1 | grep -E "^(stat::number_of_executed_units|stat::new_units_added|==|INFO: seed corpus)|ERROR|SUMMARY" || true; \
+	  test -z "$$(ls $(BUILD)/fuzz/crash-* $(BUILD)/fuzz/leak-* $(BUILD)/fuzz/timeout-* $(BUILD)/fuzz/oom-* 2>/dev/null)" || \
+	    { echo "$$n: crash artifact in $(BUILD)/fuzz/"; exit 1; }; \
 	done
+endef
+fuzz-smoke: $(FUZZ_BIN)
+	$(call FUZZ_RUN,$(FUZZ_TIME))
+# The fixed-budget run (default 10 minutes per target).
+fuzz: FUZZ_TIME = 600
+fuzz: $(FUZZ_BIN)
+	$(call FUZZ_RUN,$(FUZZ_TIME))
 
 clean:
 	rm -rf $(BUILD) recall

@@ -6,7 +6,7 @@
  *   decode tok/s and prefill tok/s (512 rows) on the synthetic 1.5B nf4 blob, 1 and 2 threads;
  *   bge-base encode of one 128-token block (ms); one recall rebuild (pooler over 256 injected
  *     rows + a forward of [SP 32][injected 256][window 512] = 800 rows) (ms).
- * usage: bench [blob] [--quick] (blob default build/synth/r1-1.5b-nf4.blob; made by `make synth`).
+ * usage: bench [blob] [--quick] [--kernels-only | --models-only | --micro] (blob default build/synth/r1-1.5b-nf4.blob; made by `make synth`).
  * RECALL_BENCH_PATHS=avx2,avx512 restricts the SIMD paths timed. */
 #include "bert.h"
 #include "blob.h"
@@ -191,6 +191,141 @@ static void nf4_matvec(void) {
     printf("\n");
 }
 
+/* ---- micro-benchmark (--micro): the matmul kernel alone, 1 thread, min of N calls (thread CPU time) ----
+ * nf4 8960x1536 and 1536x8960 at nt = 1 (decode), 4, 8, 32 (prefill chunks), and a bf16 32768x1536 matvec
+ * (lm_head-like, 100 MB: streamed), and an f32 3072x768 matmul of 128 inputs (bge-base ffn). RECALL_MICRO_NT=1,16,64 picks other nt. Every path's output is first compared bitwise with the
+ * scalar path. Prints weights/ns (rows*cols / time) and GFLOP/s (2*rows*cols*nt / time). */
+
+/* CPU time of this thread: on a shared machine, time spent descheduled does not count */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void micro_one(const char *label, const rc_mat *w, int nt, int reps) {
+    const size_t rows = (size_t)w->rows, cols = (size_t)w->cols;
+    float *X = malloc(cols * (size_t)nt * sizeof(float)), *bias = malloc(rows * sizeof(float));
+    float *y0 = malloc(rows * (size_t)nt * sizeof(float)), *y = malloc(rows * (size_t)nt * sizeof(float));
+    if (!X || !bias || !y0 || !y) die("out of memory", NULL);
+    for (size_t i = 0; i < cols * (size_t)nt; i++) X[i] = (float)((i * 7919) % 2001 - 1000) * 0.001f;
+    for (size_t i = 0; i < rows; i++) bias[i] = (float)(i % 13) * 0.01f;
+    rc_kernels ks, k;
+    recall_err err = {0};
+    if (rc_simd_select("scalar", &ks, &err)) die("simd", &err);
+    ks.matmul(w, bias, X, cols, nt, y0, rows, 0, (int64_t)rows);
+    for (int p = 1; p < RC_SIMD_COUNT; p++) {
+        if (!path_wanted((rc_simd_path)p)) continue;
+        if (rc_simd_select(rc_simd_name((rc_simd_path)p), &k, &err)) die("simd", &err);
+        memset(y, 0, rows * (size_t)nt * sizeof(float));
+        k.matmul(w, bias, X, cols, nt, y, rows, 0, (int64_t)rows);
+        if (!same_bits(y, y0, rows * (size_t)nt, label)) exit(1);
+        double best = 1e30;
+        for (int r = 0; r < reps; r++) {
+            double t0 = cpu_now();
+            k.matmul(w, bias, X, cols, nt, y, rows, 0, (int64_t)rows);
+            double dt = cpu_now() - t0;
+            if (dt < best) best = dt;
+        }
+        printf("%-22s nt=%-3d %-7s %9.1f us %7.2f weights/ns %7.1f GFLOP/s\n", label, nt, k.name, best * 1e6,
+               (double)(rows * cols) / best * 1e-9, 2.0 * (double)(rows * cols) * nt / best * 1e-9);
+    }
+    free(X);
+    free(bias);
+    free(y0);
+    free(y);
+}
+
+/* nf4 8960x1536 matvec streamed from memory: each call a different one of 32 copies (220 MB),
+ * mean thread CPU time per call (decode reads every weight once per token, from DRAM). */
+static void micro_stream(void) {
+    const int64_t rows = 8960, cols = 1536;
+    const size_t n = (size_t)(rows * cols), copies = 32;
+    uint8_t *codes = malloc(n / 2 * copies);
+    float *absmax = malloc(n / 64 * copies * sizeof(float)), *x = malloc((size_t)cols * sizeof(float));
+    float *y0 = malloc((size_t)rows * sizeof(float)), *y = malloc((size_t)rows * sizeof(float));
+    if (!codes || !absmax || !x || !y0 || !y) die("out of memory", NULL);
+    uint64_t st = 11;
+    for (size_t i = 0; i < n / 2 * copies; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        codes[i] = (uint8_t)(st >> 56);
+    }
+    for (size_t i = 0; i < n / 64 * copies; i++) absmax[i] = 0.01f + (float)(i % 97) * 0.001f;
+    for (int64_t i = 0; i < cols; i++) x[i] = (float)((i * 7919) % 2001 - 1000) * 0.001f;
+    rc_kernels ks, k;
+    recall_err err = {0};
+    if (rc_simd_select("scalar", &ks, &err)) die("simd", &err);
+    rc_mat w0 = {RC_DT_NF4, codes, absmax, rows, cols};
+    ks.matmul(&w0, NULL, x, (size_t)cols, 1, y0, (size_t)rows, 0, rows);
+    for (int p = 1; p < RC_SIMD_COUNT; p++) {
+        if (!path_wanted((rc_simd_path)p)) continue;
+        if (rc_simd_select(rc_simd_name((rc_simd_path)p), &k, &err)) die("simd", &err);
+        k.matmul(&w0, NULL, x, (size_t)cols, 1, y, (size_t)rows, 0, rows);
+        if (!same_bits(y, y0, (size_t)rows, "nf4 streamed")) exit(1);
+        double tot = 0.0;
+        for (size_t c = 1; c < copies * 2; c++) {
+            rc_mat wc = {RC_DT_NF4, codes + (c % copies) * (n / 2), absmax + (c % copies) * (n / 64), rows, cols};
+            double t0 = cpu_now();
+            k.matmul(&wc, NULL, x, (size_t)cols, 1, y, (size_t)rows, 0, rows);
+            tot += cpu_now() - t0;
+        }
+        const double per = tot / (double)(copies * 2 - 1);
+        printf("%-22s nt=1   %-7s %9.1f us %7.2f weights/ns %7.1f GB/s (codes + absmax)\n", "nf4 8960x1536 DRAM",
+               k.name, per * 1e6, (double)n / per * 1e-9, (double)(n / 2 + n / 16) / per * 1e-9);
+    }
+    free(codes);
+    free(absmax);
+    free(x);
+    free(y0);
+    free(y);
+}
+
+static void micro(void) {
+    micro_stream();
+    const int64_t rows = 8960, cols = 1536;
+    const size_t n = (size_t)(rows * cols);
+    uint8_t *codes = malloc(n / 2);
+    float *absmax = malloc(n / 64 * sizeof(float));
+    const size_t bn = (size_t)32768 * 1536;
+    uint16_t *bf = malloc(bn * sizeof(uint16_t));
+    if (!codes || !absmax || !bf) die("out of memory", NULL);
+    uint64_t st = 7;
+    for (size_t i = 0; i < n / 2; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        codes[i] = (uint8_t)(st >> 56);
+    }
+    for (size_t i = 0; i < n / 64; i++) absmax[i] = 0.01f + (float)(i % 97) * 0.001f;
+    for (size_t i = 0; i < bn; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        bf[i] = (uint16_t)(0x3c00 + ((st >> 40) & 0x7ff) - ((st >> 60) & 1) * 0x8000u); /* |v| ~ 2^-7..2^-3, both signs */
+    }
+    rc_mat w = {RC_DT_NF4, codes, absmax, rows, cols};
+    int nts[16] = {1, 4, 8, 32}, nnt = 4;
+    const char *env = getenv("RECALL_MICRO_NT"); /* e.g. "1,16,64" */
+    if (env && *env) {
+        nnt = 0;
+        for (const char *c = env; *c && nnt < 16; c = strchr(c, ',') ? strchr(c, ',') + 1 : c + strlen(c)) {
+            int v = atoi(c);
+            if (v > 0 && v <= 512) nts[nnt++] = v;
+        }
+    }
+    for (int i = 0; i < nnt; i++) micro_one("nf4 8960x1536", &w, nts[i], nts[i] == 1 ? 40 : nts[i] >= 32 ? 4 : 10);
+    rc_mat wd = {RC_DT_NF4, codes, absmax, 1536, 8960}; /* the same codes as a down_proj shape */
+    for (int i = 0; i < nnt; i++) micro_one("nf4 1536x8960", &wd, nts[i], nts[i] == 1 ? 40 : nts[i] >= 32 ? 4 : 10);
+    rc_mat wb = {RC_DT_BF16, bf, NULL, 32768, 1536};
+    micro_one("bf16 32768x1536", &wb, 1, 10);
+    /* bge-base ffn shape, f32 weights, one 128-token block (the weights: any 9.4 MB of floats) */
+    float *wf = malloc((size_t)3072 * 768 * sizeof(float));
+    if (!wf) die("out of memory", NULL);
+    for (size_t i = 0; i < (size_t)3072 * 768; i++) wf[i] = (float)((i * 2654435761u) % 2001) * 1e-4f - 0.1f;
+    rc_mat wff = {RC_DT_F32, wf, NULL, 3072, 768};
+    micro_one("f32 3072x768", &wff, 128, 4);
+    free(wf);
+    free(codes);
+    free(absmax);
+    free(bf);
+}
+
 /* ---- model benchmarks on the synthetic blob ---- */
 
 static void model_bench(const char *path, int quick) {
@@ -331,6 +466,10 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--kernels-only")) models = 0;
         else if (!strcmp(argv[i], "--models-only")) kernels = 0;
+        else if (!strcmp(argv[i], "--micro")) {
+            micro();
+            return 0;
+        }
         else path = argv[i];
     }
     machine();

@@ -8,6 +8,16 @@
  * sign bit; two vpermps look the codebook halves up (tables pre-multiplied by the block's absmax:
  * the same single fp32 product as the reference) and vblendvps picks the half. No branches.
  * f16 weights and nf4 rows whose length is not a multiple of 16 use the scalar reference.
+ *
+ * matmul loop nest (none of it changes an output's order, only when it is computed):
+ *   weight rows in L2-sized panels > input tiles of 4 rows (kept in L1) > weight rows > columns;
+ *   each decoded weight vector feeds 4 inputs from a register (8 ymm accumulators). One input
+ *   (decode): 2 nf4 rows or 4 bf16/f32 rows at once (independent FMA chains). Measured here:
+ *   larger tiles (2x3, 1x5, 1x6, 2x2 rows x inputs, or a 64-weight L1 decode buffer) were slower:
+ *   16 ymm registers do not hold more accumulators next to the nf4 tables; software prefetch
+ *   did not help (the AVX2 nf4 decode is bound by its 5 shuffle/shift uops per 8 weights);
+ *   nor did 8 inputs in two passes of 8 lanes each (one decode per 8 FMAs, but twice the x
+ *   traffic: 60 vs 65 GFLOP/s, 36 vs 63 at 8960 columns).
  */
 #include "simd.h"
 
@@ -141,9 +151,12 @@ AINLINE float value_at(const rc_mat *w, rc_dtype dt, size_t e) {
 }
 
 /* NR weight rows (r .. r+NR-1) x NT input rows; every output keeps its own 16 canonical lanes
- * (two ymm). Several weight rows give a single input row independent FMA chains. */
-AINLINE void row_block(const rc_mat *w, rc_dtype dt, const int NR, const int NT, int64_t r, const float *X, size_t ldx,
-                       const float *bias, float *Y, size_t ldy) {
+ * (two ymm), so each decoded weight vector is reused NT times from a register without changing
+ * any output's order. Several weight rows give a single input row independent FMA chains.
+ * A64: nf4 with cols % 64 == 0, so every row starts a 64-block: the block's tables are built
+ * once per 64 columns without a test per 16 columns. */
+AINLINE void row_block(const rc_mat *w, rc_dtype dt, const int NR, const int NT, const int A64, int64_t r,
+                       const float *X, size_t ldx, const float *bias, float *Y, size_t ldy) {
     const size_t n = (size_t)w->cols;
     __m256 a0[4][4], a1[4][4];
     nf4_state ns[4];
@@ -154,9 +167,38 @@ AINLINE void row_block(const rc_mat *w, rc_dtype dt, const int NR, const int NT,
         for (int t = 0; t < NT; t++) a0[q][t] = a1[q][t] = _mm256_setzero_ps();
     }
     size_t i = 0;
+    if (A64) {
+        const uint8_t *codes = (const uint8_t *)w->data;
+        for (; i + 64 <= n; i += 64) {
+            RC_UNROLL
+            for (int q = 0; q < NR; q++) {
+                __m256 am = _mm256_set1_ps(w->absmax[((size_t)(r + q) * n + i) >> 6]);
+                ns[q].t_lo = _mm256_mul_ps(ns[q].cb_lo, am);
+                ns[q].t_hi = _mm256_mul_ps(ns[q].cb_hi, am);
+            }
+            RC_UNROLL
+            for (int s = 0; s < 4; s++)
+                RC_UNROLL
+                for (int q = 0; q < NR; q++) {
+                    const uint8_t *p = codes + (((size_t)(r + q) * n + i) >> 1) + 8 * s;
+                    uint32_t u0, u1;
+                    memcpy(&u0, p, 4);
+                    memcpy(&u1, p + 4, 4);
+                    const __m256 w0 = nf4_lookup8(&ns[q], u0), w1 = nf4_lookup8(&ns[q], u1);
+                    RC_UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        const float *x = X + (size_t)t * ldx + i + 16 * s;
+                        a0[q][t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x), a0[q][t]);
+                        a1[q][t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + 8), a1[q][t]);
+                    }
+                }
+        }
+    }
     for (; i + 16 <= n; i += 16)
         RC_UNROLL
         for (int q = 0; q < NR; q++) {
+            if (NT == 1 && dt == RC_DT_BF16) /* the lm_head matvec streams from DRAM: 1 row group ahead */
+                _mm_prefetch((const char *)((const uint16_t *)w->data + (size_t)(r + q + NR) * n + i), _MM_HINT_T0);
             __m256 w0, w1;
             decode16(w, dt, (size_t)(r + q) * n, i, &ns[q], &w0, &w1);
             RC_UNROLL
@@ -187,22 +229,72 @@ AINLINE void row_block(const rc_mat *w, rc_dtype dt, const int NR, const int NT,
     }
 }
 
+/* register tile: RC_NR weight rows x RC_NT inputs = 2*RC_NR*RC_NT ymm accumulators */
+#ifndef RC_NR
+#define RC_NR 1
+#endif
+#ifndef RC_NT
+#define RC_NT 4
+#endif
+
+/* All rows [r0, r1) against one tile of NT inputs: RC_NR weight rows at a time; for one input
+ * 2 nf4 rows (their tables need registers) or 4 bf16/f32 rows (independent FMA chains, and
+ * 4 concurrent streams: with 2 the bf16 matvec ran at half the memory bandwidth). */
+AINLINE void rows_tile(const rc_mat *w, rc_dtype dt, const int NT, const int A64, int64_t r0, int64_t r1,
+                       const float *X, size_t ldx, const float *bias, float *Y, size_t ldy) {
+    const int NR = NT == 1 ? (dt == RC_DT_NF4 ? 2 : 4) : RC_NR;
+    int64_t r = r0;
+    for (; r + NR <= r1; r += NR) row_block(w, dt, NR, NT, A64, r, X, ldx, bias, Y, ldy);
+    for (; r < r1; r++) row_block(w, dt, 1, NT, A64, r, X, ldx, bias, Y, ldy);
+}
+
+AINLINE void mm_panel(const rc_mat *w, rc_dtype dt, const int A64, const float *bias, const float *X, size_t ldx,
+                      int nt, float *Y, size_t ldy, int64_t r0, int64_t r1) {
+    /* input tile outermost: its RC_NT rows of X stay in L1 while the panel's weight rows (in L2)
+     * pass by */
+    int t = 0;
+    for (; t + RC_NT <= nt; t += RC_NT)
+        rows_tile(w, dt, RC_NT, A64, r0, r1, X + (size_t)t * ldx, ldx, bias, Y + (size_t)t * ldy, ldy);
+    const float *Xt = X + (size_t)t * ldx;
+    float *Yt = Y + (size_t)t * ldy;
+    switch (nt - t) {
+    case 1: rows_tile(w, dt, 1, A64, r0, r1, Xt, ldx, bias, Yt, ldy); break;
+#if RC_NT > 2
+    case 2: rows_tile(w, dt, 2, A64, r0, r1, Xt, ldx, bias, Yt, ldy); break;
+#endif
+#if RC_NT > 3
+    case 3: rows_tile(w, dt, 3, A64, r0, r1, Xt, ldx, bias, Yt, ldy); break;
+#endif
+#if RC_NT > 4
+    case 4: rows_tile(w, dt, 4, A64, r0, r1, Xt, ldx, bias, Yt, ldy); break;
+#endif
+#if RC_NT > 5
+    case 5: rows_tile(w, dt, 5, A64, r0, r1, Xt, ldx, bias, Yt, ldy); break;
+#endif
+    default: break;
+    }
+}
+
+/* Weight rows in panels of about RC_PANEL_BYTES, each met by every input tile in turn: the panel
+ * stays in L2, so the weights come from memory once per call instead of once per input tile
+ * (f32 and bf16 weights would otherwise need far more bandwidth than the FMAs). */
+#define RC_PANEL_BYTES ((size_t)192 << 10)
+
+AINLINE void mm_tiles(const rc_mat *w, rc_dtype dt, const int A64, const float *bias, const float *X, size_t ldx,
+                      int nt, float *Y, size_t ldy, int64_t r0, int64_t r1) {
+    const size_t n = (size_t)w->cols;
+    const size_t row_bytes = (dt == RC_DT_F32 ? 4 * n : dt == RC_DT_BF16 ? 2 * n : n / 2 + n / 16) + 1;
+    int64_t panel = (int64_t)(RC_PANEL_BYTES / row_bytes);
+    panel = panel < 8 ? 8 : panel - panel % 4;
+    if (nt <= RC_NT) panel = r1 - r0; /* a single input tile: nothing to reuse */
+    for (int64_t p = r0; p < r1; p += panel)
+        mm_panel(w, dt, A64, bias, X, ldx, nt, Y, ldy, p, r1 - p > panel ? p + panel : r1);
+}
+
 AINLINE void mm_dtype(const rc_mat *w, rc_dtype dt, const float *bias, const float *X, size_t ldx, int nt, float *Y,
                       size_t ldy, int64_t r0, int64_t r1) {
-    /* blocks of inputs: weight row outermost, so the row stays in L1 across the input blocks */
-    const int nblk = nt - nt % 4;
-    if (nblk > 0)
-        for (int64_t r = r0; r < r1; r++) {
-            int t = 0;
-            for (; t + 4 <= nblk; t += 4)
-                row_block(w, dt, 1, 4, r, X + (size_t)t * ldx, ldx, bias, Y + (size_t)t * ldy, ldy);
-        }
-    /* the remaining inputs one at a time, 2 weight rows at once (independent FMA chains) */
-    for (int t = nblk; t < nt; t++) {
-        int64_t r = r0;
-        for (; r + 2 <= r1; r += 2) row_block(w, dt, 2, 1, r, X + (size_t)t * ldx, ldx, bias, Y + (size_t)t * ldy, ldy);
-        for (; r < r1; r++) row_block(w, dt, 1, 1, r, X + (size_t)t * ldx, ldx, bias, Y + (size_t)t * ldy, ldy);
-    }
+    if (dt == RC_DT_NF4 && w->cols % 64 == 0) mm_tiles(w, dt, 1, bias, X, ldx, nt, Y, ldy, r0, r1);
+    else mm_tiles(w, dt, 0, bias, X, ldx, nt, Y, ldy, r0, r1);
 }
 
 static void mm_f32(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,

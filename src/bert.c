@@ -45,16 +45,6 @@ void rc_bert_close(rc_bert *m) {
 
 const rc_bert_config *rc_bert_cfg(const rc_bert *m) { return &m->c; }
 
-static recall_status cfg_int(const rc_blob *b, const char *key, int lo, int hi, int *out, recall_err *err) {
-    int64_t v;
-    RC_TRY(rc_blob_get_i64(b, key, &v, err));
-    if (v < lo || v > hi)
-        return rc_fail(err, RECALL_E_FORMAT, "%s: config %s = %lld out of range [%d, %d]", rc_blob_path(b), key,
-                       (long long)v, lo, hi);
-    *out = (int)v;
-    return RECALL_OK;
-}
-
 static float *falloc(size_t n) { return (float *)calloc(n ? n : 1, sizeof(float)); }
 
 recall_status rc_bert_open(const rc_blob *b, rc_bert **out, recall_err *err) {
@@ -77,15 +67,15 @@ recall_status rc_bert_open_ex(const rc_blob *b, const rc_exec *ex, rc_bert **out
         ex = m->own_ex;
     }
     m->ex = ex;
-    TRY(cfg_int(b, "bert.hidden", 1, 1 << 16, &c->hidden, err));
-    TRY(cfg_int(b, "bert.layers", 1, 1024, &c->layers, err));
-    TRY(cfg_int(b, "bert.heads", 1, 1024, &c->heads, err));
-    TRY(cfg_int(b, "bert.ffn", 1, 1 << 20, &c->ffn, err));
-    TRY(cfg_int(b, "bert.vocab", 1, 1 << 24, &c->vocab, err));
-    TRY(cfg_int(b, "bert.max_pos", 1, 1 << 16, &c->max_pos, err));
-    TRY(cfg_int(b, "bert.type_vocab", 1, 1 << 16, &c->type_vocab, err));
+    TRY(rc_blob_get_int(b, "bert.hidden", 1, 1 << 16, &c->hidden, err));
+    TRY(rc_blob_get_int(b, "bert.layers", 1, 1024, &c->layers, err));
+    TRY(rc_blob_get_int(b, "bert.heads", 1, 1024, &c->heads, err));
+    TRY(rc_blob_get_int(b, "bert.ffn", 1, 1 << 20, &c->ffn, err));
+    TRY(rc_blob_get_int(b, "bert.vocab", 1, 1 << 24, &c->vocab, err));
+    TRY(rc_blob_get_int(b, "bert.max_pos", 1, 1 << 16, &c->max_pos, err));
+    TRY(rc_blob_get_int(b, "bert.type_vocab", 1, 1 << 16, &c->type_vocab, err));
     c->max_seq = c->max_pos;
-    if (rc_blob_kv_find(b, "bert.max_seq")) TRY(cfg_int(b, "bert.max_seq", 1, 1 << 16, &c->max_seq, err));
+    if (rc_blob_kv_find(b, "bert.max_seq")) TRY(rc_blob_get_int(b, "bert.max_seq", 1, 1 << 16, &c->max_seq, err));
     TRY(rc_blob_get_f64(b, "bert.ln_eps", &eps, err));
     if (!(eps > 0.0 && eps < 1.0) || c->hidden % c->heads) {
         st = rc_fail(err, RECALL_E_FORMAT, "%s: bert.ln_eps out of range or hidden %% heads != 0", rc_blob_path(b));

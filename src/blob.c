@@ -377,6 +377,16 @@ recall_status rc_blob_get_i64(const rc_blob *b, const char *key, int64_t *out, r
     return RECALL_OK;
 }
 
+recall_status rc_blob_get_int(const rc_blob *b, const char *key, int lo, int hi, int *out, recall_err *err) {
+    int64_t v;
+    RC_TRY(rc_blob_get_i64(b, key, &v, err));
+    if (v < lo || v > hi)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: config %s = %lld out of range [%d, %d]", b->path, key, (long long)v,
+                       lo, hi);
+    *out = (int)v;
+    return RECALL_OK;
+}
+
 recall_status rc_blob_get_f64(const rc_blob *b, const char *key, double *out, recall_err *err) {
     const rc_blob_kv *kv = rc_blob_kv_find(b, key);
     if (!kv) return rc_fail(err, RECALL_E_MISSING, "%s: config key '%s' missing", b->path, key);

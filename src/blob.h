@@ -160,6 +160,8 @@ const void *rc_blob_section(const rc_blob *b, uint32_t kind, size_t *size);
 /* Typed config getters: RECALL_E_MISSING / RECALL_E_FORMAT with the key named. */
 recall_status rc_blob_get_i64(const rc_blob *b, const char *key, int64_t *out, recall_err *err);
 recall_status rc_blob_get_f64(const rc_blob *b, const char *key, double *out, recall_err *err);
+/* An integer key that must lie in [lo, hi] (RECALL_E_FORMAT naming the key and range if not). */
+recall_status rc_blob_get_int(const rc_blob *b, const char *key, int lo, int hi, int *out, recall_err *err);
 /* Tensor lookup with dtype-set and shape check (shape entries < 0 are wildcards).
  * dtype_mask: bit (1 << dtype) for each accepted dtype. */
 recall_status rc_blob_expect(const rc_blob *b, const char *name, unsigned dtype_mask, int ndim,

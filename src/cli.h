@@ -17,5 +17,30 @@ int cli_calibrate(int argc, char **argv);
 int cli_trace_svg(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
 int cli_detokenize(int argc, char **argv);
+int cli_score(int argc, char **argv);
+
+/* ---- helpers shared by the subcommands (cli_score.c) ---- */
+#include "pool.h"
+#include "status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* --threads N / --simd P (0 / NULL: RECALL_THREADS / RECALL_SIMD decide). */
+typedef struct {
+    int threads;
+    const char *simd;
+} cli_exec_args;
+/* If argv[*i] is --threads or --simd, consumes it and its value (advancing *i) and returns 1;
+ * returns 0 for any other argument and -1 (message printed) for a bad value. */
+int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args *x);
+recall_status cli_exec_open(const cli_exec_args *x, rc_exec **out, recall_err *err);
+/* Token ids from text: a JSON array of ids, or decimal ids separated by whitespace. Errors name
+ * `what` (the file) and the byte offset. */
+recall_status cli_parse_ids_text(const char *text, size_t len, const char *what, int32_t **out, int *n,
+                                 recall_err *err);
+recall_status cli_read_tokens_file(const char *path, int32_t **out, int *n, recall_err *err);
+/* Exactly one of inline_ids (--ids) / tokens_file (--tokens-file) must be given. */
+recall_status cli_get_ids(const char *inline_ids, const char *tokens_file, int32_t **out, int *n, recall_err *err);
 
 #endif

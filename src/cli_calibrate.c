@@ -73,7 +73,7 @@ static int count_above(const scores *s, double t) {
 static void calibrate_usage(FILE *f) {
     fprintf(f,
             "usage: recall calibrate BLOB --bench FILE [--problems 0-7] [--percentile 10]\n"
-            "                        [--mode faithful|clean]\n"
+            "                        [--mode faithful|clean] [--threads N] [--simd scalar|avx2|avx512|neon]\n"
             "\n"
             "Suggests a gate threshold for this build (weights, quantisation, mode), as the reference\n"
             "handoff prescribes: needle dialogues through the deployed model, threshold at about the\n"
@@ -95,12 +95,19 @@ int cli_parse_problems(const char *spec, uint32_t *out, int cap);
 
 int cli_calibrate(int argc, char **argv) {
     const char *blob_path = NULL, *bench_path = NULL, *problems_s = "0-7", *pct_s = "10", *mode = NULL;
+    cli_exec_args xa = {0, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             calibrate_usage(stdout);
             return 0;
         }
+        {
+            int xf = cli_exec_flag("calibrate", argc, argv, &i, &xa);
+            if (xf < 0) return 2;
+            if (xf > 0) continue;
+        }
+
         const char **slot = !strcmp(a, "--bench") ? &bench_path : !strcmp(a, "--problems") ? &problems_s
                           : !strcmp(a, "--percentile") ? &pct_s : !strcmp(a, "--mode") ? &mode : NULL;
         if (slot) {
@@ -149,6 +156,8 @@ int cli_calibrate(int argc, char **argv) {
         goto out;
     }
     o.arm = RC_ARM_RC_BGE;
+    o.threads = xa.threads;
+    o.simd = xa.simd;
     o.threshold = INFINITY; /* score every check, fire none */
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
     for (int i = 0; i < n_seeds; i++) {

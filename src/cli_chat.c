@@ -26,7 +26,7 @@ static void chat_usage(FILE *f) {
     fprintf(f,
             "usage: recall chat BLOB [--session FILE] [--mode faithful|clean] [--arm RC_bge|SP|FULL]\n"
             "                   [--threshold T] [--trace] [--fire-once] [--hysteresis N] [--floor F]\n"
-            "                   [--max-turn-tokens N]\n"
+            "                   [--max-turn-tokens N] [--threads N] [--simd scalar|avx2|avx512|neon]\n"
             "\n"
             "Multi-turn chat through the recall loop. Reads one user message per line from stdin (a\n"
             "prompt is shown only when stdin is a terminal; piped input works too) and streams each\n"
@@ -42,6 +42,8 @@ static void chat_usage(FILE *f) {
             "  --hysteresis N       inject only after N consecutive gate scores above the threshold\n"
             "  --floor F            inject only if the best bridge score is >= F (fires still logged)\n"
             "  --max-turn-tokens N  reply cap per turn (default: the blob's loop.turn_cap)\n"
+            "  --threads N          worker threads (default: RECALL_THREADS, else 1); same bits for any N\n"
+            "  --simd P             kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
             "A message longer than the window, or (FULL arm) a context beyond the model's trained\n"
             "positions, is refused with both numbers; the turn is skipped and the exit status is 1.\n");
 }
@@ -143,11 +145,17 @@ int cli_chat(int argc, char **argv) {
     const char *blob_path = NULL, *session_path = NULL, *mode = NULL, *arm = NULL, *thr = NULL, *floor_s = NULL;
     const char *hyst_s = NULL, *cap_s = NULL;
     int trace = 0, fire_once = 0;
+    cli_exec_args xa = {0, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             chat_usage(stdout);
             return 0;
+        }
+        {
+            int xf = cli_exec_flag("chat", argc, argv, &i, &xa);
+            if (xf < 0) return 2;
+            if (xf > 0) continue;
         }
         if (!strcmp(a, "--trace")) {
             trace = 1;
@@ -203,6 +211,8 @@ int cli_chat(int argc, char **argv) {
         goto out;
     }
     o.fire_once = fire_once;
+    o.threads = xa.threads;
+    o.simd = xa.simd;
     o.use_floor = floor_s != NULL;
     const uint32_t vocab = (uint32_t)vocab64;
     const long max_pos = (long)max_pos64;
@@ -227,6 +237,9 @@ int cli_chat(int argc, char **argv) {
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
     cs.bpe = rc_recall_bpe(r);
     cs.trace = trace;
+    if (trace)
+        fprintf(stderr, "[trace] simd %s, %d thread%s\n", rc_recall_simd_name(r), rc_recall_threads(r),
+                rc_recall_threads(r) == 1 ? "" : "s");
     const int tty = isatty(STDIN_FILENO);
     if (tty)
         fprintf(stderr, "recall chat: %s, %s session (%zu tokens); end with Ctrl-D\n", blob_path,

@@ -262,6 +262,8 @@ static void eval_usage(FILE *f) {
             "                   :rFLOOR: relevance floor on the best bridge score (e.g. RC_bge@-3.5:r-21.3)\n"
             "  --mode M         faithful (default) or clean\n"
             "  --json OUT       per-problem, per-turn details (reply text, fires, scores)\n"
+            "  --threads N      worker threads (default: RECALL_THREADS, else 1); same bits for any N\n"
+            "  --simd P         kernel path scalar|avx2|avx512|neon (default: RECALL_SIMD, else the best)\n"
             "Scoring: recall = value (commas/spaces removed, lower-cased) found in the reply;\n"
             "retrieved = value (commas removed, lower-cased) found in an injected block's text;\n"
             "casual false-fire = probe turns with any fire (the reference counts fires anywhere in the\n"
@@ -280,12 +282,19 @@ static double pct(int a, int b) { return b ? 100.0 * a / b : 0.0; }
 int cli_eval(int argc, char **argv) {
     const char *blob_path = NULL, *bench_path = NULL, *problems_s = "0-7", *arms_s = "SP,RC_bge", *mode = NULL;
     const char *json_path = NULL;
+    cli_exec_args xa = {0, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             eval_usage(stdout);
             return 0;
         }
+        {
+            int xf = cli_exec_flag("eval", argc, argv, &i, &xa);
+            if (xf < 0) return 2;
+            if (xf > 0) continue;
+        }
+
         const char **slot = !strcmp(a, "--bench") ? &bench_path : !strcmp(a, "--problems") ? &problems_s
                           : !strcmp(a, "--arms") ? &arms_s : !strcmp(a, "--mode") ? &mode
                           : !strcmp(a, "--json") ? &json_path : NULL;
@@ -358,6 +367,8 @@ int cli_eval(int argc, char **argv) {
     rc_recall_opts base;
     if (rc_blob_open(blob_path, RC_OPEN_VERIFY, &b, &err) || rc_bench_load(bench_path, &bench, &err)) goto fail;
     rc_recall_defaults(b, &base);
+    base.threads = xa.threads;
+    base.simd = xa.simd;
     if (cli_parse_mode_arm("eval", mode, NULL, &base)) {
         rc = 2;
         goto out;

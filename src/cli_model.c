@@ -3,6 +3,8 @@
  *                                                        q_layers [n_gate,T,NH*D], ids [T]
  *   recall embed   BLOB --file TEXT --dump OUT.npz       ids [n], emb [H] (bge CLS, L2-normalised)
  *   recall pool    BLOB --ids '[...]' --dump OUT.npz     sp [n_sp,H] from the Qwen2 embeddings
+ * forward and pool also take --tokens-file F (same ids from a file); forward, embed and pool take
+ * --threads N / --simd P (bitwise the same results).
  *   recall heads   BLOB --q F.npy [--emb E.npy]          prints the gate score and bridge score
  * Only this file prints; the library returns errors as values. */
 #include "bert.h"
@@ -22,7 +24,8 @@
 
 
 typedef struct {
-    const char *blob, *ids, *dump, *file, *q, *emb;
+    const char *blob, *ids, *tokens_file, *dump, *file, *q, *emb;
+    cli_exec_args x;
 } model_args;
 
 /* Returns 0 ok, 1 help printed, 2 usage error. */
@@ -35,7 +38,11 @@ static int parse_args(int argc, char **argv, const char *usage, model_args *a) {
             fputs(usage, stdout);
             return 1;
         }
+        int xf = cli_exec_flag(argv[0], argc, argv, &i, &a->x);
+        if (xf < 0) return 2;
+        if (xf > 0) continue;
         if (!strcmp(s, "--ids")) slot = &a->ids;
+        else if (!strcmp(s, "--tokens-file")) slot = &a->tokens_file;
         else if (!strcmp(s, "--dump")) slot = &a->dump;
         else if (!strcmp(s, "--file")) slot = &a->file;
         else if (!strcmp(s, "--q")) slot = &a->q;
@@ -65,37 +72,6 @@ static int fail(const char *cmd, const recall_err *err) {
     return 1;
 }
 
-/* Parses a JSON array of integers into a malloc'd int32 list. */
-static recall_status parse_ids(const char *text, int32_t **out, int *n, recall_err *err) {
-    json_doc *doc = NULL;
-    *out = NULL;
-    *n = 0;
-    RC_TRY(json_parse(text, strlen(text), "--ids", &doc, err));
-    const json_value *r = json_root(doc);
-    recall_status st = RECALL_OK;
-    if (r->type != JSON_ARR || r->len > (1u << 24)) {
-        st = rc_fail(err, RECALL_E_ARG, "--ids: expected a JSON array of token ids");
-    } else {
-        *out = (int32_t *)malloc((r->len ? r->len : 1) * sizeof(int32_t));
-        if (!*out) st = rc_fail(err, RECALL_E_NOMEM, "--ids: out of memory");
-        for (size_t i = 0; !st && i < r->len; i++) {
-            const json_value *v = &r->items[i];
-            if (v->type != JSON_NUM || !v->is_int || v->i < 0 || v->i > INT32_MAX)
-                st = rc_fail(err, RECALL_E_ARG, "--ids: element %zu is not a token id", i);
-            else
-                (*out)[i] = (int32_t)v->i;
-        }
-        if (st) {
-            free(*out);
-            *out = NULL;
-        } else {
-            *n = (int)r->len;
-        }
-    }
-    json_free(doc);
-    return st;
-}
-
 static recall_status read_npy_f32(const char *path, float **out, size_t *n, recall_err *err) {
     char *buf = NULL;
     size_t len = 0;
@@ -112,8 +88,10 @@ static recall_status read_npy_f32(const char *path, float **out, size_t *n, reca
 }
 
 static const char FORWARD_USAGE[] =
-    "usage: recall forward BLOB --ids '[1,2,3]' [--dump OUT.npz]\n"
-    "One Qwen2 prefill of the ids from an empty cache. --dump writes ids [T] (int32), logits [T,V],\n"
+    "usage: recall forward BLOB (--ids '[1,2,3]' | --tokens-file F) [--dump OUT.npz] [--threads N]\n"
+    "                      [--simd scalar|avx2|avx512|neon]\n"
+    "One Qwen2 prefill of the ids from an empty cache (F: a JSON array of ids or whitespace-separated\n"
+    "ids). Prints the KV cache bytes the prefill allocated. --dump writes ids [T] (int32), logits [T,V],\n"
     "hidden_last [layers+1,H] (HF hidden_states at the last position) and q_layers [n_gate,T,heads*head_dim]\n"
     "(q_proj outputs after bias, before RoPE, at the gate layers). Without --dump: prints the argmax\n"
     "of the last logits.\n";
@@ -122,23 +100,24 @@ int cli_forward(int argc, char **argv) {
     model_args a;
     int pr = parse_args(argc, argv, FORWARD_USAGE, &a);
     if (pr) return pr == 1 ? 0 : 2;
-    if (!a.ids) {
-        fprintf(stderr, "recall forward: --ids is required\n");
+    if (!a.ids && !a.tokens_file) {
+        fprintf(stderr, "recall forward: --ids or --tokens-file is required\n");
         return 2;
     }
     recall_err err = {0};
     rc_blob *b = NULL;
+    rc_exec *ex = NULL;
     rc_qwen2 *m = NULL;
     int32_t *ids = NULL;
     int T = 0, rc = 1;
     float *logits = NULL, *hid = NULL, *q = NULL;
     rc_npz_writer *w = NULL;
-    if (parse_ids(a.ids, &ids, &T, &err) || rc_blob_open(a.blob, 0, &b, &err)) goto out;
+    if (cli_get_ids(a.ids, a.tokens_file, &ids, &T, &err) || rc_blob_open(a.blob, 0, &b, &err)) goto out;
     if (T < 1) {
-        rc_fail(&err, RECALL_E_ARG, "--ids: at least one id needed");
+        rc_fail(&err, RECALL_E_ARG, "%s: at least one id needed", a.tokens_file ? a.tokens_file : "--ids");
         goto out;
     }
-    if (rc_qwen2_open(b, T, &m, &err)) goto out;
+    if (cli_exec_open(&a.x, &ex, &err) || rc_qwen2_open_ex(b, T, ex, &m, &err)) goto out;
     const rc_qwen2_config *c = rc_qwen2_cfg(m);
     const size_t V = (size_t)c->vocab, H = (size_t)c->hidden, QD = (size_t)c->heads * (size_t)c->head_dim;
     logits = malloc((size_t)T * V * sizeof(float));
@@ -150,6 +129,8 @@ int cli_forward(int argc, char **argv) {
     }
     rc_qwen2_fwd f = {.ids = ids, .n = T, .logits_all = logits, .hidden_last = hid, .q_all = q};
     if (rc_qwen2_forward(m, &f, &err)) goto out;
+    printf("kv_bytes %zu (%d positions allocated for %d in use)\n", rc_qwen2_kv_bytes(m), rc_qwen2_kv_capacity(m),
+           rc_qwen2_n_cached(m));
     if (a.dump) {
         int64_t s1[1] = {T}, s2[2] = {T, (int64_t)V}, s3[2] = {c->layers + 1, (int64_t)H},
                 s4[3] = {c->n_gate, T, (int64_t)QD};
@@ -174,12 +155,14 @@ out:
     free(q);
     free(ids);
     rc_qwen2_close(m);
+    rc_exec_close(ex);
     rc_blob_close(b);
     return rc;
 }
 
 static const char POOL_USAGE[] =
-    "usage: recall pool BLOB --ids '[...]' [--dump OUT.npz]\n"
+    "usage: recall pool BLOB (--ids '[...]' | --tokens-file F) [--dump OUT.npz] [--threads N]\n"
+    "                   [--simd scalar|avx2|avx512|neon]\n"
     "Runs the SP pooler on the Qwen2 embeddings of the ids (an empty list skips cross-attention).\n"
     "--dump writes sp [n_sp,H]; without it the row norms are printed.\n";
 
@@ -187,20 +170,21 @@ int cli_pool(int argc, char **argv) {
     model_args a;
     int pr = parse_args(argc, argv, POOL_USAGE, &a);
     if (pr) return pr == 1 ? 0 : 2;
-    if (!a.ids) {
-        fprintf(stderr, "recall pool: --ids is required\n");
+    if (!a.ids && !a.tokens_file) {
+        fprintf(stderr, "recall pool: --ids or --tokens-file is required\n");
         return 2;
     }
     recall_err err = {0};
     rc_blob *b = NULL;
+    rc_exec *ex = NULL;
     rc_qwen2 *m = NULL;
     rc_pooler *p = NULL;
     int32_t *ids = NULL;
     int L = 0, rc = 1;
     float *past = NULL, *sp = NULL;
     rc_npz_writer *w = NULL;
-    if (parse_ids(a.ids, &ids, &L, &err) || rc_blob_open(a.blob, 0, &b, &err) || rc_qwen2_open(b, 1, &m, &err) ||
-        rc_pooler_open(b, &p, &err))
+    if (cli_get_ids(a.ids, a.tokens_file, &ids, &L, &err) || rc_blob_open(a.blob, 0, &b, &err) ||
+        cli_exec_open(&a.x, &ex, &err) || rc_qwen2_open_ex(b, 1, ex, &m, &err) || rc_pooler_open_ex(b, ex, &p, &err))
         goto out;
     const rc_pooler_config *c = rc_pooler_cfg(p);
     if (c->hidden != rc_qwen2_cfg(m)->hidden) {
@@ -235,12 +219,13 @@ out:
     free(ids);
     rc_pooler_close(p);
     rc_qwen2_close(m);
+    rc_exec_close(ex);
     rc_blob_close(b);
     return rc;
 }
 
 static const char EMBED_USAGE[] =
-    "usage: recall embed BLOB --file TEXT [--dump OUT.npz]\n"
+    "usage: recall embed BLOB --file TEXT [--dump OUT.npz] [--threads N] [--simd scalar|avx2|avx512|neon]\n"
     "WordPiece-encodes the file's text ([CLS] ... [SEP], truncated to the model maximum) and runs\n"
     "the bge encoder: CLS pooling + L2 normalisation. --dump writes ids [n] (int32) and emb [H];\n"
     "without it the ids and the first values are printed.\n";
@@ -255,6 +240,7 @@ int cli_embed(int argc, char **argv) {
     }
     recall_err err = {0};
     rc_blob *b = NULL;
+    rc_exec *ex = NULL;
     rc_bert *m = NULL;
     rc_wp *tok = NULL;
     char *text = NULL;
@@ -263,7 +249,8 @@ int cli_embed(int argc, char **argv) {
     float *emb = NULL;
     int rc = 1;
     rc_npz_writer *w = NULL;
-    if (rc_read_file(a.file, &text, &tlen, &err) || rc_blob_open(a.blob, 0, &b, &err) || rc_bert_open(b, &m, &err))
+    if (rc_read_file(a.file, &text, &tlen, &err) || rc_blob_open(a.blob, 0, &b, &err) ||
+        cli_exec_open(&a.x, &ex, &err) || rc_bert_open_ex(b, ex, &m, &err))
         goto out;
     const void *sec = rc_blob_section(b, RC_SECT_TOK_WORDPIECE, &secsz);
     if (!sec) {
@@ -299,6 +286,7 @@ out:
     free(text);
     rc_wp_free(tok);
     rc_bert_close(m);
+    rc_exec_close(ex);
     rc_blob_close(b);
     return rc;
 }

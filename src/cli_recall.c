@@ -108,7 +108,7 @@ static void replay_usage(FILE *f) {
     fprintf(f,
             "usage: recall replay BLOB --bench FILE --problem N [--mode faithful|clean]\n"
             "                     [--arm RC_bge|SP|FULL] [--threshold T] [--reference-schedule]\n"
-            "                     --trace OUT.json\n"
+            "                     [--threads N] [--simd scalar|avx2|avx512|neon] --trace OUT.json\n"
             "\n"
             "Runs benchmark problem N (built with CPython's random.Random(N), as the reference does)\n"
             "through the recall loop and writes a trace in the schema of the loop goldens.\n"
@@ -119,7 +119,9 @@ static void replay_usage(FILE *f) {
             "  --reference-schedule  run the plain reference schedule (one forward per token, every\n"
             "                   turn replayed from BOS); the default fast schedule gives the same bits\n"
             "  --trace OUT      trace JSON, written to OUT.tmp then renamed\n"
-            "Progress goes to stderr, one line per generated turn.\n");
+            "  --threads N      worker threads (default: RECALL_THREADS, else 1); results are bitwise the same\n"
+            "  --simd P         kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
+            "Progress goes to stderr: the SIMD path and thread count, then one line per generated turn.\n");
 }
 
 static void on_turn(void *ctx, int index, const rc_problem_turn *t) {
@@ -157,11 +159,17 @@ int cli_replay(int argc, char **argv) {
     const char *blob_path = NULL, *bench_path = NULL, *trace = NULL, *mode = NULL, *arm = NULL, *thr = NULL;
     long problem = -1;
     int reference = 0;
+    cli_exec_args xa = {0, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             replay_usage(stdout);
             return 0;
+        }
+        {
+            int xf = cli_exec_flag("replay", argc, argv, &i, &xa);
+            if (xf < 0) return 2;
+            if (xf > 0) continue;
         }
         if (!strcmp(a, "--reference-schedule")) {
             reference = 1;
@@ -209,6 +217,8 @@ int cli_replay(int argc, char **argv) {
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
     o.reference_schedule = reference;
+    o.threads = xa.threads;
+    o.simd = xa.simd;
     if (cli_parse_mode_arm("replay", mode, arm, &o)) {
         rc = 2;
         goto out;
@@ -222,7 +232,10 @@ int cli_replay(int argc, char **argv) {
             goto out;
         }
     }
-    if (rc_recall_open(b, &o, &r, &err) || rc_run_problem(r, &p, NULL, on_turn, NULL, &run, &err)) goto fail;
+    if (rc_recall_open(b, &o, &r, &err)) goto fail;
+    fprintf(stderr, "replay: problem %ld, simd %s, %d thread%s\n", problem, rc_recall_simd_name(r), rc_recall_threads(r),
+            rc_recall_threads(r) == 1 ? "" : "s");
+    if (rc_run_problem(r, &p, NULL, on_turn, NULL, &run, &err)) goto fail;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", trace, (long)getpid());
     FILE *f = fopen(tmp, "w");

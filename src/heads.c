@@ -27,15 +27,6 @@ void rc_heads_close(rc_heads *h) {
     free(h);
 }
 
-static recall_status cfg_int(const rc_blob *b, const char *key, int *out, recall_err *err) {
-    int64_t v;
-    RC_TRY(rc_blob_get_i64(b, key, &v, err));
-    if (v < 1 || v > (1 << 24))
-        return rc_fail(err, RECALL_E_FORMAT, "%s: config %s = %lld out of range", rc_blob_path(b), key, (long long)v);
-    *out = (int)v;
-    return RECALL_OK;
-}
-
 static recall_status load_tower(const rc_blob *b, const char *pre, int in, int d, tower *t, float **v,
                                 recall_err *err) {
     char nm[96];
@@ -61,10 +52,10 @@ recall_status rc_heads_open(const rc_blob *b, rc_heads **out, recall_err *err) {
     do {                                                                                         \
         if ((st = (e)) != RECALL_OK) goto fail;                                                  \
     } while (0)
-    TRY(cfg_int(b, "gate.dim", &h->F, err));
-    TRY(cfg_int(b, "bridge.qdim", &h->qdim, err));
-    TRY(cfg_int(b, "bridge.kdim", &h->kdim, err));
-    TRY(cfg_int(b, "bridge.d", &h->d, err));
+    TRY(rc_blob_get_int(b, "gate.dim", 1, 1 << 24, &h->F, err));
+    TRY(rc_blob_get_int(b, "bridge.qdim", 1, 1 << 24, &h->qdim, err));
+    TRY(rc_blob_get_int(b, "bridge.kdim", 1, 1 << 24, &h->kdim, err));
+    TRY(rc_blob_get_int(b, "bridge.d", 1, 1 << 24, &h->d, err));
     if (h->qdim != h->F) {
         st = rc_fail(err, RECALL_E_SHAPE, "%s: bridge.qdim %d != gate.dim %d", rc_blob_path(b), h->qdim, h->F);
         goto fail;

@@ -18,6 +18,7 @@ static const command commands[] = {
     {"tokenize", cli_tokenize, "text -> JSON array of token ids (Qwen2 BPE or --bge WordPiece)"},
     {"detokenize", cli_detokenize, "JSON array of ids -> text"},
     {"forward", cli_forward, "one Qwen2 prefill of given ids; dump logits/hidden/q to .npz"},
+    {"score", cli_score, "teacher-forced NLL, greedy tokens and llama-perplexity PPL of given ids"},
     {"embed", cli_embed, "BERT (bge) embedding of a text; dump to .npz"},
     {"pool", cli_pool, "AttnPoolSP soft tokens of given ids; dump to .npz"},
     {"heads", cli_heads, "gate score and bridge score of given feature vectors"},

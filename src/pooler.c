@@ -60,16 +60,6 @@ void rc_pooler_close(rc_pooler *p) {
 
 const rc_pooler_config *rc_pooler_cfg(const rc_pooler *p) { return &p->c; }
 
-static recall_status cfg_int(const rc_blob *b, const char *key, int lo, int hi, int *out, recall_err *err) {
-    int64_t v;
-    RC_TRY(rc_blob_get_i64(b, key, &v, err));
-    if (v < lo || v > hi)
-        return rc_fail(err, RECALL_E_FORMAT, "%s: config %s = %lld out of range [%d, %d]", rc_blob_path(b), key,
-                       (long long)v, lo, hi);
-    *out = (int)v;
-    return RECALL_OK;
-}
-
 static float *falloc(size_t n) { return (float *)calloc(n ? n : 1, sizeof(float)); }
 
 recall_status rc_pooler_open(const rc_blob *b, rc_pooler **out, recall_err *err) {
@@ -92,11 +82,11 @@ recall_status rc_pooler_open_ex(const rc_blob *b, const rc_exec *ex, rc_pooler *
         ex = p->own_ex;
     }
     p->ex = ex;
-    TRY(cfg_int(b, "pooler.n_sp", 1, 1 << 16, &c->n_sp, err));
-    TRY(cfg_int(b, "pooler.hidden", 1, 1 << 16, &c->hidden, err));
-    TRY(cfg_int(b, "pooler.heads", 1, 1 << 12, &c->heads, err));
-    TRY(cfg_int(b, "pooler.blocks", 1, 1 << 10, &c->blocks, err));
-    TRY(cfg_int(b, "pooler.ffn", 1, 1 << 20, &c->ffn, err));
+    TRY(rc_blob_get_int(b, "pooler.n_sp", 1, 1 << 16, &c->n_sp, err));
+    TRY(rc_blob_get_int(b, "pooler.hidden", 1, 1 << 16, &c->hidden, err));
+    TRY(rc_blob_get_int(b, "pooler.heads", 1, 1 << 12, &c->heads, err));
+    TRY(rc_blob_get_int(b, "pooler.blocks", 1, 1 << 10, &c->blocks, err));
+    TRY(rc_blob_get_int(b, "pooler.ffn", 1, 1 << 20, &c->ffn, err));
     TRY(rc_blob_get_f64(b, "pooler.ln_eps", &eps, err));
     if (!(eps > 0.0 && eps < 1.0) || c->hidden % c->heads) {
         st = rc_fail(err, RECALL_E_FORMAT, "%s: pooler.ln_eps out of range or hidden %% heads != 0", rc_blob_path(b));

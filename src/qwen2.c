@@ -1,5 +1,9 @@
 /* qwen2.c - Qwen2 decoder forward with a KV cache, scalar reference (math and order in qwen2.h
- * and ops.h). All state lives in the rc_qwen2 context; nothing is allocated after open. */
+ * and ops.h). All state lives in the rc_qwen2 context. Weights and row scratch are set up at open;
+ * the KV cache, the RoPE tables and the attention score rows grow with the positions in use
+ * (RC_QWEN2_KV_UNIT, then doubling, capped at max_ctx; rc_qwen2_reserve sizes them once).
+ * Growing copies the cached rows unchanged and every table entry is a pure function of its
+ * position, so growth never changes a result bit. */
 #include "qwen2.h"
 
 #include "ops.h"
@@ -23,8 +27,10 @@ struct rc_qwen2 {
     float *vecs;        /* arena: biases and norm weights */
     float *final_norm;
     int max_ctx, n_cached;
-    float *kc, *vc;     /* [NL][max_ctx][kvd], K after RoPE */
-    float *rope_cos, *rope_sin; /* [max_ctx][D/2] */
+    int cap;            /* positions allocated in kc / vc / rope / scores (0 .. max_ctx) */
+    float *kc, *vc;     /* [NL][cap][kvd], K after RoPE */
+    float *rope_cos, *rope_sin; /* [cap][D/2] */
+    float *inv_freq;    /* [D/2] */
     float scale;        /* (float)(1/sqrt(D)) */
     /* scratch for one chunk of rows */
     float *x, *xn, *q, *k, *v, *att, *g, *u, *scores;
@@ -32,16 +38,6 @@ struct rc_qwen2 {
     const rc_exec *ex;  /* kernels + thread pool (borrowed, or own_ex) */
     rc_exec *own_ex;
 };
-
-static recall_status cfg_int(const rc_blob *b, const char *key, int lo, int hi, int *out, recall_err *err) {
-    int64_t v;
-    RC_TRY(rc_blob_get_i64(b, key, &v, err));
-    if (v < lo || v > hi)
-        return rc_fail(err, RECALL_E_FORMAT, "%s: config %s = %lld out of range [%d, %d]", rc_blob_path(b), key,
-                       (long long)v, lo, hi);
-    *out = (int)v;
-    return RECALL_OK;
-}
 
 void rc_qwen2_close(rc_qwen2 *m) {
     if (!m) return;
@@ -51,6 +47,7 @@ void rc_qwen2_close(rc_qwen2 *m) {
     free(m->vc);
     free(m->rope_cos);
     free(m->rope_sin);
+    free(m->inv_freq);
     free(m->x);
     free(m->xn);
     free(m->q);
@@ -89,18 +86,18 @@ recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex,
         ex = m->own_ex;
     }
     m->ex = ex;
-    TRY(cfg_int(b, "qwen2.hidden", 1, 1 << 16, &c->hidden, err));
-    TRY(cfg_int(b, "qwen2.layers", 1, 1024, &c->layers, err));
-    TRY(cfg_int(b, "qwen2.heads", 1, 1024, &c->heads, err));
-    TRY(cfg_int(b, "qwen2.kv_heads", 1, 1024, &c->kv_heads, err));
-    TRY(cfg_int(b, "qwen2.head_dim", 2, 4096, &c->head_dim, err));
-    TRY(cfg_int(b, "qwen2.ffn", 1, 1 << 20, &c->ffn, err));
-    TRY(cfg_int(b, "qwen2.vocab", 1, 1 << 24, &c->vocab, err));
-    TRY(cfg_int(b, "qwen2.max_pos", 1, 1 << 24, &c->max_pos, err));
+    TRY(rc_blob_get_int(b, "qwen2.hidden", 1, 1 << 16, &c->hidden, err));
+    TRY(rc_blob_get_int(b, "qwen2.layers", 1, 1024, &c->layers, err));
+    TRY(rc_blob_get_int(b, "qwen2.heads", 1, 1024, &c->heads, err));
+    TRY(rc_blob_get_int(b, "qwen2.kv_heads", 1, 1024, &c->kv_heads, err));
+    TRY(rc_blob_get_int(b, "qwen2.head_dim", 2, 4096, &c->head_dim, err));
+    TRY(rc_blob_get_int(b, "qwen2.ffn", 1, 1 << 20, &c->ffn, err));
+    TRY(rc_blob_get_int(b, "qwen2.vocab", 1, 1 << 24, &c->vocab, err));
+    TRY(rc_blob_get_int(b, "qwen2.max_pos", 1, 1 << 24, &c->max_pos, err));
     /* bos/eos are informational here (the loop reads them); -1 when the blob has none */
     c->bos_id = c->eos_id = -1;
-    if (rc_blob_kv_find(b, "qwen2.bos_id")) TRY(cfg_int(b, "qwen2.bos_id", 0, c->vocab - 1, &c->bos_id, err));
-    if (rc_blob_kv_find(b, "qwen2.eos_id")) TRY(cfg_int(b, "qwen2.eos_id", 0, c->vocab - 1, &c->eos_id, err));
+    if (rc_blob_kv_find(b, "qwen2.bos_id")) TRY(rc_blob_get_int(b, "qwen2.bos_id", 0, c->vocab - 1, &c->bos_id, err));
+    if (rc_blob_kv_find(b, "qwen2.eos_id")) TRY(rc_blob_get_int(b, "qwen2.eos_id", 0, c->vocab - 1, &c->eos_id, err));
     TRY(rc_blob_get_f64(b, "qwen2.rms_eps", &eps, err));
     TRY(rc_blob_get_f64(b, "qwen2.rope_theta", &c->rope_theta, err));
     c->rms_eps = (float)eps;
@@ -134,8 +131,15 @@ recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex,
                 if (def[i] < c->layers) c->gate_layers[c->n_gate++] = def[i];
         }
     }
-    if (max_ctx < 1 || max_ctx > c->max_pos) {
-        st = rc_fail(err, RECALL_E_ARG, "qwen2: max_ctx %d outside [1, %d]", max_ctx, c->max_pos);
+    if (max_ctx > c->max_pos) {
+        /* REQ-CTX-001: never clamp silently; name both numbers */
+        st = rc_fail(err, RECALL_E_LIMIT,
+                     "%s: a context of %d positions was requested but the model was trained on %d (qwen2.max_pos)",
+                     rc_blob_path(b), max_ctx, c->max_pos);
+        goto fail;
+    }
+    if (max_ctx < 1) {
+        st = rc_fail(err, RECALL_E_ARG, "qwen2: context of %d positions requested; at least 1 is needed", max_ctx);
         goto fail;
     }
     m->max_ctx = max_ctx;
@@ -187,11 +191,7 @@ recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex,
     m->final_norm = m->vecs + per_layer * (size_t)NL;
     TRY(rc_blob_vec(b, "qwen2.model.norm.weight", H, m->final_norm, err));
 
-    size_t cache_n = (size_t)NL * (size_t)max_ctx * (size_t)m->kvd;
-    m->kc = falloc(cache_n);
-    m->vc = falloc(cache_n);
-    m->rope_cos = falloc((size_t)max_ctx * (size_t)(D / 2));
-    m->rope_sin = falloc((size_t)max_ctx * (size_t)(D / 2));
+    m->inv_freq = falloc((size_t)(D / 2));
     const size_t R = RC_QWEN2_CHUNK;
     m->x = falloc(R * (size_t)H);
     m->xn = falloc(R * (size_t)H);
@@ -201,24 +201,16 @@ recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex,
     m->att = falloc(R * (size_t)m->qd);
     m->g = falloc(R * (size_t)F);
     m->u = falloc(R * (size_t)F);
-    m->scores = falloc((size_t)max_ctx * (size_t)ex->threads); /* one row per worker */
     m->gate_q = falloc((size_t)c->n_gate * (size_t)m->qd);
-    if (!m->kc || !m->vc || !m->rope_cos || !m->rope_sin || !m->x || !m->xn || !m->q || !m->k || !m->v ||
-        !m->att || !m->g || !m->u || !m->scores || !m->gate_q)
+    if (!m->inv_freq || !m->x || !m->xn || !m->q || !m->k || !m->v ||
+        !m->att || !m->g || !m->u || !m->gate_q)
         goto nomem;
 
-    /* RoPE tables, as HF computes them in fp32 (see qwen2.h) */
+    /* RoPE inverse frequencies, as HF computes them in fp32 (see qwen2.h); the per-position
+     * tables are filled as the cache grows */
     {
-        const int half = D / 2;
         const float theta = (float)c->rope_theta;
-        for (int i = 0; i < half; i++) {
-            float e = (float)(2 * i) / (float)D;
-            float inv = 1.0f / rc_powf_pos(theta, e);
-            for (int p = 0; p < max_ctx; p++) {
-                float ang = inv * (float)p;
-                rc_sincosf(ang, &m->rope_sin[(size_t)p * half + i], &m->rope_cos[(size_t)p * half + i]);
-            }
-        }
+        for (int i = 0; i < D / 2; i++) m->inv_freq[i] = 1.0f / rc_powf_pos(theta, (float)(2 * i) / (float)D);
     }
     *out = m;
     return RECALL_OK;
@@ -234,6 +226,71 @@ const rc_qwen2_config *rc_qwen2_cfg(const rc_qwen2 *m) { return &m->c; }
 const float *rc_qwen2_gate_q(const rc_qwen2 *m) { return m->gate_q; }
 int rc_qwen2_n_cached(const rc_qwen2 *m) { return m->n_cached; }
 int rc_qwen2_max_ctx(const rc_qwen2 *m) { return m->max_ctx; }
+int rc_qwen2_kv_capacity(const rc_qwen2 *m) { return m->cap; }
+
+size_t rc_qwen2_kv_bytes_for(const rc_qwen2 *m, int positions) {
+    return 2 * (size_t)m->c.layers * (size_t)positions * (size_t)m->kvd * sizeof(float);
+}
+
+size_t rc_qwen2_kv_bytes(const rc_qwen2 *m) { return rc_qwen2_kv_bytes_for(m, m->cap); }
+
+/* Moves the cache to `cap` positions (> m->cap, <= max_ctx): new K/V arrays with the same
+ * per-layer layout at the new stride, the first n_cached rows of each layer copied bit for bit;
+ * RoPE rows for the new positions computed by the open-time formula. On failure nothing changes. */
+static recall_status grow_to(rc_qwen2 *m, int cap, recall_err *err) {
+    const int NL = m->c.layers, half = m->c.head_dim / 2;
+    const size_t kvd = (size_t)m->kvd, ncap = (size_t)cap;
+    float *kc = (float *)malloc((size_t)NL * ncap * kvd * sizeof(float));
+    float *vc = (float *)malloc((size_t)NL * ncap * kvd * sizeof(float));
+    float *rc = (float *)realloc(m->rope_cos, ncap * (size_t)half * sizeof(float));
+    if (rc) m->rope_cos = rc;
+    float *rs = rc ? (float *)realloc(m->rope_sin, ncap * (size_t)half * sizeof(float)) : NULL;
+    if (rs) m->rope_sin = rs;
+    float *sc = (float *)malloc(ncap * (size_t)m->ex->threads * sizeof(float)); /* one row per worker */
+    if (!kc || !vc || !rc || !rs || !sc) {
+        free(kc);
+        free(vc);
+        free(sc);
+        /* a realloc that succeeded only enlarged a table whose old rows are intact */
+        return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory growing the KV cache to %d positions (%zu bytes)",
+                       cap, rc_qwen2_kv_bytes_for(m, cap));
+    }
+    for (int l = 0; l < NL; l++) {
+        const size_t rows = (size_t)m->n_cached * kvd * sizeof(float);
+        if (rows) {
+            memcpy(kc + (size_t)l * ncap * kvd, m->kc + (size_t)l * (size_t)m->cap * kvd, rows);
+            memcpy(vc + (size_t)l * ncap * kvd, m->vc + (size_t)l * (size_t)m->cap * kvd, rows);
+        }
+    }
+    for (int p = m->cap; p < cap; p++)
+        for (int i = 0; i < half; i++)
+            rc_sincosf(m->inv_freq[i] * (float)p, &m->rope_sin[(size_t)p * half + i],
+                       &m->rope_cos[(size_t)p * half + i]);
+    free(m->kc);
+    free(m->vc);
+    free(m->scores);
+    m->kc = kc;
+    m->vc = vc;
+    m->scores = sc;
+    m->cap = cap;
+    return RECALL_OK;
+}
+
+recall_status rc_qwen2_reserve(rc_qwen2 *m, int n, recall_err *err) {
+    if (n < 0 || n > m->max_ctx)
+        return rc_fail(err, RECALL_E_LIMIT, "qwen2: cannot reserve %d positions; the context holds %d", n, m->max_ctx);
+    if (n <= m->cap) return RECALL_OK;
+    long cap = ((long)n + RC_QWEN2_KV_UNIT - 1) / RC_QWEN2_KV_UNIT * RC_QWEN2_KV_UNIT;
+    return grow_to(m, cap > m->max_ctx ? m->max_ctx : (int)cap, err);
+}
+
+/* On-demand growth: the first unit, then doubling, capped at max_ctx. */
+static recall_status grow_for(rc_qwen2 *m, int need, recall_err *err) {
+    if (need <= m->cap) return RECALL_OK;
+    long cap = m->cap ? m->cap : RC_QWEN2_KV_UNIT;
+    while (cap < need) cap *= 2;
+    return grow_to(m, cap > m->max_ctx ? m->max_ctx : (int)cap, err);
+}
 
 recall_status rc_qwen2_crop(rc_qwen2 *m, int n, recall_err *err) {
     if (n < 0 || n > m->n_cached)
@@ -269,7 +326,7 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
     const rc_qwen2 *m = j->m;
     const rc_kernels *k = &m->ex->k;
     const int D = m->c.head_dim, group = m->c.heads / m->c.kv_heads;
-    float *s = m->scores + (size_t)worker * (size_t)m->max_ctx;
+    float *s = m->scores + (size_t)worker * (size_t)m->cap;
     for (int64_t h = h0; h < h1; h++) {
         const int kvh = (int)h / group;
         for (int t = 0; t < j->nr; t++) {
@@ -321,7 +378,7 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
             if (last_chunk)
                 memcpy(m->gate_q + (size_t)gi * m->qd, m->q + (size_t)(nr - 1) * m->qd, (size_t)m->qd * sizeof(float));
         }
-        float *kc = m->kc + (size_t)l * m->max_ctx * m->kvd, *vc = m->vc + (size_t)l * m->max_ctx * m->kvd;
+        float *kc = m->kc + (size_t)l * m->cap * m->kvd, *vc = m->vc + (size_t)l * m->cap * m->kvd;
         for (int t = 0; t < nr; t++) {
             const int pos = pos0 + t;
             const float *cs = m->rope_cos + (size_t)pos * half, *sn = m->rope_sin + (size_t)pos * half;
@@ -366,6 +423,7 @@ recall_status rc_qwen2_forward(rc_qwen2 *m, const rc_qwen2_fwd *f, recall_err *e
             if (f->ids[t] < 0 || f->ids[t] >= m->c.vocab)
                 return rc_fail(err, RECALL_E_ARG, "qwen2: token id %d at index %d outside [0, %d)", (int)f->ids[t], t,
                                m->c.vocab);
+    RC_TRY(grow_for(m, m->n_cached + f->n, err));
     for (int row0 = 0; row0 < f->n; row0 += RC_QWEN2_CHUNK) {
         int nr = f->n - row0 < RC_QWEN2_CHUNK ? f->n - row0 : RC_QWEN2_CHUNK;
         forward_chunk(m, f, row0, nr, m->n_cached);

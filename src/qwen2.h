@@ -16,8 +16,12 @@
  *   p = softmax(score); att_h = sum_j p_j v_j (sequential fmaf, j ascending); x = x + o_proj(att);
  *   xn = RMSNorm(x); x = x + down(silu(gate xn) * (up xn)).
  * RoPE (HF rotate_half): inv_freq[i] = 1.0f / powf(theta, (float)(2i) / (float)D), i < D/2;
- *   angle = inv_freq[i] * (float)pos (fp32), c/s = rc_sincosf(angle); tables for positions
- *   0..max_ctx-1 are built at open. out[i] = q[i]*c - q[i+D/2]*s, out[i+D/2] = q[i+D/2]*c + q[i]*s.
+ *   angle = inv_freq[i] * (float)pos (fp32), c/s = rc_sincosf(angle); the per-position table
+ *   rows are built as the cache grows (each row depends only on its position). out[i] = q[i]*c - q[i+D/2]*s, out[i+D/2] = q[i+D/2]*c + q[i]*s.
+ * KV memory follows the context in use: the cache starts empty and grows on demand to
+ * RC_QWEN2_KV_UNIT positions, then by doubling, never past max_ctx; growing copies the cached
+ * rows unchanged, so a cache that grew many times gives bitwise the logits of a reserved one.
+ * rc_qwen2_reserve sizes it once for a request of known length; rc_qwen2_kv_bytes reports it.
  * Rows are processed in chunks of RC_QWEN2_CHUNK (scratch allocated once at open); the kernels
  * come from the execution context's table (simd/simd.h, bitwise the scalar order) and the pool
  * splits weight output rows / heads, never a reduction.
@@ -34,6 +38,7 @@
 
 #define RC_QWEN2_CHUNK 32
 #define RC_QWEN2_MAX_GATE 8
+#define RC_QWEN2_KV_UNIT 256 /* positions: the first KV allocation and the reserve granularity */
 
 typedef struct rc_qwen2 rc_qwen2;
 
@@ -58,7 +63,9 @@ typedef struct {
     float *q_all;         /* [n_gate][n][NH*D] or NULL: q_proj outputs of every row */
 } rc_qwen2_fwd;
 
-/* max_ctx: capacity of the KV cache in positions (1 .. max_pos). */
+/* max_ctx: the most positions the context may hold (1 .. max_pos); a request above the trained
+ * window (qwen2.max_pos) fails with RECALL_E_LIMIT naming both numbers. No KV memory is
+ * allocated at open; it grows with the positions in use. */
 recall_status rc_qwen2_open(const rc_blob *b, int max_ctx, rc_qwen2 **out, recall_err *err);
 /* Same, running on ex (kernel table + thread pool, borrowed: it must outlive the model; several
  * models may share one ex when they are used from one thread). ex NULL = a private context from
@@ -76,6 +83,14 @@ const float *rc_qwen2_gate_q(const rc_qwen2 *m);
 
 int rc_qwen2_n_cached(const rc_qwen2 *m);
 int rc_qwen2_max_ctx(const rc_qwen2 *m);
+/* Positions the KV cache has allocated now (0 .. max_ctx), and its size in bytes (K and V,
+ * all layers, fp32): 2 * layers * capacity * kv_heads * head_dim * 4. */
+int rc_qwen2_kv_capacity(const rc_qwen2 *m);
+size_t rc_qwen2_kv_bytes(const rc_qwen2 *m);
+size_t rc_qwen2_kv_bytes_for(const rc_qwen2 *m, int positions);
+/* Grows the cache once to hold n positions (rounded up to RC_QWEN2_KV_UNIT, capped at max_ctx),
+ * so a request of known size never grows by doubling; n > max_ctx fails. Keeps the contents. */
+recall_status rc_qwen2_reserve(rc_qwen2 *m, int n, recall_err *err);
 /* Keeps the first n cached positions (0 <= n <= n_cached). */
 recall_status rc_qwen2_crop(rc_qwen2 *m, int n, recall_err *err);
 

@@ -76,6 +76,8 @@ void rc_recall_close(rc_recall *r) {
 
 const struct rc_bpe *rc_recall_bpe(const rc_recall *r) { return r->bpe; }
 int rc_recall_eos(const rc_recall *r) { return r->eos; }
+const char *rc_recall_simd_name(const rc_recall *r) { return rc_simd_name(r->ex->k.path); }
+int rc_recall_threads(const rc_recall *r) { return r->ex->threads; }
 
 recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recall **out, recall_err *err) {
     *out = NULL;
@@ -101,7 +103,10 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
         s = sec ? rc_bpe_load(sec, size, &r->bpe, err)
                 : rc_fail(err, RECALL_E_MISSING, "%s: no BPE tokenizer section", rc_blob_path(b));
     }
-    if (!s) s = rc_exec_open(NULL, &r->ex, err);
+    if (!s) {
+        rc_exec_opts xo = {o->threads, o->simd};
+        s = rc_exec_open(&xo, &r->ex, err);
+    }
     if (!s && o->arm != RC_ARM_FULL) s = rc_pooler_open_ex(b, r->ex, &r->pooler, err);
     if (!s && r->pooler) r->n_sp = rc_pooler_cfg(r->pooler)->n_sp;
     int max_ctx = 1 + r->n_sp + o->k * o->block + o->window + o->chunk;

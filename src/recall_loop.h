@@ -43,6 +43,10 @@ typedef struct {
      * scratch, every candidate BERT-encoded at every fire, every turn replayed from BOS).
      * 0 (default): the fast schedule, whose outputs are bitwise the same. */
     int reference_schedule;
+    /* Execution: threads 0 = RECALL_THREADS or 1; simd NULL/"" = RECALL_SIMD or the best path
+     * (scalar|avx2|avx512|neon|auto). Results are bitwise the same for every choice. */
+    int threads;
+    const char *simd;
 } rc_recall_opts;
 
 typedef struct { int c0; float score; int fired; } rc_gate_rec;
@@ -111,5 +115,8 @@ void rc_recall_forget(rc_recall *r);
 struct rc_bpe;
 const struct rc_bpe *rc_recall_bpe(const rc_recall *r);
 int rc_recall_eos(const rc_recall *r);
+/* The active SIMD path name and thread count (for --trace and progress lines). */
+const char *rc_recall_simd_name(const rc_recall *r);
+int rc_recall_threads(const rc_recall *r);
 
 #endif

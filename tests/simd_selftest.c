@@ -137,8 +137,10 @@ static void check_matmul(tally *t, const rc_kernels *k, lcg *g) {
         {RC_DT_BF16, 6, 48},  {RC_DT_BF16, 9, 29},  {RC_DT_BF16, 17, 192}, {RC_DT_F16, 5, 33},
         {RC_DT_NF4, 7, 64},   {RC_DT_NF4, 4, 48},   {RC_DT_NF4, 8, 40},    {RC_DT_NF4, 19, 320},
         {RC_DT_NF4, 2, 1536},
+        /* rows wide enough that the x86 kernels cut the rows into several L2 panels */
+        {RC_DT_F32, 19, 8000},  {RC_DT_BF16, 13, 12352}, {RC_DT_NF4, 21, 43008},
     };
-    static const int nts[] = {1, 2, 3, 4, 5, 8, 9, 13};
+    static const int nts[] = {1, 2, 3, 4, 5, 8, 9, 13, 19};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         test_mat tm;
         make_mat(g, shapes[s].dt, shapes[s].rows, shapes[s].cols, &tm);

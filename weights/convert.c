@@ -129,7 +129,8 @@ static void nf4_quantize_parallel(const float *w, size_t n, uint8_t *codes, floa
     }
 #else
     (void)t;
-    rc_nf4_quantize(w, nblk * RECALL_NF4_BLOCK, codes, absmax);
+    nf4_job all = {w, nblk * RECALL_NF4_BLOCK, codes, absmax}; /* one slice, this thread */
+    nf4_worker(&all);
 #endif
 }
 

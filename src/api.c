@@ -1,0 +1,546 @@
+/* api.c - the public library API (recall.h) over the engine's internal modules.
+ *
+ * recall_model = an rc_blob (mapped, or read into a buffer from the caller's allocator) + the BPE
+ * tokenizer of its TOK_BPE section + a lazily opened rc_qwen2 for recall_forward.
+ * recall_loop  = an rc_recall (recall_loop.h) borrowing the model's blob.
+ * Memory budget: model->reserved counts the estimated bytes of everything opened on the model
+ * (blob buffer, forward context, loops); each open first checks estimate + reserved against
+ * max_memory, so a blob whose declared sizes are too big fails before anything is allocated.
+ */
+#include "recall.h"
+
+#include "bench.h"
+#include "blob.h"
+#include "qwen2.h"
+#include "recall_loop.h"
+#include "tokenize_bpe.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct recall_model {
+    recall_allocator al;
+    uint64_t max_memory, reserved;
+    void *buffer; /* the blob bytes when read into memory by us (allocator-owned), else NULL */
+    rc_blob *blob;
+    rc_bpe *bpe;
+    recall_model_info info;
+    rc_qwen2 *fwd;        /* recall_forward's decoder, reopened when a longer input needs more cache */
+    uint64_t fwd_reserved;
+    int n_loops;
+};
+
+struct recall_loop {
+    recall_model *m;
+    rc_recall *r;
+    recall_loop_opts o;
+    uint64_t reserved;
+};
+
+/* ---- allocation ------------------------------------------------------------------------------ */
+
+static void *std_alloc(void *ctx, size_t n) {
+    (void)ctx;
+    return malloc(n ? n : 1);
+}
+static void std_free(void *ctx, void *p) {
+    (void)ctx;
+    free(p);
+}
+static const recall_allocator std_allocator = {std_alloc, std_free, NULL};
+
+static void *al_alloc(const recall_allocator *al, size_t n) { return al->alloc(al->ctx, n ? n : 1); }
+static void al_free(const recall_allocator *al, void *p) {
+    if (p) al->free(al->ctx, p);
+}
+
+void recall_free(const recall_model *m, void *p) {
+    if (m) al_free(&m->al, p);
+    else free(p);
+}
+
+/* Copies an engine (malloc'd) array into allocator memory and frees the original. */
+static recall_status adopt(const recall_model *m, void *src, size_t bytes, void **dst, recall_err *err) {
+    *dst = al_alloc(&m->al, bytes);
+    if (!*dst) {
+        free(src);
+        return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory copying %zu bytes", bytes);
+    }
+    if (bytes) memcpy(*dst, src, bytes);
+    free(src);
+    return RECALL_OK;
+}
+
+/* ---- memory estimates (from declared sizes, before allocating) -------------------------------- */
+
+static int64_t cfg_i64(const rc_blob *b, const char *key, int64_t dflt) {
+    int64_t v = 0;
+    recall_err e = {0};
+    return rc_blob_get_i64(b, key, &v, &e) == RECALL_OK ? v : dflt;
+}
+
+/* Bytes an rc_qwen2 with a cache of max_ctx positions allocates: K and V caches, RoPE tables and
+ * the per-chunk scratch (activations, attention scores, logits). An estimate from the config; it
+ * errs on the high side. Saturates instead of overflowing on hostile sizes. */
+static uint64_t sat_mul(uint64_t a, uint64_t b) { return a && b > UINT64_MAX / a ? UINT64_MAX : a * b; }
+static uint64_t sat_add(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+
+static uint64_t qwen2_bytes(const rc_blob *b, int64_t max_ctx) {
+    uint64_t L = (uint64_t)cfg_i64(b, "qwen2.layers", 0), H = (uint64_t)cfg_i64(b, "qwen2.hidden", 0);
+    uint64_t NH = (uint64_t)cfg_i64(b, "qwen2.heads", 0), NKV = (uint64_t)cfg_i64(b, "qwen2.kv_heads", 0);
+    uint64_t D = (uint64_t)cfg_i64(b, "qwen2.head_dim", 0), F = (uint64_t)cfg_i64(b, "qwen2.ffn", 0);
+    uint64_t V = (uint64_t)cfg_i64(b, "qwen2.vocab", 0), C = (uint64_t)(max_ctx > 0 ? max_ctx : 0);
+    uint64_t kv = sat_mul(sat_mul(sat_mul(2 * 4, L), C), sat_mul(NKV, D));
+    uint64_t rope = sat_mul(sat_mul(C, D), 4);
+    uint64_t row = sat_add(sat_add(sat_mul(6, H), sat_mul(2, F)), sat_add(sat_mul(3, sat_mul(NH, D)), sat_mul(NH, C)));
+    uint64_t scratch = sat_add(sat_mul(sat_mul(RC_QWEN2_CHUNK, row), 4), sat_mul(4 * 4, V));
+    return sat_add(sat_add(kv, rope), scratch);
+}
+
+static recall_status reserve(recall_model *m, uint64_t bytes, const char *what, recall_err *err) {
+    if (m->max_memory && (bytes > m->max_memory || m->reserved > m->max_memory - bytes))
+        return rc_fail(err, RECALL_E_LIMIT,
+                       "recall: %s needs about %llu bytes (%llu already in use), over the memory limit of %llu bytes",
+                       what, (unsigned long long)bytes, (unsigned long long)m->reserved,
+                       (unsigned long long)m->max_memory);
+    m->reserved += bytes;
+    return RECALL_OK;
+}
+
+/* ---- models ------------------------------------------------------------------------------------ */
+
+void recall_open_opts_init(recall_open_opts *o) { memset(o, 0, sizeof *o); }
+
+static recall_status model_new(const recall_open_opts *o, recall_model **out, recall_err *err) {
+    const recall_allocator *al = o && o->allocator ? o->allocator : &std_allocator;
+    if (!al->alloc || !al->free) return rc_fail(err, RECALL_E_ARG, "recall: allocator without alloc/free");
+    recall_model *m = al_alloc(al, sizeof *m);
+    if (!m) return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
+    memset(m, 0, sizeof *m);
+    m->al = *al;
+    m->max_memory = o ? o->max_memory : 0;
+    *out = m;
+    return RECALL_OK;
+}
+
+static recall_status model_finish(recall_model *m, recall_err *err) {
+    const rc_blob *b = m->blob;
+    size_t size;
+    const void *sec = rc_blob_section(b, RC_SECT_TOK_BPE, &size);
+    if (!sec) return rc_fail(err, RECALL_E_MISSING, "%s: no BPE tokenizer section", rc_blob_path(b));
+    /* The tokenizer tables are a few times the section's size (merges hash, vocab index). */
+    RC_TRY(reserve(m, sat_mul(4, size), "the tokenizer", err));
+    RC_TRY(rc_bpe_load(sec, size, &m->bpe, err));
+    recall_model_info *in = &m->info;
+    in->vocab = (int)cfg_i64(b, "qwen2.vocab", 0);
+    in->max_pos = (int)cfg_i64(b, "qwen2.max_pos", 0);
+    in->hidden = (int)cfg_i64(b, "qwen2.hidden", 0);
+    in->layers = (int)cfg_i64(b, "qwen2.layers", 0);
+    in->bos_id = (int)cfg_i64(b, "tok.bos", -1);
+    in->eos_id = (int)cfg_i64(b, "tok.eos", -1);
+    if (in->vocab < 1 || in->vocab > (1 << 24) || in->max_pos < 1 || in->max_pos > (1 << 24))
+        return rc_fail(err, RECALL_E_FORMAT, "%s: qwen2.vocab %d / qwen2.max_pos %d out of range", rc_blob_path(b),
+                       in->vocab, in->max_pos);
+    if (in->eos_id < 0 || in->eos_id >= in->vocab)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: tok.eos %d outside the vocab (%d)", rc_blob_path(b), in->eos_id,
+                       in->vocab);
+    return RECALL_OK;
+}
+
+recall_status recall_open_mem(const void *buf, size_t len, const recall_open_opts *o, recall_model **out,
+                              recall_err *err) {
+    if (!out) return rc_fail(err, RECALL_E_ARG, "recall_open_mem: out is NULL");
+    *out = NULL;
+    if (!buf) return rc_fail(err, RECALL_E_ARG, "recall_open_mem: buf is NULL");
+    recall_model *m;
+    RC_TRY(model_new(o, &m, err));
+    unsigned fl = o && (o->flags & RECALL_OPEN_VERIFY) ? RC_OPEN_VERIFY : 0;
+    recall_status s = rc_blob_open_mem(buf, len, "<memory>", fl, &m->blob, err);
+    if (!s) s = model_finish(m, err);
+    if (s) {
+        recall_close(m);
+        return s;
+    }
+    *out = m;
+    return RECALL_OK;
+}
+
+/* Reads the whole file into allocator memory (the no-mmap path), checking the size first. */
+static recall_status read_file(recall_model *m, const char *path, size_t *len, recall_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return rc_fail(err, RECALL_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return rc_fail(err, RECALL_E_IO, "%s: not a regular file", path);
+    }
+    if ((uint64_t)sb.st_size > SIZE_MAX) {
+        fclose(f);
+        return rc_fail(err, RECALL_E_LIMIT, "%s: %llu bytes do not fit this host's address space", path,
+                       (unsigned long long)sb.st_size);
+    }
+    size_t n = (size_t)sb.st_size;
+    recall_status s = reserve(m, n, "reading the blob into memory", err);
+    if (s) {
+        fclose(f);
+        return rc_wrap(err, "%s: ", path);
+    }
+    m->buffer = al_alloc(&m->al, n);
+    if (!m->buffer) {
+        fclose(f);
+        return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory reading %zu bytes", path, n);
+    }
+    size_t got = n ? fread(m->buffer, 1, n, f) : 0;
+    fclose(f);
+    if (got != n) return rc_fail(err, RECALL_E_IO, "%s: short read (%zu of %zu bytes)", path, got, n);
+    *len = n;
+    return RECALL_OK;
+}
+
+recall_status recall_open(const char *path, const recall_open_opts *o, recall_model **out, recall_err *err) {
+    if (!out) return rc_fail(err, RECALL_E_ARG, "recall_open: out is NULL");
+    *out = NULL;
+    if (!path) return rc_fail(err, RECALL_E_ARG, "recall_open: path is NULL");
+    recall_model *m;
+    RC_TRY(model_new(o, &m, err));
+    unsigned fl = o && (o->flags & RECALL_OPEN_VERIFY) ? RC_OPEN_VERIFY : 0;
+    int no_mmap = o && (o->flags & RECALL_OPEN_NO_MMAP);
+#ifdef RECALL_NO_MMAP
+    no_mmap = 1;
+#endif
+    recall_status s;
+    if (no_mmap) {
+        size_t len = 0;
+        s = read_file(m, path, &len, err);
+        if (!s) s = rc_blob_open_mem(m->buffer, len, path, fl, &m->blob, err);
+    } else {
+        s = rc_blob_open(path, fl, &m->blob, err);
+    }
+    if (!s) s = model_finish(m, err);
+    if (s) {
+        recall_close(m);
+        return s;
+    }
+    *out = m;
+    return RECALL_OK;
+}
+
+void recall_close(recall_model *m) {
+    if (!m) return;
+    rc_qwen2_close(m->fwd);
+    rc_bpe_free(m->bpe);
+    rc_blob_close(m->blob);
+    recall_allocator al = m->al;
+    al_free(&al, m->buffer);
+    al_free(&al, m);
+}
+
+void recall_model_get_info(const recall_model *m, recall_model_info *out) { *out = m->info; }
+
+/* ---- tokenizer --------------------------------------------------------------------------------- */
+
+recall_status recall_tokenize(const recall_model *m, const char *text, size_t len, int add_special, int32_t **ids,
+                              size_t *n_ids, recall_err *err) {
+    if (!m || !ids || !n_ids || (!text && len))
+        return rc_fail(err, RECALL_E_ARG, "recall_tokenize: NULL argument");
+    *ids = NULL;
+    *n_ids = 0;
+    int32_t *raw;
+    size_t n;
+    RC_TRY(rc_bpe_encode(m->bpe, text ? text : "", len, add_special, &raw, &n, err));
+    RC_TRY(adopt(m, raw, n * sizeof *raw, (void **)ids, err));
+    *n_ids = n;
+    return RECALL_OK;
+}
+
+recall_status recall_detokenize(const recall_model *m, const int32_t *ids, size_t n_ids, int skip_special,
+                                char **text, size_t *len, recall_err *err) {
+    if (!m || !text || (!ids && n_ids)) return rc_fail(err, RECALL_E_ARG, "recall_detokenize: NULL argument");
+    *text = NULL;
+    char *raw;
+    size_t n;
+    static const int32_t none[1] = {0};
+    RC_TRY(rc_bpe_decode(m->bpe, ids ? ids : none, n_ids, skip_special, &raw, &n, err));
+    RC_TRY(adopt(m, raw, n + 1, (void **)text, err));
+    if (len) *len = n;
+    return RECALL_OK;
+}
+
+recall_status recall_chat_segment(const recall_model *m, int with_eos, const char *user, const char *assistant,
+                                  int32_t **ids, size_t *n_ids, recall_err *err) {
+    if (!m || !user || !ids || !n_ids) return rc_fail(err, RECALL_E_ARG, "recall_chat_segment: NULL argument");
+    *ids = NULL;
+    *n_ids = 0;
+    int32_t *raw;
+    size_t n;
+    RC_TRY(rc_chat_segment(m->bpe, m->info.eos_id, with_eos, user, assistant, &raw, &n, err));
+    RC_TRY(adopt(m, raw, n * sizeof *raw, (void **)ids, err));
+    *n_ids = n;
+    return RECALL_OK;
+}
+
+/* ---- decoder ----------------------------------------------------------------------------------- */
+
+static recall_status check_ids(const recall_model *m, const int32_t *ids, size_t n, const char *what,
+                               recall_err *err) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= m->info.vocab)
+            return rc_fail(err, RECALL_E_ARG, "%s: token %ld at position %zu is outside the vocab (%d)", what,
+                           (long)ids[i], i, m->info.vocab);
+    return RECALL_OK;
+}
+
+recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, float *logits, size_t logits_len,
+                             recall_err *err) {
+    if (!m || !ids || !logits) return rc_fail(err, RECALL_E_ARG, "recall_forward: NULL argument");
+    if (n == 0) return rc_fail(err, RECALL_E_ARG, "recall_forward: no input ids");
+    if (logits_len < (size_t)m->info.vocab)
+        return rc_fail(err, RECALL_E_ARG, "recall_forward: logits buffer of %zu floats, the vocab needs %d", logits_len,
+                       m->info.vocab);
+    if (n > (size_t)m->info.max_pos)
+        return rc_fail(err, RECALL_E_LIMIT, "recall_forward: %zu ids exceed the model's %d positions", n,
+                       m->info.max_pos);
+    RC_TRY(check_ids(m, ids, n, "recall_forward", err));
+    if (!m->fwd || rc_qwen2_max_ctx(m->fwd) < (int)n) {
+        /* Grow in powers of two so that a caller walking up in length reopens O(log n) times. */
+        int ctx = 64;
+        while (ctx < (int)n) ctx = ctx > m->info.max_pos / 2 ? m->info.max_pos : ctx * 2;
+        if (ctx > m->info.max_pos) ctx = m->info.max_pos;
+        rc_qwen2_close(m->fwd);
+        m->fwd = NULL;
+        m->reserved -= m->fwd_reserved;
+        m->fwd_reserved = 0;
+        uint64_t need = qwen2_bytes(m->blob, ctx);
+        RC_TRY(reserve(m, need, "the forward context", err));
+        recall_status s = rc_qwen2_open(m->blob, ctx, &m->fwd, err);
+        if (s) {
+            m->reserved -= need;
+            return s;
+        }
+        m->fwd_reserved = need;
+    }
+    RC_TRY(rc_qwen2_crop(m->fwd, 0, err));
+    rc_qwen2_fwd f = {0};
+    f.ids = ids;
+    f.n = (int)n;
+    f.logits_last = logits;
+    return rc_qwen2_forward(m->fwd, &f, err);
+}
+
+/* ---- the recall loop --------------------------------------------------------------------------- */
+
+void recall_loop_opts_init(const recall_model *m, recall_loop_opts *o) {
+    rc_recall_opts r;
+    rc_recall_defaults(m->blob, &r);
+    memset(o, 0, sizeof *o);
+    o->window = r.window;
+    o->block = r.block;
+    o->chunk = r.chunk;
+    o->k = r.k;
+    o->turn_cap = r.turn_cap;
+    o->buf_min = r.buf_min;
+    o->threshold = r.threshold;
+    o->mode = (recall_mode)r.mode;
+    o->arm = (recall_arm)r.arm;
+    o->fire_once = r.fire_once;
+    o->hysteresis = r.hysteresis;
+    o->use_floor = r.use_floor;
+    o->floor = r.floor;
+    o->reference_schedule = r.reference_schedule;
+    o->max_feed = 0;
+}
+
+/* The engine's own size checks (recall.c) take ints; the bounds here keep every product they form
+ * inside int and name the number at fault. */
+static recall_status loop_estimate(const recall_model *m, const recall_loop_opts *o, uint64_t *bytes,
+                                   recall_err *err) {
+    const int lim = 1 << 20;
+    if (o->window < 1 || o->window > lim || o->block < 1 || o->block > lim || o->chunk < 1 || o->chunk > lim ||
+        o->k < 1 || o->k > 8 || o->turn_cap < 0 || o->turn_cap > lim || o->buf_min < 1 || o->buf_min > lim)
+        return rc_fail(err, RECALL_E_ARG,
+                       "recall_loop_open: window %d, block %d, chunk %d (1..%d), k %d (1..8), turn_cap %d (0..%d), "
+                       "buf_min %d (1..%d)",
+                       o->window, o->block, o->chunk, lim, o->k, o->turn_cap, lim, o->buf_min, lim);
+    if ((unsigned)o->mode > 1 || (unsigned)o->arm > 2)
+        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: mode %d / arm %d unknown", (int)o->mode, (int)o->arm);
+    int64_t n_sp = o->arm == RECALL_ARM_FULL ? 0 : cfg_i64(m->blob, "pooler.n_sp", 0);
+    if (n_sp < 0 || n_sp > lim) n_sp = lim;
+    int64_t ctx = 1 + n_sp + (int64_t)o->k * o->block + o->window + o->chunk;
+    if (o->arm == RECALL_ARM_FULL) ctx = m->info.max_pos < 16384 ? m->info.max_pos : 16384;
+    uint64_t b = qwen2_bytes(m->blob, ctx);
+    if (o->arm == RECALL_ARM_RC_BGE && o->mode == RECALL_MODE_FAITHFUL) b = sat_add(b, qwen2_bytes(m->blob, o->block));
+    *bytes = b;
+    return RECALL_OK;
+}
+
+recall_status recall_loop_open(recall_model *m, const recall_loop_opts *o, recall_loop **out, recall_err *err) {
+    if (!out) return rc_fail(err, RECALL_E_ARG, "recall_loop_open: out is NULL");
+    *out = NULL;
+    if (!m) return rc_fail(err, RECALL_E_ARG, "recall_loop_open: model is NULL");
+    recall_loop_opts dflt;
+    if (!o) {
+        recall_loop_opts_init(m, &dflt);
+        o = &dflt;
+    }
+    uint64_t need = 0;
+    RC_TRY(loop_estimate(m, o, &need, err));
+    RC_TRY(reserve(m, need, "the recall loop (KV caches and scratch)", err));
+    recall_loop *l = al_alloc(&m->al, sizeof *l);
+    if (!l) {
+        m->reserved -= need;
+        return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
+    }
+    memset(l, 0, sizeof *l);
+    l->m = m;
+    l->o = *o;
+    l->reserved = need;
+    rc_recall_opts r;
+    rc_recall_defaults(m->blob, &r);
+    r.window = o->window;
+    r.block = o->block;
+    r.chunk = o->chunk;
+    r.k = o->k;
+    r.turn_cap = o->turn_cap;
+    r.buf_min = o->buf_min;
+    r.threshold = o->threshold;
+    r.mode = (rc_loop_mode)o->mode;
+    r.arm = (rc_arm)o->arm;
+    r.fire_once = o->fire_once;
+    r.hysteresis = o->hysteresis;
+    r.use_floor = o->use_floor;
+    r.floor = o->floor;
+    r.reference_schedule = o->reference_schedule;
+    r.threads = o->threads;
+    r.simd = o->simd;
+    recall_status s = rc_recall_open(m->blob, &r, &l->r, err);
+    if (s) {
+        m->reserved -= need;
+        al_free(&m->al, l);
+        return s;
+    }
+    m->n_loops++;
+    *out = l;
+    return RECALL_OK;
+}
+
+void recall_loop_close(recall_loop *l) {
+    if (!l) return;
+    rc_recall_close(l->r);
+    l->m->reserved -= l->reserved;
+    l->m->n_loops--;
+    recall_model *m = l->m;
+    al_free(&m->al, l);
+}
+
+void recall_loop_reset(recall_loop *l) {
+    if (l) rc_recall_forget(l->r);
+}
+
+typedef struct {
+    recall_event_fn fn;
+    void *ctx;
+} event_bridge;
+
+/* Translates the engine's trace records into the public event struct (no allocation). */
+static void on_engine_event(void *ctx, const rc_event *ev) {
+    const event_bridge *br = ctx;
+    recall_event e;
+    memset(&e, 0, sizeof e);
+    switch (ev->kind) {
+    case RC_EV_TOKEN:
+        e.kind = RECALL_EV_TOKEN;
+        e.token = ev->token;
+        break;
+    case RC_EV_REBUILD: {
+        const rc_rebuild_rec *r = ev->rec;
+        e.kind = RECALL_EV_REBUILD;
+        e.c0 = r->c0;
+        e.has_sp = r->has_sp;
+        e.inj_len = r->inj_len;
+        e.window_len = r->window_len;
+        e.reused = r->reused;
+        break;
+    }
+    case RC_EV_GATE: {
+        const rc_gate_rec *g = ev->rec;
+        e.kind = RECALL_EV_GATE;
+        e.c0 = g->c0;
+        e.score = g->score;
+        e.fired = g->fired;
+        break;
+    }
+    case RC_EV_FIRE: {
+        const rc_fire_rec *f = ev->rec;
+        e.kind = RECALL_EV_FIRE;
+        e.c0 = f->c0;
+        e.score = f->score;
+        e.fired = 1;
+        e.injected = f->injected;
+        e.n_candidates = f->ncand;
+        e.ids = f->rid;
+        e.n_ids = f->nrid;
+        break;
+    }
+    default: return;
+    }
+    (void)br->fn(br->ctx, &e);
+}
+
+recall_status recall_turn(recall_loop *l, const int32_t *feed, size_t n_feed, recall_event_fn on_event, void *ctx,
+                          recall_reply *out, recall_err *err) {
+    if (!out) return rc_fail(err, RECALL_E_ARG, "recall_turn: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!l || (!feed && n_feed)) return rc_fail(err, RECALL_E_ARG, "recall_turn: NULL argument");
+    if (n_feed == 0) return rc_fail(err, RECALL_E_ARG, "recall_turn: empty feed (start with recall_chat_segment)");
+    /* The loop's history buffer holds feed + reply + one chunk in int positions. */
+    size_t hard = (size_t)INT_MAX / 8 - (size_t)l->o.turn_cap - (size_t)l->o.chunk;
+    if (l->o.max_feed && n_feed > l->o.max_feed)
+        return rc_fail(err, RECALL_E_LIMIT, "recall_turn: the conversation has %zu tokens, the limit is %zu", n_feed,
+                       l->o.max_feed);
+    if (n_feed > hard)
+        return rc_fail(err, RECALL_E_LIMIT, "recall_turn: the conversation has %zu tokens, this build holds %zu",
+                       n_feed, hard);
+    if (l->o.arm == RECALL_ARM_FULL) {
+        int cap = l->m->info.max_pos < 16384 ? l->m->info.max_pos : 16384;
+        size_t need = 1 + n_feed + (size_t)l->o.turn_cap + 1;
+        if (need > (size_t)cap)
+            return rc_fail(err, RECALL_E_LIMIT,
+                           "recall_turn: the FULL arm needs %zu positions (BOS + %zu history + %d reply + 1), the "
+                           "context holds %d",
+                           need, n_feed, l->o.turn_cap, cap);
+    }
+    RC_TRY(check_ids(l->m, feed, n_feed, "recall_turn", err));
+    event_bridge br = {on_event, ctx};
+    rc_turn t;
+    recall_status s = rc_recall_reply(l->r, feed, (int)n_feed, on_event ? on_engine_event : NULL, &br, &t, err);
+    if (s) {
+        rc_turn_free(&t);
+        return s;
+    }
+    size_t n = t.n_reply > 0 ? (size_t)t.n_reply : 0;
+    out->ids = al_alloc(&l->m->al, n * sizeof *out->ids);
+    if (!out->ids) {
+        rc_turn_free(&t);
+        return rc_fail(err, RECALL_E_NOMEM, "recall_turn: out of memory for a %zu-token reply", n);
+    }
+    if (n) memcpy(out->ids, t.reply, n * sizeof *out->ids);
+    out->n_ids = n;
+    out->n_gates = t.n_gates;
+    out->n_fires = t.n_fires;
+    out->n_rebuilds = t.n_rebuilds;
+    out->min_margin = t.min_margin;
+    rc_turn_free(&t);
+    return RECALL_OK;
+}
+
+void recall_reply_free(const recall_loop *l, recall_reply *r) {
+    if (!r) return;
+    if (l) al_free(&l->m->al, r->ids);
+    else free(r->ids);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,423 @@
+/* cli_score.c - `recall score`: teacher-forced scoring and perplexity with llama-perplexity's
+ * protocol, plus the CLI helpers every model command shares (--tokens-file, --threads, --simd).
+ *
+ * Per position (natural log, double precision from the fp32 logits of row j, target t = ids[j+1]):
+ *   nll_j = -(logit[t] - lse),  lse = m + log(sum_i exp((double)logit[i] - m)),  m = max_i logit[i]
+ *   greedy_j = argmax_i logit[i] (lowest id on ties)
+ * Perplexity (llama.cpp tools/perplexity/perplexity.cpp, perplexity(), ppl_stride 0):
+ *   - the ids are split into n_chunk = floor(n / n_ctx) chunks of n_ctx ids; a trailing
+ *     remainder is not scored;
+ *   - each chunk is evaluated from an empty cache at positions 0 .. n_ctx-1; with --bos (or a
+ *     blob whose tok.add_bos is 1) its first id is replaced by tok.bos for the evaluation, as
+ *     llama-perplexity does for vocabularies with add_bos (Qwen2's does not, hence off by default);
+ *   - positions j in [first, n_ctx-1), first = n_ctx/2, are scored (predicting id j+1), i.e.
+ *     n_ctx - first - 1 positions per chunk;
+ *   - after chunk i the running estimate exp(sum nll / count) is printed as "[i]%.4f,";
+ *   - final: PPL = exp(mean nll) +/- PPL * sqrt((mean(nll^2) - mean(nll)^2) / (count - 1)).
+ * Differences from llama-perplexity, on purpose: llama sums expf(logit - max) in double and takes
+ * logf-rounded intermediates; here everything after the fp32 logits is double (diffs ~1e-7).
+ * llama refuses inputs under 2*n_ctx tokens; here one full chunk (n_ctx tokens) is enough.
+ * The token-id hash is XXH64 (seed 0) of the int32 ids in little-endian order.
+ * Only this file (and the other cli_*.c) print; the library returns errors as values. */
+#include "blob.h"
+#include "checksum.h"
+#include "cli.h"
+#include "json.h"
+#include "pool.h"
+#include "qwen2.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- shared CLI helpers */
+
+int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args *x) {
+    const char *a = argv[*i];
+    int is_threads = !strcmp(a, "--threads"), is_simd = !strcmp(a, "--simd");
+    if (!is_threads && !is_simd) return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "recall %s: %s needs a value\n", cmd, a);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    if (is_threads) {
+        char *end;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (errno || end == v || *end || n < 1 || n > RC_MAX_THREADS) {
+            fprintf(stderr, "recall %s: --threads %s: expected 1..%d\n", cmd, v, RC_MAX_THREADS);
+            return -1;
+        }
+        x->threads = (int)n;
+    } else {
+        if (rc_simd_parse(v) < 0 && strcmp(v, "auto")) {
+            fprintf(stderr, "recall %s: --simd %s: expected scalar, avx2, avx512, neon or auto\n", cmd, v);
+            return -1;
+        }
+        x->simd = v;
+    }
+    return 1;
+}
+
+recall_status cli_exec_open(const cli_exec_args *x, rc_exec **out, recall_err *err) {
+    rc_exec_opts o = {x->threads, x->simd};
+    return rc_exec_open(&o, out, err);
+}
+
+/* Validates a parsed JSON array of ids. */
+static recall_status ids_from_json(const json_value *r, const char *what, int32_t **out, int *n, recall_err *err) {
+    if (r->type != JSON_ARR)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: byte %zu: expected a JSON array of token ids", what, r->offset);
+    if (r->len > (1u << 26)) return rc_fail(err, RECALL_E_LIMIT, "%s: %zu ids is too many", what, r->len);
+    int32_t *ids = (int32_t *)malloc((r->len ? r->len : 1) * sizeof(int32_t));
+    if (!ids) return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory", what);
+    for (size_t i = 0; i < r->len; i++) {
+        const json_value *v = &r->items[i];
+        if (v->type != JSON_NUM || !v->is_int || v->i < 0 || v->i > INT32_MAX) {
+            free(ids);
+            return rc_fail(err, RECALL_E_FORMAT, "%s: byte %zu: element %zu is not a token id", what, v->offset, i);
+        }
+        ids[i] = (int32_t)v->i;
+    }
+    *out = ids;
+    *n = (int)r->len;
+    return RECALL_OK;
+}
+
+recall_status cli_parse_ids_text(const char *text, size_t len, const char *what, int32_t **out, int *n,
+                                 recall_err *err) {
+    *out = NULL;
+    *n = 0;
+    size_t p = 0;
+    while (p < len && (text[p] == ' ' || text[p] == '\t' || text[p] == '\n' || text[p] == '\r')) p++;
+    if (p < len && text[p] == '[') {
+        json_doc *doc = NULL;
+        RC_TRY(json_parse(text, len, what, &doc, err));
+        recall_status st = ids_from_json(json_root(doc), what, out, n, err);
+        json_free(doc);
+        return st;
+    }
+    /* whitespace-separated decimal ids */
+    size_t cap = 0;
+    int count = 0;
+    int32_t *ids = NULL;
+    while (p < len) {
+        char ch = text[p];
+        if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') {
+            p++;
+            continue;
+        }
+        if (ch < '0' || ch > '9') {
+            free(ids);
+            return rc_fail(err, RECALL_E_FORMAT, "%s: byte %zu: expected a token id (decimal digits), found 0x%02x",
+                           what, p, (unsigned)(unsigned char)ch);
+        }
+        size_t start = p;
+        int64_t v = 0;
+        while (p < len && text[p] >= '0' && text[p] <= '9') {
+            v = v * 10 + (text[p] - '0');
+            if (v > INT32_MAX) {
+                free(ids);
+                return rc_fail(err, RECALL_E_FORMAT, "%s: byte %zu: token id too large", what, start);
+            }
+            p++;
+        }
+        if (p < len && !(text[p] == ' ' || text[p] == '\t' || text[p] == '\n' || text[p] == '\r')) {
+            free(ids);
+            return rc_fail(err, RECALL_E_FORMAT, "%s: byte %zu: expected whitespace after a token id, found 0x%02x",
+                           what, p, (unsigned)(unsigned char)text[p]);
+        }
+        if ((size_t)count == cap) {
+            if (cap >= (1u << 26)) {
+                free(ids);
+                return rc_fail(err, RECALL_E_LIMIT, "%s: too many ids", what);
+            }
+            size_t nc = cap ? cap * 2 : 256;
+            int32_t *t = (int32_t *)realloc(ids, nc * sizeof(int32_t));
+            if (!t) {
+                free(ids);
+                return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory", what);
+            }
+            ids = t;
+            cap = nc;
+        }
+        ids[count++] = (int32_t)v;
+    }
+    if (!count) {
+        free(ids);
+        return rc_fail(err, RECALL_E_FORMAT, "%s: no token ids", what);
+    }
+    *out = ids;
+    *n = count;
+    return RECALL_OK;
+}
+
+recall_status cli_read_tokens_file(const char *path, int32_t **out, int *n, recall_err *err) {
+    char *buf = NULL;
+    size_t len = 0;
+    *out = NULL;
+    *n = 0;
+    RC_TRY(rc_read_file(path, &buf, &len, err));
+    recall_status st = cli_parse_ids_text(buf, len, path, out, n, err);
+    free(buf);
+    return st;
+}
+
+recall_status cli_get_ids(const char *inline_ids, const char *tokens_file, int32_t **out, int *n, recall_err *err) {
+    if (inline_ids && tokens_file)
+        return rc_fail(err, RECALL_E_ARG, "give either --ids or --tokens-file, not both");
+    if (tokens_file) return cli_read_tokens_file(tokens_file, out, n, err);
+    if (inline_ids) return cli_parse_ids_text(inline_ids, strlen(inline_ids), "--ids", out, n, err);
+    return rc_fail(err, RECALL_E_ARG, "--ids or --tokens-file is required");
+}
+
+/* ---------------------------------------------------------------- recall score */
+
+static const char SCORE_USAGE[] =
+    "usage: recall score BLOB (--tokens-file F | --ids '[...]') [--ctx N] [--bos] [--json OUT]\n"
+    "                    [--per-position] [--threads N] [--simd scalar|avx2|avx512|neon]\n"
+    "Teacher-forced scoring: per-position negative log-likelihood (natural log, double from the fp32\n"
+    "logits) and greedy token, and perplexity with llama-perplexity's protocol: the ids are cut into\n"
+    "chunks of N (default: all ids, at most the model's trained positions), each chunk is evaluated\n"
+    "from an empty cache and positions [N/2, N-1) are scored; prints the running PPL per chunk\n"
+    "('[1]x,[2]y,...'), 'Final estimate: PPL = P +/- E', the XXH64 of the int32 ids and the KV bytes.\n"
+    "  --tokens-file F  a JSON array of ids, or ids separated by whitespace\n"
+    "  --ctx N          chunk length (3 .. qwen2.max_pos); input shorter than N is rejected\n"
+    "  --bos            replace each chunk's first id by tok.bos (llama-perplexity with add_bos;\n"
+    "                   default: on iff the blob says tok.add_bos = 1)\n"
+    "  --per-position   print (and write to --json) every position: chunk, pos, target, nll, greedy\n"
+    "  --json OUT       the results as JSON\n"
+    "  --threads N / --simd P   execution (defaults: RECALL_THREADS / RECALL_SIMD); bitwise the same\n"
+    "Prefill progress goes to stderr.\n";
+
+#define SCORE_BATCH 64 /* rows per forward call: bounds the logits buffer to 64 x vocab floats */
+
+typedef struct {
+    int chunk, pos, target, greedy, scored;
+    double nll;
+} score_pos;
+
+static double row_nll(const float *lg, size_t V, int target, int *greedy) {
+    size_t best = 0;
+    for (size_t i = 1; i < V; i++)
+        if (lg[i] > lg[best]) best = i;
+    const double mx = (double)lg[best];
+    double s = 0.0;
+    for (size_t i = 0; i < V; i++) s += exp((double)lg[i] - mx);
+    *greedy = (int)best;
+    return -((double)lg[target] - (mx + log(s)));
+}
+
+int cli_score(int argc, char **argv) {
+    const char *blob_path = NULL, *ids_s = NULL, *tokens_file = NULL, *json_path = NULL, *ctx_s = NULL;
+    int per_pos = 0, bos_flag = 0;
+    cli_exec_args xa = {0, NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(SCORE_USAGE, stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--per-position")) {
+            per_pos = 1;
+            continue;
+        }
+        if (!strcmp(a, "--bos")) {
+            bos_flag = 1;
+            continue;
+        }
+        int x = cli_exec_flag("score", argc, argv, &i, &xa);
+        if (x < 0) return 2;
+        if (x > 0) continue;
+        const char **slot = !strcmp(a, "--ids") ? &ids_s : !strcmp(a, "--tokens-file") ? &tokens_file
+                          : !strcmp(a, "--json") ? &json_path : !strcmp(a, "--ctx") ? &ctx_s : NULL;
+        if (slot) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "recall score: %s needs a value\n", a);
+                return 2;
+            }
+            *slot = argv[++i];
+        } else if (a[0] == '-' || blob_path) {
+            fprintf(stderr, "recall score: unexpected argument '%s'\n%s", a, SCORE_USAGE);
+            return 2;
+        } else {
+            blob_path = a;
+        }
+    }
+    if (!blob_path || (!ids_s && !tokens_file)) {
+        fprintf(stderr, "recall score: needs BLOB and --tokens-file or --ids\n%s", SCORE_USAGE);
+        return 2;
+    }
+    long ctx_req = 0;
+    if (ctx_s) {
+        char *end;
+        errno = 0;
+        ctx_req = strtol(ctx_s, &end, 10);
+        if (errno || end == ctx_s || *end || ctx_req < 3 || ctx_req > INT32_MAX) {
+            fprintf(stderr, "recall score: --ctx %s: expected an integer >= 3\n", ctx_s);
+            return 2;
+        }
+    }
+
+    recall_err err = {0};
+    rc_blob *b = NULL;
+    rc_exec *ex = NULL;
+    rc_qwen2 *m = NULL;
+    int32_t *ids = NULL, *chunk_ids = NULL;
+    float *logits = NULL;
+    double *chunk_ppl = NULL;
+    score_pos *pp = NULL;
+    FILE *jf = NULL;
+    int n = 0, rc = 1;
+    if (cli_get_ids(ids_s, tokens_file, &ids, &n, &err) || rc_blob_open(blob_path, 0, &b, &err)) goto out;
+    const char *src = tokens_file ? tokens_file : "--ids";
+    int64_t max_pos = 0, add_bos = 0, bos_id = -1;
+    if (rc_blob_get_i64(b, "qwen2.max_pos", &max_pos, &err)) goto out;
+    if (rc_blob_kv_find(b, "tok.add_bos") && rc_blob_get_i64(b, "tok.add_bos", &add_bos, &err)) goto out;
+    const int use_bos = bos_flag || add_bos == 1;
+    if (use_bos && rc_blob_get_i64(b, "tok.bos", &bos_id, &err)) goto out;
+    /* default chunk: the whole input, but never silently past the trained window */
+    const int n_ctx = ctx_req ? (int)ctx_req : (n < max_pos ? n : (int)max_pos);
+    if (n_ctx < 3) {
+        rc_fail(&err, RECALL_E_ARG, "%s: %d tokens; scoring needs a chunk of at least 3", src, n);
+        goto out;
+    }
+    if (cli_exec_open(&xa, &ex, &err) || rc_qwen2_open_ex(b, n_ctx, ex, &m, &err)) goto out;
+    if (n < n_ctx) {
+        rc_fail(&err, RECALL_E_ARG, "%s: %d tokens is shorter than one chunk of %d (--ctx)", src, n, n_ctx);
+        goto out;
+    }
+    /* a request of known size: reserve the chunk once instead of growing by doubling */
+    if (rc_qwen2_reserve(m, n_ctx, &err)) goto out;
+    const rc_qwen2_config *c = rc_qwen2_cfg(m);
+    const size_t V = (size_t)c->vocab;
+    if (use_bos && (bos_id < 0 || bos_id >= c->vocab)) {
+        rc_fail(&err, RECALL_E_FORMAT, "%s: tok.bos %lld outside the vocab (%d)", blob_path, (long long)bos_id,
+                c->vocab);
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= c->vocab) {
+            rc_fail(&err, RECALL_E_ARG, "%s: token id %d at index %d outside [0, %d)", src, (int)ids[i], i, c->vocab);
+            goto out;
+        }
+    const int n_chunk = n / n_ctx, first = n_ctx / 2;
+    const size_t n_pp = per_pos ? (size_t)n_chunk * (size_t)(n_ctx - 1) : 0;
+    logits = (float *)malloc((size_t)SCORE_BATCH * V * sizeof(float));
+    chunk_ids = (int32_t *)malloc((size_t)n_ctx * sizeof(int32_t));
+    chunk_ppl = (double *)malloc((size_t)n_chunk * sizeof(double));
+    pp = (score_pos *)malloc((n_pp ? n_pp : 1) * sizeof(score_pos));
+    if (!logits || !chunk_ids || !chunk_ppl || !pp) {
+        rc_fail(&err, RECALL_E_NOMEM, "out of memory");
+        goto out;
+    }
+    uint8_t *le = (uint8_t *)malloc((size_t)n * 4);
+    if (!le) {
+        rc_fail(&err, RECALL_E_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 4; k++) le[(size_t)i * 4 + k] = (uint8_t)((uint32_t)ids[i] >> (8 * k));
+    const uint64_t hash = rc_xxh64(le, (size_t)n * 4, 0);
+    free(le);
+    printf("tokens %d xxh64 %016llx\n", n, (unsigned long long)hash);
+    printf("n_ctx %d chunks %d scored_per_chunk %d bos %s\n", n_ctx, n_chunk, n_ctx - first - 1,
+           use_bos ? "replaced" : "off");
+    fflush(stdout);
+
+    const long rows_total = (long)n_chunk * n_ctx;
+    long rows_done = 0, count = 0;
+    double nll = 0.0, nll2 = 0.0;
+    size_t ip = 0;
+    for (int ch = 0; ch < n_chunk; ch++) {
+        const int32_t *tok = ids + (size_t)ch * n_ctx;
+        memcpy(chunk_ids, tok, (size_t)n_ctx * sizeof(int32_t));
+        if (use_bos) chunk_ids[0] = (int32_t)bos_id;
+        if (rc_qwen2_crop(m, 0, &err)) goto out;
+        for (int r0 = 0; r0 < n_ctx; r0 += SCORE_BATCH) {
+            const int nr = n_ctx - r0 < SCORE_BATCH ? n_ctx - r0 : SCORE_BATCH;
+            rc_qwen2_fwd f = {.ids = chunk_ids + r0, .n = nr, .logits_all = logits};
+            if (rc_qwen2_forward(m, &f, &err)) goto out;
+            for (int t = 0; t < nr; t++) {
+                const int j = r0 + t;
+                if (j >= n_ctx - 1) break; /* the last row has no target inside the chunk */
+                int greedy;
+                const int target = tok[j + 1]; /* in range: checked above */
+                const double v = row_nll(logits + (size_t)t * V, V, target, &greedy);
+                const int scored = j >= first;
+                if (scored) {
+                    nll += v;
+                    nll2 += v * v;
+                    count++;
+                }
+                if (per_pos) pp[ip++] = (score_pos){ch, j, target, greedy, scored, v};
+            }
+            rows_done += nr;
+            if (rows_done % 1024 < (long)nr || r0 + nr == n_ctx)
+                fprintf(stderr, "score: prefill %ld/%ld rows (chunk %d/%d)\n", rows_done, rows_total, ch + 1, n_chunk);
+        }
+        chunk_ppl[ch] = exp(nll / (double)count);
+        printf("[%d]%.4f,", ch + 1, chunk_ppl[ch]);
+        fflush(stdout);
+    }
+    printf("\n");
+    const double mean = nll / (double)count, ppl = exp(mean);
+    double var = nll2 / (double)count - mean * mean, ppl_err = 0.0;
+    if (count > 1 && var > 0) ppl_err = sqrt(var / (double)(count - 1)) * ppl;
+    printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl_err);
+    printf("scored %ld positions, mean nll %.9f\n", count, mean);
+    printf("kv_bytes %zu (%d positions allocated, context %d)\n", rc_qwen2_kv_bytes(m), rc_qwen2_kv_capacity(m),
+           rc_qwen2_max_ctx(m));
+    if (per_pos)
+        for (size_t i = 0; i < ip; i++)
+            printf("chunk %d pos %d target %d nll %.9f greedy %d%s\n", pp[i].chunk, pp[i].pos, pp[i].target,
+                   pp[i].nll, pp[i].greedy, pp[i].scored ? " scored" : "");
+    if (json_path) {
+        jf = fopen(json_path, "w");
+        if (!jf) {
+            rc_fail(&err, RECALL_E_IO, "%s: %s", json_path, strerror(errno));
+            goto out;
+        }
+        fprintf(jf,
+                "{\"n_tokens\": %d, \"ids_xxh64\": \"%016llx\", \"n_ctx\": %d, \"n_chunks\": %d, \"first\": %d, "
+                "\"bos\": %s, \"scored\": %ld, \"mean_nll\": %.17g, \"ppl\": %.17g, \"ppl_err\": %.17g, "
+                "\"kv_bytes\": %zu, \"chunk_ppl\": [",
+                n, (unsigned long long)hash, n_ctx, n_chunk, first, use_bos ? "true" : "false", count, mean, ppl,
+                ppl_err, rc_qwen2_kv_bytes(m));
+        for (int i = 0; i < n_chunk; i++) fprintf(jf, "%s%.17g", i ? ", " : "", chunk_ppl[i]);
+        fputs("]", jf);
+        if (per_pos) {
+            fputs(", \"positions\": [", jf);
+            for (size_t i = 0; i < ip; i++)
+                fprintf(jf, "%s\n{\"chunk\": %d, \"pos\": %d, \"target\": %d, \"nll\": %.17g, \"greedy\": %d, "
+                            "\"scored\": %s}",
+                        i ? "," : "", pp[i].chunk, pp[i].pos, pp[i].target, pp[i].nll, pp[i].greedy,
+                        pp[i].scored ? "true" : "false");
+            fputs("]", jf);
+        }
+        fputs("}\n", jf);
+        int bad = ferror(jf) != 0;
+        int cl = fclose(jf);
+        jf = NULL;
+        if (bad || cl) {
+            rc_fail(&err, RECALL_E_IO, "%s: write failed", json_path);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    if (rc) fprintf(stderr, "recall score: %s\n", err.msg[0] ? err.msg : recall_strerror(err.code));
+    if (jf) fclose(jf);
+    free(pp);
+    free(chunk_ppl);
+    free(chunk_ids);
+    free(logits);
+    free(ids);
+    rc_qwen2_close(m);
+    rc_exec_close(ex);
+    rc_blob_close(b);
+    return rc;
+}

@@ -1,0 +1,160 @@
+/* test_kv.c - KV memory that follows the context in use (REQ-CTX-007) and the trained-window limit
+ * (REQ-CTX-001), on the worldA f32 blob (24 layers, 2 KV heads x 16 dims: 6,144 KV bytes per position):
+ *   - a cache that starts empty and grows many times (token-by-token decode through 256, 512,
+ *     1,024 positions, and a multi-row prefill that crosses a growth boundary mid-call) gives bitwise
+ *     the logits of a cache reserved once for the whole request;
+ *   - the allocated bytes follow the positions in use: 256-position unit, then doubling, capped at
+ *     max_ctx; a reserved request allocates once (exact bytes), never more;
+ *   - growth keeps the cached K/V: crop + re-forward after growing equals the reserved run;
+ *   - opening above qwen2.max_pos fails naming both numbers; max_pos itself opens (no allocation). */
+#include "blob.h"
+#include "fixture.h"
+#include "qwen2.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static rc_blob *open_f32(void) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    rc_blob *b = NULL;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    return b;
+}
+
+/* deterministic pseudo-random ids in [0, V) */
+static void make_ids(int32_t *ids, int n, int V, uint32_t seed) {
+    uint32_t s = seed;
+    for (int i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((s >> 8) % (uint32_t)V);
+    }
+}
+
+static size_t per_pos_bytes(const rc_qwen2 *m) {
+    const rc_qwen2_config *c = rc_qwen2_cfg(m);
+    return 2u * (size_t)c->layers * (size_t)c->kv_heads * (size_t)c->head_dim * sizeof(float);
+}
+
+/* the expected capacity after `used` positions under on-demand growth */
+static int grown_cap(int used, int max_ctx) {
+    if (used == 0) return 0;
+    int cap = RC_QWEN2_KV_UNIT;
+    while (cap < used) cap *= 2;
+    return cap < max_ctx ? cap : max_ctx;
+}
+
+static void first_diff(const float *a, const float *b, size_t n, const char *what) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x, y;
+        memcpy(&x, &a[i], 4);
+        memcpy(&y, &b[i], 4);
+        cr_assert_eq(x, y, "%s: first differing bit at element %zu: %08x (%.9g) vs %08x (%.9g)", what, i, x,
+                     (double)a[i], y, (double)b[i]);
+    }
+}
+
+Test(kv_growth, growing_cache_matches_reserved_bitwise_with_fewer_bytes) {
+    rc_blob *b = open_f32();
+    recall_err err = {0};
+    const int N = 1100, MAXC = 1200;
+    rc_qwen2 *grow = NULL, *full = NULL;
+    cr_assert_eq(rc_qwen2_open(b, MAXC, &grow, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_open(b, MAXC, &full, &err), RECALL_OK, "%s", err.msg);
+    const int V = rc_qwen2_cfg(grow)->vocab;
+    const size_t ppb = per_pos_bytes(grow);
+    cr_assert_eq(ppb, 6144u);
+    cr_assert_eq(rc_qwen2_kv_bytes(grow), 0u, "nothing is allocated at open");
+    cr_assert_eq(rc_qwen2_kv_capacity(grow), 0);
+
+    int32_t *ids = malloc((size_t)N * sizeof *ids);
+    float *ref = malloc((size_t)N * V * sizeof(float)), *got = malloc((size_t)V * sizeof(float));
+    cr_assert(ids && ref && got);
+    make_ids(ids, N, V, 7);
+
+    /* reference: reserved once, one prefill */
+    cr_assert_eq(rc_qwen2_reserve(full, N, &err), RECALL_OK, "%s", err.msg);
+    const int full_cap = rc_qwen2_kv_capacity(full);
+    cr_assert_eq(full_cap, 1280 < MAXC ? 1280 : MAXC, "reserve rounds %d up to the unit, capped at max_ctx", N);
+    cr_assert_eq(rc_qwen2_kv_bytes(full), (size_t)full_cap * ppb);
+    rc_qwen2_fwd f = {.ids = ids, .n = N, .logits_all = ref};
+    cr_assert_eq(rc_qwen2_forward(full, &f, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_kv_capacity(full), full_cap, "a reserved request never grows");
+
+    /* growing: 300 rows in one call (grows 0 -> 512 inside), then token by token to N */
+    rc_qwen2_fwd g = {.ids = ids, .n = 300, .logits_all = malloc((size_t)300 * V * sizeof(float))};
+    cr_assert(g.logits_all);
+    cr_assert_eq(rc_qwen2_forward(grow, &g, &err), RECALL_OK, "%s", err.msg);
+    first_diff(g.logits_all, ref, (size_t)300 * V, "prefill 300 rows, grown");
+    free(g.logits_all);
+    cr_assert_eq(rc_qwen2_kv_capacity(grow), 512);
+    int grows = 0, last_cap = 512;
+    for (int t = 300; t < N; t++) {
+        rc_qwen2_fwd d = {.ids = ids + t, .n = 1, .logits_last = got};
+        cr_assert_eq(rc_qwen2_forward(grow, &d, &err), RECALL_OK, "%s", err.msg);
+        first_diff(got, ref + (size_t)t * V, (size_t)V, "decode");
+        const int cap = rc_qwen2_kv_capacity(grow);
+        cr_assert_eq(cap, grown_cap(t + 1, MAXC), "capacity after %d positions", t + 1);
+        cr_assert_eq(rc_qwen2_kv_bytes(grow), (size_t)cap * ppb);
+        if (cap != last_cap) grows++;
+        last_cap = cap;
+    }
+    cr_assert_eq(grows, 2, "512 -> 1024 -> 1200 (capped)");
+    cr_assert_eq(rc_qwen2_kv_capacity(grow), MAXC);
+
+    /* growth kept the contents: crop back into the first unit and re-run the tail */
+    cr_assert_eq(rc_qwen2_crop(grow, 200, &err), RECALL_OK, "%s", err.msg);
+    rc_qwen2_fwd tail = {.ids = ids + 200, .n = 40, .logits_last = got};
+    cr_assert_eq(rc_qwen2_forward(grow, &tail, &err), RECALL_OK, "%s", err.msg);
+    first_diff(got, ref + (size_t)239 * V, (size_t)V, "crop + re-forward after growth");
+
+    free(ids);
+    free(ref);
+    free(got);
+    rc_qwen2_close(grow);
+    rc_qwen2_close(full);
+    rc_blob_close(b);
+}
+
+Test(kv_growth, bytes_follow_the_context_in_use) {
+    rc_blob *b = open_f32();
+    recall_err err = {0};
+    rc_qwen2 *m = NULL;
+    const int max_pos = 4096;
+    cr_assert_eq(rc_qwen2_open(b, max_pos, &m, &err), RECALL_OK, "the trained size itself opens: %s", err.msg);
+    const size_t ppb = per_pos_bytes(m);
+    const int V = rc_qwen2_cfg(m)->vocab;
+    int32_t ids[40];
+    make_ids(ids, 40, V, 3);
+    rc_qwen2_fwd f = {.ids = ids, .n = 40};
+    cr_assert_eq(rc_qwen2_forward(m, &f, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_kv_bytes(m), (size_t)RC_QWEN2_KV_UNIT * ppb, "a short context allocates one unit");
+    cr_assert_lt(rc_qwen2_kv_bytes(m), rc_qwen2_kv_bytes_for(m, max_pos));
+    /* 1,024 then 2,048 positions: reserve the exact sizes, bytes follow */
+    cr_assert_eq(rc_qwen2_reserve(m, 1024, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_kv_bytes(m), (size_t)1024 * ppb);
+    cr_assert_eq(rc_qwen2_reserve(m, 2048, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_kv_bytes(m), (size_t)2048 * ppb);
+    cr_assert_eq(rc_qwen2_reserve(m, 100, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_kv_bytes(m), (size_t)2048 * ppb, "reserve never shrinks");
+    /* a request of known size (3,072) reserves once: 3,072 positions, not 4,096 by doubling */
+    cr_assert_eq(rc_qwen2_reserve(m, 3072, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_kv_capacity(m), 3072);
+    cr_assert_eq(rc_qwen2_reserve(m, max_pos + 1, &err), RECALL_E_LIMIT);
+    cr_assert_eq(rc_qwen2_kv_capacity(m), 3072, "a failed reserve changes nothing");
+    rc_qwen2_close(m);
+    rc_blob_close(b);
+}
+
+Test(kv_growth, context_beyond_trained_window_names_both_numbers) {
+    rc_blob *b = open_f32();
+    recall_err err = {0};
+    rc_qwen2 *m = NULL;
+    cr_assert_eq(rc_qwen2_open(b, 4097, &m, &err), RECALL_E_LIMIT);
+    cr_assert_null(m);
+    cr_assert(strstr(err.msg, "4097") && strstr(err.msg, "4096"), "message: %s", err.msg);
+    rc_blob_close(b);
+}

@@ -1,0 +1,324 @@
+/* test_limits.c - resource limits and error values of the public API (src/recall.h).
+ *
+ * Memory: recall_open_opts.max_memory bounds what an open / loop may need, estimated from the
+ * sizes the blob declares; a blob whose declared sizes exceed it fails with RECALL_E_LIMIT naming
+ * the numbers, before the allocation is attempted. Context: a conversation longer than the loop
+ * can hold (FULL arm cache, max_feed) or a forward longer than max_pos fails the same way.
+ * Allocator: a caller's allocator sees every API-level allocation (balanced after close), and one
+ * that fails at any point makes the call fail with RECALL_E_NOMEM, never crash.
+ */
+#include "recall.h"
+
+#include "blob.h"
+#include "fixture.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+static long file_size(const char *path) {
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+Test(api_limits, blob_read_into_memory_over_the_limit) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    long size = file_size(path);
+    recall_open_opts o;
+    recall_open_opts_init(&o);
+    o.flags = RECALL_OPEN_NO_MMAP;
+    o.max_memory = (uint64_t)size - 1;
+    recall_err err = {0};
+    recall_model *m = (recall_model *)1;
+    cr_assert_eq(recall_open(path, &o, &m, &err), RECALL_E_LIMIT, "%s", err.msg);
+    cr_assert_null(m);
+    char want[64];
+    snprintf(want, sizeof want, "needs about %ld bytes", size);
+    cr_assert(strstr(err.msg, want), "%s", err.msg);
+    snprintf(want, sizeof want, "limit of %ld bytes", size - 1);
+    cr_assert(strstr(err.msg, want), "%s", err.msg);
+    cr_assert_str_eq(recall_strerror(err.code), "limit exceeded");
+}
+
+Test(api_limits, loop_over_the_limit_names_the_numbers) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    recall_open_opts o;
+    recall_open_opts_init(&o);
+    /* A mapped blob counts only the tokenizer (1 MiB is room enough); read into memory
+     * (-DRECALL_NO_MMAP builds) the file counts too. The loop's caches do not fit either way. */
+    uint64_t limit = 1 << 20;
+#ifdef RECALL_NO_MMAP
+    limit += (uint64_t)file_size(path);
+#endif
+    o.max_memory = limit;
+    recall_err err = {0};
+    recall_model *m = NULL;
+    cr_assert_eq(recall_open(path, &o, &m, &err), RECALL_OK, "%s", err.msg);
+    recall_loop *l = (recall_loop *)1;
+    cr_assert_eq(recall_loop_open(m, NULL, &l, &err), RECALL_E_LIMIT, "%s", err.msg);
+    cr_assert_null(l);
+    char want[96];
+    snprintf(want, sizeof want, "over the memory limit of %llu bytes", (unsigned long long)limit);
+    cr_assert(strstr(err.msg, want), "%s", err.msg);
+    /* The same model with the limit lifted opens the loop: the refusal was the limit alone. */
+    recall_close(m);
+    o.max_memory = 0;
+    recall_err e2 = {0};
+    cr_assert_eq(recall_open(path, &o, &m, &e2), RECALL_OK, "%s", e2.msg);
+    cr_assert_eq(recall_loop_open(m, NULL, &l, &e2), RECALL_OK, "%s", e2.msg);
+    recall_loop_close(l);
+    recall_close(m);
+}
+
+/* A blob that declares a huge decoder (1024 layers, 1024 KV heads of 4096 dims, 16384 positions:
+ * ~2^47 bytes of KV cache) but holds only config + tokenizer: the FULL arm refuses it by the limit
+ * before allocating anything. */
+Test(api_limits, declared_sizes_over_the_limit) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    recall_err err = {0};
+    rc_blob *src = NULL;
+    cr_assert_eq(rc_blob_open(path, 0, &src, &err), RECALL_OK, "%s", err.msg);
+    rc_blob_writer *w = NULL;
+    cr_assert_eq(rc_writer_new(&w, &err), RECALL_OK);
+    for (size_t i = 0; i < rc_blob_n_kv(src); i++) {
+        const rc_blob_kv *kv = rc_blob_kv_at(src, i);
+        int64_t big = -1;
+        if (!strcmp(kv->key, "qwen2.layers") || !strcmp(kv->key, "qwen2.kv_heads")) big = 1024;
+        if (!strcmp(kv->key, "qwen2.head_dim")) big = 4096;
+        if (!strcmp(kv->key, "qwen2.max_pos")) big = 16384;
+        recall_status s;
+        if (big >= 0) s = rc_writer_kv_i64(w, kv->key, &big, 1, &err);
+        else if (kv->type == RC_KV_I64) s = rc_writer_kv_i64(w, kv->key, kv->v.i, (int)kv->count, &err);
+        else if (kv->type == RC_KV_F64) s = rc_writer_kv_f64(w, kv->key, kv->v.f[0], &err);
+        else {
+            char str[8 * RC_KV_MAX_VALUES + 1];
+            memcpy(str, kv->v.s, kv->count);
+            str[kv->count] = 0;
+            s = rc_writer_kv_str(w, kv->key, str, &err);
+        }
+        cr_assert_eq(s, RECALL_OK, "%s: %s", kv->key, err.msg);
+    }
+    size_t size;
+    const void *sec = rc_blob_section(src, RC_SECT_TOK_BPE, &size);
+    cr_assert(sec);
+    void *copy = malloc(size);
+    cr_assert(copy);
+    memcpy(copy, sec, size);
+    cr_assert_eq(rc_writer_section(w, RC_SECT_TOK_BPE, copy, size, &err), RECALL_OK, "%s", err.msg);
+    const char *out = "build/limits_huge_decl.blob";
+    cr_assert_eq(rc_writer_write(w, out, NULL, NULL, &err), RECALL_OK, "%s", err.msg);
+    rc_writer_free(w);
+    rc_blob_close(src);
+
+    recall_open_opts o;
+    recall_open_opts_init(&o);
+    o.max_memory = (uint64_t)1 << 32;
+    recall_model *m = NULL;
+    cr_assert_eq(recall_open(out, &o, &m, &err), RECALL_OK, "%s", err.msg);
+    recall_loop_opts lo;
+    recall_loop_opts_init(m, &lo);
+    lo.arm = RECALL_ARM_FULL;
+    recall_loop *l = NULL;
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_E_LIMIT, "%s", err.msg);
+    /* KV alone: 2 * 1024 layers * 16384 positions * 1024 heads * 4096 dims * 4 bytes = 2^48 */
+    unsigned long long kv = 2ull * 1024 * 16384 * 1024 * 4096 * 4;
+    unsigned long long named = 0;
+    const char *p = strstr(err.msg, "needs about ");
+    cr_assert(p, "%s", err.msg);
+    named = strtoull(p + strlen("needs about "), NULL, 10);
+    cr_assert_geq(named, kv, "%s", err.msg);
+    cr_assert(strstr(err.msg, "limit of 4294967296 bytes"), "%s", err.msg);
+    recall_close(m);
+    remove(out);
+}
+
+/* ---- context limits -------------------------------------------------------------------------- */
+
+static recall_model *open_worldA(void) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    recall_err err = {0};
+    recall_model *m = NULL;
+    cr_assert_eq(recall_open(path, NULL, &m, &err), RECALL_OK, "%s", err.msg);
+    return m;
+}
+
+Test(api_limits, full_arm_conversation_past_the_context) {
+    recall_model *m = open_worldA();
+    recall_model_info info;
+    recall_model_get_info(m, &info);
+    cr_assert_eq(info.max_pos, 4096);
+    recall_loop_opts lo;
+    recall_loop_opts_init(m, &lo);
+    lo.arm = RECALL_ARM_FULL;
+    recall_loop *l = NULL;
+    recall_err err = {0};
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_OK, "%s", err.msg);
+    size_t n = 4096 - 110 - 1; /* BOS + n + turn_cap (110) + 1 = 4097 > 4096 */
+    int32_t *feed = calloc(n, sizeof *feed);
+    cr_assert(feed);
+    recall_reply r;
+    cr_assert_eq(recall_turn(l, feed, n, NULL, NULL, &r, &err), RECALL_E_LIMIT, "%s", err.msg);
+    cr_assert(strstr(err.msg, "needs 4097 positions (BOS + 3985 history + 110 reply + 1), the context holds 4096"),
+              "%s", err.msg);
+    cr_assert_null(r.ids);
+    free(feed);
+    recall_loop_close(l);
+    recall_close(m);
+}
+
+Test(api_limits, max_feed_and_forward_length) {
+    recall_model *m = open_worldA();
+    recall_loop_opts lo;
+    recall_loop_opts_init(m, &lo);
+    lo.max_feed = 100;
+    recall_loop *l = NULL;
+    recall_err err = {0};
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_OK, "%s", err.msg);
+    int32_t feed[101] = {0};
+    recall_reply r;
+    cr_assert_eq(recall_turn(l, feed, 101, NULL, NULL, &r, &err), RECALL_E_LIMIT);
+    cr_assert_str_eq(err.msg, "recall_turn: the conversation has 101 tokens, the limit is 100");
+    recall_loop_close(l);
+
+    recall_err e2 = {0};
+    float logits[1088];
+    int32_t *ids = calloc(4097, sizeof *ids);
+    cr_assert(ids);
+    cr_assert_eq(recall_forward(m, ids, 4097, logits, 1088, &e2), RECALL_E_LIMIT);
+    cr_assert_str_eq(e2.msg, "recall_forward: 4097 ids exceed the model's 4096 positions");
+    free(ids);
+    recall_close(m);
+}
+
+/* ---- bad arguments are values ---------------------------------------------------------------- */
+
+Test(api_limits, bad_arguments) {
+    recall_model *m = open_worldA();
+    recall_err err = {0};
+    float logits[1088];
+    int32_t ids[3] = {5, 1088, 7};
+    cr_assert_eq(recall_forward(m, ids, 3, logits, 1088, &err), RECALL_E_ARG);
+    cr_assert_str_eq(err.msg, "recall_forward: token 1088 at position 1 is outside the vocab (1088)");
+    recall_err e2 = {0};
+    cr_assert_eq(recall_forward(m, ids, 1, logits, 1087, &e2), RECALL_E_ARG);
+    cr_assert(strstr(e2.msg, "1087 floats"), "%s", e2.msg);
+    recall_err e3 = {0};
+    cr_assert_eq(recall_forward(m, ids, 0, logits, 1088, &e3), RECALL_E_ARG);
+    recall_err e4 = {0};
+    recall_loop *l = NULL;
+    recall_loop_opts lo;
+    recall_loop_opts_init(m, &lo);
+    lo.k = 9;
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &e4), RECALL_E_ARG);
+    cr_assert_null(l);
+    cr_assert_eq(recall_loop_open(m, NULL, &l, &e4), RECALL_OK, "%s", e4.msg);
+    recall_reply r;
+    recall_err e5 = {0};
+    cr_assert_eq(recall_turn(l, ids, 0, NULL, NULL, &r, &e5), RECALL_E_ARG);
+    cr_assert(strstr(e5.msg, "empty feed"), "%s", e5.msg);
+    recall_err e6 = {0};
+    int32_t neg = -3;
+    cr_assert_eq(recall_turn(l, &neg, 1, NULL, NULL, &r, &e6), RECALL_E_ARG);
+    cr_assert_str_eq(e6.msg, "recall_turn: token -3 at position 0 is outside the vocab (1088)");
+    recall_loop_close(l);
+    /* Empty text tokenizes to nothing; empty ids detokenize to "". */
+    int32_t *out = NULL;
+    size_t n = 99;
+    recall_err e7 = {0};
+    cr_assert_eq(recall_tokenize(m, "", 0, 0, &out, &n, &e7), RECALL_OK, "%s", e7.msg);
+    cr_assert_eq(n, 0);
+    recall_free(m, out);
+    char *text = NULL;
+    size_t len = 99;
+    cr_assert_eq(recall_detokenize(m, NULL, 0, 0, &text, &len, &e7), RECALL_OK, "%s", e7.msg);
+    cr_assert_eq(len, 0);
+    cr_assert_str_eq(text, "");
+    recall_free(m, text);
+    recall_close(m);
+    recall_err e8 = {0};
+    recall_model *none = (recall_model *)1;
+    cr_assert_eq(recall_open("tests/golden/no-such.blob", NULL, &none, &e8), RECALL_E_IO);
+    cr_assert_null(none);
+    cr_assert(strstr(e8.msg, "no-such.blob"), "%s", e8.msg);
+}
+
+/* ---- caller-supplied allocator --------------------------------------------------------------- */
+
+typedef struct {
+    long allocs, frees, fail_at; /* fail_at: index of the allocation that fails (-1: none) */
+    size_t biggest;
+} counting;
+
+static void *count_alloc(void *ctx, size_t n) {
+    counting *c = ctx;
+    if (c->fail_at >= 0 && c->allocs >= c->fail_at) return NULL;
+    c->allocs++;
+    if (n > c->biggest) c->biggest = n;
+    return malloc(n);
+}
+static void count_free(void *ctx, void *p) {
+    counting *c = ctx;
+    c->frees++;
+    free(p);
+}
+
+/* Opens (read into memory), tokenizes, chat-segments, forwards and detokenizes; returns the
+ * status of the first failure. */
+static recall_status exercise(const char *path, counting *c, recall_err *err) {
+    recall_allocator al = {count_alloc, count_free, c};
+    recall_open_opts o;
+    recall_open_opts_init(&o);
+    o.flags = RECALL_OPEN_NO_MMAP;
+    o.allocator = &al;
+    recall_model *m = NULL;
+    RC_TRY(recall_open(path, &o, &m, err));
+    int32_t *ids = NULL, *seg = NULL;
+    size_t n = 0, ns = 0;
+    char *text = NULL;
+    float logits[1088];
+    recall_status s = recall_tokenize(m, "hello world", 11, 0, &ids, &n, err);
+    if (!s) s = recall_chat_segment(m, 1, "hi", NULL, &seg, &ns, err);
+    if (!s) s = recall_forward(m, seg, ns, logits, 1088, err);
+    if (!s) s = recall_detokenize(m, seg, ns, 0, &text, NULL, err);
+    recall_free(m, ids);
+    recall_free(m, seg);
+    recall_free(m, text);
+    recall_close(m);
+    return s;
+}
+
+Test(api_limits, allocator_sees_and_balances_api_allocations) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    counting c = {0, 0, -1, 0};
+    recall_err err = {0};
+    cr_assert_eq(exercise(path, &c, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(c.allocs, c.frees, "%ld allocations, %ld frees", c.allocs, c.frees);
+    /* model, blob buffer, ids, segment, text */
+    cr_assert_geq(c.allocs, 5);
+    cr_assert_eq((long)c.biggest, file_size(path), "the blob buffer came from the allocator");
+}
+
+Test(api_limits, allocator_failure_at_every_point_is_nomem) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    counting all = {0, 0, -1, 0};
+    recall_err err = {0};
+    cr_assert_eq(exercise(path, &all, &err), RECALL_OK, "%s", err.msg);
+    for (long k = 0; k < all.allocs; k++) {
+        counting c = {0, 0, k, 0};
+        recall_err e = {0};
+        cr_assert_eq(exercise(path, &c, &e), RECALL_E_NOMEM, "failing allocation %ld: %s", k, e.msg);
+        cr_assert_eq(c.allocs, c.frees, "failing allocation %ld: %ld allocations, %ld frees", k, c.allocs, c.frees);
+    }
+}
