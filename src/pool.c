@@ -250,3 +250,23 @@ void rc_exec_matmul(const rc_exec *e, const rc_mat *w, const float *bias, const 
     mm_job j = {&e->k, w, bias, X, ldx, ldy, nt, Y};
     rc_pool_for(e->pool, w->rows, 16, mm_piece, &j);
 }
+
+typedef struct {
+    rc_act act;
+    float *x;
+    const float *y;
+} act_job;
+
+static void act_range(void *ctx, int64_t i0, int64_t i1, int worker) {
+    (void)worker;
+    const act_job *j = ctx;
+    if (j->act == RC_ACT_GELU)
+        for (int64_t i = i0; i < i1; i++) j->x[i] = rc_gelu(j->x[i]);
+    else
+        for (int64_t i = i0; i < i1; i++) j->x[i] = rc_silu(j->x[i]) * j->y[i];
+}
+
+void rc_exec_act(const rc_exec *e, rc_act act, float *x, const float *y, size_t n) {
+    act_job j = {act, x, y};
+    rc_pool_for(e ? e->pool : NULL, (int64_t)n, 1024, act_range, &j);
+}

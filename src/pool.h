@@ -57,4 +57,9 @@ void rc_exec_close(rc_exec *e);
 void rc_exec_matmul(const rc_exec *e, const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt,
                     float *Y, size_t ldy);
 
+/* Element-wise activations, split over threads (each element is independent, so every split
+ * gives the same bits): RC_ACT_GELU x[i] = gelu(x[i]); RC_ACT_SILU_MUL x[i] = silu(x[i]) * y[i]. */
+typedef enum { RC_ACT_GELU, RC_ACT_SILU_MUL } rc_act;
+void rc_exec_act(const rc_exec *e, rc_act act, float *x, const float *y, size_t n);
+
 #endif

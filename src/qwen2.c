@@ -396,7 +396,7 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
         for (int t = 0; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, w->ln2, c->rms_eps, m->xn + (size_t)t * H, (size_t)H);
         matmul_rows(m, &w->gate, NULL, m->xn, nr, m->g);
         matmul_rows(m, &w->up, NULL, m->xn, nr, m->u);
-        for (size_t i = 0; i < (size_t)nr * F; i++) m->g[i] = rc_silu(m->g[i]) * m->u[i];
+        rc_exec_act(m->ex, RC_ACT_SILU_MUL, m->g, m->u, (size_t)nr * F);
         matmul_rows(m, &w->down, NULL, m->g, nr, m->xn);
         for (size_t i = 0; i < (size_t)nr * H; i++) X[i] = X[i] + m->xn[i];
     }
