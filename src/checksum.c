@@ -64,6 +64,7 @@ static void consume32(uint64_t v[4], const unsigned char *p) {
 }
 
 void rc_xxh64_update(rc_xxh64_state *s, const void *data, size_t len) {
+    if (len == 0) return; /* data may be NULL then (an empty section) */
     const unsigned char *p = data;
     s->total += len;
     if (s->nbuf) {
