@@ -186,6 +186,9 @@ demo: recall
 	  --gate $(WORLDA)/gate.npz --bridge $(WORLDA)/bge_head.npz --quiet -o $(BUILD)/worldA-f32.blob
 	./recall replay $(BUILD)/worldA-f32.blob --bench tests/golden/recall_bench.json --problem 0 \
 	  --trace $(BUILD)/demo-trace.json
+	./recall trace-svg $(BUILD)/demo-trace.json -o $(BUILD)/demo-trace.svg
+	@echo "demo: trace in $(BUILD)/demo-trace.json (same schema as tests/golden/worldA/loop_*.json),"
+	@echo "      picture in $(BUILD)/demo-trace.svg (open it in a browser)"
 
 # Synthetic real-shape world (random weights; ~3.6 GB of inputs under build/synth, not committed).
 SYNTH ?= $(BUILD)/synth

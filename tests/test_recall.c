@@ -143,7 +143,7 @@ static long total_rows(const rc_problem_run *run) {
     return n;
 }
 
-static void run_golden(const char *golden, const char *weights, rc_loop_mode mode) {
+static void run_golden_threads(const char *golden, const char *weights, rc_loop_mode mode, int threads) {
     const char *path = fixture_worldA_blob(weights);
     cr_assert(path);
     rc_blob *b;
@@ -172,6 +172,7 @@ static void run_golden(const char *golden, const char *weights, rc_loop_mode mod
         rc_recall_defaults(b, &o);
         o.mode = mode;
         o.reference_schedule = sched;
+        o.threads = threads;
         cr_expect_eq(o.threshold, 0.0f); /* the gate file's thresh */
         rc_recall *r;
         cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
@@ -206,6 +207,16 @@ static void run_golden(const char *golden, const char *weights, rc_loop_mode mod
     rc_bench_free(bench);
     json_free(doc);
     rc_blob_close(b);
+}
+
+static void run_golden(const char *golden, const char *weights, rc_loop_mode mode) {
+    run_golden_threads(golden, weights, mode, 1);
+}
+
+/* Both schedules at 2 threads: the same goldens, bitwise equal to each other (and, through the
+ * golden check, to the 1-thread runs, since every thread count computes the same bits). */
+Test(recall_golden, faithful_nf4_2threads, .timeout = 900) {
+    run_golden_threads("tests/golden/worldA/loop_A_seed0_faithful_nf4.json", "nf4", RC_MODE_FAITHFUL, 2);
 }
 
 Test(recall_golden, faithful_fp32, .timeout = 900) {
