@@ -39,7 +39,8 @@ TEST_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 FUZZ_SRC = $(wildcard fuzz/fuzz_*.c)
 DEPS     = $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 
-.PHONY: all help test demo clean fuzz-smoke synth bench cross-test-aarch64 shared install api-example \
+PHONY_EXTRA = realshape bench-loop
+.PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
   cross-test-s390x fuzz
 all: recall $(BUILD)/librecall.a
@@ -49,6 +50,8 @@ help:
 	@echo "  all         ./recall and build/librecall.a (default)"
 	@echo "  test        build and run the Criterion suite"
 	@echo "  demo        convert the bundled tiny worldA model and run the main job on it"
+	@echo "  realshape   64-token prefill + 16 decode steps on the synth blob (BENCH_ARGS='--simd avx2 --threads 2')"
+	@echo "  bench-loop  fast vs reference loop schedule on worldA problem 0 (rows and time per turn)"
 	@echo "  synth       generate the real-shape synthetic world (random weights) and convert it to nf4"
 	@echo "  bench       kernel + model benchmarks (checked bitwise vs scalar) on the synth blob"
 	@echo "  cross-test-aarch64  NEON kernels vs scalar: Debian cross gcc + qemu-aarch64-static"
@@ -211,6 +214,17 @@ $(BUILD)/bench: bench/bench.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -DBENCH_FLAGS='"$(CFLAGS_ALL)"' -o $@ $^ $(LDLIBS)
 bench: $(BUILD)/bench
 	./$(BUILD)/bench $(BENCH_ARGS)
+
+# Real-shape decoder smoke (64-token prefill + 16 decode steps, finite logits) and the loop's fast
+# vs reference schedule (rows and wall time per turn, outputs checked bitwise).
+$(BUILD)/realshape: bench/realshape.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+$(BUILD)/bench_loop: bench/bench_loop.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+realshape: $(BUILD)/realshape
+	./$(BUILD)/realshape $(SYNTH)/r1-1.5b-nf4.blob $(BENCH_ARGS)
+bench-loop: $(BUILD)/bench_loop $(BUILD)/worldA-f32.blob
+	./$(BUILD)/bench_loop $(BUILD)/worldA-f32.blob tests/golden/recall_bench.json $(BENCH_ARGS)
 
 # Cross builds (Debian's cross gcc + qemu-user; timings there mean nothing). Each builds the library,
 # the standalone SIMD kernel self-test (no Criterion on the target) and the public-API example, and
