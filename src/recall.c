@@ -501,8 +501,8 @@ recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_
                 s = rc_qwen2_crop(r->llm, MQ, err);
                 memcpy(r->last, r->prime_last, (size_t)V * sizeof *r->last);
             } else if (keep < rows) {
-                int todo = rows - keep;
-                if (!grow_rows(&r->rows, &r->cap_rows, (size_t)todo * H)) goto oom;
+                int n_new = rows - keep;
+                if (!grow_rows(&r->rows, &r->cap_rows, (size_t)n_new * H)) goto oom;
                 /* rows keep..rows-1 of [SP][rid][window] */
                 float *dst = r->rows;
                 int j = keep;
@@ -532,12 +532,12 @@ recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_
                 rc_qwen2_fwd f;
                 memset(&f, 0, sizeof f);
                 f.embeds = r->rows;
-                f.n = todo;
+                f.n = n_new;
                 f.logits_last = r->last;
                 s = rc_qwen2_forward(r->llm, &f, err);
                 if (s) break;
                 memcpy(r->gq, rc_qwen2_gate_q(r->llm), (size_t)r->gate_dim * sizeof *r->gq);
-                turn->rows_computed += todo;
+                turn->rows_computed += n_new;
             }
             turn->rows_reused += keep;
             if (s) break;
