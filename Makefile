@@ -24,8 +24,8 @@ CFLAGS_ALL = $(CSTD) $(OPT) -g $(WARN) $(FPFLAGS) $(FMA_FLAG) $(DEFS) $(INC) $(E
 # targets x86-64 (the files are empty elsewhere); simd/simd.c picks a path at run time (cpuid),
 # so the rest of the binary keeps the baseline flags. NEON needs no flag on aarch64.
 ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine 2>/dev/null)),)
-$(BUILD)/simd/kernels_avx2.o: SIMD_FLAGS = -mavx2 -mfma
-$(BUILD)/simd/kernels_avx512.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mfma
+$(BUILD)/simd/kernels_avx2.o $(BUILD)/simd/act_avx2.o: SIMD_FLAGS = -mavx2 -mfma
+$(BUILD)/simd/kernels_avx512.o $(BUILD)/simd/act_avx512.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mfma
 endif
 LDLIBS   = -lm -lpthread
 TEST_LDLIBS = -lcriterion
@@ -289,7 +289,7 @@ $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(BUILD)/fuzzlib/librecall.a
 # committed seeds (fuzz/corpus/<name>) are read only. A crash stops the run and leaves
 # crash-<sha> in build/fuzz/ (turn it into a regression test).
 define FUZZ_RUN
-	@set -e; for f in $(FUZZ_SRC); do \
+	@failed=""; for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
 	  echo "== $$n ($(1) s)"; \
 	  mkdir -p $(BUILD)/fuzz/corpus-$$n; \
@@ -297,8 +297,11 @@ define FUZZ_RUN
 	  $(BUILD)/fuzz/$$n -max_total_time=$(1) -rss_limit_mb=2048 -artifact_prefix=$(BUILD)/fuzz/ \
 	    -print_final_stats=1 $(BUILD)/fuzz/corpus-$$n $$seeds 2>&1 | grep -E "^(stat::number_of_executed_units|stat::new_units_added|==|INFO: seed corpus)|ERROR|SUMMARY" || true; \
 	  test -z "$$(ls $(BUILD)/fuzz/crash-* $(BUILD)/fuzz/leak-* $(BUILD)/fuzz/timeout-* $(BUILD)/fuzz/oom-* 2>/dev/null)" || \
-	    { echo "$$n: crash artifact in $(BUILD)/fuzz/"; exit 1; }; \
-	done
+	    { echo "$$n: crash artifact in $(BUILD)/fuzz/"; failed="$$failed $$n"; \
+	      mkdir -p $(BUILD)/fuzz/found-$$n; mv $(BUILD)/fuzz/crash-* $(BUILD)/fuzz/leak-* $(BUILD)/fuzz/timeout-* \
+	        $(BUILD)/fuzz/oom-* $(BUILD)/fuzz/found-$$n/ 2>/dev/null || true; }; \
+	done; \
+	test -z "$$failed" || { echo "fuzz: artifacts for:$$failed (build/fuzz/found-<target>/)"; exit 1; }
 endef
 fuzz-smoke: $(FUZZ_BIN)
 	$(call FUZZ_RUN,$(FUZZ_TIME))

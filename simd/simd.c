@@ -49,6 +49,9 @@ int rc_kernels_scalar(rc_kernels *k) {
     k->attn_scores = scalar_attn_scores;
     k->attn_wsum = scalar_attn_wsum;
     k->nf4_dequant = rc_nf4_dequant;
+    k->silu_mul = rc_silu_mul_f32;
+    k->gelu = rc_gelu_f32;
+    k->softmax = rc_softmax;
     return 1;
 }
 
@@ -71,11 +74,12 @@ static int cpu_has(rc_simd_path p) {
 }
 
 static int fill(rc_simd_path p, rc_kernels *k) {
+    rc_kernels_scalar(k); /* every entry a path does not override stays the reference */
     switch (p) {
-    case RC_SIMD_SCALAR: return rc_kernels_scalar(k);
-    case RC_SIMD_AVX2: return rc_kernels_avx2(k);
-    case RC_SIMD_AVX512: return rc_kernels_avx512(k);
-    case RC_SIMD_NEON: return rc_kernels_neon(k);
+    case RC_SIMD_SCALAR: return 1;
+    case RC_SIMD_AVX2: return rc_kernels_avx2(k) && rc_act_avx2(k);
+    case RC_SIMD_AVX512: return rc_kernels_avx512(k) && rc_act_avx512(k);
+    case RC_SIMD_NEON: return rc_kernels_neon(k) && rc_act_neon(k);
     default: return 0;
     }
 }

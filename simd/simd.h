@@ -51,6 +51,11 @@ typedef struct {
     void (*attn_wsum)(const float *p, const float *V, size_t ldv, int n, size_t D, float *out);
     /* out[i] = exact fp32 value of nf4 flat element start + i, i < n. */
     void (*nf4_dequant)(const uint8_t *codes, const float *absmax, size_t start, size_t n, float *out);
+    /* Elementwise (simd/act_*.c): g[i] = rc_silu(g[i]) * u[i]; x[i] = rc_gelu(x[i]);
+     * rc_softmax(s, n) in place (n >= 1). */
+    void (*silu_mul)(float *g, const float *u, size_t n);
+    void (*gelu)(float *x, size_t n);
+    void (*softmax)(float *s, size_t n);
 } rc_kernels;
 
 /* Which paths this binary was compiled with AND this CPU can run (scalar always). */
@@ -70,5 +75,9 @@ int rc_kernels_scalar(rc_kernels *k);
 int rc_kernels_avx2(rc_kernels *k);
 int rc_kernels_avx512(rc_kernels *k);
 int rc_kernels_neon(rc_kernels *k);
+/* The elementwise kernels of a path, overriding the scalar ones (0 when not compiled in). */
+int rc_act_avx2(rc_kernels *k);
+int rc_act_avx512(rc_kernels *k);
+int rc_act_neon(rc_kernels *k);
 
 #endif

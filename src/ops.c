@@ -1,6 +1,6 @@
 /* ops.c - scalar fp32 reference kernels (the bit-exact specification; see ops.h for the order
  * of every rounding). No libm transcendentals: exp/erf/sin/cos/log are computed here with
- * +,-,*,/,fmaf,sqrtf only, so every IEEE platform gives the same bits. */
+ * +,-,*,/,fmaf,fma,sqrtf only, so every IEEE platform gives the same bits. */
 #include "ops.h"
 
 #include "nf4.h"
@@ -114,7 +114,7 @@ void rc_mat_row_f32(const rc_mat *w, int64_t r, float *out) {
 
 /* ---- canonical reductions ---- */
 
-static float tree16(float *acc) {
+float rc_tree16(float *acc) {
     for (int l = 0; l < 8; l++) acc[l] = acc[l] + acc[l + 8];
     for (int l = 0; l < 4; l++) acc[l] = acc[l] + acc[l + 4];
     for (int l = 0; l < 2; l++) acc[l] = acc[l] + acc[l + 2];
@@ -127,7 +127,7 @@ float rc_dot_f32(const float *a, const float *b, size_t n) {
     for (; i + 16 <= n; i += 16)
         for (int l = 0; l < 16; l++) acc[l] = fmaf(a[i + l], b[i + l], acc[l]);
     for (int l = 0; i < n; i++, l++) acc[l] = fmaf(a[i], b[i], acc[l]);
-    return tree16(acc);
+    return rc_tree16(acc);
 }
 
 float rc_sum_f32(const float *x, size_t n) {
@@ -136,7 +136,7 @@ float rc_sum_f32(const float *x, size_t n) {
     for (; i + 16 <= n; i += 16)
         for (int l = 0; l < 16; l++) acc[l] = acc[l] + x[i + l];
     for (int l = 0; i < n; i++, l++) acc[l] = acc[l] + x[i];
-    return tree16(acc);
+    return rc_tree16(acc);
 }
 
 float rc_sumsq_f32(const float *x, size_t n) {
@@ -145,25 +145,25 @@ float rc_sumsq_f32(const float *x, size_t n) {
     for (; i + 16 <= n; i += 16)
         for (int l = 0; l < 16; l++) acc[l] = fmaf(x[i + l], x[i + l], acc[l]);
     for (int l = 0; i < n; i++, l++) acc[l] = fmaf(x[i], x[i], acc[l]);
-    return tree16(acc);
+    return rc_tree16(acc);
 }
 
 static float dot_bf16(const uint16_t *w, const float *x, size_t n) {
     float acc[16] = {0};
     for (size_t i = 0; i < n; i++) acc[i & 15] = fmaf(rc_bf16_to_f32(w[i]), x[i], acc[i & 15]);
-    return tree16(acc);
+    return rc_tree16(acc);
 }
 
 static float dot_f16(const uint16_t *w, const float *x, size_t n) {
     float acc[16] = {0};
     for (size_t i = 0; i < n; i++) acc[i & 15] = fmaf(rc_f16_to_f32(w[i]), x[i], acc[i & 15]);
-    return tree16(acc);
+    return rc_tree16(acc);
 }
 
 static float dot_nf4(const uint8_t *codes, const float *absmax, size_t start, const float *x, size_t n) {
     float acc[16] = {0};
     for (size_t i = 0; i < n; i++) acc[i & 15] = fmaf(rc_nf4_value(codes, absmax, start + i), x[i], acc[i & 15]);
-    return tree16(acc);
+    return rc_tree16(acc);
 }
 
 float rc_dot_row(const rc_mat *w, int64_t r, const float *x) {
@@ -290,22 +290,45 @@ float rc_powf_pos(float base, float e) {
     return (float)rc_exp_d((double)e * rc_log_d((double)base));
 }
 
+/* rc_erff coefficients: tools/fit_erf.py, DEG = 10; max rel. error per interval:
+ *   8.6e-16 2.8e-13 8.2e-14 6.3e-15 1.7e-14 3.8e-15 8.9e-16 1.8e-15 */
+const double rc_erf_coef[RC_ERF_DEG + 1][8] = { /* [power][interval] */
+    {0x1.20dd750429b6ep+0, 0x1.6c1c9759d0e61p-1, 0x1.d8865d98abe02p-1, 0x1.f92d077f8d56ep-1, 0x1.ff404760319b2p-1, 0x1.fff2cfb0453d9p-1, 0x1.ffff6f9f67e55p-1, 0x1.fffffc2f171e2p-1},
+    {-0x1.812746b037966p-2, 0x1.492e42d79af3dp-1, 0x1.e4652fadaf182p-3, 0x1.b05530321dffbp-5, 0x1.d4143a9eb9b89p-8, 0x1.3360ccd0d9d01p-11, 0x1.e9b5e8c7dbd26p-16, 0x1.d9371e6a41f31p-21},
+    {0x1.ce2f21a0157ccp-4, -0x1.edc564435886ep-2, -0x1.2ebf3dcca16a2p-2, -0x1.7a4a8a2bd0c94p-4, -0x1.074b60f8ef554p-6, -0x1.a6a519a10d0ccp-10, -0x1.8de3cd2724a4ap-14, -0x1.bba3ac187941bp-19},
+    {-0x1.b82ce2efe37e1p-6, 0x1.b6e856f838914p-6, 0x1.571d01e9340cbp-3, 0x1.7148c3d75bf52p-4, 0x1.63ef61adad597p-6, 0x1.69cf46dbc346dp-9, 0x1.9aa48b3131ceap-13, 0x1.0b6a764e969aep-17},
+    {0x1.565bbf70f8ec8p-8, 0x1.349b5eb5c2925p-3, -0x1.93a9a6fe0acd0p-8, -0x1.8a0da56170794p-5, -0x1.38a983136eb51p-6, -0x1.ab0c2737bbd41p-9, -0x1.2c7d5f64c3a54p-12, -0x1.d06f5c4196b80p-17},
+    {-0x1.c027419d617d8p-11, -0x1.b429b809efd7cp-5, -0x1.8281ffb9bd671p-5, 0x1.b2224d8332342p-8, 0x1.5d3b40a94443dp-7, 0x1.69356f26b9a3dp-9, 0x1.490a12455f1c9p-12, 0x1.34379a122b469p-16},
+    {0x1.f7baca2cbba66p-14, -0x1.b84799f0242d1p-6, 0x1.5cfff2fd7c79dp-6, 0x1.25b3a3857b46fp-7, -0x1.7cae457a31dfep-9, -0x1.b2755ff4baf8cp-10, -0x1.14543df425951p-12, -0x1.4357a02cf487fp-16},
+    {-0x1.9a6f11c6c7967p-17, 0x1.2def59d868eb2p-6, 0x1.dbb5ac6bde893p-9, -0x1.8d0f8cfc1bbdep-8, -0x1.5fe0a8fb9bd17p-11, 0x1.52cc6d296374ep-11, 0x1.649050e009592p-13, 0x1.10ed16757f61bp-16},
+    {-0x1.0d610d0868055p-17, 0x1.2dd8685d45c5ap-9, -0x1.755d9dfda6820p-8, 0x1.7e5fe338c7061p-11, 0x1.0612f509e88d3p-10, -0x1.754c2813f1742p-14, -0x1.568a78d0aa05ep-14, -0x1.755e314eb9a2dp-17},
+    {0x1.403a3bdd6b249p-16, -0x1.fa4143a83ef7ep-9, 0x1.af7cb41f097c1p-11, 0x1.d4259ab060381p-11, -0x1.779d6decee734p-12, -0x1.35f08962f2686p-14, 0x1.aa59c6cd7ea93p-16, 0x1.a27cec95b005fp-18},
+    {-0x1.10e59c5927d59p-16, 0x1.60b35b2e93d88p-13, 0x1.9b406ebb20c97p-11, -0x1.c3fa44729a83ap-12, -0x1.00e18c39f1f0fp-16, 0x1.cbca79fd2d557p-15, -0x1.0cb52f3a372c1p-19, -0x1.6046fbb149545p-19},
+};
+
 float rc_erff(float xf) {
-    double x = xf;
-    if (x != x) return xf;
-    if (x >= 4.0) return 1.0f;
-    if (x <= -4.0) return -1.0f;
-    /* erf(x) = 2/sqrt(pi) * sum_n (-1)^n x^(2n+1) / (n! (2n+1)); max cancellation at |x| = 4 is
-     * ~1e5, leaving ~1e-11 absolute error, far below a float ulp of erf. */
-    double x2 = x * x, p = x, sum = x;
-    for (int n = 1; n < 200; n++) {
-        p = -p * x2 / n;
-        double t = p / (2 * n + 1);
-        double ns = sum + t;
-        if (ns == sum && n > x2) break;
-        sum = ns;
+    if (xf != xf) return xf;
+    uint32_t sign;
+    memcpy(&sign, &xf, 4);
+    sign &= 0x80000000u;
+    double a = (double)xf;
+    if (a < 0.0) a = -a;
+    float r = 1.0f;
+    if (a < 4.0) {
+        /* interval i = floor(2a); i = 0 evaluates erf(a)/a in a*a (keeps relative accuracy near
+         * 0), the others erf itself in t = a - centre (|t| <= 1/4, exact in double) */
+        const int i = (int)(a * 2.0);
+        const double t = i == 0 ? a * a : a - (0.5 * i + 0.25);
+        double p = rc_erf_coef[RC_ERF_DEG][i];
+        for (int j = RC_ERF_DEG - 1; j >= 0; j--) p = fma(p, t, rc_erf_coef[j][i]);
+        if (i == 0) p = p * a;
+        r = (float)p;
     }
-    return (float)(sum * 1.12837916709551257390);
+    uint32_t u;
+    memcpy(&u, &r, 4);
+    u |= sign;
+    memcpy(&r, &u, 4);
+    return r;
 }
 
 static void sincos_d(double x, double *s, double *c) {
@@ -370,6 +393,14 @@ float rc_silu(float x) { return x / (1.0f + rc_expf(-x)); }
 
 float rc_gelu(float x) { return (x * 0.5f) * (1.0f + rc_erff(x * 0.707106781186547524f)); }
 
+void rc_silu_mul_f32(float *g, const float *u, size_t n) {
+    for (size_t i = 0; i < n; i++) g[i] = rc_silu(g[i]) * u[i];
+}
+
+void rc_gelu_f32(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = rc_gelu(x[i]);
+}
+
 /* ---- norms ---- */
 
 void rc_rmsnorm(const float *x, const float *w, float eps, float *y, size_t n) {
@@ -386,7 +417,7 @@ void rc_layernorm(const float *x, const float *w, const float *b, float eps, flo
         float d = x[i] - mean;
         acc[i & 15] = fmaf(d, d, acc[i & 15]);
     }
-    float var = tree16(acc) / (float)n;
+    float var = rc_tree16(acc) / (float)n;
     float r = 1.0f / sqrtf(var + eps);
     for (size_t i = 0; i < n; i++) y[i] = ((x[i] - mean) * r) * w[i] + b[i];
 }

@@ -26,8 +26,11 @@
  *   rc_expf   : Cody-Waite reduction k = round-half-away(x*log2e), r = fmaf(-k, ln2_hi, x),
  *               r = fmaf(-k, ln2_lo, r); degree-7 Taylor in Horner form with fmaf; scaled by
  *               2^(k/2) * 2^(k-k/2) (two exact-power multiplies). ~1 ulp.
- *   rc_erff   : erf evaluated in double by its Maclaurin series (|x| < 4; stops when a term
- *               no longer changes the sum), rounded once to float; |x| >= 4 gives +-1. <=0.5 ulp + eps.
+ *   rc_erff   : a = |x| in double; |x| >= 4 gives +-1 (erf rounds to 1 from 3.92 on). Else interval
+ *               i = (int)(2a) of 8: i = 0: a * P0(a*a); i > 0: Pi(a - (0.5i + 0.25)); each P of
+ *               degree RC_ERF_DEG in Horner form with fma (double), coefficients rc_erf_coef
+ *               (tools/fit_erf.py, relative error < 3e-13), rounded once to float; the sign bit
+ *               of x is copied. Correctly rounded except in near-ties (tests/test_ops.c).
  *   rc_sincosf: reduction by pi/2 in double (fdlibm 3-part constants, exact for |x| < 2^20),
  *               Taylor polynomials in double on [-pi/4, pi/4], rounded once to float.
  *   rc_powf_pos(b, e): b^e for b > 0 as exp(e*log(b)) in double (own log/exp), rounded to float.
@@ -77,6 +80,8 @@ float rc_bf16_to_f32(uint16_t h);
 float rc_f16_to_f32(uint16_t h);
 
 /* ---- canonical reductions ---- */
+/* The final tree over the 16 lane accumulators (overwrites acc). */
+float rc_tree16(float *acc);
 float rc_dot_f32(const float *a, const float *b, size_t n);
 float rc_sum_f32(const float *x, size_t n);
 float rc_sumsq_f32(const float *x, size_t n);
@@ -104,6 +109,14 @@ double rc_log_d(double x); /* x > 0 */
 
 float rc_silu(float x);
 float rc_gelu(float x);
+/* The activations over arrays (the kernel table's silu_mul / gelu reference):
+ * g[i] = rc_silu(g[i]) * u[i]; x[i] = rc_gelu(x[i]). */
+void rc_silu_mul_f32(float *g, const float *u, size_t n);
+void rc_gelu_f32(float *x, size_t n);
+
+/* rc_erff's polynomials: [power][interval], shared with the SIMD paths. */
+#define RC_ERF_DEG 10
+extern const double rc_erf_coef[RC_ERF_DEG + 1][8];
 
 /* ---- norms (x and y may alias) ---- */
 void rc_rmsnorm(const float *x, const float *w, float eps, float *y, size_t n);

@@ -252,6 +252,7 @@ void rc_exec_matmul(const rc_exec *e, const rc_mat *w, const float *bias, const 
 }
 
 typedef struct {
+    const rc_kernels *k;
     rc_act act;
     float *x;
     const float *y;
@@ -261,12 +262,14 @@ static void act_range(void *ctx, int64_t i0, int64_t i1, int worker) {
     (void)worker;
     const act_job *j = ctx;
     if (j->act == RC_ACT_GELU)
-        for (int64_t i = i0; i < i1; i++) j->x[i] = rc_gelu(j->x[i]);
+        j->k->gelu(j->x + i0, (size_t)(i1 - i0));
     else
-        for (int64_t i = i0; i < i1; i++) j->x[i] = rc_silu(j->x[i]) * j->y[i];
+        j->k->silu_mul(j->x + i0, j->y + i0, (size_t)(i1 - i0));
 }
 
 void rc_exec_act(const rc_exec *e, rc_act act, float *x, const float *y, size_t n) {
-    act_job j = {act, x, y};
+    rc_kernels scalar;
+    if (!e) rc_kernels_scalar(&scalar);
+    act_job j = {e ? &e->k : &scalar, act, x, y};
     rc_pool_for(e ? e->pool : NULL, (int64_t)n, 1024, act_range, &j);
 }

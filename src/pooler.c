@@ -222,7 +222,7 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
         for (int t = 0; t < j->nq; t++) {
             const float *qh = j->Q + (size_t)t * H + (size_t)h * hd;
             k->attn_scores(qh, j->K + (size_t)h * hd, (size_t)H, j->nk, (size_t)hd, j->scale, s);
-            rc_softmax(s, (size_t)j->nk);
+            k->softmax(s, (size_t)j->nk);
             k->attn_wsum(s, j->V + (size_t)h * hd, (size_t)H, j->nk, (size_t)hd, j->att + (size_t)t * H + (size_t)h * hd);
         }
 }

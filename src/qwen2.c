@@ -333,7 +333,7 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
             const int pos = j->pos0 + t;
             const float *qh = m->q + (size_t)t * m->qd + (size_t)h * D;
             k->attn_scores(qh, j->kc + (size_t)kvh * D, (size_t)m->kvd, pos + 1, (size_t)D, m->scale, s);
-            rc_softmax(s, (size_t)pos + 1);
+            k->softmax(s, (size_t)pos + 1);
             k->attn_wsum(s, j->vc + (size_t)kvh * D, (size_t)m->kvd, pos + 1, (size_t)D,
                          m->att + (size_t)t * m->qd + (size_t)h * D);
         }

@@ -244,6 +244,59 @@ static void check_dequant(tally *t, const rc_kernels *k, lcg *g) {
     free_mat(&tm);
 }
 
+/* silu_mul / gelu / softmax: edge values of rc_expf and rc_erff (NaN, +-inf, +-0, overflow and
+ * underflow bounds, erf interval boundaries and the |x| >= 4 cut), random floats of every
+ * magnitude (raw bit patterns) and of the usual range, at lengths that leave every tail. */
+static void check_act(tally *t, const rc_kernels *k, lcg *g) {
+    static const float edge[] = {0.0f, -0.0f, NAN, -NAN, INFINITY, -INFINITY, 88.72283935546875f, 88.7228469848632812f,
+                                 -88.72283935546875f, -103.97208404541015625f, -103.9720916748046875f, 103.98f,
+                                 3.9199998f, -3.92f, 4.0f, -4.0f, 3.9999998f, 3.75f, 3.7499998f, 3.5f, 0.5f,
+                                 0.49999997f, 1.0f, 0.99999994f, -1.5f, 2.5f, 3.0f, 1e-30f, -1e-40f, 5.656854f,
+                                 -5.656854f, 1e6f, -1e6f, 150.0f, -150.0f, 0.34657359f, -0.34657359f};
+    static const size_t lens[] = {0, 1, 7, 8, 15, 16, 17, 33, 100, 1000};
+    const size_t ne = sizeof edge / sizeof edge[0], nmax = 1000 + 1;
+    float *x = malloc(nmax * sizeof(float)), *u = malloc(nmax * sizeof(float));
+    float *got = malloc(nmax * sizeof(float)), *want = malloc(nmax * sizeof(float));
+    for (int round = 0; round < 3; round++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const size_t n = lens[li];
+            for (size_t i = 0; i < n; i++) {
+                if (round == 0) x[i] = edge[i % ne] * (i / ne % 2 ? 0.70710677f : 1.0f);
+                else if (round == 1) {
+                    uint32_t b = next_u32(g);
+                    memcpy(&x[i], &b, 4);
+                } else x[i] = next_f(g) * 0.5f;
+                u[i] = next_f(g);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "round=%d n=%zu", round, n);
+            memcpy(got, x, n * sizeof(float));
+            memcpy(want, x, n * sizeof(float));
+            got[n] = want[n] = NAN;
+            k->silu_mul(got, u, n);
+            rc_silu_mul_f32(want, u, n);
+            check(t, "silu_mul", what, got, want, n + 1);
+            memcpy(got, x, n * sizeof(float));
+            memcpy(want, x, n * sizeof(float));
+            k->gelu(got, n);
+            rc_gelu_f32(want, n);
+            check(t, "gelu", what, got, want, n + 1);
+            if (n > 0 && round != 1) { /* attention scores: finite */
+                memcpy(got, x, n * sizeof(float));
+                for (size_t i = 0; i < n; i++)
+                    if (!isfinite(got[i])) got[i] = (float)i * -0.25f;
+                memcpy(want, got, n * sizeof(float));
+                k->softmax(got, n);
+                rc_softmax(want, n);
+                check(t, "softmax", what, got, want, n + 1);
+            }
+        }
+    free(x);
+    free(u);
+    free(got);
+    free(want);
+}
+
 int rc_simd_selftest(int path, int *passed, int *failed) {
     rc_kernels k;
     recall_err err = {0};
@@ -258,6 +311,7 @@ int rc_simd_selftest(int path, int *passed, int *failed) {
     check_matmul(&t, &k, &g);
     check_attn(&t, &k, &g);
     check_dequant(&t, &k, &g);
+    check_act(&t, &k, &g);
     *passed = t.passed;
     *failed = t.failed;
     return 0;

@@ -1,0 +1,141 @@
+/* act_avx512.c - AVX-512F activations and softmax (x86-64; compiled with the flags of
+ * kernels_avx512.c, empty of code elsewhere), bitwise equal to the scalar reference (src/ops.c):
+ *   silu_mul: g[i] = (g[i] / (1 + rc_expf(-g[i]))) * u[i]          (qwen2 MLP, [rows*ffn])
+ *   gelu    : x[i] = (x[i] * 0.5f) * (1 + rc_erff(x[i] * 1/sqrt2))  (bert / pooler FFN)
+ *   softmax : in place over one attention row s[n]
+ * Each vector function repeats the scalar sequence operation for operation: the same float
+ * constants, the same rounding steps, fma where the reference writes fmaf/fma, and the scalar
+ * special cases (NaN, overflow, underflow, |x| >= 4 for erf) as lane blends. Tails (n % 16)
+ * call the scalar functions themselves.
+ */
+#include "simd.h"
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__FMA__)
+
+#include <immintrin.h>
+
+#define AINLINE static inline __attribute__((always_inline))
+
+/* rc_expf on 16 lanes */
+AINLINE __m512 exp16(__m512 x) {
+    const __m512 zero = _mm512_setzero_ps(), half = _mm512_set1_ps(0.5f);
+    const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269502162933349609375f));
+    const __mmask16 nonneg = _mm512_cmp_ps_mask(t, zero, _CMP_GE_OQ);
+    const __m512 h = _mm512_mask_add_ps(_mm512_sub_ps(t, half), nonneg, t, half); /* round half away */
+    const __m512i k = _mm512_cvttps_epi32(h);
+    const __m512 kf = _mm512_cvtepi32_ps(k);
+    __m512 r = _mm512_fnmadd_ps(kf, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(kf, _mm512_set1_ps(1.428606765330187045e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, half);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    /* k1 = k / 2 truncating toward zero (as C), k2 = k - k1; 2^k as exponent bits */
+    const __m512i k1 = _mm512_srai_epi32(_mm512_add_epi32(k, _mm512_srli_epi32(k, 31)), 1);
+    const __m512i k2 = _mm512_sub_epi32(k, k1);
+    const __m512i bias = _mm512_set1_epi32(127);
+    const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k1, bias), 23));
+    const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k2, bias), 23));
+    __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+    y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.72283935546875f), _CMP_GT_OQ),
+                           _mm512_set1_ps(__builtin_inff()));
+    y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-103.97208404541015625f), _CMP_LT_OQ), zero);
+    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+/* rc_erff's polynomial on 8 lanes in double: a = |x| < 4 */
+AINLINE __m256 erf_poly8(__m256 af) {
+    const __m512d a = _mm512_cvtps_pd(af);
+    /* the index saturates at 7 for a >= 3.75 (lanes with a >= 4 are replaced by 1 later) */
+    const __m256i i = _mm512_cvttpd_epi32(_mm512_mul_pd(_mm512_min_pd(a, _mm512_set1_pd(3.75)), _mm512_set1_pd(2.0)));
+    const __m512i i64 = _mm512_cvtepi32_epi64(i);
+    const __mmask8 first = _mm512_cmpeq_epi64_mask(i64, _mm512_setzero_si512());
+    const __m512d centre = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepi32_pd(i), _mm512_set1_pd(0.5)), _mm512_set1_pd(0.25));
+    const __m512d t = _mm512_mask_mul_pd(_mm512_sub_pd(a, centre), first, a, a);
+    __m512d p = _mm512_permutexvar_pd(i64, _mm512_loadu_pd(rc_erf_coef[RC_ERF_DEG]));
+    for (int j = RC_ERF_DEG - 1; j >= 0; j--)
+        p = _mm512_fmadd_pd(p, t, _mm512_permutexvar_pd(i64, _mm512_loadu_pd(rc_erf_coef[j])));
+    p = _mm512_mask_mul_pd(p, first, p, a);
+    return _mm512_cvtpd_ps(p);
+}
+
+/* rc_erff on 16 lanes */
+AINLINE __m512 erf16(__m512 x) {
+    const __m512i signbit = _mm512_set1_epi32((int)0x80000000u);
+    const __m512 a = _mm512_castsi512_ps(_mm512_andnot_si512(signbit, _mm512_castps_si512(x)));
+    const __m256 lo = erf_poly8(_mm512_castps512_ps256(a));
+    const __m256 hi = erf_poly8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    __m512 r = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+    r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_GE_OQ), _mm512_set1_ps(1.0f));
+    r = _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(r), _mm512_and_si512(signbit, _mm512_castps_si512(x))));
+    return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+static void avx512_silu_mul(float *g, const float *u, size_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512i signbit = _mm512_set1_epi32((int)0x80000000u);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(g + i);
+        const __m512 e = exp16(_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), signbit)));
+        _mm512_storeu_ps(g + i, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), _mm512_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) g[i] = rc_silu(g[i]) * u[i];
+}
+
+static void avx512_gelu(float *x, size_t n) {
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    const __m512 rsqrt2 = _mm512_set1_ps(0.707106781186547524f);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        const __m512 e = erf16(_mm512_mul_ps(v, rsqrt2));
+        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_mul_ps(v, half), _mm512_add_ps(one, e)));
+    }
+    for (; i < n; i++) x[i] = rc_gelu(x[i]);
+}
+
+static void avx512_softmax(float *s, size_t n) {
+    float m = s[0];
+    for (size_t i = 1; i < n; i++)
+        if (s[i] > m) m = s[i];
+    const __m512 mv = _mm512_set1_ps(m);
+    __m512 acc = _mm512_setzero_ps(); /* lane l: the canonical accumulator l */
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + i), mv));
+        _mm512_storeu_ps(s + i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    float lanes[16];
+    _mm512_storeu_ps(lanes, acc);
+    for (int l = 0; i + (size_t)l < n; l++) {
+        s[i + l] = rc_expf(s[i + l] - m);
+        lanes[l] = lanes[l] + s[i + l];
+    }
+    const float sum = rc_tree16(lanes);
+    const __m512 sv = _mm512_set1_ps(sum);
+    for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(s + i, _mm512_div_ps(_mm512_loadu_ps(s + i), sv));
+    for (; i < n; i++) s[i] = s[i] / sum;
+}
+
+int rc_act_avx512(rc_kernels *k) {
+    k->silu_mul = avx512_silu_mul;
+    k->gelu = avx512_gelu;
+    k->softmax = avx512_softmax;
+    return 1;
+}
+
+#else
+
+int rc_act_avx512(rc_kernels *k) {
+    (void)k;
+    return 0;
+}
+
+#endif
