@@ -98,10 +98,14 @@ INCDIR  ?= $(PREFIX)/include
 VERSION  = 0.1.0
 API_HEADERS = src/recall.h src/status.h
 # The shared object links position-independent copies of the library objects (build/pic/).
-$(BUILD)/librecall.so: $(LIB_SRC)
+# Only the public API is exported (src/librecall.map); the rule checks the dynamic symbol table.
+$(BUILD)/librecall.so: $(LIB_SRC) src/librecall.map
 	+$(MAKE) --no-print-directory BUILD=$(BUILD)/pic EXTRA_CFLAGS="$(EXTRA_CFLAGS) -fPIC" $(BUILD)/pic/librecall.a
-	$(CC) -shared -Wl,-soname,librecall.so.0 -o $@ -Wl,--whole-archive $(BUILD)/pic/librecall.a \
-	  -Wl,--no-whole-archive $(LDLIBS)
+	$(CC) -shared -Wl,-soname,librecall.so.0 -Wl,--version-script=src/librecall.map -o $@ \
+	  -Wl,--whole-archive $(BUILD)/pic/librecall.a -Wl,--no-whole-archive $(LDLIBS)
+	@bad=$$(nm -D --defined-only $@ | awk '$$2 ~ /^[TDBRVW]$$/ && $$3 !~ /^recall_/ {print $$3}'); \
+	  test -z "$$bad" || { echo "$@ exports non-API symbols:" $$bad; rm -f $@; exit 1; }; \
+	  echo "$@: exports $$(nm -D --defined-only $@ | grep -c ' T recall_') recall_* functions, nothing else"
 $(BUILD)/recall.pc: recall.pc.in Makefile
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' \

@@ -331,7 +331,8 @@ static void micro(void) {
 static void model_bench(const char *path, int quick) {
     rc_blob *b = NULL;
     recall_err err = {0};
-    if (rc_blob_open(path, 0, &b, &err)) {
+    const char *load = getenv("RECALL_BENCH_LOAD"); /* "huge": RC_OPEN_HUGEPAGES */
+    if (rc_blob_open(path, load && !strcmp(load, "huge") ? RC_OPEN_HUGEPAGES : 0, &b, &err)) {
         fprintf(stderr, "bench: %s\n  (the synthetic 1.5B blob is made by `make synth`: ~3.6 GB of inputs, 2.4 GB blob)\n",
                 err.msg);
         exit(1);

@@ -160,6 +160,7 @@ recall_status recall_open_mem(const void *buf, size_t len, const recall_open_opt
     recall_model *m;
     RC_TRY(model_new(o, &m, err));
     unsigned fl = o && (o->flags & RECALL_OPEN_VERIFY) ? RC_OPEN_VERIFY : 0;
+    if (o && (o->flags & RECALL_OPEN_HUGEPAGES)) fl |= RC_OPEN_HUGEPAGES;
     recall_status s = rc_blob_open_mem(buf, len, "<memory>", fl, &m->blob, err);
     if (!s) s = model_finish(m, err);
     if (s) {
@@ -447,7 +448,7 @@ typedef struct {
 } event_bridge;
 
 /* Translates the engine's trace records into the public event struct (no allocation). */
-static void on_engine_event(void *ctx, const rc_event *ev) {
+static int on_engine_event(void *ctx, const rc_event *ev) {
     const event_bridge *br = ctx;
     recall_event e;
     memset(&e, 0, sizeof e);
@@ -486,9 +487,9 @@ static void on_engine_event(void *ctx, const rc_event *ev) {
         e.n_ids = f->nrid;
         break;
     }
-    default: return;
+    default: return 0;
     }
-    (void)br->fn(br->ctx, &e);
+    return br->fn(br->ctx, &e);
 }
 
 recall_status recall_turn(recall_loop *l, const int32_t *feed, size_t n_feed, recall_event_fn on_event, void *ctx,

@@ -20,7 +20,8 @@ struct rc_blob {
     char path[512];
     const uint8_t *base;
     size_t size;
-    int mapped;   /* 1: munmap on close; 0 with owned: free on close */
+    int mapped;   /* 1: munmap(base, map_len) on close; 0 with owned: free on close */
+    size_t map_len;
     void *owned;
     const rc_blob_header *hdr;
     const rc_blob_sect *sects;
@@ -287,11 +288,39 @@ recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, reca
     snprintf(b->path, sizeof b->path, "%s", path);
     b->size = (size_t)sb.st_size;
 #ifndef RECALL_NO_MMAP
-    if (!(flags & RC_OPEN_NO_MMAP) && b->size > 0) {
+    if ((flags & RC_OPEN_HUGEPAGES) && b->size > 0) {
+        const size_t huge = (size_t)2 << 20, len = (b->size + huge - 1) / huge * huge;
+        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            close(fd);
+            free(b);
+            return rc_fail(err, RECALL_E_NOMEM, "%s: cannot allocate %zu bytes for a huge-page copy", path, len);
+        }
+#ifdef MADV_HUGEPAGE
+        (void)madvise(m, len, MADV_HUGEPAGE); /* advisory: without THP the copy still works */
+#endif
+        size_t got = 0;
+        while (got < b->size) {
+            ssize_t r = read(fd, (char *)m + got, b->size - got);
+            if (r <= 0) break;
+            got += (size_t)r;
+        }
+        if (got != b->size || mprotect(m, len, PROT_READ) != 0) {
+            const size_t want = b->size;
+            munmap(m, len);
+            close(fd);
+            free(b);
+            return rc_fail(err, RECALL_E_IO, "%s: short read at byte %zu of %zu", path, got, want);
+        }
+        b->base = m;
+        b->mapped = 1;
+        b->map_len = len;
+    } else if (!(flags & RC_OPEN_NO_MMAP) && b->size > 0) {
         void *m = mmap(NULL, b->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m != MAP_FAILED) {
             b->base = m;
             b->mapped = 1;
+            b->map_len = b->size;
         }
     }
 #endif
@@ -323,7 +352,7 @@ recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, reca
 void rc_blob_close(rc_blob *b) {
     if (!b) return;
 #ifndef RECALL_NO_MMAP
-    if (b->mapped) munmap((void *)b->base, b->size);
+    if (b->mapped) munmap((void *)b->base, b->map_len);
 #endif
     free(b->owned);
     free(b->tensors);

@@ -76,7 +76,7 @@ static void flush_text(chat_stream *cs, int final) {
     free(text);
 }
 
-static void on_event(void *ctx, const rc_event *ev) {
+static int on_event(void *ctx, const rc_event *ev) {
     chat_stream *cs = ctx;
     switch (ev->kind) {
     case RC_EV_TOKEN:
@@ -85,7 +85,7 @@ static void on_event(void *ctx, const rc_event *ev) {
             int32_t *nr = realloc(cs->reply, (size_t)nc * sizeof *nr);
             if (!nr) {
                 cs->oom = 1;
-                return;
+                return 1; /* stop the turn: the reply could not be kept */
             }
             cs->reply = nr;
             cs->cap_reply = nc;
@@ -117,6 +117,7 @@ static void on_event(void *ctx, const rc_event *ev) {
         }
         break;
     }
+    return 0;
 }
 
 static int parse_int(const char *cmd, const char *flag, const char *v, long lo, long hi, int *out) {

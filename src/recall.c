@@ -342,6 +342,11 @@ static int32_t greedy(const float *x, int V, float *margin) {
     return b1;
 }
 
+static recall_status cancelled(const loop_state *st, recall_err *err) {
+    return rc_fail(err, RECALL_E_CANCELLED, "recall: turn cancelled by the event callback at history position %d",
+                   st->n_gen);
+}
+
 recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_event_fn on_event, void *ctx,
                               rc_turn *turn, recall_err *err) {
     memset(turn, 0, sizeof *turn);
@@ -430,7 +435,10 @@ recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_
                 st->above = over ? st->above + 1 : 0;
                 g->fired = over && !(o->fire_once && st->fired) &&
                            st->above >= (o->hysteresis > 1 ? o->hysteresis : 1);
-                if (on_event) on_event(ctx, &(rc_event){RC_EV_GATE, g, 0});
+                if (on_event && on_event(ctx, &(rc_event){RC_EV_GATE, g, 0})) {
+                    s = cancelled(st, err);
+                    break;
+                }
                 if (g->fired) {
                     rc_retrieval rv;
                     int before = st->keys.encodes;
@@ -458,7 +466,7 @@ recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_
                         if (!set_rid(st, f->rid, f->nrid)) goto oom;
                         st->fired = 1;
                     }
-                    if (on_event) on_event(ctx, &(rc_event){RC_EV_FIRE, f, 0});
+                    if (on_event && on_event(ctx, &(rc_event){RC_EV_FIRE, f, 0})) s = cancelled(st, err);
                 }
             }
             if (s) break;
@@ -541,7 +549,10 @@ recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_
             }
             turn->rows_reused += keep;
             if (s) break;
-            if (on_event) on_event(ctx, &(rc_event){RC_EV_REBUILD, rb, 0});
+            if (on_event && on_event(ctx, &(rc_event){RC_EV_REBUILD, rb, 0})) {
+                s = cancelled(st, err);
+                break;
+            }
             rc_top5_rec *t5 = PUSH(turn, top5);
             if (!t5) goto oom;
             t5->c0 = c0;
@@ -581,7 +592,10 @@ recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_
                 break;
             }
             newtok++;
-            if (on_event) on_event(ctx, &(rc_event){RC_EV_TOKEN, NULL, t});
+            if (on_event && on_event(ctx, &(rc_event){RC_EV_TOKEN, NULL, t})) {
+                s = cancelled(st, err);
+                break;
+            }
             st->gen[st->n_gen++] = t;
             s = forward_ids(r, r->llm, &t, 1, r->last, err);
             if (!s && !push_key(st, t, -1)) goto oom;

@@ -53,7 +53,9 @@ typedef struct recall_model recall_model;
 
 enum {
     RECALL_OPEN_VERIFY = 1u << 0, /* check the body and every tensor checksum at open */
-    RECALL_OPEN_NO_MMAP = 1u << 1 /* read the blob into memory (always so with -DRECALL_NO_MMAP) */
+    RECALL_OPEN_NO_MMAP = 1u << 1, /* read the blob into memory (always so with -DRECALL_NO_MMAP) */
+    RECALL_OPEN_HUGEPAGES = 1u << 2 /* copy it into memory advised for transparent huge pages
+                                       (fewer TLB misses while decoding; costs the read at open) */
 };
 
 typedef struct {
@@ -160,8 +162,10 @@ typedef struct {
     int has_sp, inj_len, window_len, reused; /* REBUILD */
 } recall_event;
 
-/* Called on the turn's thread, in order, while the turn runs. Return 0: the value is reserved
- * (the loop has no cancellation point yet; a turn always completes or fails). */
+/* Called on the turn's thread, in order, while the turn runs. Return 0 to go on; anything else
+ * cancels the turn at that point: recall_turn returns RECALL_E_CANCELLED with an empty reply,
+ * and the loop drops what it carried between turns (the next turn recomputes from its feed, so
+ * its results are the same as if nothing had been cancelled). */
 typedef int (*recall_event_fn)(void *ctx, const recall_event *ev);
 
 typedef struct {

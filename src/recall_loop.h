@@ -97,7 +97,9 @@ typedef struct {
     const void *rec;  /* rc_rebuild_rec / rc_gate_rec / rc_fire_rec; NULL for tokens */
     int32_t token;    /* RC_EV_TOKEN: a generated id (streamed as it is chosen) */
 } rc_event;
-typedef void (*rc_event_fn)(void *ctx, const rc_event *ev);
+/* Returns 0 to go on; anything else cancels the turn (RECALL_E_CANCELLED, nothing carried to
+ * the next turn). */
+typedef int (*rc_event_fn)(void *ctx, const rc_event *ev);
 
 typedef struct rc_recall rc_recall;
 

@@ -19,6 +19,7 @@ const char *recall_strerror(recall_status s) {
     case RECALL_E_MISSING: return "missing";
     case RECALL_E_LIMIT: return "limit exceeded";
     case RECALL_E_SECURITY: return "refused as unsafe";
+    case RECALL_E_CANCELLED: return "cancelled";
     default: return "unknown error";
     }
 }

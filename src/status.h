@@ -23,6 +23,7 @@ typedef enum {
     RECALL_E_MISSING,     /* required tensor / key / file absent */
     RECALL_E_LIMIT,       /* a size or context limit would be exceeded */
     RECALL_E_SECURITY,    /* refused: input asks for something unsafe (pickle GLOBAL, ...) */
+    RECALL_E_CANCELLED,   /* the caller's callback asked to stop */
     RECALL_E_COUNT
 } recall_status;
 

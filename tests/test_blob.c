@@ -1,6 +1,7 @@
 /* test_blob.c - blob writer/loader round trip and every corruption the loader must refuse. */
 #include "blob.h"
 #include "checksum.h"
+#include "fixture.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -261,4 +262,28 @@ Test(blob, failed_write_leaves_nothing) {
     memset(&err, 0, sizeof err);
     cr_expect_eq(rc_writer_tensor(w, "bad", RC_DT_F32, 1, s1, bad, 8, &err), RECALL_E_ARG);
     rc_writer_free(w);
+}
+
+/* The three ways to load a blob (file mapping, read into malloc, copy into huge-page-advised
+ * anonymous memory) expose the same tensors with the same bytes. */
+Test(blob, load_modes_agree) {
+    const char *path = fixture_worldA_blob("nf4");
+    const unsigned modes[] = {RC_OPEN_NO_MMAP, RC_OPEN_HUGEPAGES | RC_OPEN_VERIFY};
+    rc_blob *ref = NULL;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(path, 0, &ref, &err), RECALL_OK, "%s", err.msg);
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        rc_blob *b = NULL;
+        cr_assert_eq(rc_blob_open(path, modes[m], &b, &err), RECALL_OK, "%s", err.msg);
+        cr_assert_eq(rc_blob_n_tensors(b), rc_blob_n_tensors(ref));
+        for (size_t i = 0; i < rc_blob_n_tensors(ref); i++) {
+            const rc_tensor *a = rc_blob_tensor_at(ref, i), *t = rc_blob_tensor_at(b, i);
+            cr_assert_str_eq(t->name, a->name);
+            cr_assert_eq(t->nbytes, a->nbytes);
+            cr_assert_neq(t->data, a->data, "a separate copy");
+            cr_assert_eq(memcmp(t->data, a->data, a->nbytes), 0, "tensor %s differs (mode %u)", a->name, modes[m]);
+        }
+        rc_blob_close(b);
+    }
+    rc_blob_close(ref);
 }
