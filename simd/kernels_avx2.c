@@ -9,7 +9,9 @@
  * the same single fp32 product as the reference) and vblendvps picks the half. No branches.
  * f16 weights and nf4 rows whose length is not a multiple of 16 use the scalar reference.
  *
- * matmul loop nest (none of it changes an output's order, only when it is computed):
+ * matmul, nt >= RC_PF_MIN_NT (prefill): see pf_matmul below (weights decoded once per call into
+ *   an L1 panel, then 3 rows x 4 inputs f32 tiles in two 8-lane passes).
+ * matmul, nt < RC_PF_MIN_NT (none of it changes an output's order, only when it is computed):
  *   weight rows in L2-sized panels > input tiles of 4 rows (kept in L1) > weight rows > columns;
  *   each decoded weight vector feeds 4 inputs from a register (8 ymm accumulators). One input
  *   (decode): 2 nf4 rows or 4 bf16/f32 rows at once (independent FMA chains). Measured here:
@@ -94,6 +96,8 @@ static void avx2_attn_wsum(const float *p, const float *V, size_t ldv, int n, si
         out[i0] = o;
     }
 }
+
+static void avx2_nf4_dequant(const uint8_t *codes, const float *absmax, size_t start, size_t n, float *out);
 
 /* ---- weight decoding: 16 exact fp32 weights of a row at column i into (w0, w1) ---- */
 
@@ -297,6 +301,213 @@ AINLINE void mm_dtype(const rc_mat *w, rc_dtype dt, const float *bias, const flo
     else mm_tiles(w, dt, 0, bias, X, ldx, nt, Y, ldy, r0, r1);
 }
 
+/* ---- prefill (nt >= RC_PF_MIN_NT): decode a panel once, then an f32 register-blocked kernel ----
+ * The weights of up to PF_PR_MAX rows x PF_KC columns are decoded ONCE per call (exact fp32, the
+ * same values as value_at) into a stack buffer that stays in L1; f32 weights are read in place.
+ * Then every tile of PF_MT = 4 inputs (read in place from X, in L1 for the whole panel) meets
+ * every group of PF_MR = 3 panel rows. Every output still owns its 16 canonical lanes, filled in
+ * column order: between column blocks the lanes wait in acc_buf (exact fp32 stores); the last
+ * block finishes the tree and the bias from registers; an n % 16 tail is added to the first
+ * lanes at the end, as in row_block. So the bits are those of the scalar path; only the order in
+ * which outputs are computed differs.
+ * Below RC_PF_MIN_NT inputs the decode (stored, then reloaded) costs more than it saves, and
+ * the row_block path (decode into registers, 1 row x 4 inputs) is used. */
+#define PF_KC 512     /* columns per block (a multiple of 64, so nf4 blocks stay whole) */
+#define PF_PR_MAX 12  /* rows per panel: 12 decoded rows of 512 columns = 25 KB, L1 with the X tile */
+#define PF_PAD 16     /* decoded rows kc + 16 floats apart: a 2^k-byte stride maps rows to one L1 set */
+#define PF_WBUF_FLOATS ((size_t)PF_PR_MAX * (PF_KC + PF_PAD))
+#define PF_ACC_FLOATS ((size_t)16384) /* 16 lanes of up to 1024 outputs (panel rows x inputs): 64 KB */
+#define PF_MR 3
+#define PF_MT 4
+#define RC_PF_MIN_NT 16
+
+typedef struct {
+    const float *wp; /* MR weight rows, row stride ldw */
+    size_t ldw;
+    const float *xp; /* MT inputs, stride ldx */
+    size_t ldx;
+    size_t kc;       /* columns, a multiple of 16 */
+    float *acc;      /* lanes of output (q, t) at acc + q*acc_ld + 16*t */
+    size_t acc_ld;
+    float *y;        /* finish: output (q, t) at y[t*ldy + q] (+ bias[q]) */
+    size_t ldy;
+    const float *bias;
+} pf_args;
+
+/* One tile, in two passes over the columns: lanes 0..7 of every output (PF_MR*PF_MT = 12 ymm
+ * accumulators), then lanes 8..15. Per 8 columns: 3 w loads + 4 x loads feed 12 FMAs. Both
+ * halves at once fit only 2 rows x 3 inputs (12 ymm), with 10-16 loads per 12 FMAs; in an L1
+ * loop that measured 68-100 GFLOP/s with 32-byte aligned X and 45-60 with X rows at 16 mod 32
+ * (split loads; X comes from malloc), vs ~100 for this tile either way (bench/NOTES.md).
+ * first: the lanes start at +0.0f (else from acc); finish: tree + bias into y (else into acc).
+ * Pass 0 always leaves its lanes in acc, where pass 1 finds them for the tree. */
+AINLINE void pf_tile(const int MR, const int MT, int first, int finish, const pf_args *g) {
+    const float *wp = g->wp, *xp = g->xp;
+    const size_t ldw = g->ldw, ldx = g->ldx, kc = g->kc;
+    RC_UNROLL
+    for (int h = 0; h < 2; h++) {
+        __m256 a[PF_MR][PF_MT];
+        RC_UNROLL
+        for (int q = 0; q < MR; q++)
+            RC_UNROLL
+            for (int t = 0; t < MT; t++)
+                a[q][t] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(g->acc + (size_t)q * g->acc_ld + 16 * t + 8 * h);
+        for (size_t i = 8 * (size_t)h; i < kc; i += 16) {
+            __m256 wv[PF_MR];
+            RC_UNROLL
+            for (int q = 0; q < MR; q++) wv[q] = _mm256_loadu_ps(wp + (size_t)q * ldw + i);
+            RC_UNROLL
+            for (int t = 0; t < MT; t++) {
+                const __m256 xv = _mm256_loadu_ps(xp + (size_t)t * ldx + i);
+                RC_UNROLL
+                for (int q = 0; q < MR; q++) a[q][t] = _mm256_fmadd_ps(wv[q], xv, a[q][t]);
+            }
+        }
+        RC_UNROLL
+        for (int q = 0; q < MR; q++)
+            RC_UNROLL
+            for (int t = 0; t < MT; t++) {
+                float *lanes = g->acc + (size_t)q * g->acc_ld + 16 * t;
+                if (finish && h == 1) {
+                    const float d = tree_v(_mm256_loadu_ps(lanes), a[q][t]);
+                    g->y[(size_t)t * g->ldy + (size_t)q] = g->bias ? d + g->bias[q] : d;
+                } else {
+                    _mm256_storeu_ps(lanes + 8 * h, a[q][t]);
+                }
+            }
+    }
+}
+
+static void pf_tile_any(int mr, int mt, int first, int finish, const pf_args *g) {
+    if (mr == PF_MR && mt == PF_MT) {
+        pf_tile(PF_MR, PF_MT, first, finish, g);
+        return;
+    }
+    switch (mr * 8 + mt) { /* the edges: the panel's last rows (mr < PF_MR), the last inputs (mt < PF_MT) */
+#define PF_CASE(R, T)                                                                                                  \
+    case (R) * 8 + (T): pf_tile(R, T, first, finish, g); return;
+        PF_CASE(1, 1)
+        PF_CASE(1, 2)
+        PF_CASE(1, 3)
+        PF_CASE(1, 4)
+        PF_CASE(2, 1)
+        PF_CASE(2, 2)
+        PF_CASE(2, 3)
+        PF_CASE(2, 4)
+        PF_CASE(3, 1)
+        PF_CASE(3, 2)
+        PF_CASE(3, 3)
+#undef PF_CASE
+    default: break;
+    }
+}
+
+/* exact fp32 weights of row r, columns [k0, k0 + kc) (kc % 16 == 0) into dst */
+static void pf_decode_row(const rc_mat *w, rc_dtype dt, int64_t r, size_t k0, size_t kc, float *dst) {
+    const size_t e0 = (size_t)r * (size_t)w->cols + k0;
+    if (dt == RC_DT_BF16) {
+        const uint16_t *p = (const uint16_t *)w->data + e0;
+        for (size_t i = 0; i < kc; i += 16) {
+            __m256i h = _mm256_loadu_si256((const __m256i *)(p + i));
+            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(
+                                          _mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), 16)));
+            _mm256_storeu_ps(dst + i + 8, _mm256_castsi256_ps(_mm256_slli_epi32(
+                                              _mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), 16)));
+        }
+    } else if ((e0 & 63) == 0 && kc % 64 == 0) { /* nf4, whole 64-blocks: one table per block */
+        const uint8_t *codes = (const uint8_t *)w->data;
+        nf4_state ns;
+        nf4_init(&ns);
+        for (size_t i = 0; i < kc; i += 64) {
+            const size_t e = e0 + i;
+            __m256 am = _mm256_set1_ps(w->absmax[e >> 6]);
+            ns.t_lo = _mm256_mul_ps(ns.cb_lo, am);
+            ns.t_hi = _mm256_mul_ps(ns.cb_hi, am);
+            RC_UNROLL
+            for (int s = 0; s < 8; s++) {
+                uint32_t u;
+                memcpy(&u, codes + (e >> 1) + 4 * s, 4);
+                _mm256_storeu_ps(dst + i + 8 * s, nf4_lookup8(&ns, u));
+            }
+        }
+    } else {
+        avx2_nf4_dequant((const uint8_t *)w->data, w->absmax, e0, kc, dst);
+    }
+}
+
+/* Rows [r0, r1) x nt inputs (nt <= PF_ACC_FLOATS / 16 / PF_MR), weights f32 / bf16 / nf4. */
+static void pf_block(const rc_mat *w, rc_dtype dt, const float *bias, const float *X, size_t ldx, int nt, float *Y,
+                     size_t ldy, int64_t r0, int64_t r1) {
+    _Alignas(64) float wbuf[PF_WBUF_FLOATS];
+    _Alignas(64) float acc_buf[PF_ACC_FLOATS];
+    const size_t n = (size_t)w->cols, n16 = n - n % 16;
+    const size_t kc_max = n16 < PF_KC ? n16 : PF_KC;
+    const int tail = n16 != n;
+    /* panel rows: their lanes fit acc_buf and their decoded weights fit wbuf */
+    size_t pr_max = PF_ACC_FLOATS / 16 / (size_t)nt;
+    if (dt != RC_DT_F32 && pr_max > PF_WBUF_FLOATS / (kc_max + PF_PAD)) pr_max = PF_WBUF_FLOATS / (kc_max + PF_PAD);
+    if (pr_max > PF_PR_MAX) pr_max = PF_PR_MAX;
+    pr_max -= pr_max % PF_MR; /* >= PF_MR: nt <= PF_ACC_FLOATS / 16 / PF_MR (pf_matmul) */
+    const size_t acc_ld = 16 * (size_t)nt; /* acc_buf: [panel row][input][16 lanes] */
+    for (int64_t p = r0; p < r1; p += (int64_t)pr_max) {
+        const int pr = r1 - p < (int64_t)pr_max ? (int)(r1 - p) : (int)pr_max;
+        for (size_t k0 = 0; k0 < n16; k0 += PF_KC) {
+            const size_t kc = n16 - k0 < PF_KC ? n16 - k0 : PF_KC;
+            const int first = k0 == 0, finish = !tail && k0 + kc == n16;
+            pf_args g;
+            if (dt == RC_DT_F32) {
+                g.wp = (const float *)w->data + (size_t)p * n + k0;
+                g.ldw = n;
+            } else {
+                g.ldw = kc + PF_PAD;
+                for (int q = 0; q < pr; q++) pf_decode_row(w, dt, p + q, k0, kc, wbuf + (size_t)q * g.ldw);
+                g.wp = wbuf;
+            }
+            g.kc = kc;
+            g.acc_ld = acc_ld;
+            g.ldy = ldy;
+            const float *wp0 = g.wp;
+            g.ldx = ldx;
+            for (int t = 0; t < nt; t += PF_MT) {
+                const int mt = nt - t < PF_MT ? nt - t : PF_MT;
+                g.xp = X + (size_t)t * ldx + k0;
+                for (int q = 0; q < pr; q += PF_MR) {
+                    const int mr = pr - q < PF_MR ? pr - q : PF_MR;
+                    g.wp = wp0 + (size_t)q * g.ldw;
+                    g.acc = acc_buf + (size_t)q * acc_ld + 16 * (size_t)t;
+                    g.y = Y + (size_t)t * ldy + (size_t)(p + q);
+                    g.bias = bias ? bias + p + q : NULL;
+                    pf_tile_any(mr, mt, first, finish, &g);
+                }
+            }
+        }
+        if (!tail && n16) continue;
+        /* the n % 16 tail on the first lanes, then the tree and the bias */
+        for (int q = 0; q < pr; q++) {
+            const int64_t r = p + q;
+            const size_t off = (size_t)r * n;
+            for (int t = 0; t < nt; t++) {
+                float lanes[16];
+                if (n16) memcpy(lanes, acc_buf + (size_t)q * acc_ld + 16 * (size_t)t, sizeof lanes);
+                else memset(lanes, 0, sizeof lanes);
+                const float *x = X + (size_t)t * ldx;
+                for (size_t k = n16; k < n; k++) lanes[k - n16] = fmaf(value_at(w, dt, off + k), x[k], lanes[k - n16]);
+                const float d = tree16(lanes);
+                Y[(size_t)t * ldy + (size_t)r] = bias ? d + bias[r] : d;
+            }
+        }
+    }
+}
+
+static void pf_matmul(const rc_mat *w, rc_dtype dt, const float *bias, const float *X, size_t ldx, int nt, float *Y,
+                      size_t ldy, int64_t r0, int64_t r1) {
+    /* inputs per block: at most PF_ACC_FLOATS / 16 / PF_MR, so that a panel holds >= PF_MR rows */
+    const int ntb_max = (int)(PF_ACC_FLOATS / 16 / PF_MR);
+    for (int t = 0; t < nt; t += ntb_max)
+        pf_block(w, dt, bias, X + (size_t)t * ldx, ldx, nt - t < ntb_max ? nt - t : ntb_max, Y + (size_t)t * ldy, ldy,
+                 r0, r1);
+}
+
 static void mm_f32(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
                    int64_t r0, int64_t r1) {
     mm_dtype(w, RC_DT_F32, bias, X, ldx, nt, Y, ldy, r0, r1);
@@ -312,6 +523,10 @@ static void mm_nf4(const rc_mat *w, const float *bias, const float *X, size_t ld
 
 static void avx2_matmul(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
                         int64_t r0, int64_t r1) {
+    if (nt >= RC_PF_MIN_NT && (w->dtype == RC_DT_F32 || w->dtype == RC_DT_BF16 || w->dtype == RC_DT_NF4)) {
+        pf_matmul(w, w->dtype, bias, X, ldx, nt, Y, ldy, r0, r1);
+        return;
+    }
     switch (w->dtype) {
     case RC_DT_F32: mm_f32(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
     case RC_DT_BF16: mm_bf16(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;

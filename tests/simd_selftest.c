@@ -128,6 +128,44 @@ static void free_mat(test_mat *tm) {
     free(tm->absmax);
 }
 
+/* one matmul case: rows 1..rows-2 (the rest of Y must stay NaN), with and without bias, against the
+ * scalar reference and against nt separate single-input calls (batch invariance) */
+static void check_matmul_case(tally *t, const rc_kernels *k, lcg *g, const rc_mat *w, int nt) {
+    const size_t ldx = (size_t)w->cols + 3, ldy = (size_t)w->rows + 2;
+    float *X = malloc((size_t)nt * ldx * sizeof(float)), *bias = malloc((size_t)w->rows * sizeof(float));
+    float *Yg = malloc((size_t)nt * ldy * sizeof(float)), *Yw = malloc((size_t)nt * ldy * sizeof(float));
+    float *Y1 = malloc((size_t)nt * ldy * sizeof(float));
+    fill_f(g, X, (size_t)nt * ldx);
+    fill_f(g, bias, (size_t)w->rows);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        const float *b = with_bias ? bias : NULL;
+        /* a row sub-range [r0, r1): the rest of Y must stay untouched (NaN) */
+        int64_t r0 = w->rows > 2 ? 1 : 0, r1 = w->rows > 3 ? w->rows - 1 : w->rows;
+        poison(Yg, (size_t)nt * ldy);
+        poison(Yw, (size_t)nt * ldy);
+        k->matmul(w, b, X, ldx, nt, Yg, ldy, r0, r1);
+        for (int64_t r = r0; r < r1; r++) /* the reference: ops.h canonical dot per output */
+            for (int tt = 0; tt < nt; tt++) {
+                float d = rc_dot_row(w, r, X + (size_t)tt * ldx);
+                Yw[(size_t)tt * ldy + (size_t)r] = b ? d + b[r] : d;
+            }
+        char what[96];
+        snprintf(what, sizeof what, "%s %lldx%lld nt=%d bias=%d rows %lld..%lld", rc_dtype_name(w->dtype),
+                 (long long)w->rows, (long long)w->cols, nt, with_bias, (long long)r0, (long long)r1);
+        check(t, "matmul", what, Yg, Yw, (size_t)nt * ldy);
+        /* batch invariance: the same outputs one input row at a time */
+        poison(Y1, (size_t)nt * ldy);
+        for (int tt = 0; tt < nt; tt++)
+            k->matmul(w, b, X + (size_t)tt * ldx, ldx, 1, Y1 + (size_t)tt * ldy, ldy, r0, r1);
+        check(t, "matmul batch-invariance", what, Y1, Yg, (size_t)nt * ldy);
+    }
+    free(X);
+    free(bias);
+    free(Yg);
+    free(Yw);
+    free(Y1);
+}
+
 static void check_matmul(tally *t, const rc_kernels *k, lcg *g) {
     static const struct {
         rc_dtype dt;
@@ -145,42 +183,25 @@ static void check_matmul(tally *t, const rc_kernels *k, lcg *g) {
         test_mat tm;
         make_mat(g, shapes[s].dt, shapes[s].rows, shapes[s].cols, &tm);
         const rc_mat *w = &tm.m;
-        const size_t ldx = (size_t)w->cols + 3, ldy = (size_t)w->rows + 2;
-        for (size_t ci = 0; ci < sizeof nts / sizeof nts[0]; ci++) {
-            const int nt = nts[ci];
-            float *X = malloc((size_t)nt * ldx * sizeof(float)), *bias = malloc((size_t)w->rows * sizeof(float));
-            float *Yg = malloc((size_t)nt * ldy * sizeof(float)), *Yw = malloc((size_t)nt * ldy * sizeof(float));
-            float *Y1 = malloc((size_t)nt * ldy * sizeof(float));
-            fill_f(g, X, (size_t)nt * ldx);
-            fill_f(g, bias, (size_t)w->rows);
-            for (int with_bias = 0; with_bias < 2; with_bias++) {
-                const float *b = with_bias ? bias : NULL;
-                /* a row sub-range [r0, r1): the rest of Y must stay untouched (NaN) */
-                int64_t r0 = w->rows > 2 ? 1 : 0, r1 = w->rows > 3 ? w->rows - 1 : w->rows;
-                poison(Yg, (size_t)nt * ldy);
-                poison(Yw, (size_t)nt * ldy);
-                k->matmul(w, b, X, ldx, nt, Yg, ldy, r0, r1);
-                for (int64_t r = r0; r < r1; r++) /* the reference: ops.h canonical dot per output */
-                    for (int tt = 0; tt < nt; tt++) {
-                        float d = rc_dot_row(w, r, X + (size_t)tt * ldx);
-                        Yw[(size_t)tt * ldy + (size_t)r] = b ? d + b[r] : d;
-                    }
-                char what[96];
-                snprintf(what, sizeof what, "%s %lldx%lld nt=%d bias=%d rows %lld..%lld", rc_dtype_name(w->dtype),
-                         (long long)w->rows, (long long)w->cols, nt, with_bias, (long long)r0, (long long)r1);
-                check(t, "matmul", what, Yg, Yw, (size_t)nt * ldy);
-                /* batch invariance: the same outputs one input row at a time */
-                poison(Y1, (size_t)nt * ldy);
-                for (int tt = 0; tt < nt; tt++)
-                    k->matmul(w, b, X + (size_t)tt * ldx, ldx, 1, Y1 + (size_t)tt * ldy, ldy, r0, r1);
-                check(t, "matmul batch-invariance", what, Y1, Yg, (size_t)nt * ldy);
-            }
-            free(X);
-            free(bias);
-            free(Yg);
-            free(Yw);
-            free(Y1);
-        }
+        for (size_t ci = 0; ci < sizeof nts / sizeof nts[0]; ci++) check_matmul_case(t, k, g, w, nts[ci]);
+        free_mat(&tm);
+    }
+    /* the x86 prefill kernels (nt >= 16): column blocks of 512 with and without a tail, panels of
+     * 12 rows with 1-2 rows left, input tiles of 4 with 1-3 inputs left, nf4 rows that do not
+     * start a 16-block, fewer than 16 columns, more inputs than one accumulator block (341) */
+    static const struct {
+        rc_dtype dt;
+        int64_t rows, cols;
+        int nt;
+    } prefill[] = {
+        {RC_DT_F32, 29, 1100, 16}, {RC_DT_F32, 14, 48, 17},  {RC_DT_BF16, 10, 1030, 18}, {RC_DT_NF4, 17, 1088, 23},
+        {RC_DT_NF4, 6, 1048, 16},  {RC_DT_NF4, 5, 64, 345}, {RC_DT_F32, 4, 7, 20},      {RC_DT_NF4, 13, 2048, 32},
+        {RC_DT_BF16, 7, 512, 21},
+    };
+    for (size_t s = 0; s < sizeof prefill / sizeof prefill[0]; s++) {
+        test_mat tm;
+        make_mat(g, prefill[s].dt, prefill[s].rows, prefill[s].cols, &tm);
+        check_matmul_case(t, k, g, &tm.m, prefill[s].nt);
         free_mat(&tm);
     }
 }
