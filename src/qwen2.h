@@ -36,7 +36,7 @@
 #include "pool.h"
 #include "status.h"
 
-#define RC_QWEN2_CHUNK 32
+#define RC_QWEN2_CHUNK 64
 #define RC_QWEN2_MAX_GATE 8
 #define RC_QWEN2_KV_UNIT 256 /* positions: the first KV allocation and the reserve granularity */
 
