@@ -42,7 +42,7 @@ DEPS     = $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 PHONY_EXTRA = realshape bench-loop
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
-  cross-test-s390x fuzz
+  cross-test-s390x fuzz fuzz-merge
 all: recall $(BUILD)/librecall.a
 
 help:
@@ -57,6 +57,7 @@ help:
 	@echo "  cross-test-aarch64  NEON kernels vs scalar: Debian cross gcc + qemu-aarch64-static"
 	@echo "  fuzz-smoke  build the libFuzzer targets with clang + ASan/UBSan and run each briefly"
 	@echo "  fuzz        every fuzz target for FUZZ_TIME seconds (default 600) on its committed corpus"
+	@echo "  fuzz-merge  fold the inputs the fuzz runs found (new coverage only) into fuzz/corpus/"
 	@echo "  shared      build/librecall.so (objects built with -fPIC under build/pic) and build/recall.pc"
 	@echo "  install     recall, include/recall/{recall.h,status.h}, librecall.{a,so}, pkgconfig/recall.pc"
 	@echo "              into DESTDIR/PREFIX (PREFIX=/usr/local)"
@@ -290,8 +291,9 @@ $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(BUILD)/fuzzlib/librecall.a
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(BUILD)/fuzzlib/librecall.a -lm -lpthread
 # FUZZ_RUN(time): every target for `time` seconds; new inputs go to build/fuzz/corpus-<name>, the
-# committed seeds (fuzz/corpus/<name>) are read only. A crash stops the run and leaves
-# crash-<sha> in build/fuzz/ (turn it into a regression test).
+# committed seeds (fuzz/corpus/<name>) are read only. Every target runs even when an earlier one
+# crashed; artifacts go to build/fuzz/found-<target>/ (turn each into a regression test) and the
+# run fails at the end naming the targets.
 define FUZZ_RUN
 	@failed=""; for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
@@ -313,6 +315,14 @@ fuzz-smoke: $(FUZZ_BIN)
 fuzz: FUZZ_TIME = 600
 fuzz: $(FUZZ_BIN)
 	$(call FUZZ_RUN,$(FUZZ_TIME))
+
+# Folds what the runs found into the committed corpus: only inputs that add coverage (libFuzzer
+# -merge=1), so fuzz/corpus stays small.
+fuzz-merge: $(FUZZ_BIN)
+	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); [ -d $(BUILD)/fuzz/corpus-$$n ] || continue; \
+	  mkdir -p fuzz/corpus/$$n; \
+	  $(BUILD)/fuzz/$$n -merge=1 -rss_limit_mb=2048 fuzz/corpus/$$n $(BUILD)/fuzz/corpus-$$n 2>&1 | grep -E "MERGE-OUTER: [0-9]+ new files" || true; \
+	done
 
 clean:
 	rm -rf $(BUILD) recall build-nothreads build-nommap build-asan build-ubsan build-tsan $(CROSS_BUILD)

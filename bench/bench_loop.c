@@ -3,6 +3,7 @@
  * checking that both schedules produced the same replies and gate scores (bitwise).
  *
  * usage: bench_loop BLOB BENCH.json [--problem N] [--turns T] [--mode faithful|clean]
+ * (RECALL_THREADS / RECALL_SIMD pick threads and path; RECALL_BENCH_LOAD=huge the blob's loading)
  */
 #include "bench.h"
 #include "blob.h"
@@ -49,7 +50,10 @@ int main(int argc, char **argv) {
     rc_blob *b;
     rc_bench *bench;
     rc_problem p;
-    if (rc_blob_open(argv[1], 0, &b, &err) || rc_bench_load(argv[2], &bench, &err) ||
+    /* RECALL_BENCH_LOAD=huge: copy the blob into huge-page-advised memory (see bench/bench.c) */
+    const char *load = getenv("RECALL_BENCH_LOAD");
+    const unsigned flags = load && !strcmp(load, "huge") ? RC_OPEN_HUGEPAGES : 0;
+    if (rc_blob_open(argv[1], flags, &b, &err) || rc_bench_load(argv[2], &bench, &err) ||
         rc_bench_problem(bench, (uint32_t)problem, &p, &err)) {
         fprintf(stderr, "bench_loop: %s\n", err.msg);
         return 1;
