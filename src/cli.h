@@ -26,15 +26,19 @@ int cli_score(int argc, char **argv);
 #include <stddef.h>
 #include <stdint.h>
 
-/* --threads N / --simd P (0 / NULL: RECALL_THREADS / RECALL_SIMD decide). */
+/* --threads N / --simd P (0 / NULL: RECALL_THREADS / RECALL_SIMD decide); --hugepages: copy the
+ * blob into huge-page-advised memory (RC_OPEN_HUGEPAGES) instead of mapping the file. */
 typedef struct {
     int threads;
     const char *simd;
+    int hugepages;
 } cli_exec_args;
-/* If argv[*i] is --threads or --simd, consumes it and its value (advancing *i) and returns 1;
- * returns 0 for any other argument and -1 (message printed) for a bad value. */
+/* If argv[*i] is --threads, --simd or --hugepages, consumes it and its value (advancing *i) and
+ * returns 1; returns 0 for any other argument and -1 (message printed) for a bad value. */
 int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args *x);
 recall_status cli_exec_open(const cli_exec_args *x, rc_exec **out, recall_err *err);
+/* The rc_blob_open flags the arguments ask for, added to `base`. */
+unsigned cli_blob_flags(const cli_exec_args *x, unsigned base);
 /* Token ids from text: a JSON array of ids, or decimal ids separated by whitespace. Errors name
  * `what` (the file) and the byte offset. */
 recall_status cli_parse_ids_text(const char *text, size_t len, const char *what, int32_t **out, int *n,

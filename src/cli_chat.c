@@ -43,6 +43,7 @@ static void chat_usage(FILE *f) {
             "  --floor F            inject only if the best bridge score is >= F (fires still logged)\n"
             "  --max-turn-tokens N  reply cap per turn (default: the blob's loop.turn_cap)\n"
             "  --threads N          worker threads (default: RECALL_THREADS, else 1); same bits for any N\n"
+            "  --hugepages          copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P             kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
             "A message longer than the window, or (FULL arm) a context beyond the model's trained\n"
             "positions, is refused with both numbers; the turn is skipped and the exit status is 1.\n");
@@ -146,7 +147,7 @@ int cli_chat(int argc, char **argv) {
     const char *blob_path = NULL, *session_path = NULL, *mode = NULL, *arm = NULL, *thr = NULL, *floor_s = NULL;
     const char *hyst_s = NULL, *cap_s = NULL;
     int trace = 0, fire_once = 0;
-    cli_exec_args xa = {0, NULL};
+    cli_exec_args xa = {0, NULL, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -199,7 +200,7 @@ int cli_chat(int argc, char **argv) {
     memset(&cs, 0, sizeof cs);
     int rc = 1, turn_failed = 0;
     int64_t vocab64 = 0, max_pos64 = 0;
-    if (rc_blob_open(blob_path, RC_OPEN_VERIFY, &b, &err) || rc_blob_get_i64(b, "qwen2.vocab", &vocab64, &err) ||
+    if (rc_blob_open(blob_path, cli_blob_flags(&xa, RC_OPEN_VERIFY), &b, &err) || rc_blob_get_i64(b, "qwen2.vocab", &vocab64, &err) ||
         rc_blob_get_i64(b, "qwen2.max_pos", &max_pos64, &err))
         goto fail;
     rc_recall_opts o;

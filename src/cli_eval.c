@@ -263,6 +263,7 @@ static void eval_usage(FILE *f) {
             "  --mode M         faithful (default) or clean\n"
             "  --json OUT       per-problem, per-turn details (reply text, fires, scores)\n"
             "  --threads N      worker threads (default: RECALL_THREADS, else 1); same bits for any N\n"
+            "  --hugepages      copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P         kernel path scalar|avx2|avx512|neon (default: RECALL_SIMD, else the best)\n"
             "Scoring: recall = value (commas/spaces removed, lower-cased) found in the reply;\n"
             "retrieved = value (commas removed, lower-cased) found in an injected block's text;\n"
@@ -282,7 +283,7 @@ static double pct(int a, int b) { return b ? 100.0 * a / b : 0.0; }
 int cli_eval(int argc, char **argv) {
     const char *blob_path = NULL, *bench_path = NULL, *problems_s = "0-7", *arms_s = "SP,RC_bge", *mode = NULL;
     const char *json_path = NULL;
-    cli_exec_args xa = {0, NULL};
+    cli_exec_args xa = {0, NULL, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -365,7 +366,7 @@ int cli_eval(int argc, char **argv) {
     char *tmp = NULL;
     int rc = 1;
     rc_recall_opts base;
-    if (rc_blob_open(blob_path, RC_OPEN_VERIFY, &b, &err) || rc_bench_load(bench_path, &bench, &err)) goto fail;
+    if (rc_blob_open(blob_path, cli_blob_flags(&xa, RC_OPEN_VERIFY), &b, &err) || rc_bench_load(bench_path, &bench, &err)) goto fail;
     rc_recall_defaults(b, &base);
     base.threads = xa.threads;
     base.simd = xa.simd;

@@ -4,7 +4,7 @@
  *   recall embed   BLOB --file TEXT --dump OUT.npz       ids [n], emb [H] (bge CLS, L2-normalised)
  *   recall pool    BLOB --ids '[...]' --dump OUT.npz     sp [n_sp,H] from the Qwen2 embeddings
  * forward and pool also take --tokens-file F (same ids from a file); forward, embed and pool take
- * --threads N / --simd P (bitwise the same results).
+ * --threads N / --simd P (bitwise the same results), --hugepages (blob copied into huge-page memory).
  *   recall heads   BLOB --q F.npy [--emb E.npy]          prints the gate score and bridge score
  * Only this file prints; the library returns errors as values. */
 #include "bert.h"
@@ -112,7 +112,7 @@ int cli_forward(int argc, char **argv) {
     int T = 0, rc = 1;
     float *logits = NULL, *hid = NULL, *q = NULL;
     rc_npz_writer *w = NULL;
-    if (cli_get_ids(a.ids, a.tokens_file, &ids, &T, &err) || rc_blob_open(a.blob, 0, &b, &err)) goto out;
+    if (cli_get_ids(a.ids, a.tokens_file, &ids, &T, &err) || rc_blob_open(a.blob, cli_blob_flags(&a.x, 0), &b, &err)) goto out;
     if (T < 1) {
         rc_fail(&err, RECALL_E_ARG, "%s: at least one id needed", a.tokens_file ? a.tokens_file : "--ids");
         goto out;
@@ -183,7 +183,7 @@ int cli_pool(int argc, char **argv) {
     int L = 0, rc = 1;
     float *past = NULL, *sp = NULL;
     rc_npz_writer *w = NULL;
-    if (cli_get_ids(a.ids, a.tokens_file, &ids, &L, &err) || rc_blob_open(a.blob, 0, &b, &err) ||
+    if (cli_get_ids(a.ids, a.tokens_file, &ids, &L, &err) || rc_blob_open(a.blob, cli_blob_flags(&a.x, 0), &b, &err) ||
         cli_exec_open(&a.x, &ex, &err) || rc_qwen2_open_ex(b, 1, ex, &m, &err) || rc_pooler_open_ex(b, ex, &p, &err))
         goto out;
     const rc_pooler_config *c = rc_pooler_cfg(p);
@@ -249,7 +249,7 @@ int cli_embed(int argc, char **argv) {
     float *emb = NULL;
     int rc = 1;
     rc_npz_writer *w = NULL;
-    if (rc_read_file(a.file, &text, &tlen, &err) || rc_blob_open(a.blob, 0, &b, &err) ||
+    if (rc_read_file(a.file, &text, &tlen, &err) || rc_blob_open(a.blob, cli_blob_flags(&a.x, 0), &b, &err) ||
         cli_exec_open(&a.x, &ex, &err) || rc_bert_open_ex(b, ex, &m, &err))
         goto out;
     const void *sec = rc_blob_section(b, RC_SECT_TOK_WORDPIECE, &secsz);
@@ -311,7 +311,7 @@ int cli_heads(int argc, char **argv) {
     float *f = NULL, *e = NULL, *qv = NULL, *kv = NULL;
     size_t nf = 0, ne = 0;
     int rc = 1;
-    if (rc_blob_open(a.blob, 0, &b, &err) || rc_heads_open(b, &h, &err) || read_npy_f32(a.q, &f, &nf, &err)) goto out;
+    if (rc_blob_open(a.blob, cli_blob_flags(&a.x, 0), &b, &err) || rc_heads_open(b, &h, &err) || read_npy_f32(a.q, &f, &nf, &err)) goto out;
     if (nf != (size_t)rc_gate_dim(h)) {
         rc_fail(&err, RECALL_E_SHAPE, "%s: %zu values, gate.dim is %d", a.q, nf, rc_gate_dim(h));
         goto out;

@@ -36,6 +36,10 @@
 
 int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args *x) {
     const char *a = argv[*i];
+    if (!strcmp(a, "--hugepages")) {
+        x->hugepages = 1;
+        return 1;
+    }
     int is_threads = !strcmp(a, "--threads"), is_simd = !strcmp(a, "--simd");
     if (!is_threads && !is_simd) return 0;
     if (*i + 1 >= argc) {
@@ -60,6 +64,10 @@ int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args 
         x->simd = v;
     }
     return 1;
+}
+
+unsigned cli_blob_flags(const cli_exec_args *x, unsigned base) {
+    return base | (x && x->hugepages ? RC_OPEN_HUGEPAGES : 0u);
 }
 
 recall_status cli_exec_open(const cli_exec_args *x, rc_exec **out, recall_err *err) {
@@ -191,6 +199,7 @@ static const char SCORE_USAGE[] =
     "  --per-position   print (and write to --json) every position: chunk, pos, target, nll, greedy\n"
     "  --json OUT       the results as JSON\n"
     "  --threads N / --simd P   execution (defaults: RECALL_THREADS / RECALL_SIMD); bitwise the same\n"
+    "  --hugepages              copy the blob into huge-page memory (faster decode, slower start)\n"
     "Prefill progress goes to stderr.\n";
 
 #define SCORE_BATCH 64 /* rows per forward call: bounds the logits buffer to 64 x vocab floats */
@@ -214,7 +223,7 @@ static double row_nll(const float *lg, size_t V, int target, int *greedy) {
 int cli_score(int argc, char **argv) {
     const char *blob_path = NULL, *ids_s = NULL, *tokens_file = NULL, *json_path = NULL, *ctx_s = NULL;
     int per_pos = 0, bos_flag = 0;
-    cli_exec_args xa = {0, NULL};
+    cli_exec_args xa = {0, NULL, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -272,7 +281,7 @@ int cli_score(int argc, char **argv) {
     score_pos *pp = NULL;
     FILE *jf = NULL;
     int n = 0, rc = 1;
-    if (cli_get_ids(ids_s, tokens_file, &ids, &n, &err) || rc_blob_open(blob_path, 0, &b, &err)) goto out;
+    if (cli_get_ids(ids_s, tokens_file, &ids, &n, &err) || rc_blob_open(blob_path, cli_blob_flags(&xa, 0), &b, &err)) goto out;
     const char *src = tokens_file ? tokens_file : "--ids";
     int64_t max_pos = 0, add_bos = 0, bos_id = -1;
     if (rc_blob_get_i64(b, "qwen2.max_pos", &max_pos, &err)) goto out;

@@ -342,3 +342,17 @@ Test(cli_recall, argument_errors) {
     cr_expect(strstr(out, "BASE[@THRESH][:rFLOOR]"), "%s", out);
     free(out);
 }
+
+/* --hugepages only changes where the blob lives: `recall forward` prints exactly the same. */
+Test(cli_recall, hugepages_same_output) {
+    const char *blob = fixture_worldA_blob("nf4");
+    char cmd[1024], *plain = NULL, *huge = NULL;
+    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[9707, 1052, 11, 279, 3974]' 2>&1", blob);
+    cr_assert_eq(sh(cmd, &plain), 0, "%s", plain);
+    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[9707, 1052, 11, 279, 3974]' --hugepages 2>&1", blob);
+    cr_assert_eq(sh(cmd, &huge), 0, "%s", huge);
+    cr_assert(strstr(plain, "argmax"), "%s", plain);
+    cr_assert_str_eq(huge, plain);
+    free(plain);
+    free(huge);
+}
