@@ -325,7 +325,9 @@ recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, reca
     }
 #endif
     if (!b->mapped) {
-        b->owned = malloc(b->size ? b->size : 1);
+        /* 64-byte aligned like the file's sections, so views keep the alignment a mapping has */
+        const size_t alloc = (b->size + RECALL_BLOB_ALIGN - 1) / RECALL_BLOB_ALIGN * RECALL_BLOB_ALIGN;
+        b->owned = aligned_alloc(RECALL_BLOB_ALIGN, alloc ? alloc : RECALL_BLOB_ALIGN);
         if (!b->owned) {
             close(fd);
             free(b);
