@@ -1,5 +1,6 @@
-/* pool.c - fixed pthread pool (see pool.h): static contiguous split of [0, n), workers spin a
- * little on an atomic generation counter and then sleep on a condition variable; the caller
+/* pool.c - fixed pthread pool (see pool.h): [0, n) handed out in runs of grains from an atomic
+ * cursor (about 4 runs per thread), workers spin a little on an atomic generation counter and
+ * then sleep on a condition variable; the caller
  * thread is worker 0 and waits for an atomic count of pending workers. Plus the execution
  * context (kernel table + pool) and the row-split matmul used by every model. */
 #include "pool.h"
@@ -48,15 +49,6 @@ void rc_pool_for(rc_pool *p, int64_t n, int64_t grain, rc_pool_fn fn, void *ctx)
 #define CPU_RELAX() ((void)0)
 #endif
 
-/* the static split: piece i of nthreads, boundaries rounded to grain */
-static void piece(int64_t n, int64_t grain, int i, int nth, int64_t *b, int64_t *e) {
-    int64_t units = (n + grain - 1) / grain;
-    int64_t ub = units * i / nth, ue = units * (i + 1) / nth;
-    *b = ub * grain;
-    *e = ue * grain < n ? ue * grain : n;
-    if (*b > n) *b = n;
-}
-
 struct rc_pool {
     int n;
     long spin; /* spin iterations before sleeping (0 when oversubscribed) */
@@ -70,7 +62,8 @@ struct rc_pool {
     /* the current job (written before gen is bumped) */
     rc_pool_fn fn;
     void *ctx;
-    int64_t jn, jgrain;
+    int64_t jn, jgrain, junits, jstep;
+    atomic_llong next; /* next unit (of jgrain items) not yet taken */
 };
 
 typedef struct {
@@ -78,10 +71,19 @@ typedef struct {
     int idx;
 } worker_arg;
 
+/* Every participant takes runs of jstep units from a shared cursor until none are left, so a
+ * thread slowed by the machine (memory, a neighbour) does less and nobody waits long at the end.
+ * Which thread computes an item never changes its value (items are rows / heads / elements,
+ * each computed whole by one call), so results stay bitwise the same. */
 static void run_piece(rc_pool *p, int idx) {
-    int64_t b, e;
-    piece(p->jn, p->jgrain, idx, p->n, &b, &e);
-    if (b < e) p->fn(p->ctx, b, e, idx);
+    for (;;) {
+        const int64_t u = (int64_t)atomic_fetch_add(&p->next, (long long)p->jstep);
+        if (u >= p->junits) return;
+        const int64_t b = u * p->jgrain;
+        int64_t e = (u + p->jstep) * p->jgrain;
+        if (e > p->jn) e = p->jn;
+        p->fn(p->ctx, b, e, idx);
+    }
 }
 
 static void *worker_main(void *arg) {
@@ -137,6 +139,7 @@ recall_status rc_pool_create(int nthreads, rc_pool **out, recall_err *err) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     p->spin = (ncpu > 0 && nthreads > ncpu) ? 0 : 4000; /* ~50-100 us of pause */
     atomic_init(&p->gen, 0u);
+    atomic_init(&p->next, 0);
     atomic_init(&p->pending, 0);
     atomic_init(&p->stop, 0);
     pthread_mutex_init(&p->mu, NULL);
@@ -179,6 +182,10 @@ void rc_pool_for(rc_pool *p, int64_t n, int64_t grain, rc_pool_fn fn, void *ctx)
     p->ctx = ctx;
     p->jn = n;
     p->jgrain = grain;
+    p->junits = (n + grain - 1) / grain;
+    p->jstep = p->junits / ((int64_t)p->n * 4); /* about 4 runs per thread */
+    if (p->jstep < 1) p->jstep = 1;
+    atomic_store(&p->next, 0);
     atomic_store(&p->pending, p->n - 1);
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->gen, 1u);

@@ -3,8 +3,9 @@
  *
  * Determinism: work is only ever split over independent outputs (weight output rows, attention
  * heads); every output element is computed by one thread in the canonical order of simd.h, so
- * results are bitwise identical for any thread count. The split is static: range [0, n) is cut
- * into nthreads contiguous pieces (rounded to `grain`); worker 0 is the calling thread.
+ * results are bitwise identical for any thread count and any split. The split is dynamic: the
+ * threads take runs of `grain`-sized units of [0, n) from a shared cursor (about 4 runs per
+ * thread), so a thread the machine slows down does less; worker 0 is the calling thread.
  *
  * Threads are created once (rc_pool_create), never per call. A parallel-for wakes the workers,
  * which spin briefly and then sleep on a condition variable. rc_pool_for is not reentrant: one
@@ -33,8 +34,9 @@ typedef void (*rc_pool_fn)(void *ctx, int64_t begin, int64_t end, int worker);
 recall_status rc_pool_create(int nthreads, rc_pool **out, recall_err *err);
 void rc_pool_destroy(rc_pool *p);
 int rc_pool_threads(const rc_pool *p); /* 1 for a NULL pool */
-/* Runs fn over [0, n) split statically across the threads (pieces are multiples of grain >= 1,
- * except the last). A NULL pool or nthreads == 1 calls fn(ctx, 0, n, 0) directly. */
+/* Runs fn over [0, n) in pieces taken by the threads from a shared cursor (each piece starts at
+ * a multiple of grain >= 1 and spans whole grains except at n; `worker` is the thread's index,
+ * for per-thread scratch). A NULL pool, nthreads == 1 or n <= grain calls fn(ctx, 0, n, 0). */
 void rc_pool_for(rc_pool *p, int64_t n, int64_t grain, rc_pool_fn fn, void *ctx);
 
 /* ---- execution context ---- */
