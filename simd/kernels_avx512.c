@@ -18,8 +18,16 @@
  */
 #include "simd.h"
 
+/* kernels_avx512vbmi.c compiles this file again with RC_AVX512_VBMI and -mavx512vbmi: the same
+ * kernels, with the nf4 index build of nf4_lookup16 done by one vpmultishiftqb. */
+#ifdef RC_AVX512_VBMI
+#define RC_KERNELS_AVX512_FN rc_kernels_avx512vbmi
+#else
+#define RC_KERNELS_AVX512_FN rc_kernels_avx512
+#endif
+
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
-    defined(__FMA__)
+    defined(__FMA__) && (!defined(RC_AVX512_VBMI) || defined(__AVX512VBMI__))
 
 #include "nf4.h"
 
@@ -88,11 +96,25 @@ static void avx512_attn_wsum(const float *p, const float *V, size_t ldv, int n, 
     }
 }
 
+#ifdef RC_AVX512_VBMI
+/* vpermps reads bits 0-3 of each dword index only: vpmultishiftqb puts in the low byte of dword i
+ * the 8 bits that start at element i's nibble of the 8 code bytes broadcast to every qword
+ * (element 2j: bit 8j+4, element 2j+1: bit 8j; qword j holds dwords 2j and 2j+1). */
+#define NF4_SHIFTS(j) ((long long)((8ull * (j) + 4) | ((8ull * (j)) << 32)))
+AINLINE __m512 nf4_lookup16(__m512 table, const uint8_t *p) {
+    const __m512i ctrl = _mm512_set_epi64(NF4_SHIFTS(7), NF4_SHIFTS(6), NF4_SHIFTS(5), NF4_SHIFTS(4), NF4_SHIFTS(3),
+                                          NF4_SHIFTS(2), NF4_SHIFTS(1), NF4_SHIFTS(0));
+    long long q;
+    memcpy(&q, p, 8);
+    return _mm512_permutexvar_ps(_mm512_multishift_epi64_epi8(ctrl, _mm512_set1_epi64(q)), table);
+}
+#else
 AINLINE __m512 nf4_lookup16(__m512 table, const uint8_t *p) {
     __m128i b = _mm_loadl_epi64((const __m128i *)p);
     __m128i nib = _mm_unpacklo_epi8(_mm_srli_epi16(b, 4), b); /* hi nibble of byte j first */
     return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(nib), table);
 }
+#endif
 
 AINLINE __m512 decode16(const rc_mat *w, rc_dtype dt, size_t off, size_t i, const __m512 cb, __m512 *table) {
     if (dt == RC_DT_F32) return _mm512_loadu_ps((const float *)w->data + off + i);
@@ -298,7 +320,7 @@ static void avx512_nf4_dequant(const uint8_t *codes, const float *absmax, size_t
     for (; i < n; i++) out[i] = rc_nf4_value(codes, absmax, start + i);
 }
 
-int rc_kernels_avx512(rc_kernels *k) {
+int RC_KERNELS_AVX512_FN(rc_kernels *k) {
     k->path = RC_SIMD_AVX512;
     k->name = "avx512";
     k->dot_f32 = avx512_dot_f32;
@@ -312,7 +334,7 @@ int rc_kernels_avx512(rc_kernels *k) {
 
 #else
 
-int rc_kernels_avx512(rc_kernels *k) {
+int RC_KERNELS_AVX512_FN(rc_kernels *k) {
     (void)k;
     return 0;
 }

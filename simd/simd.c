@@ -73,12 +73,23 @@ static int cpu_has(rc_simd_path p) {
     }
 }
 
+/* AVX512_VBMI: the avx512 path's nf4 index build in one instruction (same bits) */
+static int cpu_vbmi(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (getenv("RECALL_NO_VBMI")) return 0; /* to compare the two builds of the path */
+    return __builtin_cpu_supports("avx512vbmi");
+#else
+    return 0;
+#endif
+}
+
 static int fill(rc_simd_path p, rc_kernels *k) {
     rc_kernels_scalar(k); /* every entry a path does not override stays the reference */
     switch (p) {
     case RC_SIMD_SCALAR: return 1;
     case RC_SIMD_AVX2: return rc_kernels_avx2(k) && rc_act_avx2(k);
-    case RC_SIMD_AVX512: return rc_kernels_avx512(k) && rc_act_avx512(k);
+    case RC_SIMD_AVX512:
+        return ((cpu_vbmi() && rc_kernels_avx512vbmi(k)) || rc_kernels_avx512(k)) && rc_act_avx512(k);
     case RC_SIMD_NEON: return rc_kernels_neon(k) && rc_act_neon(k);
     default: return 0;
     }

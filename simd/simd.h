@@ -74,6 +74,7 @@ recall_status rc_simd_select(const char *name, rc_kernels *k, recall_err *err);
 int rc_kernels_scalar(rc_kernels *k);
 int rc_kernels_avx2(rc_kernels *k);
 int rc_kernels_avx512(rc_kernels *k);
+int rc_kernels_avx512vbmi(rc_kernels *k); /* avx512 with the VBMI nf4 index build */
 int rc_kernels_neon(rc_kernels *k);
 /* The elementwise kernels of a path, overriding the scalar ones (0 when not compiled in). */
 int rc_act_avx2(rc_kernels *k);
