@@ -20,6 +20,12 @@ static void run_path(rc_simd_path p) {
 Test(simd_equiv, scalar_self) { run_path(RC_SIMD_SCALAR); }
 Test(simd_equiv, avx2) { run_path(RC_SIMD_AVX2); }
 Test(simd_equiv, avx512) { run_path(RC_SIMD_AVX512); }
+/* the avx512 path without the VBMI index build (what an AVX-512 CPU without VBMI runs); each
+ * Criterion test is its own process, so the variable stays here */
+Test(simd_equiv, avx512_without_vbmi) {
+    setenv("RECALL_NO_VBMI", "1", 1);
+    run_path(RC_SIMD_AVX512);
+}
 Test(simd_equiv, neon) { run_path(RC_SIMD_NEON); }
 
 Test(simd_dispatch, override_and_errors) {
