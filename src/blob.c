@@ -271,6 +271,17 @@ recall_status rc_blob_open_mem(const void *buf, size_t len, const char *what, un
     return open_common(b, flags, out, err);
 }
 
+/* Reads up to n bytes from fd into buf; returns how many arrived (< n: error or end of file). */
+static size_t read_all(int fd, void *buf, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
 recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, recall_err *err) {
     *out = NULL;
     int fd = open(path, O_RDONLY);
@@ -299,12 +310,7 @@ recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, reca
 #ifdef MADV_HUGEPAGE
         (void)madvise(m, len, MADV_HUGEPAGE); /* advisory: without THP the copy still works */
 #endif
-        size_t got = 0;
-        while (got < b->size) {
-            ssize_t r = read(fd, (char *)m + got, b->size - got);
-            if (r <= 0) break;
-            got += (size_t)r;
-        }
+        const size_t got = read_all(fd, m, b->size);
         if (got != b->size || mprotect(m, len, PROT_READ) != 0) {
             const size_t want = b->size;
             munmap(m, len);
@@ -333,17 +339,13 @@ recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, reca
             free(b);
             return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory reading %zu bytes", path, (size_t)sb.st_size);
         }
-        size_t got = 0;
-        while (got < b->size) {
-            ssize_t r = read(fd, (char *)b->owned + got, b->size - got);
-            if (r <= 0) break;
-            got += (size_t)r;
-        }
+        const size_t got = read_all(fd, b->owned, b->size);
         if (got != b->size) {
+            const size_t want = b->size;
             close(fd);
             free(b->owned);
             free(b);
-            return rc_fail(err, RECALL_E_IO, "%s: short read", path);
+            return rc_fail(err, RECALL_E_IO, "%s: short read at byte %zu of %zu", path, got, want);
         }
         b->base = b->owned;
     }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define WA "tests/golden/worldA/"
@@ -80,4 +81,25 @@ int *fixture_npz_i32(const char *path, const char *key, size_t *n) {
     for (size_t i = 0; i < *n; i++) out[i] = (int)f[i];
     free(f);
     return out;
+}
+
+int fixture_sh(const char *cmd, char **out) {
+    FILE *p = popen(cmd, "r");
+    cr_assert(p, "popen %s", cmd);
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    cr_assert(buf);
+    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += got;
+        if (cap - n < 4096) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            cr_assert(buf);
+        }
+    }
+    buf[n] = 0;
+    int st = pclose(p);
+    if (out) *out = buf;
+    else free(buf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

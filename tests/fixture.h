@@ -15,4 +15,8 @@ float *fixture_npz_f32(const char *path, const char *key, size_t *n);
 /* Same, as int32 (values must be integers). */
 int *fixture_npz_i32(const char *path, const char *key, size_t *n);
 
+/* Runs a shell command; returns its exit status (-1 if it did not exit) and, when out is not
+ * NULL, its stdout (malloc'd, NUL-terminated). Aborts the test if the command cannot start. */
+int fixture_sh(const char *cmd, char **out);
+
 #endif

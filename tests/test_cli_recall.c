@@ -23,29 +23,6 @@
 
 #define GOLDEN "tests/golden/worldA/loop_A_seed0_faithful_fp32.json"
 
-/* Runs a shell command; returns its exit status and its stdout (malloc'd). */
-static int sh(const char *cmd, char **out) {
-    FILE *p = popen(cmd, "r");
-    cr_assert(p, "popen %s", cmd);
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    cr_assert(buf);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += got;
-        if (cap - n < 1024) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            cr_assert(buf);
-        }
-    }
-    buf[n] = 0;
-    int st = pclose(p);
-    if (out) *out = buf;
-    else free(buf);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static char *slurp(const char *path, size_t *len) {
     char *t;
     size_t l;
@@ -111,7 +88,7 @@ Test(cli_recall, trace_svg_golden) {
     snprintf(svg, sizeof svg, "%s/t.svg", d);
     snprintf(cmd, sizeof cmd, "./recall trace-svg " GOLDEN " -o %s --threshold 0 2>&1", svg);
     char *out;
-    cr_assert_eq(sh(cmd, &out), 0, "%s", out);
+    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
     free(out);
     json_doc *g = load_json(GOLDEN);
     const json_value *turns = json_get(json_root(g), "turns");
@@ -123,7 +100,7 @@ Test(cli_recall, trace_svg_golden) {
     json_free(g);
     /* not a trace */
     snprintf(cmd, sizeof cmd, "./recall trace-svg tests/golden/recall_bench.json -o %s 2>&1", svg);
-    cr_assert_eq(sh(cmd, &out), 1);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_expect(strstr(out, "turns"), "%s", out);
     free(out);
     unlink(svg);
@@ -141,7 +118,7 @@ Test(cli_recall, replay_matches_golden, .timeout = 600) {
              "./recall replay %s --bench tests/golden/recall_bench.json --problem 0 --mode faithful --trace %s 2>&1",
              blob, trace);
     char *out;
-    cr_assert_eq(sh(cmd, &out), 0, "%s", out);
+    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
     cr_expect_eq(count(out, "\nturn ") + !strncmp(out, "turn ", 5), 5, "progress: %s", out);
     free(out);
     json_doc *g = load_json(GOLDEN), *t = load_json(trace);
@@ -160,7 +137,7 @@ Test(cli_recall, replay_matches_golden, .timeout = 600) {
     for (size_t k = 0; k < a->len; k++) cr_assert_eq(a->items[k].num, b->items[k].num, "final_history[%zu]", k);
     /* the trace it wrote carries its threshold, and draws */
     snprintf(cmd, sizeof cmd, "./recall trace-svg %s -o %s 2>&1", trace, svg);
-    cr_assert_eq(sh(cmd, &out), 0, "%s", out);
+    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
     free(out);
     check_svg(svg, tt);
     json_free(g);
@@ -211,7 +188,7 @@ Test(cli_recall, chat_session_round_trip, .timeout = 120) {
     /* turn 1: a new session */
     snprintf(cmd, sizeof cmd, "printf '%%s\\n' '%s' | ./recall chat %s --session %s", m1, blob, sess);
     char *out;
-    cr_assert_eq(sh(cmd, &out), 0);
+    cr_assert_eq(fixture_sh(cmd, &out), 0);
     int32_t *seg1;
     size_t n1;
     segment(blob, 0, m1, &seg1, &n1);
@@ -234,7 +211,7 @@ Test(cli_recall, chat_session_round_trip, .timeout = 120) {
     /* turn 2: resumed; the feed is history + segment with the EOS separator */
     snprintf(cmd, sizeof cmd, "printf '\\n%%s\\n' '%s' | ./recall chat %s --session %s --trace 2>%s/trace.txt", m2,
              blob, sess, d);
-    cr_assert_eq(sh(cmd, &out), 0);
+    cr_assert_eq(fixture_sh(cmd, &out), 0);
     free(out);
     int32_t *seg2;
     size_t n2;
@@ -269,7 +246,7 @@ Test(cli_recall, chat_session_round_trip, .timeout = 120) {
     fclose(f);
     before[40] ^= 1;
     snprintf(cmd, sizeof cmd, "echo hello | ./recall chat %s --session %s 2>&1", blob, sess);
-    cr_assert_eq(sh(cmd, &out), 1);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_expect(strstr(out, "refusing session") && strstr(out, "checksum"), "%s", out);
     free(out);
     size_t len2;
@@ -278,7 +255,7 @@ Test(cli_recall, chat_session_round_trip, .timeout = 120) {
     free(after);
     /* truncated */
     cr_assert_eq(truncate(sess, (off_t)len - 3), 0);
-    cr_assert_eq(sh(cmd, &out), 1);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_expect(strstr(out, "truncated"), "%s", out);
     free(out);
     after = slurp(sess, &len2);
@@ -307,12 +284,12 @@ Test(cli_recall, chat_limits_named) {
     /* 600 words: far more tokens than the 512-token window */
     snprintf(cmd, sizeof cmd,
              "awk 'BEGIN{for(i=0;i<600;i++) printf \"word \"; print \"\"}' | ./recall chat %s 2>&1 >/dev/null", blob);
-    cr_assert_eq(sh(cmd, &out), 1);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_expect(strstr(out, "the window holds 512") && strstr(out, "message is "), "%s", out);
     free(out);
     /* FULL arm: history + message + reply cap beyond the model's 4096 trained positions */
     snprintf(cmd, sizeof cmd, "echo hi | ./recall chat %s --arm FULL --max-turn-tokens 5000 2>&1 >/dev/null", blob);
-    cr_assert_eq(sh(cmd, &out), 1);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_expect(strstr(out, "trained on 4096") && strstr(out, "5000 reply cap"), "%s", out);
     free(out);
 }
@@ -322,23 +299,23 @@ Test(cli_recall, argument_errors) {
     cr_assert(blob);
     char cmd[1024], *out;
     snprintf(cmd, sizeof cmd, "./recall eval %s --bench tests/golden/recall_bench.json --arms SP,RC_xyz 2>&1", blob);
-    cr_assert_eq(sh(cmd, &out), 2);
+    cr_assert_eq(fixture_sh(cmd, &out), 2);
     cr_expect(strstr(out, "RC_xyz"), "%s", out);
     free(out);
     snprintf(cmd, sizeof cmd, "./recall eval %s --bench tests/golden/recall_bench.json --arms RC_bge@x 2>&1", blob);
-    cr_assert_eq(sh(cmd, &out), 2);
+    cr_assert_eq(fixture_sh(cmd, &out), 2);
     free(out);
     snprintf(cmd, sizeof cmd, "./recall eval %s --bench tests/golden/recall_bench.json --problems 3-1 2>&1", blob);
-    cr_assert_eq(sh(cmd, &out), 2);
+    cr_assert_eq(fixture_sh(cmd, &out), 2);
     free(out);
     snprintf(cmd, sizeof cmd, "./recall calibrate %s --bench tests/golden/recall_bench.json --percentile 101 2>&1",
              blob);
-    cr_assert_eq(sh(cmd, &out), 2);
+    cr_assert_eq(fixture_sh(cmd, &out), 2);
     free(out);
     snprintf(cmd, sizeof cmd, "./recall chat %s --hysteresis -1 </dev/null 2>&1", blob);
-    cr_assert_eq(sh(cmd, &out), 2);
+    cr_assert_eq(fixture_sh(cmd, &out), 2);
     free(out);
-    cr_assert_eq(sh("./recall eval --help", &out), 0);
+    cr_assert_eq(fixture_sh("./recall eval --help", &out), 0);
     cr_expect(strstr(out, "BASE[@THRESH][:rFLOOR]"), "%s", out);
     free(out);
 }
@@ -348,9 +325,9 @@ Test(cli_recall, hugepages_same_output) {
     const char *blob = fixture_worldA_blob("nf4");
     char cmd[1024], *plain = NULL, *huge = NULL;
     snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[17, 52, 11, 279, 974]' 2>&1", blob);
-    cr_assert_eq(sh(cmd, &plain), 0, "%s", plain);
+    cr_assert_eq(fixture_sh(cmd, &plain), 0, "%s", plain);
     snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[17, 52, 11, 279, 974]' --hugepages 2>&1", blob);
-    cr_assert_eq(sh(cmd, &huge), 0, "%s", huge);
+    cr_assert_eq(fixture_sh(cmd, &huge), 0, "%s", huge);
     cr_assert(strstr(plain, "argmax"), "%s", plain);
     cr_assert_str_eq(huge, plain);
     free(plain);

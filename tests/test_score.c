@@ -27,27 +27,6 @@
 
 #define WA "tests/golden/worldA/"
 
-static int sh(const char *cmd, char **out) {
-    FILE *p = popen(cmd, "r");
-    cr_assert(p, "popen %s", cmd);
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    cr_assert(buf);
-    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += got;
-        if (cap - n < 4096) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            cr_assert(buf);
-        }
-    }
-    buf[n] = 0;
-    int st = pclose(p);
-    if (out) *out = buf;
-    else free(buf);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static json_doc *load_json(const char *path) {
     char *t;
     size_t l;
@@ -114,7 +93,7 @@ Test(score_cli, worldA_nll_and_greedy_match_golden_logits) {
     snprintf(cmd, sizeof cmd, "./recall score %s --ids '%s' --per-position --json %s 2>/dev/null", blob, ij,
              json_path);
     char *out = NULL;
-    cr_assert_eq(sh(cmd, &out), 0, "%s\n%s", cmd, out);
+    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s\n%s", cmd, out);
     json_doc *d = load_json(json_path);
     const json_value *r = json_root(d);
     cr_assert_eq((int)jnum(r, "n_ctx"), T, "default chunk = the whole input");
@@ -223,7 +202,7 @@ static void check_chunked(int use_bos) {
     snprintf(cmd, sizeof cmd, "./recall score %s --tokens-file %s --ctx %d%s --json %s 2>%s", blob, tok_path, C,
              use_bos ? " --bos" : "", json_path, err_path);
     char *out = NULL;
-    cr_assert_eq(sh(cmd, &out), 0, "%s\n%s", cmd, out);
+    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s\n%s", cmd, out);
     json_doc *d = load_json(json_path);
     const json_value *r = json_root(d);
     cr_assert_eq((int)jnum(r, "n_chunks"), 6);
@@ -281,11 +260,11 @@ Test(score_cli, tokens_file_equals_inline_ids) {
         char cmd[1024];
         char *o1, *o2, *o3;
         snprintf(cmd, sizeof cmd, "./recall %s %s --ids '%s' 2>/dev/null", cmds[c], blob, ids);
-        cr_assert_eq(sh(cmd, &o1), 0, "%s", cmd);
+        cr_assert_eq(fixture_sh(cmd, &o1), 0, "%s", cmd);
         snprintf(cmd, sizeof cmd, "./recall %s %s --tokens-file %s 2>/dev/null", cmds[c], blob, jp);
-        cr_assert_eq(sh(cmd, &o2), 0, "%s", cmd);
+        cr_assert_eq(fixture_sh(cmd, &o2), 0, "%s", cmd);
         snprintf(cmd, sizeof cmd, "./recall %s %s --tokens-file %s --threads 2 2>/dev/null", cmds[c], blob, wp);
-        cr_assert_eq(sh(cmd, &o3), 0, "%s", cmd);
+        cr_assert_eq(fixture_sh(cmd, &o3), 0, "%s", cmd);
         cr_assert_str_eq(o1, o2);
         cr_assert_str_eq(o1, o3);
         cr_assert(strlen(o1) > 10);
@@ -309,43 +288,43 @@ Test(score_cli, rejects_bad_input_naming_the_numbers) {
     /* whitespace list with a stray letter at byte 5 */
     write_file(tp, "12 7 x9 4");
     snprintf(cmd, sizeof cmd, "./recall score %s --tokens-file %s 2>&1", blob, tp);
-    cr_assert_eq(sh(cmd, &out), 1);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
     snprintf(want, sizeof want, "%s: byte 5:", tp);
     cr_assert(strstr(out, want), "%s", out);
     free(out);
     /* JSON with a non-id element: byte offset of the element */
     write_file(tp, "[1, 2, -3]");
-    cr_assert_eq(sh(cmd, &out), 1);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
     snprintf(want, sizeof want, "%s: byte 7: element 2 is not a token id", tp);
     cr_assert(strstr(out, want), "%s", out);
     free(out);
     /* broken JSON: the parser names the file and the offset */
     write_file(tp, "[1, 2,");
-    cr_assert_eq(sh(cmd, &out), 1);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
     snprintf(want, sizeof want, "%s: JSON error at byte", tp);
     cr_assert(strstr(out, want), "%s", out);
     free(out);
     /* forward and pool read the same files */
     snprintf(cmd, sizeof cmd, "./recall forward %s --tokens-file %s 2>&1", blob, tp);
-    cr_assert_eq(sh(cmd, &out), 1);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_assert(strstr(out, want), "%s", out);
     free(out);
     /* shorter than one chunk: both numbers */
     snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3,4,5]' --ctx 8 2>&1", blob);
-    cr_assert_eq(sh(cmd, &out), 1);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_assert(strstr(out, "5 tokens is shorter than one chunk of 8"), "%s", out);
     free(out);
     /* beyond the trained window: both numbers */
     snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3,4,5]' --ctx 5000 2>&1", blob);
-    cr_assert_eq(sh(cmd, &out), 1);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_assert(strstr(out, "5000") && strstr(out, "trained on 4096"), "%s", out);
     free(out);
     /* bad --threads / --simd values are usage errors */
     snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3]' --threads 0 2>&1", blob);
-    cr_assert_eq(sh(cmd, &out), 2);
+    cr_assert_eq(fixture_sh(cmd, &out), 2);
     free(out);
     snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3]' --simd sse9 2>&1", blob);
-    cr_assert_eq(sh(cmd, &out), 2);
+    cr_assert_eq(fixture_sh(cmd, &out), 2);
     free(out);
     remove(tp);
 }
