@@ -102,9 +102,7 @@ static void avx2_gelu(float *x, size_t n) {
 }
 
 static void avx2_softmax(float *s, size_t n) {
-    float m = s[0];
-    for (size_t i = 1; i < n; i++)
-        if (s[i] > m) m = s[i];
+    const float m = rc_softmax_max(s, n);
     const __m256 mv = _mm256_set1_ps(m);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(); /* canonical lanes 0-7, 8-15 */
     size_t i = 0;
@@ -119,11 +117,7 @@ static void avx2_softmax(float *s, size_t n) {
     float lanes[16];
     _mm256_storeu_ps(lanes, acc0);
     _mm256_storeu_ps(lanes + 8, acc1);
-    for (int l = 0; i + (size_t)l < n; l++) {
-        s[i + l] = rc_expf(s[i + l] - m);
-        lanes[l] = lanes[l] + s[i + l];
-    }
-    const float sum = rc_tree16(lanes);
+    const float sum = rc_softmax_tail(s, i, n, m, lanes);
     const __m256 sv = _mm256_set1_ps(sum);
     for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(s + i, _mm256_div_ps(_mm256_loadu_ps(s + i), sv));
     for (; i < n; i++) s[i] = s[i] / sum;

@@ -101,9 +101,7 @@ static void avx512_gelu(float *x, size_t n) {
 }
 
 static void avx512_softmax(float *s, size_t n) {
-    float m = s[0];
-    for (size_t i = 1; i < n; i++)
-        if (s[i] > m) m = s[i];
+    const float m = rc_softmax_max(s, n);
     const __m512 mv = _mm512_set1_ps(m);
     __m512 acc = _mm512_setzero_ps(); /* lane l: the canonical accumulator l */
     size_t i = 0;
@@ -114,11 +112,7 @@ static void avx512_softmax(float *s, size_t n) {
     }
     float lanes[16];
     _mm512_storeu_ps(lanes, acc);
-    for (int l = 0; i + (size_t)l < n; l++) {
-        s[i + l] = rc_expf(s[i + l] - m);
-        lanes[l] = lanes[l] + s[i + l];
-    }
-    const float sum = rc_tree16(lanes);
+    const float sum = rc_softmax_tail(s, i, n, m, lanes);
     const __m512 sv = _mm512_set1_ps(sum);
     for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(s + i, _mm512_div_ps(_mm512_loadu_ps(s + i), sv));
     for (; i < n; i++) s[i] = s[i] / sum;

@@ -93,9 +93,7 @@ static void neon_gelu(float *x, size_t n) {
 }
 
 static void neon_softmax(float *s, size_t n) {
-    float m = s[0];
-    for (size_t i = 1; i < n; i++)
-        if (s[i] > m) m = s[i];
+    const float m = rc_softmax_max(s, n);
     const float32x4_t mv = vdupq_n_f32(m);
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     size_t i = 0;
@@ -107,11 +105,7 @@ static void neon_softmax(float *s, size_t n) {
         }
     float lanes[16];
     for (int q = 0; q < 4; q++) vst1q_f32(lanes + 4 * q, acc[q]);
-    for (int l = 0; i + (size_t)l < n; l++) {
-        s[i + l] = rc_expf(s[i + l] - m);
-        lanes[l] = lanes[l] + s[i + l];
-    }
-    const float sum = rc_tree16(lanes);
+    const float sum = rc_softmax_tail(s, i, n, m, lanes);
     const float32x4_t sv = vdupq_n_f32(sum);
     for (i = 0; i + 4 <= n; i += 4) vst1q_f32(s + i, vdivq_f32(vld1q_f32(s + i), sv));
     for (; i < n; i++) s[i] = s[i] / sum;

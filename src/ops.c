@@ -192,10 +192,23 @@ void rc_axpy(float a, const float *x, float *out, size_t n) {
     for (size_t j = 0; j < n; j++) out[j] = fmaf(a, x[j], out[j]);
 }
 
-void rc_softmax(float *s, size_t n) {
+float rc_softmax_max(const float *s, size_t n) {
     float m = s[0];
     for (size_t i = 1; i < n; i++)
         if (s[i] > m) m = s[i];
+    return m;
+}
+
+float rc_softmax_tail(float *s, size_t i, size_t n, float m, float *lanes) {
+    for (int l = 0; i + (size_t)l < n; l++) {
+        s[i + l] = rc_expf(s[i + l] - m);
+        lanes[l] = lanes[l] + s[i + l];
+    }
+    return rc_tree16(lanes);
+}
+
+void rc_softmax(float *s, size_t n) {
+    const float m = rc_softmax_max(s, n);
     for (size_t i = 0; i < n; i++) s[i] = rc_expf(s[i] - m);
     float sum = rc_sum_f32(s, n);
     for (size_t i = 0; i < n; i++) s[i] = s[i] / sum;

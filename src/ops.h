@@ -96,6 +96,11 @@ void rc_matvec_rows(const rc_mat *w, const float *bias, const float *x, float *y
 void rc_axpy(float a, const float *x, float *out, size_t n);
 /* In-place softmax of s[0..n), n >= 1. */
 void rc_softmax(float *s, size_t n);
+/* Its pieces, for the SIMD paths: the max (sequential, first wins); and, after elements [0, i)
+ * (i a multiple of 16) were exponentiated into the 16 canonical lanes, the tail [i, n) into the
+ * same lanes and the tree: the canonical sum of the exponentials. */
+float rc_softmax_max(const float *s, size_t n);
+float rc_softmax_tail(float *s, size_t i, size_t n, float m, float *lanes);
 
 /* ---- transcendentals (see header comment) ---- */
 float rc_expf(float x);
