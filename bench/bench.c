@@ -1,6 +1,6 @@
 /* bench.c - `make bench`: speed of the hot paths, each checked BITWISE against the scalar path
  * before it is timed. Prints machine (CPU model), compiler, flags, then:
- *   read bandwidth (STREAM-like sum of squares over 1 GiB, 1 and 2 threads);
+ *   read bandwidth (STREAM-like integer sum over 1 GiB with the widest loads, 1 and 2 threads);
  *   nf4 matvec 1536x1536, 8960x1536, 1536x8960: GB/s of weight traffic (codes + absmax), both
  *     cache-resident (one matrix) and streamed from memory (copies cycled past the caches);
  *   decode tok/s and prefill tok/s (512 rows) on the synthetic 1.5B nf4 blob, 1 and 2 threads;
@@ -86,26 +86,84 @@ static void machine(void) {
     printf("\n\n");
 }
 
-/* ---- read bandwidth: canonical sumsq (the best path) over a large array, split over threads ---- */
+/* ---- read bandwidth: the array summed as 64-bit integers with 4 independent accumulators of the
+ * widest vectors the CPU has, split over threads. (The canonical sumsq is one dependent FMA chain:
+ * it measured 18 GB/s on one core where these loads reach 30, so it was no bandwidth yardstick.) ---- */
 
 typedef struct {
     const rc_exec *e;
     const float *x;
     size_t per;
-    float out[RC_MAX_THREADS];
+    uint64_t out[RC_MAX_THREADS];
+    int wide; /* 2: AVX-512 loads, 1: AVX2, 0: 64-bit scalar */
 } bw_job;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx512f"))) static uint64_t sum_avx512(const void *p, size_t bytes) {
+    const __m512i *v = p;
+    __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+    for (size_t i = 0; i + 4 <= bytes / 64; i += 4) {
+        a = _mm512_add_epi64(a, _mm512_loadu_si512(v + i));
+        b = _mm512_add_epi64(b, _mm512_loadu_si512(v + i + 1));
+        c = _mm512_add_epi64(c, _mm512_loadu_si512(v + i + 2));
+        d = _mm512_add_epi64(d, _mm512_loadu_si512(v + i + 3));
+    }
+    return (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d)));
+}
+__attribute__((target("avx2"))) static uint64_t sum_avx2(const void *p, size_t bytes) {
+    const __m256i *v = p;
+    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+    for (size_t i = 0; i + 4 <= bytes / 32; i += 4) {
+        a = _mm256_add_epi64(a, _mm256_loadu_si256(v + i));
+        b = _mm256_add_epi64(b, _mm256_loadu_si256(v + i + 1));
+        c = _mm256_add_epi64(c, _mm256_loadu_si256(v + i + 2));
+        d = _mm256_add_epi64(d, _mm256_loadu_si256(v + i + 3));
+    }
+    uint64_t l[4];
+    _mm256_storeu_si256((__m256i *)l, _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
+    return l[0] + l[1] + l[2] + l[3];
+}
+static int bw_wide(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+}
+#else
+static int bw_wide(void) { return 0; }
+#endif
+
+static uint64_t sum_u64(const void *p, size_t bytes) {
+    const uint64_t *v = p;
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i + 4 <= bytes / 8; i += 4) {
+        a += v[i];
+        b += v[i + 1];
+        c += v[i + 2];
+        d += v[i + 3];
+    }
+    return a + b + c + d;
+}
 
 static void bw_piece(void *ctx, int64_t b, int64_t e, int worker) {
     bw_job *j = ctx;
-    for (int64_t i = b; i < e; i++) j->out[worker] += j->e->k.sumsq_f32(j->x + (size_t)i * j->per, j->per);
+    for (int64_t i = b; i < e; i++) {
+        const float *p = j->x + (size_t)i * j->per;
+        const size_t bytes = j->per * sizeof(float);
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (j->wide == 2) j->out[worker] += sum_avx512(p, bytes);
+        else if (j->wide == 1) j->out[worker] += sum_avx2(p, bytes);
+        else
+#endif
+            j->out[worker] += sum_u64(p, bytes);
+    }
 }
 
 static double read_bw(rc_exec *e, const float *x, size_t n) {
-    bw_job j = {e, x, 1 << 16, {0}};
+    bw_job j = {e, x, 1 << 16, {0}, bw_wide()};
     int64_t pieces = (int64_t)(n / j.per);
     rc_pool_for(e->pool, pieces, 1, bw_piece, &j); /* warm */
     double best = 1e30;
-    for (int rep = 0; rep < 3; rep++) {
+    for (int rep = 0; rep < 5; rep++) {
         double t0 = now();
         rc_pool_for(e->pool, pieces, 1, bw_piece, &j);
         double dt = now() - t0;
@@ -116,6 +174,9 @@ static double read_bw(rc_exec *e, const float *x, size_t n) {
 
 /* ---- nf4 matvec ---- */
 
+/* Each row's "% of bw" divides by a read bandwidth measured right before it at the same thread
+ * count: this host's speed drifts by up to 30 % from one minute to the next, so a bandwidth taken
+ * once at the start is no yardstick for a matvec timed minutes later. Both are best of 5 passes. */
 static void nf4_matvec(void) {
     static const int shapes[3][2] = {{1536, 1536}, {8960, 1536}, {1536, 8960}};
     const size_t big = (size_t)1 << 28; /* 1 GiB of floats */
@@ -125,18 +186,14 @@ static void nf4_matvec(void) {
     rc_simd_path best = RC_SIMD_SCALAR;
     for (int p = 0; p < RC_SIMD_COUNT; p++)
         if (rc_simd_available((rc_simd_path)p) && p != RC_SIMD_NEON) best = (rc_simd_path)p;
-    double bw[3] = {0};
-    for (int th = 1; th <= 2; th++) {
-        rc_exec *e = exec_for(best, th);
-        bw[th] = read_bw(e, arr, big);
-        rc_exec_close(e);
-    }
-    free(arr);
-    printf("read bandwidth (sumsq over 1 GiB, %s): %.1f GB/s 1 thread, %.1f GB/s 2 threads\n\n", rc_simd_name(best),
-           bw[1], bw[2]);
-    printf("nf4 matvec (weights = codes + absmax; 'mem' = copies cycled through 512 MiB, 'cache' = one matrix)\n");
-    printf("%-12s %-7s %3s %10s %8s %10s %8s %8s\n", "shape", "path", "thr", "mem us", "mem GB/s", "cache us",
-           "cache GB/s", "% of bw");
+    rc_exec *ebw[3] = {NULL, exec_for(best, 1), exec_for(best, 2)};
+    static const char *wide_name[3] = {"64-bit loads", "AVX2 loads", "AVX-512 loads"};
+    printf("read bandwidth (integer sum over 1 GiB, %s): %.1f GB/s 1 thread, %.1f GB/s 2 threads\n\n",
+           wide_name[bw_wide()], read_bw(ebw[1], arr, big), read_bw(ebw[2], arr, big));
+    printf("nf4 matvec (weights = codes + absmax; 'mem' = copies cycled through 512 MiB, best of 5 passes;\n"
+           "'cache' = one matrix; 'bw' = read bandwidth measured just before, same threads)\n");
+    printf("%-12s %-7s %3s %10s %8s %10s %8s %8s %8s\n", "shape", "path", "thr", "mem us", "mem GB/s", "cache us",
+           "cache GB/s", "bw GB/s", "% of bw");
     for (int s = 0; s < 3; s++) {
         const int64_t rows = shapes[s][0], cols = shapes[s][1];
         const size_t n = (size_t)(rows * cols), wbytes = n / 2 + n / 64 * 4;
@@ -162,23 +219,27 @@ static void nf4_matvec(void) {
                 rc_exec *e = exec_for((rc_simd_path)p, th);
                 rc_exec_matmul(e, &w, NULL, x, (size_t)cols, 1, y, (size_t)rows);
                 if (!same_bits(y, y0, (size_t)rows, "nf4 matvec")) exit(1);
-                /* streamed: each call a different copy */
-                int reps = copies * 2;
-                double t0 = now();
-                for (int r = 0; r < reps; r++) {
-                    rc_mat wc = {RC_DT_NF4, codes + (size_t)(r % copies) * (n / 2), absmax + (size_t)(r % copies) * (n / 64),
-                                 rows, cols};
-                    rc_exec_matmul(e, &wc, NULL, x, (size_t)cols, 1, y, (size_t)rows);
+                const double bw = read_bw(ebw[th], arr, big);
+                /* streamed: each call a different copy; one pass = every copy once */
+                double tm = 1e30;
+                for (int pass = 0; pass < 5; pass++) {
+                    double t0 = now();
+                    for (int r = 0; r < copies; r++) {
+                        rc_mat wc = {RC_DT_NF4, codes + (size_t)r * (n / 2), absmax + (size_t)r * (n / 64), rows, cols};
+                        rc_exec_matmul(e, &wc, NULL, x, (size_t)cols, 1, y, (size_t)rows);
+                    }
+                    const double t = (now() - t0) / copies;
+                    if (t < tm) tm = t;
                 }
-                double tm = (now() - t0) / reps;
-                t0 = now();
+                double t0 = now();
                 for (int r = 0; r < 50; r++) rc_exec_matmul(e, &w, NULL, x, (size_t)cols, 1, y, (size_t)rows);
                 double tc = (now() - t0) / 50;
                 char shape[32];
                 snprintf(shape, sizeof shape, "%lldx%lld", (long long)rows, (long long)cols);
-                printf("%-12s %-7s %3d %10.1f %8.1f %10.1f %8.1f %7.0f%%\n", shape, e->k.name, th, tm * 1e6,
-                       (double)wbytes / tm / 1e9, tc * 1e6, (double)wbytes / tc / 1e9,
-                       100.0 * ((double)wbytes / tm / 1e9) / bw[th]);
+                printf("%-12s %-7s %3d %10.1f %8.1f %10.1f %8.1f %8.1f %7.0f%%\n", shape, e->k.name, th, tm * 1e6,
+                       (double)wbytes / tm / 1e9, tc * 1e6, (double)wbytes / tc / 1e9, bw,
+                       100.0 * ((double)wbytes / tm / 1e9) / bw);
+                fflush(stdout);
                 rc_exec_close(e);
             }
         }
@@ -188,6 +249,9 @@ static void nf4_matvec(void) {
         free(y0);
         free(y);
     }
+    rc_exec_close(ebw[1]);
+    rc_exec_close(ebw[2]);
+    free(arr);
     printf("\n");
 }
 
@@ -373,7 +437,7 @@ static void model_bench(const char *path, int quick) {
     rc_qwen2_close(ms);
     rc_exec_close(es);
     printf("qwen2 1.5B-shape nf4 (lm_head %s): decode = 1 new row at position 512.. (logits of the row),\n"
-           "prefill = 512 rows from position 0 (logits of the last row)\n",
+           "prefill = 512 rows from position 0 (logits of the last row), median of 3\n",
            rc_dtype_name(rc_blob_find(b, "qwen2.lm_head.weight") ? rc_blob_find(b, "qwen2.lm_head.weight")->dtype
                                                                  : RC_DT_NF4));
     printf("%-7s %3s %12s %12s %12s %14s\n", "path", "thr", "decode tok/s", "ms/token", "median ms", "prefill tok/s");
@@ -395,11 +459,16 @@ static void model_bench(const char *path, int quick) {
             if (!same_bits(got, ref, (size_t)4 * V, "decode logits")) exit(1);
             rc_qwen2_crop(m, 0, &err);
             double pre = 0.0;
-            if (!quick || th == 2) {
-                double t0 = now();
-                rc_qwen2_fwd pf = {.ids = ids, .n = NP, .logits_last = got};
-                if (rc_qwen2_forward(m, &pf, &err)) die("prefill", &err);
-                pre = NP / (now() - t0);
+            if (!quick || th == 2) { /* median of 3 prefills (the host drifts, see nf4_matvec) */
+                double tp[3];
+                for (int r = 0; r < 3; r++) {
+                    rc_qwen2_crop(m, 0, &err);
+                    double t0 = now();
+                    rc_qwen2_fwd pf = {.ids = ids, .n = NP, .logits_last = got};
+                    if (rc_qwen2_forward(m, &pf, &err)) die("prefill", &err);
+                    tp[r] = now() - t0;
+                }
+                pre = NP / median(tp, 3);
             } else {
                 rc_qwen2_fwd pf = {.ids = ids, .n = NP}; /* fill the cache untimed */
                 if (rc_qwen2_forward(m, &pf, &err)) die("prefill", &err);

@@ -13,8 +13,11 @@
  * matmul loop nest (none of it changes an output's order, only when it is computed):
  *   weight rows in L2-sized panels > input tiles of 4 rows (kept in L1) > groups of 4 weight rows
  *   > columns; each decoded weight vector feeds 4 inputs from a register (16 zmm accumulators,
- *   one per output). One input (decode): 4 weight rows at once, 4 independent FMA chains, and
+ *   one per output). One input: bf16/f32 4 weight rows at once, 4 independent FMA chains, and
  *   a software prefetch of the same 64-block RC_PF row groups ahead (decode reads from DRAM).
+ * nf4 decode (one input, cols % 64 == 0): mv_nf4, 8 rows at once, one shuffle per 16 weights:
+ *   the index build is a shift (vpsrlvq) that leaves the weights in lane order j, j + 8; the
+ *   input is permuted to match once per 16 columns and the lanes are put back before the tree.
  */
 #include "simd.h"
 
@@ -269,6 +272,60 @@ AINLINE void mm_tiles(const rc_mat *w, rc_dtype dt, const int A64, const float *
         mm_panel(w, dt, A64, bias, X, ldx, nt, Y, ldy, p, r1 - p > panel ? p + panel : r1);
 }
 
+/* Decode (one input, nf4, cols % 64 == 0): ONE shuffle per 16 weights instead of two. The 8 code
+ * bytes are broadcast to every qword (a load, no shuffle); vpsrlvq shifts qword j so that its low
+ * dword starts with element j's nibble and its high dword, 32 bits on, with element j + 8's. The
+ * lookup then yields the 16 weights in the lane order j, j + 8 (lane 2j, 2j + 1), so the input
+ * is read in that order too (one vpermps per 16 columns, shared by the NR rows) and each output's
+ * lanes are put back in canonical order before the tree: every lane still accumulates the same
+ * products in the same order, so the bits are those of the scalar path. NR = 8 rows give eight
+ * independent FMA chains. */
+#define IL_SHIFT(j) (8ll * ((j) >> 1) + (((j) & 1) ? 0 : 4))
+AINLINE void mv_nf4_block(const rc_mat *w, const int NR, int64_t r, const float *x, const float *bias, float *y) {
+    const size_t n = (size_t)w->cols;
+    const uint8_t *codes = (const uint8_t *)w->data;
+    const __m512 cb = _mm512_loadu_ps(RC_NF4_CODEBOOK);
+    const __m512i shift = _mm512_set_epi64(IL_SHIFT(7), IL_SHIFT(6), IL_SHIFT(5), IL_SHIFT(4), IL_SHIFT(3),
+                                           IL_SHIFT(2), IL_SHIFT(1), IL_SHIFT(0));
+    const __m512i to_il = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+    __m512 acc[8];
+    RC_UNROLL
+    for (int q = 0; q < NR; q++) acc[q] = _mm512_setzero_ps();
+    for (size_t i = 0; i < n; i += 64) {
+        __m512 table[8];
+        RC_UNROLL
+        for (int q = 0; q < NR; q++) {
+            const size_t e = (size_t)(r + q) * n + i;
+            if (RC_PF) _mm_prefetch((const char *)(codes + ((e + 2 * (size_t)NR * n) >> 1)), _MM_HINT_T0);
+            table[q] = _mm512_mul_ps(cb, _mm512_set1_ps(w->absmax[e >> 6]));
+        }
+        RC_UNROLL
+        for (int s = 0; s < 4; s++) {
+            const __m512 xv = _mm512_permutexvar_ps(to_il, _mm512_loadu_ps(x + i + 16 * s));
+            RC_UNROLL
+            for (int q = 0; q < NR; q++) {
+                long long c;
+                memcpy(&c, codes + (((size_t)(r + q) * n + i) >> 1) + 8 * s, 8);
+                const __m512i idx = _mm512_srlv_epi64(_mm512_set1_epi64(c), shift);
+                acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, table[q]), xv, acc[q]);
+            }
+        }
+    }
+    const __m512i from_il = _mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
+    RC_UNROLL
+    for (int q = 0; q < NR; q++) {
+        const float d = tree_v(_mm512_permutexvar_ps(from_il, acc[q]));
+        y[r + q] = bias ? d + bias[r + q] : d;
+    }
+}
+#undef IL_SHIFT
+
+static void mv_nf4(const rc_mat *w, const float *bias, const float *x, float *y, int64_t r0, int64_t r1) {
+    int64_t r = r0;
+    for (; r + 8 <= r1; r += 8) mv_nf4_block(w, 8, r, x, bias, y);
+    for (; r < r1; r++) mv_nf4_block(w, 1, r, x, bias, y);
+}
+
 AINLINE void mm_dtype(const rc_mat *w, rc_dtype dt, const float *bias, const float *X, size_t ldx, int nt, float *Y,
                       size_t ldy, int64_t r0, int64_t r1) {
     if (dt == RC_DT_NF4 && w->cols % 64 == 0) mm_tiles(w, dt, 1, bias, X, ldx, nt, Y, ldy, r0, r1);
@@ -294,6 +351,10 @@ static void avx512_matmul(const rc_mat *w, const float *bias, const float *X, si
     case RC_DT_F32: mm_f32(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
     case RC_DT_BF16: mm_bf16(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
     case RC_DT_NF4:
+        if (nt == 1 && w->cols % 64 == 0) {
+            mv_nf4(w, bias, X, Y, r0, r1);
+            return;
+        }
         if (w->cols % 16 == 0) {
             mm_nf4(w, bias, X, ldx, nt, Y, ldy, r0, r1);
             return;

@@ -420,6 +420,7 @@ recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_
                             s = rc_qwen2_crop(r->seal, 0, err);
                             if (!s) s = forward_ids(r, r->seal, blk, st->ar.block, NULL, err);
                             turn->rows_computed += st->ar.block;
+                            turn->rows_seal += st->ar.block;
                         }
                     }
                 }
@@ -546,6 +547,7 @@ recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_
                 if (s) break;
                 memcpy(r->gq, rc_qwen2_gate_q(r->llm), (size_t)r->gate_dim * sizeof *r->gq);
                 turn->rows_computed += n_new;
+                if (keep < n_sp) turn->rows_new_gist += n_new; /* the gist changed, so did every row after it */
             }
             turn->rows_reused += keep;
             if (s) break;

@@ -86,6 +86,12 @@ typedef struct {
     /* work done (statistics, not part of the golden schema) */
     long rows_computed; /* decoder rows run through the model (prime, rebuilds, chunk steps, seals) */
     long rows_reused;   /* rows the fast schedule proved identical and kept */
+    /* Of rows_computed: rebuild rows behind a gist that differs from the cached one, and the
+     * faithful seal forwards. On the fast schedule of a conversation it resumes, a changed gist
+     * pools a longer history than any before, so no bit-exact schedule could have those rows
+     * already: every one reaches the rebuild's observed logits (rebuild_top5). With the seal
+     * rows (their q is the gate feature) and the generated tokens they are a turn's floor. */
+    long rows_new_gist, rows_seal;
     int bert_encodes;   /* candidate blocks run through BERT */
 } rc_turn;
 

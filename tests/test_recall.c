@@ -192,6 +192,15 @@ static void run_golden_threads(const char *golden, const char *weights, rc_loop_
         rc_recall_close(r);
     }
     expect_same_bits(&runs[0], &runs[1]);
+    /* The floor counters (recall_loop.h) are parts of rows_computed; the first turn resumes
+     * nothing, so both schedules run the same seal forwards in it. */
+    for (int sched = 0; sched < 2; sched++)
+        for (int t = 0; t < runs[sched].n_turns; t++) {
+            const rc_turn *x = &runs[sched].turns[t].turn;
+            cr_expect_leq(x->rows_new_gist + x->rows_seal + x->n_reply, x->rows_computed, "schedule %d turn %d", sched, t);
+        }
+    cr_expect_eq(runs[0].turns[0].turn.rows_seal, runs[1].turns[0].turn.rows_seal);
+    cr_expect_eq(runs[0].turns[0].turn.rows_seal > 0, mode == RC_MODE_FAITHFUL);
     /* The first turn has nothing to reuse but its window-filling rebuilds; every later turn
      * resumes from the previous one and must compute at least 5x fewer decoder rows. */
     cr_expect_lt(total_rows(&runs[0]) * 4, total_rows(&runs[1]), "fast schedule computes %ld rows, reference %ld",
