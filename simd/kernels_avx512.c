@@ -291,13 +291,19 @@ AINLINE void mv_nf4_block(const rc_mat *w, const int NR, int64_t r, const float 
     __m512 acc[8];
     RC_UNROLL
     for (int q = 0; q < NR; q++) acc[q] = _mm512_setzero_ps();
-    for (size_t i = 0; i < n; i += 64) {
+    /* row q's codes and absmax are row 0's plus q strides: the addresses are a few adds per
+     * 64-column block (the loop is bound by issue slots, not by the vector units) */
+    const size_t cstride = n / 2, astride = n / 64;
+    const uint8_t *c0 = codes + (size_t)r * cstride;
+    const float *a0 = w->absmax + (size_t)r * astride;
+    for (size_t i = 0; i < n; i += 64, c0 += 32, a0++) {
         __m512 table[8];
+        const uint8_t *cq[8];
         RC_UNROLL
         for (int q = 0; q < NR; q++) {
-            const size_t e = (size_t)(r + q) * n + i;
-            if (RC_PF) _mm_prefetch((const char *)(codes + ((e + 2 * (size_t)NR * n) >> 1)), _MM_HINT_T0);
-            table[q] = _mm512_mul_ps(cb, _mm512_set1_ps(w->absmax[e >> 6]));
+            cq[q] = q ? cq[q - 1] + cstride : c0;
+            if (RC_PF && !(i & 64)) _mm_prefetch((const char *)(cq[q] + 2 * (size_t)NR * cstride), _MM_HINT_T0);
+            table[q] = _mm512_mul_ps(cb, _mm512_set1_ps(a0[(size_t)q * astride]));
         }
         RC_UNROLL
         for (int s = 0; s < 4; s++) {
@@ -305,7 +311,7 @@ AINLINE void mv_nf4_block(const rc_mat *w, const int NR, int64_t r, const float 
             RC_UNROLL
             for (int q = 0; q < NR; q++) {
                 long long c;
-                memcpy(&c, codes + (((size_t)(r + q) * n + i) >> 1) + 8 * s, 8);
+                memcpy(&c, cq[q] + 8 * s, 8);
                 const __m512i idx = _mm512_srlv_epi64(_mm512_set1_epi64(c), shift);
                 acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, table[q]), xv, acc[q]);
             }
