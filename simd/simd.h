@@ -12,7 +12,9 @@
  *                 s[l] = s[l] + s[l+2] (l < 2); result = s[0] + s[1].
  *     A bias is added after the tree (one fp32 add).
  *   So an AVX2 path keeps lanes 0..7 and 8..15 in two ymm registers, an AVX-512 path all 16 in
- *   one zmm, NEON in four q registers; the first tree level is then one vector add.
+ *   one zmm, NEON in four q registers; the first tree level is then one vector add. The lanes
+ *   may sit in another register order while they accumulate, if the input is permuted alike and
+ *   the order is restored before the tree (the AVX-512 nf4 decode matvec, mv_nf4).
  *   Weight decoding before the FMA is exact: bf16 = bits << 16; f16 = exact widening;
  *   nf4 = RC_NF4_CODEBOOK[code] * absmax[block] as ONE fp32 product (a table of the 16 products
  *   per 64-weight block is the same product), looked up with permutes / vqtbl, never branches.
