@@ -151,19 +151,24 @@ recall_status rc_pool_create(int nthreads, rc_pool **out, recall_err *err) {
             rc_pool_destroy(p);
             return rc_fail(err, RECALL_E_NOMEM, "pool: out of memory");
         }
+        pthread_attr_t attr;
+        const int have_attr = pthread_attr_init(&attr) == 0;
+        if (have_attr) (void)pthread_attr_setstacksize(&attr, RC_POOL_STACK); /* else the default */
         for (int i = 1; i < nthreads; i++) {
             worker_arg *wa = malloc(sizeof *wa);
             if (wa) {
                 wa->p = p;
                 wa->idx = i;
             }
-            if (!wa || pthread_create(&p->tid[i - 1], NULL, worker_main, wa) != 0) {
+            if (!wa || pthread_create(&p->tid[i - 1], have_attr ? &attr : NULL, worker_main, wa) != 0) {
                 free(wa);
+                if (have_attr) pthread_attr_destroy(&attr);
                 rc_pool_destroy(p);
                 return rc_fail(err, RECALL_E_NOMEM, "pool: cannot start thread %d of %d", i, nthreads);
             }
             p->started = i;
         }
+        if (have_attr) pthread_attr_destroy(&attr);
     }
     *out = p;
     return RECALL_OK;

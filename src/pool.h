@@ -25,6 +25,10 @@
 #include <stdint.h>
 
 #define RC_MAX_THREADS 256
+/* Stack of each pool worker. The AVX2 prefill kernel keeps an 89 KB weight panel and lane buffer
+ * on the stack, more than some libcs give a thread by default (musl: 128 KB), so the workers ask
+ * for their own. A thread that calls into the library runs pieces too: give it >= 256 KB. */
+#define RC_POOL_STACK ((size_t)1 << 20)
 
 typedef struct rc_pool rc_pool;
 

@@ -3,6 +3,7 @@
  * single-thread reference for every available SIMD path at 1/2/3/4/7/16 threads, and
  * token-by-token decode on a multi-threaded SIMD context equals the scalar prefill. A failure
  * names the first differing float and both bit patterns. */
+#define _GNU_SOURCE /* pthread_getattr_np, for the pool's worker stack size */
 #include "bert.h"
 #include "blob.h"
 #include "fixture.h"
@@ -11,6 +12,7 @@
 #include "qwen2.h"
 
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,6 +207,44 @@ static void mark(void *ctx, int64_t b, int64_t e, int worker) {
     (void)worker;
     for (int64_t i = b; i < e; i++) c->hits[i]++;
 }
+
+#if defined(__GLIBC__) && !defined(RECALL_NO_THREADS)
+/* The workers run with RC_POOL_STACK, not the libc default (glibc: 8 MB; musl: 128 KB, too small
+ * for the AVX2 prefill kernel). Worker 0 is the calling thread and keeps its own stack. */
+typedef struct {
+    size_t stack[4];
+} stack_ctx;
+
+static void record_stack(void *ctx, int64_t b, int64_t e, int worker) {
+    stack_ctx *c = ctx;
+    (void)b;
+    (void)e;
+    pthread_attr_t a;
+    size_t sz = 0;
+    if (pthread_getattr_np(pthread_self(), &a) == 0) {
+        pthread_attr_getstacksize(&a, &sz);
+        pthread_attr_destroy(&a);
+    }
+    c->stack[worker] = sz;
+    for (volatile int spin = 0; spin < 200000; spin++) {} /* keep the piece long enough for every worker to take one */
+}
+
+Test(threads_pool, workers_get_their_own_stack) {
+    rc_pool *p = NULL;
+    recall_err err = {0};
+    cr_assert_eq(rc_pool_create(4, &p, &err), RECALL_OK, "%s", err.msg);
+    stack_ctx c;
+    memset(&c, 0, sizeof c);
+    for (int rep = 0; rep < 50 && !(c.stack[1] && c.stack[2] && c.stack[3]); rep++) rc_pool_for(p, 64, 1, record_stack, &c);
+    for (int w = 1; w < 4; w++) {
+        cr_expect(c.stack[w] != 0, "worker %d never ran a piece", w);
+        if (c.stack[w])
+            cr_expect(c.stack[w] >= RC_POOL_STACK && c.stack[w] < 2 * RC_POOL_STACK, "worker %d stack %zu bytes, want %zu", w,
+                      c.stack[w], (size_t)RC_POOL_STACK);
+    }
+    rc_pool_destroy(p);
+}
+#endif
 
 Test(threads_pool, covers_every_index_once) {
     for (size_t ti = 0; ti < sizeof thread_counts / sizeof thread_counts[0]; ti++) {
