@@ -277,22 +277,24 @@ static void micro_one(const char *label, const rc_mat *w, int nt, int reps) {
     rc_kernels ks, k;
     recall_err err = {0};
     if (rc_simd_select("scalar", &ks, &err)) die("simd", &err);
-    ks.matmul(w, bias, X, cols, nt, y0, rows, 0, (int64_t)rows);
+    ks.matmul(w, bias, X, cols, nt, y0, rows, 0, (int64_t)rows, NULL);
     for (int p = 1; p < RC_SIMD_COUNT; p++) {
         if (!path_wanted((rc_simd_path)p)) continue;
         if (rc_simd_select(rc_simd_name((rc_simd_path)p), &k, &err)) die("simd", &err);
+        float *scratch = k.matmul_scratch ? aligned_alloc(64, (k.matmul_scratch + 15) / 16 * 16 * sizeof(float)) : NULL;
         memset(y, 0, rows * (size_t)nt * sizeof(float));
-        k.matmul(w, bias, X, cols, nt, y, rows, 0, (int64_t)rows);
+        k.matmul(w, bias, X, cols, nt, y, rows, 0, (int64_t)rows, scratch);
         if (!same_bits(y, y0, rows * (size_t)nt, label)) exit(1);
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
             double t0 = cpu_now();
-            k.matmul(w, bias, X, cols, nt, y, rows, 0, (int64_t)rows);
+            k.matmul(w, bias, X, cols, nt, y, rows, 0, (int64_t)rows, scratch);
             double dt = cpu_now() - t0;
             if (dt < best) best = dt;
         }
         printf("%-22s nt=%-3d %-7s %9.1f us %7.2f weights/ns %7.1f GFLOP/s\n", label, nt, k.name, best * 1e6,
                (double)(rows * cols) / best * 1e-9, 2.0 * (double)(rows * cols) * nt / best * 1e-9);
+        free(scratch);
     }
     free(X);
     free(bias);
@@ -320,17 +322,17 @@ static void micro_stream(void) {
     recall_err err = {0};
     if (rc_simd_select("scalar", &ks, &err)) die("simd", &err);
     rc_mat w0 = {RC_DT_NF4, codes, absmax, rows, cols};
-    ks.matmul(&w0, NULL, x, (size_t)cols, 1, y0, (size_t)rows, 0, rows);
+    ks.matmul(&w0, NULL, x, (size_t)cols, 1, y0, (size_t)rows, 0, rows, NULL);
     for (int p = 1; p < RC_SIMD_COUNT; p++) {
         if (!path_wanted((rc_simd_path)p)) continue;
         if (rc_simd_select(rc_simd_name((rc_simd_path)p), &k, &err)) die("simd", &err);
-        k.matmul(&w0, NULL, x, (size_t)cols, 1, y, (size_t)rows, 0, rows);
+        k.matmul(&w0, NULL, x, (size_t)cols, 1, y, (size_t)rows, 0, rows, NULL);
         if (!same_bits(y, y0, (size_t)rows, "nf4 streamed")) exit(1);
         double tot = 0.0;
         for (size_t c = 1; c < copies * 2; c++) {
             rc_mat wc = {RC_DT_NF4, codes + (c % copies) * (n / 2), absmax + (c % copies) * (n / 64), rows, cols};
             double t0 = cpu_now();
-            k.matmul(&wc, NULL, x, (size_t)cols, 1, y, (size_t)rows, 0, rows);
+            k.matmul(&wc, NULL, x, (size_t)cols, 1, y, (size_t)rows, 0, rows, NULL);
             tot += cpu_now() - t0;
         }
         const double per = tot / (double)(copies * 2 - 1);

@@ -303,7 +303,8 @@ AINLINE void mm_dtype(const rc_mat *w, rc_dtype dt, const float *bias, const flo
 
 /* ---- prefill (nt >= RC_PF_MIN_NT): decode a panel once, then an f32 register-blocked kernel ----
  * The weights of up to PF_PR_MAX rows x PF_KC columns are decoded ONCE per call (exact fp32, the
- * same values as value_at) into a stack buffer that stays in L1; f32 weights are read in place.
+ * same values as value_at) into the caller's scratch, where it stays in L1; f32 weights are read in
+ * place.
  * Then every tile of PF_MT = 4 inputs (read in place from X, in L1 for the whole panel) meets
  * every group of PF_MR = 3 panel rows. Every output still owns its 16 canonical lanes, filled in
  * column order: between column blocks the lanes wait in acc_buf (exact fp32 stores); the last
@@ -311,12 +312,15 @@ AINLINE void mm_dtype(const rc_mat *w, rc_dtype dt, const float *bias, const flo
  * lanes at the end, as in row_block. So the bits are those of the scalar path; only the order in
  * which outputs are computed differs.
  * Below RC_PF_MIN_NT inputs the decode (stored, then reloaded) costs more than it saves, and
- * the row_block path (decode into registers, 1 row x 4 inputs) is used. */
+ * the row_block path (decode into registers, 1 row x 4 inputs) is used; so it is without scratch.
+ * The scratch (not the stack: 153 KB is more than some libcs give a thread) holds the panel and
+ * the lanes of up to 2048 outputs, so a panel keeps 12 rows for up to 128 inputs. */
 #define PF_KC 512     /* columns per block (a multiple of 64, so nf4 blocks stay whole) */
 #define PF_PR_MAX 12  /* rows per panel: 12 decoded rows of 512 columns = 25 KB, L1 with the X tile */
 #define PF_PAD 16     /* decoded rows kc + 16 floats apart: a 2^k-byte stride maps rows to one L1 set */
 #define PF_WBUF_FLOATS ((size_t)PF_PR_MAX * (PF_KC + PF_PAD))
-#define PF_ACC_FLOATS ((size_t)16384) /* 16 lanes of up to 1024 outputs (panel rows x inputs): 64 KB */
+#define PF_ACC_FLOATS ((size_t)32768) /* 16 lanes of up to 2048 outputs (panel rows x inputs): 128 KB */
+#define PF_SCRATCH_FLOATS (PF_WBUF_FLOATS + PF_ACC_FLOATS) /* the caller's scratch: 153 KB */
 #define PF_MR 3
 #define PF_MT 4
 #define RC_PF_MIN_NT 16
@@ -435,11 +439,11 @@ static void pf_decode_row(const rc_mat *w, rc_dtype dt, int64_t r, size_t k0, si
     }
 }
 
-/* Rows [r0, r1) x nt inputs (nt <= PF_ACC_FLOATS / 16 / PF_MR), weights f32 / bf16 / nf4. */
+/* Rows [r0, r1) x nt inputs (nt <= PF_ACC_FLOATS / 16 / PF_MR), weights f32 / bf16 / nf4.
+ * scratch: PF_SCRATCH_FLOATS, 64-byte aligned (the decoded panel, then the lanes). */
 static void pf_block(const rc_mat *w, rc_dtype dt, const float *bias, const float *X, size_t ldx, int nt, float *Y,
-                     size_t ldy, int64_t r0, int64_t r1) {
-    _Alignas(64) float wbuf[PF_WBUF_FLOATS];
-    _Alignas(64) float acc_buf[PF_ACC_FLOATS];
+                     size_t ldy, int64_t r0, int64_t r1, float *scratch) {
+    float *wbuf = scratch, *acc_buf = scratch + PF_WBUF_FLOATS; /* PF_WBUF_FLOATS % 16 == 0: aligned */
     const size_t n = (size_t)w->cols, n16 = n - n % 16;
     const size_t kc_max = n16 < PF_KC ? n16 : PF_KC;
     const int tail = n16 != n;
@@ -500,12 +504,12 @@ static void pf_block(const rc_mat *w, rc_dtype dt, const float *bias, const floa
 }
 
 static void pf_matmul(const rc_mat *w, rc_dtype dt, const float *bias, const float *X, size_t ldx, int nt, float *Y,
-                      size_t ldy, int64_t r0, int64_t r1) {
+                      size_t ldy, int64_t r0, int64_t r1, float *scratch) {
     /* inputs per block: at most PF_ACC_FLOATS / 16 / PF_MR, so that a panel holds >= PF_MR rows */
     const int ntb_max = (int)(PF_ACC_FLOATS / 16 / PF_MR);
     for (int t = 0; t < nt; t += ntb_max)
         pf_block(w, dt, bias, X + (size_t)t * ldx, ldx, nt - t < ntb_max ? nt - t : ntb_max, Y + (size_t)t * ldy, ldy,
-                 r0, r1);
+                 r0, r1, scratch);
 }
 
 static void mm_f32(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
@@ -522,9 +526,9 @@ static void mm_nf4(const rc_mat *w, const float *bias, const float *X, size_t ld
 }
 
 static void avx2_matmul(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
-                        int64_t r0, int64_t r1) {
-    if (nt >= RC_PF_MIN_NT && (w->dtype == RC_DT_F32 || w->dtype == RC_DT_BF16 || w->dtype == RC_DT_NF4)) {
-        pf_matmul(w, w->dtype, bias, X, ldx, nt, Y, ldy, r0, r1);
+                        int64_t r0, int64_t r1, float *scratch) {
+    if (scratch && nt >= RC_PF_MIN_NT && (w->dtype == RC_DT_F32 || w->dtype == RC_DT_BF16 || w->dtype == RC_DT_NF4)) {
+        pf_matmul(w, w->dtype, bias, X, ldx, nt, Y, ldy, r0, r1, scratch);
         return;
     }
     switch (w->dtype) {
@@ -571,6 +575,7 @@ int rc_kernels_avx2(rc_kernels *k) {
     k->dot_f32 = avx2_dot_f32;
     k->sumsq_f32 = avx2_sumsq_f32;
     k->matmul = avx2_matmul;
+    k->matmul_scratch = PF_SCRATCH_FLOATS;
     k->attn_scores = avx2_attn_scores;
     k->attn_wsum = avx2_attn_wsum;
     k->nf4_dequant = avx2_nf4_dequant;

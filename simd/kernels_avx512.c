@@ -352,7 +352,8 @@ static void mm_nf4(const rc_mat *w, const float *bias, const float *X, size_t ld
 }
 
 static void avx512_matmul(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y,
-                          size_t ldy, int64_t r0, int64_t r1) {
+                          size_t ldy, int64_t r0, int64_t r1, float *scratch) {
+    (void)scratch; /* register tiles only */
     switch (w->dtype) {
     case RC_DT_F32: mm_f32(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
     case RC_DT_BF16: mm_bf16(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
@@ -393,6 +394,7 @@ int RC_KERNELS_AVX512_FN(rc_kernels *k) {
     k->dot_f32 = avx512_dot_f32;
     k->sumsq_f32 = avx512_sumsq_f32;
     k->matmul = avx512_matmul;
+    k->matmul_scratch = 0;
     k->attn_scores = avx512_attn_scores;
     k->attn_wsum = avx512_attn_wsum;
     k->nf4_dequant = avx512_nf4_dequant;

@@ -194,7 +194,8 @@ static void mm_nf4(const rc_mat *w, const float *bias, const float *X, size_t ld
 }
 
 static void neon_matmul(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
-                        int64_t r0, int64_t r1) {
+                        int64_t r0, int64_t r1, float *scratch) {
+    (void)scratch;
     switch (w->dtype) {
     case RC_DT_F32: mm_f32(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
     case RC_DT_BF16: mm_bf16(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
@@ -234,6 +235,7 @@ int rc_kernels_neon(rc_kernels *k) {
     k->dot_f32 = neon_dot_f32;
     k->sumsq_f32 = neon_sumsq_f32;
     k->matmul = neon_matmul;
+    k->matmul_scratch = 0;
     k->attn_scores = neon_attn_scores;
     k->attn_wsum = neon_attn_wsum;
     k->nf4_dequant = neon_nf4_dequant;

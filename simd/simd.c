@@ -22,7 +22,8 @@ int rc_simd_parse(const char *name) {
 /* ---- scalar path: the reference kernels themselves ---- */
 
 static void scalar_matmul(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y,
-                          size_t ldy, int64_t r0, int64_t r1) {
+                          size_t ldy, int64_t r0, int64_t r1, float *scratch) {
+    (void)scratch;
     for (int64_t r = r0; r < r1; r++)
         for (int t = 0; t < nt; t++) {
             float d = rc_dot_row(w, r, X + (size_t)t * ldx);
@@ -46,6 +47,7 @@ int rc_kernels_scalar(rc_kernels *k) {
     k->dot_f32 = rc_dot_f32;
     k->sumsq_f32 = rc_sumsq_f32;
     k->matmul = scalar_matmul;
+    k->matmul_scratch = 0;
     k->attn_scores = scalar_attn_scores;
     k->attn_wsum = scalar_attn_wsum;
     k->nf4_dequant = rc_nf4_dequant;

@@ -232,6 +232,14 @@ recall_status rc_exec_open(const rc_exec_opts *o, rc_exec **out, recall_err *err
         return st;
     }
     e->threads = rc_pool_threads(e->pool);
+    if (e->k.matmul_scratch) {
+        const size_t bytes = (e->k.matmul_scratch * sizeof(float) + 63) / 64 * 64;
+        e->scratch = aligned_alloc(64, bytes * (size_t)e->threads);
+        if (!e->scratch) {
+            rc_exec_close(e);
+            return rc_fail(err, RECALL_E_NOMEM, "exec: out of memory (%zu bytes of matmul scratch per thread)", bytes);
+        }
+    }
     *out = e;
     return RECALL_OK;
 }
@@ -239,6 +247,7 @@ recall_status rc_exec_open(const rc_exec_opts *o, rc_exec **out, recall_err *err
 void rc_exec_close(rc_exec *e) {
     if (!e) return;
     rc_pool_destroy(e->pool);
+    free(e->scratch);
     free(e);
 }
 
@@ -248,18 +257,19 @@ typedef struct {
     const float *bias, *X;
     size_t ldx, ldy;
     int nt;
-    float *Y;
+    float *Y, *scratch;
 } mm_job;
 
 static void mm_piece(void *ctx, int64_t b, int64_t e, int worker) {
     const mm_job *j = ctx;
-    (void)worker;
-    j->k->matmul(j->w, j->bias, j->X, j->ldx, j->nt, j->Y, j->ldy, b, e);
+    const size_t per = (j->k->matmul_scratch + 15) / 16 * 16; /* floats, a multiple of 64 bytes */
+    j->k->matmul(j->w, j->bias, j->X, j->ldx, j->nt, j->Y, j->ldy, b, e,
+                 j->scratch ? j->scratch + (size_t)worker * per : NULL);
 }
 
 void rc_exec_matmul(const rc_exec *e, const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt,
                     float *Y, size_t ldy) {
-    mm_job j = {&e->k, w, bias, X, ldx, ldy, nt, Y};
+    mm_job j = {&e->k, w, bias, X, ldx, ldy, nt, Y, e->scratch};
     rc_pool_for(e->pool, w->rows, 16, mm_piece, &j);
 }
 

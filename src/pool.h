@@ -25,9 +25,8 @@
 #include <stdint.h>
 
 #define RC_MAX_THREADS 256
-/* Stack of each pool worker. The AVX2 prefill kernel keeps an 89 KB weight panel and lane buffer
- * on the stack, more than some libcs give a thread by default (musl: 128 KB), so the workers ask
- * for their own. A thread that calls into the library runs pieces too: give it >= 256 KB. */
+/* Stack of each pool worker, the same on every libc (musl's default is 128 KB). The kernels keep
+ * their large buffers in the execution context's scratch (rc_exec.scratch), not on the stack. */
 #define RC_POOL_STACK ((size_t)1 << 20)
 
 typedef struct rc_pool rc_pool;
@@ -54,6 +53,7 @@ typedef struct {
     rc_kernels k;
     rc_pool *pool;
     int threads;
+    float *scratch; /* k.matmul_scratch floats per thread, 64-byte aligned (NULL when 0) */
 } rc_exec;
 
 recall_status rc_exec_open(const rc_exec_opts *o, rc_exec **out, recall_err *err);

@@ -135,6 +135,9 @@ static void check_matmul_case(tally *t, const rc_kernels *k, lcg *g, const rc_ma
     float *X = malloc((size_t)nt * ldx * sizeof(float)), *bias = malloc((size_t)w->rows * sizeof(float));
     float *Yg = malloc((size_t)nt * ldy * sizeof(float)), *Yw = malloc((size_t)nt * ldy * sizeof(float));
     float *Y1 = malloc((size_t)nt * ldy * sizeof(float));
+    /* the kernel's scratch, poisoned: nothing it holds on entry may reach an output */
+    const size_t ns = (k->matmul_scratch + 15) / 16 * 16;
+    float *scratch = ns ? aligned_alloc(64, ns * sizeof(float)) : NULL;
     fill_f(g, X, (size_t)nt * ldx);
     fill_f(g, bias, (size_t)w->rows);
     for (int with_bias = 0; with_bias < 2; with_bias++) {
@@ -143,7 +146,8 @@ static void check_matmul_case(tally *t, const rc_kernels *k, lcg *g, const rc_ma
         int64_t r0 = w->rows > 2 ? 1 : 0, r1 = w->rows > 3 ? w->rows - 1 : w->rows;
         poison(Yg, (size_t)nt * ldy);
         poison(Yw, (size_t)nt * ldy);
-        k->matmul(w, b, X, ldx, nt, Yg, ldy, r0, r1);
+        if (scratch) poison(scratch, ns);
+        k->matmul(w, b, X, ldx, nt, Yg, ldy, r0, r1, scratch);
         for (int64_t r = r0; r < r1; r++) /* the reference: ops.h canonical dot per output */
             for (int tt = 0; tt < nt; tt++) {
                 float d = rc_dot_row(w, r, X + (size_t)tt * ldx);
@@ -156,14 +160,19 @@ static void check_matmul_case(tally *t, const rc_kernels *k, lcg *g, const rc_ma
         /* batch invariance: the same outputs one input row at a time */
         poison(Y1, (size_t)nt * ldy);
         for (int tt = 0; tt < nt; tt++)
-            k->matmul(w, b, X + (size_t)tt * ldx, ldx, 1, Y1 + (size_t)tt * ldy, ldy, r0, r1);
+            k->matmul(w, b, X + (size_t)tt * ldx, ldx, 1, Y1 + (size_t)tt * ldy, ldy, r0, r1, scratch);
         check(t, "matmul batch-invariance", what, Y1, Yg, (size_t)nt * ldy);
+        /* without scratch (a slower path where the kernel has one): the same bits */
+        poison(Y1, (size_t)nt * ldy);
+        k->matmul(w, b, X, ldx, nt, Y1, ldy, r0, r1, NULL);
+        check(t, "matmul without scratch", what, Y1, Yg, (size_t)nt * ldy);
     }
     free(X);
     free(bias);
     free(Yg);
     free(Yw);
     free(Y1);
+    free(scratch);
 }
 
 static void check_matmul(tally *t, const rc_kernels *k, lcg *g) {
