@@ -291,8 +291,8 @@ AINLINE void mv_nf4_block(const rc_mat *w, const int NR, int64_t r, const float 
     __m512 acc[8];
     RC_UNROLL
     for (int q = 0; q < NR; q++) acc[q] = _mm512_setzero_ps();
-    /* row q's codes and absmax are row 0's plus q strides: the addresses are a few adds per
-     * 64-column block (the loop is bound by issue slots, not by the vector units) */
+    /* row q's codes and absmax are row 0's plus q strides: a few adds per 64-column block
+     * (computed per lookup, the addresses made the loop issue-bound; now the vector mix bounds it) */
     const size_t cstride = n / 2, astride = n / 64;
     const uint8_t *c0 = codes + (size_t)r * cstride;
     const float *a0 = w->absmax + (size_t)r * astride;
