@@ -95,71 +95,45 @@ typedef struct {
     const float *x;
     size_t per;
     uint64_t out[RC_MAX_THREADS];
-    int wide; /* 2: AVX-512 loads, 1: AVX2, 0: 64-bit scalar */
 } bw_job;
 
+/* One source; on x86-64 gcc/clang build it for AVX-512, AVX2 and baseline and pick the widest the
+ * CPU runs (target_clones: a 64-byte vector becomes one zmm, two ymm or four xmm loads). */
+typedef uint64_t u64x8 __attribute__((vector_size(64), aligned(8)));
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-__attribute__((target("avx512f"))) static uint64_t sum_avx512(const void *p, size_t bytes) {
-    const __m512i *v = p;
-    __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
-    for (size_t i = 0; i + 4 <= bytes / 64; i += 4) {
-        a = _mm512_add_epi64(a, _mm512_loadu_si512(v + i));
-        b = _mm512_add_epi64(b, _mm512_loadu_si512(v + i + 1));
-        c = _mm512_add_epi64(c, _mm512_loadu_si512(v + i + 2));
-        d = _mm512_add_epi64(d, _mm512_loadu_si512(v + i + 3));
-    }
-    return (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d)));
-}
-__attribute__((target("avx2"))) static uint64_t sum_avx2(const void *p, size_t bytes) {
-    const __m256i *v = p;
-    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-    for (size_t i = 0; i + 4 <= bytes / 32; i += 4) {
-        a = _mm256_add_epi64(a, _mm256_loadu_si256(v + i));
-        b = _mm256_add_epi64(b, _mm256_loadu_si256(v + i + 1));
-        c = _mm256_add_epi64(c, _mm256_loadu_si256(v + i + 2));
-        d = _mm256_add_epi64(d, _mm256_loadu_si256(v + i + 3));
-    }
-    uint64_t l[4];
-    _mm256_storeu_si256((__m256i *)l, _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
-    return l[0] + l[1] + l[2] + l[3];
-}
-static int bw_wide(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
-}
-#else
-static int bw_wide(void) { return 0; }
+__attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
-
-static uint64_t sum_u64(const void *p, size_t bytes) {
-    const uint64_t *v = p;
-    uint64_t a = 0, b = 0, c = 0, d = 0;
-    for (size_t i = 0; i + 4 <= bytes / 8; i += 4) {
+static uint64_t sum_wide(const void *p, size_t bytes) {
+    const u64x8 *v = p;
+    u64x8 a = {0}, b = a, c = a, d = a;
+    for (size_t i = 0; i + 4 <= bytes / 64; i += 4) {
         a += v[i];
         b += v[i + 1];
         c += v[i + 2];
         d += v[i + 3];
     }
-    return a + b + c + d;
+    a += b + c + d;
+    uint64_t r = 0;
+    for (int l = 0; l < 8; l++) r += a[l];
+    return r;
+}
+
+static const char *bw_loads(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") ? "AVX-512 loads" : __builtin_cpu_supports("avx2") ? "AVX2 loads" : "SSE2 loads";
+#else
+    return "64-byte vectors";
+#endif
 }
 
 static void bw_piece(void *ctx, int64_t b, int64_t e, int worker) {
     bw_job *j = ctx;
-    for (int64_t i = b; i < e; i++) {
-        const float *p = j->x + (size_t)i * j->per;
-        const size_t bytes = j->per * sizeof(float);
-#if defined(__x86_64__) && defined(__GNUC__)
-        if (j->wide == 2) j->out[worker] += sum_avx512(p, bytes);
-        else if (j->wide == 1) j->out[worker] += sum_avx2(p, bytes);
-        else
-#endif
-            j->out[worker] += sum_u64(p, bytes);
-    }
+    for (int64_t i = b; i < e; i++) j->out[worker] += sum_wide(j->x + (size_t)i * j->per, j->per * sizeof(float));
 }
 
 static double read_bw(rc_exec *e, const float *x, size_t n) {
-    bw_job j = {e, x, 1 << 16, {0}, bw_wide()};
+    bw_job j = {e, x, 1 << 16, {0}};
     int64_t pieces = (int64_t)(n / j.per);
     rc_pool_for(e->pool, pieces, 1, bw_piece, &j); /* warm */
     double best = 1e30;
@@ -183,13 +157,9 @@ static void nf4_matvec(void) {
     float *arr = malloc(big * sizeof(float));
     if (!arr) die("out of memory", NULL);
     for (size_t i = 0; i < big; i++) arr[i] = (float)(i & 1023) * 0.001f;
-    rc_simd_path best = RC_SIMD_SCALAR;
-    for (int p = 0; p < RC_SIMD_COUNT; p++)
-        if (rc_simd_available((rc_simd_path)p) && p != RC_SIMD_NEON) best = (rc_simd_path)p;
-    rc_exec *ebw[3] = {NULL, exec_for(best, 1), exec_for(best, 2)};
-    static const char *wide_name[3] = {"64-bit loads", "AVX2 loads", "AVX-512 loads"};
-    printf("read bandwidth (integer sum over 1 GiB, %s): %.1f GB/s 1 thread, %.1f GB/s 2 threads\n\n",
-           wide_name[bw_wide()], read_bw(ebw[1], arr, big), read_bw(ebw[2], arr, big));
+    rc_exec *ebw[3] = {NULL, exec_for(RC_SIMD_SCALAR, 1), exec_for(RC_SIMD_SCALAR, 2)}; /* for their pools */
+    printf("read bandwidth (integer sum over 1 GiB, %s): %.1f GB/s 1 thread, %.1f GB/s 2 threads\n\n", bw_loads(),
+           read_bw(ebw[1], arr, big), read_bw(ebw[2], arr, big));
     printf("nf4 matvec (weights = codes + absmax; 'mem' = copies cycled through 512 MiB, best of 5 passes;\n"
            "'cache' = one matrix; 'bw' = read bandwidth measured just before, same threads)\n");
     printf("%-12s %-7s %3s %10s %8s %10s %8s %8s %8s\n", "shape", "path", "thr", "mem us", "mem GB/s", "cache us",
@@ -281,7 +251,7 @@ static void micro_one(const char *label, const rc_mat *w, int nt, int reps) {
     for (int p = 1; p < RC_SIMD_COUNT; p++) {
         if (!path_wanted((rc_simd_path)p)) continue;
         if (rc_simd_select(rc_simd_name((rc_simd_path)p), &k, &err)) die("simd", &err);
-        float *scratch = k.matmul_scratch ? aligned_alloc(64, (k.matmul_scratch + 15) / 16 * 16 * sizeof(float)) : NULL;
+        float *scratch = k.matmul_scratch ? aligned_alloc(64, k.matmul_scratch * sizeof(float)) : NULL;
         memset(y, 0, rows * (size_t)nt * sizeof(float));
         k.matmul(w, bias, X, cols, nt, y, rows, 0, (int64_t)rows, scratch);
         if (!same_bits(y, y0, rows * (size_t)nt, label)) exit(1);

@@ -321,6 +321,7 @@ AINLINE void mm_dtype(const rc_mat *w, rc_dtype dt, const float *bias, const flo
 #define PF_WBUF_FLOATS ((size_t)PF_PR_MAX * (PF_KC + PF_PAD))
 #define PF_ACC_FLOATS ((size_t)32768) /* 16 lanes of up to 2048 outputs (panel rows x inputs): 128 KB */
 #define PF_SCRATCH_FLOATS (PF_WBUF_FLOATS + PF_ACC_FLOATS) /* the caller's scratch: 153 KB */
+_Static_assert(PF_WBUF_FLOATS % 16 == 0 && PF_SCRATCH_FLOATS % 16 == 0, "scratch parts stay 64-byte aligned");
 #define PF_MR 3
 #define PF_MT 4
 #define RC_PF_MIN_NT 16

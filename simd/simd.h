@@ -48,7 +48,7 @@ typedef struct {
      * buffer per concurrent call (rc_exec keeps one per thread); NULL only makes it slower. */
     void (*matmul)(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
                    int64_t r0, int64_t r1, float *scratch);
-    size_t matmul_scratch; /* floats of working memory matmul wants (0: none) */
+    size_t matmul_scratch; /* floats of working memory matmul wants, a multiple of 16 (0: none) */
     /* scores[j] = dot(q, K + j*ldk, D) * scale for j in [0, n) (attention scores of one head). */
     void (*attn_scores)(const float *q, const float *K, size_t ldk, int n, size_t D, float scale, float *scores);
     /* out[i] = sum over j ascending of fmaf(p[j], V[j*ldv + i], .) starting at +0.0f, i < D. */

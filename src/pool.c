@@ -232,8 +232,8 @@ recall_status rc_exec_open(const rc_exec_opts *o, rc_exec **out, recall_err *err
         return st;
     }
     e->threads = rc_pool_threads(e->pool);
-    if (e->k.matmul_scratch) {
-        const size_t bytes = (e->k.matmul_scratch * sizeof(float) + 63) / 64 * 64;
+    if (e->k.matmul_scratch) { /* a multiple of 16 floats: every thread's part stays 64-byte aligned */
+        const size_t bytes = e->k.matmul_scratch * sizeof(float);
         e->scratch = aligned_alloc(64, bytes * (size_t)e->threads);
         if (!e->scratch) {
             rc_exec_close(e);
@@ -262,9 +262,8 @@ typedef struct {
 
 static void mm_piece(void *ctx, int64_t b, int64_t e, int worker) {
     const mm_job *j = ctx;
-    const size_t per = (j->k->matmul_scratch + 15) / 16 * 16; /* floats, a multiple of 64 bytes */
     j->k->matmul(j->w, j->bias, j->X, j->ldx, j->nt, j->Y, j->ldy, b, e,
-                 j->scratch ? j->scratch + (size_t)worker * per : NULL);
+                 j->scratch ? j->scratch + (size_t)worker * j->k->matmul_scratch : NULL);
 }
 
 void rc_exec_matmul(const rc_exec *e, const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt,

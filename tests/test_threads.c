@@ -209,8 +209,8 @@ static void mark(void *ctx, int64_t b, int64_t e, int worker) {
 }
 
 #if defined(__GLIBC__) && !defined(RECALL_NO_THREADS)
-/* The workers run with RC_POOL_STACK, not the libc default (glibc: 8 MB; musl: 128 KB, too small
- * for the AVX2 prefill kernel). Worker 0 is the calling thread and keeps its own stack. */
+/* The workers run with RC_POOL_STACK, not the libc default (glibc: 8 MB; musl: 128 KB). Worker 0
+ * is the calling thread and keeps its own stack. */
 typedef struct {
     size_t stack[4];
 } stack_ctx;
