@@ -536,7 +536,22 @@ int main(int argc, char **argv) {
             micro();
             return 0;
         }
-        else path = argv[i];
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: bench [blob] [--quick] [--kernels-only | --models-only | --micro]\n"
+                   "  blob            the synthetic 1.5B nf4 blob (default %s; `make synth` makes it)\n"
+                   "  --quick         8 decode steps instead of 32; prefill and the rebuild at 2 threads only\n"
+                   "  --kernels-only  read bandwidth and the nf4 matvec table only\n"
+                   "  --models-only   decode, prefill, bge-base and the recall rebuild only\n"
+                   "  --micro         the matmul kernel alone, 1 thread (RECALL_MICRO_NT=1,16,64 picks input counts)\n"
+                   "environment: RECALL_BENCH_PATHS=avx2,avx512 restricts the SIMD paths timed;\n"
+                   "  RECALL_BENCH_LOAD=huge copies the blob into huge-page-advised memory first\n"
+                   "every timed kernel and model is first checked bitwise against the scalar path\n",
+                   path);
+            return 0;
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "bench: unknown option '%s' (try --help)\n", argv[i]);
+            return 2;
+        } else path = argv[i];
     }
     machine();
     if (kernels) nf4_matvec();

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now_ms(void) {
@@ -18,9 +19,11 @@ static int cmp(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: bench_open BLOB [repeats]\n");
-        return 2;
+    if (argc < 2 || argv[1][0] == '-') {
+        const int help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+        fprintf(help ? stdout : stderr, "usage: bench_open BLOB [repeats]\n"
+                                        "  times rc_blob_open (median and min of repeats, default 21) and one full verify\n");
+        return help ? 0 : 2;
     }
     int n = argc > 2 ? atoi(argv[2]) : 21;
     if (n < 1 || n > 1000) n = 21;

@@ -1,5 +1,5 @@
 /* pool.c - fixed pthread pool (see pool.h): [0, n) handed out in runs of grains from an atomic
- * cursor (about 4 runs per thread), workers spin a little on an atomic generation counter and
+ * cursor (runs shrinking with the work left), workers spin a little on an atomic generation counter and
  * then sleep on a condition variable; the caller
  * thread is worker 0 and waits for an atomic count of pending workers. Plus the execution
  * context (kernel table + pool) and the row-split matmul used by every model. */
@@ -62,7 +62,7 @@ struct rc_pool {
     /* the current job (written before gen is bumped) */
     rc_pool_fn fn;
     void *ctx;
-    int64_t jn, jgrain, junits, jstep;
+    int64_t jn, jgrain, junits;
     atomic_llong next; /* next unit (of jgrain items) not yet taken */
 };
 
@@ -71,18 +71,27 @@ typedef struct {
     int idx;
 } worker_arg;
 
-/* Every participant takes runs of jstep units from a shared cursor until none are left, so a
- * thread slowed by the machine (memory, a neighbour) does less and nobody waits long at the end.
+/* Every participant takes runs of units from a shared cursor until none are left, so a thread
+ * slowed by the machine (memory, a neighbour) does less and nobody waits long at the end. The
+ * runs shrink as the work does (guided: a run is the remaining units / (2 x threads), at least
+ * one): long runs first keep the prefetchers streaming, short ones last keep the finish even.
  * Which thread computes an item never changes its value (items are rows / heads / elements,
  * each computed whole by one call), so results stay bitwise the same. */
 static void run_piece(rc_pool *p, int idx) {
+    const int64_t div = 2 * (int64_t)p->n;
+    long long u = atomic_load(&p->next);
     for (;;) {
-        const int64_t u = (int64_t)atomic_fetch_add(&p->next, (long long)p->jstep);
-        if (u >= p->junits) return;
+        int64_t step;
+        do {
+            if (u >= p->junits) return;
+            step = (p->junits - u) / div;
+            if (step < 1) step = 1;
+        } while (!atomic_compare_exchange_weak(&p->next, &u, u + step));
         const int64_t b = u * p->jgrain;
-        int64_t e = (u + p->jstep) * p->jgrain;
+        int64_t e = (u + step) * p->jgrain;
         if (e > p->jn) e = p->jn;
         p->fn(p->ctx, b, e, idx);
+        u = atomic_load(&p->next);
     }
 }
 
@@ -188,8 +197,6 @@ void rc_pool_for(rc_pool *p, int64_t n, int64_t grain, rc_pool_fn fn, void *ctx)
     p->jn = n;
     p->jgrain = grain;
     p->junits = (n + grain - 1) / grain;
-    p->jstep = p->junits / ((int64_t)p->n * 4); /* about 4 runs per thread */
-    if (p->jstep < 1) p->jstep = 1;
     atomic_store(&p->next, 0);
     atomic_store(&p->pending, p->n - 1);
     pthread_mutex_lock(&p->mu);

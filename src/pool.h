@@ -4,8 +4,8 @@
  * Determinism: work is only ever split over independent outputs (weight output rows, attention
  * heads); every output element is computed by one thread in the canonical order of simd.h, so
  * results are bitwise identical for any thread count and any split. The split is dynamic: the
- * threads take runs of `grain`-sized units of [0, n) from a shared cursor (about 4 runs per
- * thread), so a thread the machine slows down does less; worker 0 is the calling thread.
+ * threads take runs of `grain`-sized units of [0, n) from a shared cursor (runs shrink as the
+ * work left does), so a thread the machine slows down does less; worker 0 is the calling thread.
  *
  * Threads are created once (rc_pool_create), never per call. A parallel-for wakes the workers,
  * which spin briefly and then sleep on a condition variable. rc_pool_for is not reentrant: one
