@@ -281,6 +281,61 @@ void rc_exec_matmul(const rc_exec *e, const rc_mat *w, const float *bias, const 
 
 typedef struct {
     const rc_kernels *k;
+    const rc_mm_part *parts;
+    int nparts;
+    const float *X;
+    size_t ldx;
+    int nt;
+    float *scratch;
+} parts_job;
+
+/* rows [b, e) of the parts laid end to end: each part's share, in its own coordinates */
+static void parts_piece(void *ctx, int64_t b, int64_t e, int worker) {
+    const parts_job *j = ctx;
+    float *scratch = j->scratch ? j->scratch + (size_t)worker * j->k->matmul_scratch : NULL;
+    int64_t off = 0;
+    for (int p = 0; p < j->nparts && off < e; p++) {
+        const rc_mm_part *pt = &j->parts[p];
+        const int64_t r0 = b > off ? b - off : 0, r1 = e - off < pt->w->rows ? e - off : pt->w->rows;
+        if (r0 < r1) j->k->matmul(pt->w, pt->bias, j->X, j->ldx, j->nt, pt->Y, pt->ldy, r0, r1, scratch);
+        off += pt->w->rows;
+    }
+}
+
+void rc_exec_matmul_parts(const rc_exec *e, const rc_mm_part *parts, int nparts, const float *X, size_t ldx, int nt) {
+    parts_job j = {&e->k, parts, nparts, X, ldx, nt, e->scratch};
+    int64_t rows = 0;
+    for (int p = 0; p < nparts; p++) rows += parts[p].w->rows;
+    rc_pool_for(e->pool, rows, 16, parts_piece, &j);
+}
+
+typedef struct {
+    const rc_kernels *k;
+    const rc_mat *gate, *up;
+    const float *X;
+    size_t ldx;
+    int nt;
+    float *G, *U, *scratch;
+} swiglu_job;
+
+static void swiglu_piece(void *ctx, int64_t b, int64_t e, int worker) {
+    const swiglu_job *j = ctx;
+    const size_t F = (size_t)j->gate->rows;
+    float *scratch = j->scratch ? j->scratch + (size_t)worker * j->k->matmul_scratch : NULL;
+    j->k->matmul(j->gate, NULL, j->X, j->ldx, j->nt, j->G, F, b, e, scratch);
+    j->k->matmul(j->up, NULL, j->X, j->ldx, j->nt, j->U, F, b, e, scratch);
+    for (int t = 0; t < j->nt; t++) /* element-wise: any split gives the same bits */
+        j->k->silu_mul(j->G + (size_t)t * F + (size_t)b, j->U + (size_t)t * F + (size_t)b, (size_t)(e - b));
+}
+
+void rc_exec_swiglu(const rc_exec *e, const rc_mat *gate, const rc_mat *up, const float *X, size_t ldx, int nt,
+                    float *G, float *U) {
+    swiglu_job j = {&e->k, gate, up, X, ldx, nt, G, U, e->scratch};
+    rc_pool_for(e->pool, gate->rows, 16, swiglu_piece, &j);
+}
+
+typedef struct {
+    const rc_kernels *k;
     rc_act act;
     float *x;
     const float *y;

@@ -63,6 +63,24 @@ void rc_exec_close(rc_exec *e);
 void rc_exec_matmul(const rc_exec *e, const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt,
                     float *Y, size_t ldy);
 
+/* Several matmuls of the same inputs as ONE parallel section (one wake-up and one finish instead
+ * of one per matrix): part p computes Y_p[t*ldy_p + r] = W_p[r,:] . X[t*ldx ..] (+ bias_p[r]) for
+ * its rows r, t < nt; the threads split the parts' rows laid end to end. Every W_p has X's width. */
+typedef struct {
+    const rc_mat *w;
+    const float *bias; /* NULL: none */
+    float *Y;
+    size_t ldy;
+} rc_mm_part;
+void rc_exec_matmul_parts(const rc_exec *e, const rc_mm_part *parts, int nparts, const float *X, size_t ldx, int nt);
+
+/* The SwiGLU of a gated FFN as one parallel section: for r < F = gate->rows, t < nt,
+ *   G[t*F + r] = silu(gate[r,:] . X[t]) * (up[r,:] . X[t]);  U[t*F + r] = up[r,:] . X[t]
+ * Each thread computes the gate and up rows of its pieces and multiplies them at once: the same
+ * bits as two rc_exec_matmul calls and rc_exec_act(RC_ACT_SILU_MUL). */
+void rc_exec_swiglu(const rc_exec *e, const rc_mat *gate, const rc_mat *up, const float *X, size_t ldx, int nt,
+                    float *G, float *U);
+
 /* Element-wise activations, split over threads (each element is independent, so every split
  * gives the same bits): RC_ACT_GELU x[i] = gelu(x[i]); RC_ACT_SILU_MUL x[i] = silu(x[i]) * y[i]. */
 typedef enum { RC_ACT_GELU, RC_ACT_SILU_MUL } rc_act;

@@ -355,7 +355,7 @@ static void rope(float *vec, int nheads, int D, const float *cs, const float *sn
 /* One chunk of nr rows at positions pos0.., rows [row0, row0+nr) of the call. */
 static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, int pos0) {
     const rc_qwen2_config *c = &m->c;
-    const int H = c->hidden, D = c->head_dim, F = c->ffn, NL = c->layers, half = D / 2;
+    const int H = c->hidden, D = c->head_dim, NL = c->layers, half = D / 2;
     const int last_chunk = row0 + nr == f->n;
     float *X = m->x;
     if (f->ids) {
@@ -368,9 +368,12 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
         const layer_w *w = &m->L[l];
         if (hid && last_chunk) memcpy(hid + (size_t)l * H, X + (size_t)(nr - 1) * H, (size_t)H * sizeof(float));
         for (int t = 0; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, w->ln1, c->rms_eps, m->xn + (size_t)t * H, (size_t)H);
-        matmul_rows(m, &w->q, w->bq, m->xn, nr, m->q);
-        matmul_rows(m, &w->k, w->bk, m->xn, nr, m->k);
-        matmul_rows(m, &w->v, w->bv, m->xn, nr, m->v);
+        { /* q, k, v of the same rows: one parallel section */
+            const rc_mm_part qkv[3] = {{&w->q, w->bq, m->q, (size_t)w->q.rows},
+                                       {&w->k, w->bk, m->k, (size_t)w->k.rows},
+                                       {&w->v, w->bv, m->v, (size_t)w->v.rows}};
+            rc_exec_matmul_parts(m->ex, qkv, 3, m->xn, (size_t)H, nr);
+        }
         for (int gi = 0; gi < c->n_gate; gi++) {
             if (c->gate_layers[gi] != l) continue;
             if (f->q_all)
@@ -394,9 +397,7 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
         matmul_rows(m, &w->o, NULL, m->att, nr, m->xn);
         for (size_t i = 0; i < (size_t)nr * H; i++) X[i] = X[i] + m->xn[i];
         for (int t = 0; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, w->ln2, c->rms_eps, m->xn + (size_t)t * H, (size_t)H);
-        matmul_rows(m, &w->gate, NULL, m->xn, nr, m->g);
-        matmul_rows(m, &w->up, NULL, m->xn, nr, m->u);
-        rc_exec_act(m->ex, RC_ACT_SILU_MUL, m->g, m->u, (size_t)nr * F);
+        rc_exec_swiglu(m->ex, &w->gate, &w->up, m->xn, (size_t)H, nr, m->g, m->u); /* g = silu(gate x) * (up x) */
         matmul_rows(m, &w->down, NULL, m->g, nr, m->xn);
         for (size_t i = 0; i < (size_t)nr * H; i++) X[i] = X[i] + m->xn[i];
     }

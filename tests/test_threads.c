@@ -7,6 +7,7 @@
 #include "bert.h"
 #include "blob.h"
 #include "fixture.h"
+#include "nf4.h"
 #include "pool.h"
 #include "pooler.h"
 #include "qwen2.h"
@@ -245,6 +246,105 @@ Test(threads_pool, workers_get_their_own_stack) {
     rc_pool_destroy(p);
 }
 #endif
+
+/* The fused parallel sections (q/k/v as one, gate/up/SiLU as one) give the bits of the separate
+ * calls, for row counts that are not multiples of the 16-row grain, f32 and nf4, every path and
+ * thread count; outputs start poisoned with NaN. */
+static float *filled(size_t n, uint32_t seed) {
+    float *v = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        v[i] = (float)((int)(seed >> 9) % 2001 - 1000) * 0.00073f;
+    }
+    return v;
+}
+
+static float *poisoned(size_t n) {
+    float *v = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) v[i] = NAN;
+    return v;
+}
+
+Test(threads_pool, fused_sections_equal_separate_calls) {
+    enum { COLS = 192, NPART = 3 };
+    static const int64_t rows[NPART] = {37, 5, 100}; /* 142 rows end to end */
+    static const int nts[] = {1, 3, 17};
+    for (int dt = 0; dt < 2; dt++) {
+        rc_mat w[NPART];
+        uint8_t *codes[NPART] = {0};
+        float *absmax[NPART] = {0}, *wf[NPART], *bias[NPART];
+        for (int p = 0; p < NPART; p++) {
+            const size_t n = (size_t)rows[p] * COLS;
+            wf[p] = filled(n, 11u + (uint32_t)p);
+            bias[p] = p == 1 ? NULL : filled((size_t)rows[p], 91u + (uint32_t)p);
+            if (dt) {
+                codes[p] = malloc(n / 2);
+                absmax[p] = malloc(n / 64 * sizeof(float));
+                cr_assert_eq(rc_nf4_quantize(wf[p], n, codes[p], absmax[p]), 0);
+                w[p] = (rc_mat){RC_DT_NF4, codes[p], absmax[p], rows[p], COLS};
+            } else {
+                w[p] = (rc_mat){RC_DT_F32, wf[p], NULL, rows[p], COLS};
+            }
+        }
+        for (size_t k = 0; k < sizeof nts / sizeof nts[0]; k++) {
+            const int nt = nts[k];
+            float *X = filled((size_t)nt * COLS, 7u);
+            float *want[NPART], *got[NPART];
+            rc_exec *e0 = exec_for(RC_SIMD_SCALAR, 1);
+            for (int p = 0; p < NPART; p++) {
+                want[p] = poisoned((size_t)nt * (size_t)rows[p]);
+                rc_exec_matmul(e0, &w[p], bias[p], X, COLS, nt, want[p], (size_t)rows[p]);
+            }
+            /* swiglu: gate = part 0, up = the first 37 rows of part 2 */
+            const size_t F = (size_t)rows[0];
+            float *g_want = poisoned((size_t)nt * F), *u_want = poisoned((size_t)nt * F);
+            rc_exec_matmul(e0, &w[0], NULL, X, COLS, nt, g_want, F);
+            rc_mat up = w[0];
+            up.rows = rows[0];
+            up.data = dt ? (const void *)codes[2] : (const void *)wf[2];
+            up.absmax = dt ? absmax[2] : NULL;
+            rc_exec_matmul(e0, &up, NULL, X, COLS, nt, u_want, F);
+            rc_exec_act(e0, RC_ACT_SILU_MUL, g_want, u_want, (size_t)nt * F);
+            rc_exec_close(e0);
+            for (int path = 0; path < RC_SIMD_COUNT; path++) {
+                if (!rc_simd_available((rc_simd_path)path)) continue;
+                for (size_t ti = 0; ti < sizeof thread_counts / sizeof thread_counts[0]; ti++) {
+                    rc_exec *e = exec_for((rc_simd_path)path, thread_counts[ti]);
+                    rc_mm_part parts[NPART];
+                    for (int p = 0; p < NPART; p++) {
+                        got[p] = poisoned((size_t)nt * (size_t)rows[p]);
+                        parts[p] = (rc_mm_part){&w[p], bias[p], got[p], (size_t)rows[p]};
+                    }
+                    rc_exec_matmul_parts(e, parts, NPART, X, COLS, nt);
+                    char what[96];
+                    for (int p = 0; p < NPART; p++) {
+                        snprintf(what, sizeof what, "%s parts %s x%d nt %d part %d", dt ? "nf4" : "f32", e->k.name,
+                                 e->threads, nt, p);
+                        expect_same(got[p], want[p], (size_t)nt * (size_t)rows[p], what);
+                        free(got[p]);
+                    }
+                    float *g = poisoned((size_t)nt * F), *u = poisoned((size_t)nt * F);
+                    rc_exec_swiglu(e, &w[0], &up, X, COLS, nt, g, u);
+                    snprintf(what, sizeof what, "%s swiglu %s x%d nt %d", dt ? "nf4" : "f32", e->k.name, e->threads, nt);
+                    expect_same(g, g_want, (size_t)nt * F, what);
+                    free(g);
+                    free(u);
+                    rc_exec_close(e);
+                }
+            }
+            for (int p = 0; p < NPART; p++) free(want[p]);
+            free(g_want);
+            free(u_want);
+            free(X);
+        }
+        for (int p = 0; p < NPART; p++) {
+            free(wf[p]);
+            free(bias[p]);
+            free(codes[p]);
+            free(absmax[p]);
+        }
+    }
+}
 
 Test(threads_pool, covers_every_index_once) {
     for (size_t ti = 0; ti < sizeof thread_counts / sizeof thread_counts[0]; ti++) {
