@@ -1,8 +1,8 @@
 /* pool.c - fixed pthread pool (see pool.h): [0, n) handed out in runs of grains from an atomic
- * cursor (runs shrinking with the work left), workers spin a little on an atomic generation counter and
- * then sleep on a condition variable; the caller
- * thread is worker 0 and waits for an atomic count of pending workers. Plus the execution
- * context (kernel table + pool) and the row-split matmul used by every model. */
+ * cursor (runs shrinking with the work left); workers spin a little on an atomic generation
+ * counter, then sleep on a condition variable; the caller thread is worker 0 and waits for an
+ * atomic count of pending workers. Plus the execution context (kernel table + pool) and the
+ * row-split matmuls every model uses. */
 #include "pool.h"
 
 #include <stdlib.h>
@@ -260,27 +260,6 @@ void rc_exec_close(rc_exec *e) {
 
 typedef struct {
     const rc_kernels *k;
-    const rc_mat *w;
-    const float *bias, *X;
-    size_t ldx, ldy;
-    int nt;
-    float *Y, *scratch;
-} mm_job;
-
-static void mm_piece(void *ctx, int64_t b, int64_t e, int worker) {
-    const mm_job *j = ctx;
-    j->k->matmul(j->w, j->bias, j->X, j->ldx, j->nt, j->Y, j->ldy, b, e,
-                 j->scratch ? j->scratch + (size_t)worker * j->k->matmul_scratch : NULL);
-}
-
-void rc_exec_matmul(const rc_exec *e, const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt,
-                    float *Y, size_t ldy) {
-    mm_job j = {&e->k, w, bias, X, ldx, ldy, nt, Y, e->scratch};
-    rc_pool_for(e->pool, w->rows, 16, mm_piece, &j);
-}
-
-typedef struct {
-    const rc_kernels *k;
     const rc_mm_part *parts;
     int nparts;
     const float *X;
@@ -289,10 +268,15 @@ typedef struct {
     float *scratch;
 } parts_job;
 
+/* this worker's part of the context's matmul scratch (NULL when the kernels want none) */
+static float *worker_scratch(const rc_kernels *k, float *scratch, int worker) {
+    return scratch ? scratch + (size_t)worker * k->matmul_scratch : NULL;
+}
+
 /* rows [b, e) of the parts laid end to end: each part's share, in its own coordinates */
 static void parts_piece(void *ctx, int64_t b, int64_t e, int worker) {
     const parts_job *j = ctx;
-    float *scratch = j->scratch ? j->scratch + (size_t)worker * j->k->matmul_scratch : NULL;
+    float *scratch = worker_scratch(j->k, j->scratch, worker);
     int64_t off = 0;
     for (int p = 0; p < j->nparts && off < e; p++) {
         const rc_mm_part *pt = &j->parts[p];
@@ -309,6 +293,12 @@ void rc_exec_matmul_parts(const rc_exec *e, const rc_mm_part *parts, int nparts,
     rc_pool_for(e->pool, rows, 16, parts_piece, &j);
 }
 
+void rc_exec_matmul(const rc_exec *e, const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt,
+                    float *Y, size_t ldy) {
+    const rc_mm_part one = {w, bias, Y, ldy};
+    rc_exec_matmul_parts(e, &one, 1, X, ldx, nt);
+}
+
 typedef struct {
     const rc_kernels *k;
     const rc_mat *gate, *up;
@@ -321,7 +311,7 @@ typedef struct {
 static void swiglu_piece(void *ctx, int64_t b, int64_t e, int worker) {
     const swiglu_job *j = ctx;
     const size_t F = (size_t)j->gate->rows;
-    float *scratch = j->scratch ? j->scratch + (size_t)worker * j->k->matmul_scratch : NULL;
+    float *scratch = worker_scratch(j->k, j->scratch, worker);
     j->k->matmul(j->gate, NULL, j->X, j->ldx, j->nt, j->G, F, b, e, scratch);
     j->k->matmul(j->up, NULL, j->X, j->ldx, j->nt, j->U, F, b, e, scratch);
     for (int t = 0; t < j->nt; t++) /* element-wise: any split gives the same bits */
