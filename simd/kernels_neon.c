@@ -58,8 +58,25 @@ static float neon_dot_f32(const float *a, const float *b, size_t n) {
 
 static float neon_sumsq_f32(const float *x, size_t n) { return neon_dot_f32(x, x, n); }
 
+/* Four keys at a time, as on x86: 16 independent FMA chains instead of 4 (a core with two FMA
+ * pipes of latency 4 needs 8 to stay busy); each score is still its own canonical dot. */
 static void neon_attn_scores(const float *q, const float *K, size_t ldk, int n, size_t D, float scale, float *s) {
-    for (int j = 0; j < n; j++) s[j] = neon_dot_f32(q, K + (size_t)j * ldk, D) * scale;
+    int j = 0;
+    if (D % 16 == 0)
+        for (; j + 4 <= n; j += 4) {
+            const float *k0 = K + (size_t)j * ldk;
+            acc16 a[4];
+            for (int u = 0; u < 4; u++)
+                for (int k = 0; k < 4; k++) a[u].v[k] = vdupq_n_f32(0.0f);
+            for (size_t i = 0; i < D; i += 16)
+                for (int k = 0; k < 4; k++) {
+                    const float32x4_t qv = vld1q_f32(q + i + 4 * k);
+                    for (int u = 0; u < 4; u++)
+                        a[u].v[k] = vfmaq_f32(a[u].v[k], qv, vld1q_f32(k0 + (size_t)u * ldk + i + 4 * k));
+                }
+            for (int u = 0; u < 4; u++) s[j + u] = tree_v(&a[u]) * scale;
+        }
+    for (; j < n; j++) s[j] = neon_dot_f32(q, K + (size_t)j * ldk, D) * scale;
 }
 
 static void neon_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {
