@@ -210,7 +210,7 @@ recall_status rc_bert_embed(rc_bert *m, const int32_t *ids, int n, float *emb, r
             rc_layernorm(x, w->ln1_w, w->ln1_b, c->ln_eps, x, (size_t)H);
         }
         proj(m, &w->i1, w->bi1, m->x, nout, m->inter);
-        rc_exec_act(m->ex, RC_ACT_GELU, m->inter, NULL, (size_t)nout * FF);
+        rc_exec_gelu(m->ex, m->inter, (size_t)nout * FF);
         proj(m, &w->o2, w->bo2, m->inter, nout, m->tmp);
         for (int t = 0; t < nout; t++) {
             float *x = m->x + (size_t)t * H, *a = m->tmp + (size_t)t * H;

@@ -326,23 +326,18 @@ void rc_exec_swiglu(const rc_exec *e, const rc_mat *gate, const rc_mat *up, cons
 
 typedef struct {
     const rc_kernels *k;
-    rc_act act;
     float *x;
-    const float *y;
-} act_job;
+} gelu_job;
 
-static void act_range(void *ctx, int64_t i0, int64_t i1, int worker) {
+static void gelu_range(void *ctx, int64_t i0, int64_t i1, int worker) {
     (void)worker;
-    const act_job *j = ctx;
-    if (j->act == RC_ACT_GELU)
-        j->k->gelu(j->x + i0, (size_t)(i1 - i0));
-    else
-        j->k->silu_mul(j->x + i0, j->y + i0, (size_t)(i1 - i0));
+    const gelu_job *j = ctx;
+    j->k->gelu(j->x + i0, (size_t)(i1 - i0));
 }
 
-void rc_exec_act(const rc_exec *e, rc_act act, float *x, const float *y, size_t n) {
+void rc_exec_gelu(const rc_exec *e, float *x, size_t n) {
     rc_kernels scalar;
     if (!e) rc_kernels_scalar(&scalar);
-    act_job j = {e ? &e->k : &scalar, act, x, y};
-    rc_pool_for(e ? e->pool : NULL, (int64_t)n, 1024, act_range, &j);
+    gelu_job j = {e ? &e->k : &scalar, x};
+    rc_pool_for(e ? e->pool : NULL, (int64_t)n, 1024, gelu_range, &j);
 }

@@ -77,13 +77,12 @@ void rc_exec_matmul_parts(const rc_exec *e, const rc_mm_part *parts, int nparts,
 /* The SwiGLU of a gated FFN as one parallel section: for r < F = gate->rows, t < nt,
  *   G[t*F + r] = silu(gate[r,:] . X[t]) * (up[r,:] . X[t]);  U[t*F + r] = up[r,:] . X[t]
  * Each thread computes the gate and up rows of its pieces and multiplies them at once: the same
- * bits as two rc_exec_matmul calls and rc_exec_act(RC_ACT_SILU_MUL). */
+ * bits as two rc_exec_matmul calls and the kernel table's silu_mul over the whole G. */
 void rc_exec_swiglu(const rc_exec *e, const rc_mat *gate, const rc_mat *up, const float *X, size_t ldx, int nt,
                     float *G, float *U);
 
-/* Element-wise activations, split over threads (each element is independent, so every split
- * gives the same bits): RC_ACT_GELU x[i] = gelu(x[i]); RC_ACT_SILU_MUL x[i] = silu(x[i]) * y[i]. */
-typedef enum { RC_ACT_GELU, RC_ACT_SILU_MUL } rc_act;
-void rc_exec_act(const rc_exec *e, rc_act act, float *x, const float *y, size_t n);
+/* x[i] = gelu(x[i]) for i < n, split over threads (each element is independent, so every split
+ * gives the same bits). */
+void rc_exec_gelu(const rc_exec *e, float *x, size_t n);
 
 #endif

@@ -298,7 +298,7 @@ recall_status rc_pooler_run(rc_pooler *p, const float *past, int L, float *out, 
         for (int t = 0; t < S; t++)
             rc_layernorm(p->q + (size_t)t * H, w->lnq3_w, w->lnq3_b, c->ln_eps, p->qn + (size_t)t * H, (size_t)H);
         proj(p, &w->f0, w->f0_b, 0, c->ffn, p->qn, S, p->hid);
-        rc_exec_act(p->ex, RC_ACT_GELU, p->hid, NULL, (size_t)S * c->ffn);
+        rc_exec_gelu(p->ex, p->hid, (size_t)S * c->ffn);
         proj(p, &w->f2, w->f2_b, 0, H, p->hid, S, p->tmp);
         for (size_t i = 0; i < (size_t)S * H; i++) p->q[i] = p->q[i] + p->tmp[i];
     }

@@ -304,7 +304,7 @@ Test(threads_pool, fused_sections_equal_separate_calls) {
             up.data = dt ? (const void *)codes[2] : (const void *)wf[2];
             up.absmax = dt ? absmax[2] : NULL;
             rc_exec_matmul(e0, &up, NULL, X, COLS, nt, u_want, F);
-            rc_exec_act(e0, RC_ACT_SILU_MUL, g_want, u_want, (size_t)nt * F);
+            e0->k.silu_mul(g_want, u_want, (size_t)nt * F);
             rc_exec_close(e0);
             for (int path = 0; path < RC_SIMD_COUNT; path++) {
                 if (!rc_simd_available((rc_simd_path)path)) continue;
@@ -327,6 +327,8 @@ Test(threads_pool, fused_sections_equal_separate_calls) {
                     rc_exec_swiglu(e, &w[0], &up, X, COLS, nt, g, u);
                     snprintf(what, sizeof what, "%s swiglu %s x%d nt %d", dt ? "nf4" : "f32", e->k.name, e->threads, nt);
                     expect_same(g, g_want, (size_t)nt * F, what);
+                    snprintf(what, sizeof what, "%s swiglu up %s x%d nt %d", dt ? "nf4" : "f32", e->k.name, e->threads, nt);
+                    expect_same(u, u_want, (size_t)nt * F, what);
                     free(g);
                     free(u);
                     rc_exec_close(e);
