@@ -31,7 +31,7 @@ endif
 LDLIBS   = -lm -lpthread
 TEST_LDLIBS = -lcriterion
 
-CLI_SRC  = src/main.c $(wildcard src/cli_*.c)
+CLI_SRC  = $(wildcard src/cli/*.c)
 LIB_SRC  = $(filter-out $(CLI_SRC),$(wildcard src/*.c)) $(wildcard weights/*.c) $(wildcard simd/*.c)
 CLI_OBJ  = $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRC))
 LIB_OBJ  = $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))

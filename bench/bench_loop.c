@@ -5,7 +5,7 @@
  * usage: bench_loop BLOB BENCH.json [--problem N] [--turns T] [--mode faithful|clean]
  * (RECALL_THREADS / RECALL_SIMD pick threads and path; RECALL_BENCH_LOAD=huge the blob's loading)
  */
-#include "bench.h"
+#include "problems.h"
 #include "blob.h"
 #include "recall_loop.h"
 

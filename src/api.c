@@ -9,7 +9,7 @@
  */
 #include "recall.h"
 
-#include "bench.h"
+#include "problems.h"
 #include "blob.h"
 #include "qwen2.h"
 #include "recall_loop.h"

@@ -2,7 +2,7 @@
  *
  * Every library function that can fail returns a recall_status and, when given a non-NULL
  * recall_err, fills it with one human-readable line naming the file / tensor / byte offset.
- * Only the CLI (src/main.c) prints or exits.
+ * Only the CLI (src/cli/) prints or exits.
  */
 #ifndef RECALL_STATUS_H
 #define RECALL_STATUS_H

@@ -6,7 +6,7 @@
  *               the library produces for the same feeds; a second run resumes the session; damaged
  *               session files are refused and left untouched; an over-long message names both numbers
  *   eval/calibrate argument errors */
-#include "bench.h"
+#include "problems.h"
 #include "blob.h"
 #include "fixture.h"
 #include "json.h"

@@ -3,7 +3,7 @@
  * rebuild top-5 id identical; gate scores within 1e-3 absolute, bridge scores and top-5 logits
  * within 1e-3 relative. The measured maxima are logged. Also checks the CPython-compatible
  * problem builder against the table in RECALL_SPEC §8.1. */
-#include "bench.h"
+#include "problems.h"
 #include "blob.h"
 #include "fixture.h"
 #include "json.h"

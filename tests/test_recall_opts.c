@@ -5,7 +5,7 @@
  *   fire_once     only the first check fires; the injection stays for the rest of the turn
  *   hysteresis 3  the first two checks do not fire, every later one does
  *   floor 1e30    every check fires, nothing is injected, and the reply is the no-fire reply */
-#include "bench.h"
+#include "problems.h"
 #include "blob.h"
 #include "fixture.h"
 #include "recall_loop.h"

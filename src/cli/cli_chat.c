@@ -5,7 +5,7 @@
  *   history = feed + reply
  * The reply streams to stdout as tokens are chosen; with --session FILE the history is loaded at
  * start (a damaged file is refused and left as it is) and atomically rewritten after every turn. */
-#include "bench.h"
+#include "problems.h"
 #include "blob.h"
 #include "cli.h"
 #include "recall_loop.h"

@@ -1,5 +1,5 @@
-/* bench.c - CPython random.Random replica and the benchmark's problem builder (bench.h). */
-#include "bench.h"
+/* problems.c - CPython random.Random replica and the benchmark's problem builder (problems.h). */
+#include "problems.h"
 
 #include "json.h"
 

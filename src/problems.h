@@ -1,4 +1,4 @@
-/* bench.h - the reference multi-fact recall benchmark (RECALL_SPEC §8.1).
+/* problems.h - the reference multi-fact recall benchmark (RECALL_SPEC §8.1).
  *
  * Problem i is drawn exactly as the reference does with CPython's random.Random(i):
  *   facts = sample(range(12), 3); fillers = sample(CASUAL, 12); order = sample(range(3), 3).
@@ -7,8 +7,8 @@
  * Steps: 3 fact turns, 9 filler turns (both sides forced), 2 probe turns and 3 question turns
  * (generated). The bench file is shared/data/recall_bench.json.
  */
-#ifndef RECALL_BENCH_H
-#define RECALL_BENCH_H
+#ifndef RECALL_PROBLEMS_H
+#define RECALL_PROBLEMS_H
 
 #include "status.h"
 

@@ -1,6 +1,6 @@
 /* cli_recall.c - `recall replay`: one benchmark problem through the recall loop, written as a
  * trace in the schema of the loop goldens (shared/goldens/README.md). */
-#include "bench.h"
+#include "problems.h"
 #include "blob.h"
 #include "cli.h"
 #include "recall_loop.h"

@@ -9,7 +9,7 @@
  * Aggregates: recall = ok / questions, retrieved = ret / questions, casual = fired probes / probes.
  * Lower-casing is ASCII-only (the benchmark values are ASCII). Arm labels: BASE[@THRESH][:rFLOOR],
  * BASE in SP, RC_bge, FULL; THRESH overrides the gate threshold, FLOOR sets the relevance floor. */
-#include "bench.h"
+#include "problems.h"
 #include "blob.h"
 #include "cli.h"
 #include "recall_loop.h"

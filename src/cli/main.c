@@ -1,4 +1,4 @@
-/* main.c - the recall CLI: dispatches to the subcommands in src/cli_*.c. The library never
+/* main.c - the recall CLI: dispatches to the subcommands in src/cli/cli_*.c. The library never
  * prints or exits; only these files do. */
 #include "cli.h"
 

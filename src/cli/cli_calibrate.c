@@ -11,7 +11,7 @@
  *   casual positions: the same checks in probe turns (c0 > probe_start); "whole turn" adds every
  *     check of a probe turn, teacher-forced history included, as the benchmark's false-fire counts
  * Suggested threshold = the P-th percentile (numpy "linear") of the recall-position scores. */
-#include "bench.h"
+#include "problems.h"
 #include "blob.h"
 #include "cli.h"
 #include "recall_loop.h"
