@@ -40,10 +40,43 @@ TEST_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 FUZZ_SRC = $(wildcard fuzz/fuzz_*.c)
 DEPS     = $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 
+# ---- what each target needs from Debian (tools/need.sh) ---------------------------------------
+# Before a target compiles anything it checks its packages: as root with apt-get it installs the
+# missing ones, otherwise it stops with one line naming them (RECALL_NO_INSTALL=1: never install).
+NEED      = sh tools/need.sh
+CC_PKG    = $(if $(findstring clang,$(CC)),clang,gcc)
+HOST_ARCH = $(shell uname -m)
+# The clang runtime libraries (sanitizers, libFuzzer) are a separate package from clang itself.
+CLANG_RT  = $(shell clang -print-file-name=libclang_rt.$(1)-$(HOST_ARCH).a 2>/dev/null)
+CLANG_NEED = clang:clang $(call CLANG_RT,$(1)):libclang-rt-dev
+# cross_need(name, triple, debian arch, qemu binary)
+cross_need = $(NEED) cross-test-$(1) $(2)-gcc:gcc-$(2) /usr/$(2)/include/stdio.h:libc6-dev-$(3)-cross \
+  $(4):qemu-user-static
+need-cc:
+	@$(NEED) build $(firstword $(CC)):$(CC_PKG) /usr/include/stdio.h:libc6-dev
+need-criterion:
+	@$(NEED) test /usr/include/criterion/criterion.h:libcriterion-dev
+need-time:
+	@$(NEED) synth /usr/bin/time:time
+need-fuzz:
+	@$(NEED) fuzz $(if $(findstring clang,$(FUZZ_CC)),$(call CLANG_NEED,fuzzer))
+need-san:
+	@$(NEED) sanitizers $(if $(findstring clang,$(SAN_CC)),$(call CLANG_NEED,asan))
+need-cross-aarch64:
+	@$(call cross_need,aarch64,aarch64-linux-gnu,arm64,qemu-aarch64-static)
+need-cross-armhf:
+	@$(call cross_need,armhf,arm-linux-gnueabihf,armhf,qemu-arm-static)
+need-cross-riscv64:
+	@$(call cross_need,riscv64,riscv64-linux-gnu,riscv64,qemu-riscv64-static)
+need-cross-s390x:
+	@$(call cross_need,s390x,s390x-linux-gnu,s390x,qemu-s390x-static)
+NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
+  need-cross-riscv64 need-cross-s390x
+
 PHONY_EXTRA = realshape bench-loop
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
-  cross-test-s390x fuzz fuzz-merge
+  cross-test-s390x fuzz fuzz-merge $(NEED_TARGETS)
 all: recall $(BUILD)/librecall.a
 
 help:
@@ -68,6 +101,11 @@ help:
 	@echo "  cross-test  aarch64 (NEON), armhf, riscv64 under qemu-user + the big-endian s390x refusal"
 	@echo "  clean       remove build outputs"
 	@echo "variables: CC=gcc|clang OPT=-O2 EXTRA_CFLAGS=..."
+	@echo "packages: each target checks the Debian packages it needs (tools/need.sh); as root it installs"
+	@echo "          them with apt-get, otherwise it names them in one line (RECALL_NO_INSTALL=1: never install)"
+
+$(LIB_OBJ) $(CLI_OBJ) $(TEST_OBJ): | need-cc
+$(TEST_OBJ) $(BUILD)/run_tests: | need-criterion
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -164,17 +202,17 @@ SAN_OPT = OPT=-O1 FMA_FLAG= CC=$(SAN_CC)
 # fast_unwind_on_malloc=0: full leak stacks through Criterion (no frame pointers), so that
 # tests/lsan.supp can match Criterion's own runner allocations.
 asan: SAN_ENV = ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp
-asan:
+asan: need-san
 	$(call VARIANT_RUN,build-asan,$(SAN_OPT) EXTRA_CFLAGS="-fsanitize=address -fno-omit-frame-pointer")
 # (a variable: a literal comma would split the $(call) arguments)
 UBSAN_FLAGS = -fsanitize=undefined,float-cast-overflow -fno-sanitize-recover=all
 ubsan: SAN_ENV = UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ubsan:
+ubsan: need-san
 	$(call VARIANT_RUN,build-ubsan,$(SAN_OPT) EXTRA_CFLAGS="$(UBSAN_FLAGS)")
 # TSan: Criterion's process arena cannot start under TSan ("Could not initialize inheritable
 # arena"), so the TSan check is standalone: the CLI converter and the public-API example (the
 # whole golden worldA turn, every model on the thread pool) at 2 and 4 threads.
-tsan:
+tsan: need-san
 	+$(MAKE) --no-print-directory BUILD=build-tsan RECALL_BIN=build-tsan/recall $(SAN_OPT) \
 	  EXTRA_CFLAGS="-fsanitize=thread" build-tsan/recall build-tsan/api_example
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/recall convert --qwen2 $(WORLDA)/qwen2 --bge $(WORLDA)/bge \
@@ -205,7 +243,7 @@ $(BUILD)/gen_synth: bench/gen_synth.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 $(BUILD)/bench_open: bench/bench_open.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
-synth: recall $(BUILD)/gen_synth $(BUILD)/bench_open
+synth: need-time recall $(BUILD)/gen_synth $(BUILD)/bench_open
 	@test -f $(SYNTH)/qwen2/config.json || ./$(BUILD)/gen_synth $(SYNTH) tests/golden/tokenizers
 	@echo "== convert the real-shape world to nf4 (wall time, peak RSS)"
 	@/usr/bin/time -f "convert: %e s wall, %M KB peak RSS" ./recall convert --qwen2 $(SYNTH)/qwen2 --bge $(SYNTH)/bge \
@@ -258,19 +296,19 @@ define CROSS_RUN
 	$(3) -L /usr/$(2) $(CROSS_BUILD)/$(1)/api_example $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP) \
 	  --check-logits $(BUILD)/worldA-logits.bin $(CROSS_N)
 endef
-cross-test-aarch64: $(BUILD)/worldA-f32.blob $(BUILD)/worldA-logits.bin
+cross-test-aarch64: need-cross-aarch64 $(BUILD)/worldA-f32.blob $(BUILD)/worldA-logits.bin
 	$(call CROSS_RUN,aarch64,aarch64-linux-gnu,qemu-aarch64-static)
 	RECALL_SIMD=scalar qemu-aarch64-static -L /usr/aarch64-linux-gnu $(CROSS_BUILD)/aarch64/api_example \
 	  $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP) --check-logits $(BUILD)/worldA-logits.bin $(CROSS_N)
 	@# CROSS_FULL=1: also the whole golden turn on NEON (about 1.5 min under qemu-aarch64)
 	$(if $(CROSS_FULL),qemu-aarch64-static -L /usr/aarch64-linux-gnu $(CROSS_BUILD)/aarch64/api_example \
 	  $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP))
-cross-test-armhf: $(BUILD)/worldA-f32.blob $(BUILD)/worldA-logits.bin
+cross-test-armhf: need-cross-armhf $(BUILD)/worldA-f32.blob $(BUILD)/worldA-logits.bin
 	$(call CROSS_RUN,armhf,arm-linux-gnueabihf,qemu-arm-static)
-cross-test-riscv64: $(BUILD)/worldA-f32.blob $(BUILD)/worldA-logits.bin
+cross-test-riscv64: need-cross-riscv64 $(BUILD)/worldA-f32.blob $(BUILD)/worldA-logits.bin
 	$(call CROSS_RUN,riscv64,riscv64-linux-gnu,qemu-riscv64-static)
 # Big-endian: the example must fail at recall_open with the loader's byte-order message.
-cross-test-s390x: $(BUILD)/worldA-f32.blob
+cross-test-s390x: need-cross-s390x $(BUILD)/worldA-f32.blob
 	$(call CROSS_BUILD_LIB,s390x,s390x-linux-gnu)
 	@out=$$(qemu-s390x-static -L /usr/s390x-linux-gnu $(CROSS_BUILD)/s390x/api_example $(BUILD)/worldA-f32.blob \
 	  $(GOLDEN_LOOP) 2>&1); rc=$$?; echo "$$out"; \
@@ -285,10 +323,10 @@ FUZZ_TIME  ?= 20
 FUZZ_BIN    = $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 # One fuzzer binary per fuzz/fuzz_<name>.c, all linked with one copy of the library built with
 # coverage + ASan + UBSan instrumentation (build/fuzzlib).
-$(BUILD)/fuzzlib/librecall.a: $(LIB_SRC)
+$(BUILD)/fuzzlib/librecall.a: $(LIB_SRC) | need-fuzz
 	+$(MAKE) --no-print-directory BUILD=$(BUILD)/fuzzlib CC=$(FUZZ_CC) OPT=-O1 FMA_FLAG= \
 	  EXTRA_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" $@
-$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(BUILD)/fuzzlib/librecall.a
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(BUILD)/fuzzlib/librecall.a | need-fuzz
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(BUILD)/fuzzlib/librecall.a -lm -lpthread
 # FUZZ_RUN(time): every target for `time` seconds; new inputs go to build/fuzz/corpus-<name>, the
