@@ -25,6 +25,8 @@ Writes into tests/golden/pickle/:
                        (an allowlisted class that is not numpy.ndarray: refused)
   np_object_eval.pt    an object array whose second element is builtins.eval('1+1')  (refused)
 
+and fuzz/corpus/fuzz_pickle/np*.pkl: the data.pkl of the valid ones, as fuzzing seeds.
+
 usage: /usr/bin/python3 tools/make_numpy_pickles.py   (from the repo root; needs python3-torch)
 """
 import argparse
@@ -38,6 +40,7 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "golden", "pickle")
+CORPUS = os.path.join(ROOT, "fuzz", "corpus", "fuzz_pickle")
 POOLER = os.path.join(ROOT, "tests", "golden", "worldA", "pooler.pt")
 
 
@@ -120,6 +123,14 @@ def main():
     save({"model": tiny, "args": {"x": Reduce(np.core.multiarray._reconstruct,
                                               (collections.OrderedDict, (0,), b"b"))}}, "np_reconstruct_cls.pt")
     save({"model": tiny, "args": {"objs": np.array([1, Reduce(eval, ("1+1",))], dtype=object)}}, "np_object_eval.pt")
+
+    seeds = {"pooler_np_args": "np_args_p2", "pooler_optim": "np_optim", "np_args_p4": "np_args_p4",
+             "np2_args": "np2_args"}
+    for name, seed in seeds.items():
+        with zipfile.ZipFile(os.path.join(OUT, name + ".pt")) as z:
+            pkl = [n for n in z.namelist() if n.endswith("/data.pkl")][0]
+            with open(os.path.join(CORPUS, seed + ".pkl"), "wb") as f:
+                f.write(z.read(pkl))
 
 
 if __name__ == "__main__":
