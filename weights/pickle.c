@@ -685,8 +685,7 @@ static recall_status np_dtype_setstate(vm *m, rc_pv *d, const rc_pv *st) {
         return vm_fail(m, RECALL_E_FORMAT, "numpy.dtype state is not an 8- or 9-tuple");
     rc_pv **a = st->u.seq.items;
     if (!is_int(a[0]) || a[1]->kind != RC_PV_STR || a[1]->u.str.len != 1 || !a[1]->u.str.s[0] ||
-        !strchr("<>|=", a[1]->u.str.s[0]) ||
-        !is_int(a[5]))
+        !strchr("<>|=", a[1]->u.str.s[0]) || !is_int(a[5]))
         return vm_fail(m, RECALL_E_FORMAT, "numpy.dtype state has a bad version, byte order or size");
     if (a[2]->kind != RC_PV_NONE || a[3]->kind != RC_PV_NONE || a[4]->kind != RC_PV_NONE)
         return vm_fail(m, RECALL_E_UNSUPPORTED, "structured or sub-array numpy.dtype");
