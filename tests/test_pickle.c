@@ -3,7 +3,8 @@
  * Fixtures: tests/golden/worldA/pooler.pt (the reference's own torch.save output) checked bitwise
  * against tests/golden/pickle/pooler_expect.txt (per-tensor XXH64 of worldA/pooler.safetensors);
  * the .pt files in tests/golden/pickle/ made by tools/make_bad_pickles.py (tiny valid files and one refusal
- * per file).
+ * per file) and by tools/make_numpy_pickles.py (Debian's torch: numpy values in args, optimizer and
+ * RNG state beside the pooler weights, numpy 2 names, numpy-flavoured refusals).
  */
 #include <criterion/criterion.h>
 

@@ -8,7 +8,8 @@
  *   <prefix>/version, .format_version, .storage_alignment, .data/serialization_id  (ignored)
  *
  * data.pkl is run on a small pickle VM that never executes anything: values are native C
- * (none, bool, int, float, str, bytes, tuple, list, dict, tensor, storage), and GLOBAL /
+ * (none, bool, int, float, str, bytes, tuple, list, dict, tensor, storage, and numpy dtypes,
+ * arrays and scalars as raw data), and GLOBAL /
  * STACK_GLOBAL may only name an allowlist of torch/collections callables that the VM
  * interprets itself:
  *   collections.OrderedDict            -> dict (insertion order kept)
