@@ -38,6 +38,17 @@ static void touch_tensor(const rc_pv *v) {
     }
 }
 
+/* numpy arrays / opaque scalars: every byte the view promises must be readable. */
+static void touch_ndarray(const rc_pv *v) {
+    rc_np_array a;
+    if (!rc_pv_as_ndarray(v, &a)) return;
+    volatile uint8_t sink = 0;
+    for (size_t i = 0; i < a.nbytes; i += 64) sink ^= ((const uint8_t *)a.data)[i];
+    if (a.nbytes) sink ^= ((const uint8_t *)a.data)[a.nbytes - 1];
+    if (a.items) (void)rc_pv_len(a.items);
+    (void)sink;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rc_pickle *p = NULL;
     recall_err err = {0};
@@ -51,10 +62,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const rc_pv *v = rc_pv_dict_value_at(root, i);
             if (!v) v = rc_pv_item_at(root, i);
             touch_tensor(v);
+            touch_ndarray(v);
             size_t m = rc_pv_len(v); /* one level down: state dicts under "pooler" etc. */
             for (size_t j = 0; j < m && j < 256; j++) {
                 const rc_pv *w = rc_pv_dict_value_at(v, j);
                 touch_tensor(w ? w : rc_pv_item_at(v, j));
+                touch_ndarray(w ? w : rc_pv_item_at(v, j));
             }
             size_t sl;
             (void)rc_pv_as_str(rc_pv_dict_key_at(root, i), &sl);

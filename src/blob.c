@@ -97,7 +97,9 @@ static int cmp_u64pair(const void *a, const void *b) {
     return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0;
 }
 
-static recall_status validate(rc_blob *b, unsigned flags, recall_err *err) {
+/* The fixed header: magic, byte order, version, its own checksum, sizes and the section table's
+ * bounds. Sets b->hdr and b->sects. */
+static recall_status validate_header(rc_blob *b, recall_err *err) {
     const char *P = b->path;
     if (b->size < sizeof(rc_blob_header))
         return rc_fail(err, RECALL_E_FORMAT, "%s: truncated: %zu bytes, smaller than the %zu-byte header",
@@ -130,10 +132,13 @@ static recall_status validate(rc_blob *b, unsigned flags, recall_err *err) {
         return rc_fail(err, RECALL_E_FORMAT, "%s: section table (offset %llu, %u entries) out of bounds",
                        P, (unsigned long long)h->sect_off, (unsigned)h->n_sections);
     b->sects = (const rc_blob_sect *)(b->base + h->sect_off);
+    return RECALL_OK;
+}
 
-    /* Regions that must not overlap: header, section table, sections, tensors. */
-    size_t nreg_cap = 2 + h->n_sections;
-    for (uint32_t s = 0; s < h->n_sections; s++) {
+/* Each section: in bounds, its checksum, a kind seen once. Locates the config and tensor tables. */
+static recall_status validate_sections(rc_blob *b, recall_err *err) {
+    const char *P = b->path;
+    for (uint32_t s = 0; s < b->hdr->n_sections; s++) {
         const rc_blob_sect *sc = &b->sects[s];
         if (sc->offset % RECALL_BLOB_ALIGN || sc->offset > b->size || sc->size > b->size - sc->offset)
             return rc_fail(err, RECALL_E_FORMAT, "%s: section %u (kind %u) at offset %llu size %llu out of bounds",
@@ -159,6 +164,12 @@ static recall_status validate(rc_blob *b, unsigned flags, recall_err *err) {
             b->n_tensors = sc->count;
         }
     }
+    return RECALL_OK;
+}
+
+/* Config entries: canonical keys, a valid type / count, no key twice. */
+static recall_status validate_config(const rc_blob *b, recall_err *err) {
+    const char *P = b->path;
     for (size_t i = 0; i < b->n_kv; i++) {
         const rc_blob_kv *kv = &b->kv[i];
         if (!name_ok(kv->key, RC_KV_KEY_LEN))
@@ -173,8 +184,67 @@ static recall_status validate(rc_blob *b, unsigned flags, recall_err *err) {
             if (strcmp(b->kv[j].key, kv->key) == 0)
                 return rc_fail(err, RECALL_E_FORMAT, "%s: duplicate config key '%s'", P, kv->key);
     }
+    return RECALL_OK;
+}
 
-    nreg_cap += b->n_tensors;
+/* Tensor entry i: name, dtype / shape, data in bounds and aligned, a name seen once; fills the
+ * view b->tensors[i] and, with RC_OPEN_VERIFY, checks the data's checksum. */
+static recall_status validate_tensor(rc_blob *b, size_t i, unsigned flags, recall_err *err) {
+    const char *P = b->path;
+    const rc_blob_tensor *r = &b->raw[i];
+    rc_tensor *t = &b->tensors[i];
+    uint64_t numel = 0, nbytes = 0;
+    if (!name_ok(r->name, RC_TENSOR_NAME_LEN))
+        return rc_fail(err, RECALL_E_FORMAT, "%s: tensor entry %zu has a malformed name", P, i);
+    if (r->ndim > RC_MAX_DIMS || !tensor_nbytes((rc_dtype)r->dtype, r->ndim, r->shape, &numel, &nbytes))
+        return rc_fail(err, RECALL_E_FORMAT, "%s: tensor '%s': bad dtype %u / ndim %u / shape", P, r->name,
+                       (unsigned)r->dtype, (unsigned)r->ndim);
+    if (r->dtype == RC_DT_NF4 && r->block != RECALL_NF4_BLOCK)
+        return rc_fail(err, RECALL_E_UNSUPPORTED, "%s: tensor '%s': nf4 block %u (only %u supported)", P,
+                       r->name, (unsigned)r->block, RECALL_NF4_BLOCK);
+    if (nbytes != r->nbytes || r->offset % RECALL_BLOB_ALIGN || r->offset > b->size ||
+        r->nbytes > b->size - r->offset)
+        return rc_fail(err, RECALL_E_FORMAT,
+                       "%s: tensor '%s': data at offset %llu size %llu (expected %llu) out of bounds or misaligned",
+                       P, r->name, (unsigned long long)r->offset, (unsigned long long)r->nbytes,
+                       (unsigned long long)nbytes);
+    for (size_t j = 0; j < i; j++)
+        if (strcmp(b->raw[j].name, r->name) == 0)
+            return rc_fail(err, RECALL_E_FORMAT, "%s: duplicate tensor name '%s'", P, r->name);
+    t->name = r->name;
+    t->dtype = (rc_dtype)r->dtype;
+    t->ndim = (int)r->ndim;
+    for (uint32_t d = 0; d < RC_MAX_DIMS; d++) t->shape[d] = d < r->ndim ? (int64_t)r->shape[d] : 0;
+    t->numel = (int64_t)numel;
+    t->data = b->base + r->offset;
+    t->absmax = r->dtype == RC_DT_NF4 ? (const float *)(b->base + r->offset + rc_nf4_absmax_offset(numel)) : NULL;
+    t->nbytes = (size_t)r->nbytes;
+    t->checksum = r->checksum;
+    t->offset = r->offset;
+    if ((flags & RC_OPEN_VERIFY) && rc_xxh64(t->data, t->nbytes, 0) != r->checksum)
+        return rc_fail(err, RECALL_E_CHECKSUM, "%s: tensor '%s' at offset %llu: checksum mismatch", P, r->name,
+                       (unsigned long long)r->offset);
+    return RECALL_OK;
+}
+
+/* Header, section table, sections and tensor data ([begin, end) pairs) may not overlap. */
+static recall_status check_overlaps(const char *P, uint64_t (*reg)[2], size_t nreg, recall_err *err) {
+    qsort(reg, nreg, sizeof *reg, cmp_u64pair);
+    for (size_t i = 1; i < nreg; i++)
+        if (reg[i][0] < reg[i - 1][1])
+            return rc_fail(err, RECALL_E_FORMAT, "%s: overlapping regions at byte offset %llu", P,
+                           (unsigned long long)reg[i][0]);
+    return RECALL_OK;
+}
+
+static recall_status validate(rc_blob *b, unsigned flags, recall_err *err) {
+    const char *P = b->path;
+    RC_TRY(validate_header(b, err));
+    RC_TRY(validate_sections(b, err));
+    RC_TRY(validate_config(b, err));
+    const rc_blob_header *h = b->hdr;
+
+    size_t nreg_cap = 2 + h->n_sections + b->n_tensors;
     uint64_t(*reg)[2] = malloc(nreg_cap * sizeof *reg);
     b->tensors = calloc(b->n_tensors ? b->n_tensors : 1, sizeof *b->tensors);
     if (!reg || !b->tensors) {
@@ -189,60 +259,11 @@ static recall_status validate(rc_blob *b, unsigned flags, recall_err *err) {
 
     recall_status st = RECALL_OK;
     for (size_t i = 0; i < b->n_tensors && !st; i++) {
+        st = validate_tensor(b, i, flags, err);
         const rc_blob_tensor *r = &b->raw[i];
-        rc_tensor *t = &b->tensors[i];
-        uint64_t numel = 0, nbytes = 0;
-        if (!name_ok(r->name, RC_TENSOR_NAME_LEN)) {
-            st = rc_fail(err, RECALL_E_FORMAT, "%s: tensor entry %zu has a malformed name", P, i);
-            break;
-        }
-        if (r->ndim > RC_MAX_DIMS || !tensor_nbytes((rc_dtype)r->dtype, r->ndim, r->shape, &numel, &nbytes)) {
-            st = rc_fail(err, RECALL_E_FORMAT, "%s: tensor '%s': bad dtype %u / ndim %u / shape", P, r->name,
-                         (unsigned)r->dtype, (unsigned)r->ndim);
-            break;
-        }
-        if (r->dtype == RC_DT_NF4 && r->block != RECALL_NF4_BLOCK) {
-            st = rc_fail(err, RECALL_E_UNSUPPORTED, "%s: tensor '%s': nf4 block %u (only %u supported)", P,
-                         r->name, (unsigned)r->block, RECALL_NF4_BLOCK);
-            break;
-        }
-        if (nbytes != r->nbytes || r->offset % RECALL_BLOB_ALIGN || r->offset > b->size ||
-            r->nbytes > b->size - r->offset) {
-            st = rc_fail(err, RECALL_E_FORMAT,
-                         "%s: tensor '%s': data at offset %llu size %llu (expected %llu) out of bounds or misaligned",
-                         P, r->name, (unsigned long long)r->offset, (unsigned long long)r->nbytes,
-                         (unsigned long long)nbytes);
-            break;
-        }
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(b->raw[j].name, r->name) == 0) {
-                st = rc_fail(err, RECALL_E_FORMAT, "%s: duplicate tensor name '%s'", P, r->name);
-                break;
-            }
-        if (r->nbytes) reg[nreg][0] = r->offset, reg[nreg++][1] = r->offset + r->nbytes;
-        t->name = r->name;
-        t->dtype = (rc_dtype)r->dtype;
-        t->ndim = (int)r->ndim;
-        for (uint32_t d = 0; d < RC_MAX_DIMS; d++) t->shape[d] = d < r->ndim ? (int64_t)r->shape[d] : 0;
-        t->numel = (int64_t)numel;
-        t->data = b->base + r->offset;
-        t->absmax = r->dtype == RC_DT_NF4 ? (const float *)(b->base + r->offset + rc_nf4_absmax_offset(numel)) : NULL;
-        t->nbytes = (size_t)r->nbytes;
-        t->checksum = r->checksum;
-        t->offset = r->offset;
-        if (!st && (flags & RC_OPEN_VERIFY) && rc_xxh64(t->data, t->nbytes, 0) != r->checksum)
-            st = rc_fail(err, RECALL_E_CHECKSUM, "%s: tensor '%s' at offset %llu: checksum mismatch", P, r->name,
-                         (unsigned long long)r->offset);
+        if (!st && r->nbytes) reg[nreg][0] = r->offset, reg[nreg++][1] = r->offset + r->nbytes;
     }
-    if (!st) {
-        qsort(reg, nreg, sizeof *reg, cmp_u64pair);
-        for (size_t i = 1; i < nreg; i++)
-            if (reg[i][0] < reg[i - 1][1]) {
-                st = rc_fail(err, RECALL_E_FORMAT, "%s: overlapping regions at byte offset %llu", P,
-                             (unsigned long long)reg[i][0]);
-                break;
-            }
-    }
+    if (!st) st = check_overlaps(P, reg, nreg, err);
     free(reg);
     if (!st && (flags & RC_OPEN_VERIFY) &&
         rc_xxh64(b->base + h->header_size, b->size - h->header_size, 0) != h->body_checksum)

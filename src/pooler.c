@@ -66,6 +66,45 @@ recall_status rc_pooler_open(const rc_blob *b, rc_pooler **out, recall_err *err)
     return rc_pooler_open_ex(b, NULL, out, err);
 }
 
+/* Block i's weights: the LayerNorm vectors and biases are copied to *vp (advanced past them),
+ * the matrices are views into the blob. */
+static recall_status load_block(const rc_blob *b, int i, int H, int FF, block_w *w, float **vp, recall_err *err) {
+    float *v = *vp;
+    char nm[160];
+#define VEC(field, suffix, n)                                                                    \
+    w->field = v;                                                                                \
+    v += (n);                                                                                    \
+    snprintf(nm, sizeof nm, "pooler.blocks.%d.%s", i, suffix);                                   \
+    RC_TRY(rc_blob_vec(b, nm, n, w->field, err))
+#define MAT(field, suffix, rows, cols)                                                           \
+    snprintf(nm, sizeof nm, "pooler.blocks.%d.%s", i, suffix);                                   \
+    RC_TRY(rc_blob_mat(b, nm, rows, cols, &w->field, err))
+    VEC(lnq1_w, "lnq1.weight", H);
+    VEC(lnq1_b, "lnq1.bias", H);
+    VEC(lnk_w, "lnk.weight", H);
+    VEC(lnk_b, "lnk.bias", H);
+    VEC(lnq2_w, "lnq2.weight", H);
+    VEC(lnq2_b, "lnq2.bias", H);
+    VEC(lnq3_w, "lnq3.weight", H);
+    VEC(lnq3_b, "lnq3.bias", H);
+    MAT(cross.in_w, "cross.in_proj_weight", 3 * H, H);
+    VEC(cross.in_b, "cross.in_proj_bias", 3 * H);
+    MAT(cross.out_w, "cross.out_proj.weight", H, H);
+    VEC(cross.out_b, "cross.out_proj.bias", H);
+    MAT(selfa.in_w, "selfa.in_proj_weight", 3 * H, H);
+    VEC(selfa.in_b, "selfa.in_proj_bias", 3 * H);
+    MAT(selfa.out_w, "selfa.out_proj.weight", H, H);
+    VEC(selfa.out_b, "selfa.out_proj.bias", H);
+    MAT(f0, "ffn.0.weight", FF, H);
+    VEC(f0_b, "ffn.0.bias", FF);
+    MAT(f2, "ffn.2.weight", H, FF);
+    VEC(f2_b, "ffn.2.bias", H);
+#undef VEC
+#undef MAT
+    *vp = v;
+    return RECALL_OK;
+}
+
 recall_status rc_pooler_open_ex(const rc_blob *b, const rc_exec *ex, rc_pooler **out, recall_err *err) {
     *out = NULL;
     rc_pooler *p = (rc_pooler *)calloc(1, sizeof *p);
@@ -109,40 +148,7 @@ recall_status rc_pooler_open_ex(const rc_blob *b, const rc_exec *ex, rc_pooler *
             goto fail;
         }
     }
-    for (int i = 0; i < NB; i++) {
-        block_w *w = &p->blk[i];
-        char nm[160];
-#define VEC(field, suffix, n)                                                                    \
-    w->field = v;                                                                                \
-    v += (n);                                                                                    \
-    snprintf(nm, sizeof nm, "pooler.blocks.%d.%s", i, suffix);                                   \
-    TRY(rc_blob_vec(b, nm, n, w->field, err))
-#define MAT(field, suffix, rows, cols)                                                           \
-    snprintf(nm, sizeof nm, "pooler.blocks.%d.%s", i, suffix);                                   \
-    TRY(rc_blob_mat(b, nm, rows, cols, &w->field, err))
-        VEC(lnq1_w, "lnq1.weight", H);
-        VEC(lnq1_b, "lnq1.bias", H);
-        VEC(lnk_w, "lnk.weight", H);
-        VEC(lnk_b, "lnk.bias", H);
-        VEC(lnq2_w, "lnq2.weight", H);
-        VEC(lnq2_b, "lnq2.bias", H);
-        VEC(lnq3_w, "lnq3.weight", H);
-        VEC(lnq3_b, "lnq3.bias", H);
-        MAT(cross.in_w, "cross.in_proj_weight", 3 * H, H);
-        VEC(cross.in_b, "cross.in_proj_bias", 3 * H);
-        MAT(cross.out_w, "cross.out_proj.weight", H, H);
-        VEC(cross.out_b, "cross.out_proj.bias", H);
-        MAT(selfa.in_w, "selfa.in_proj_weight", 3 * H, H);
-        VEC(selfa.in_b, "selfa.in_proj_bias", 3 * H);
-        MAT(selfa.out_w, "selfa.out_proj.weight", H, H);
-        VEC(selfa.out_b, "selfa.out_proj.bias", H);
-        MAT(f0, "ffn.0.weight", FF, H);
-        VEC(f0_b, "ffn.0.bias", FF);
-        MAT(f2, "ffn.2.weight", H, FF);
-        VEC(f2_b, "ffn.2.bias", H);
-#undef VEC
-#undef MAT
-    }
+    for (int i = 0; i < NB; i++) TRY(load_block(b, i, H, FF, &p->blk[i], &v, err));
     p->ln_out_w = v;
     v += H;
     p->ln_out_b = v;

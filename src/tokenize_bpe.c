@@ -320,7 +320,9 @@ static recall_status parse_added(bctx *c, const json_value *root, build_state *s
     return RECALL_OK;
 }
 
-static recall_status build_tables(bctx *c, const json_value *root, build_state *st) {
+/* The pipeline around the model may only be the one the encoder implements: NFC, the
+ * pre-tokenizer parse_pretok accepts, a ByteLevel decoder, no truncation or padding. */
+static recall_status check_pipeline(bctx *c, const json_value *root) {
     const json_value *norm = json_get(root, "normalizer");
     if (is_null(norm)) return missing(c, "$.normalizer");
     RC_TRY(check_type(c, norm, "$.normalizer", "NFC"));
@@ -330,7 +332,13 @@ static recall_status build_tables(bctx *c, const json_value *root, build_state *
     RC_TRY(check_type(c, dec, "$.decoder", "ByteLevel"));
     if (!is_null(json_get(root, "truncation"))) return unsup(c, "$.truncation", "only null");
     if (!is_null(json_get(root, "padding"))) return unsup(c, "$.padding", "only null");
+    return RECALL_OK;
+}
 
+/* $.model: a plain byte-level BPE (no dropout, unk, prefixes, byte fallback); its vocab object
+ * and merges array, with every vocab id in range (sets st->n_ids). */
+static recall_status parse_model(bctx *c, const json_value *root, build_state *st, const json_value **vocab_out,
+                                 const json_value **merges_out) {
     const json_value *model = json_get(root, "model");
     if (is_null(model)) return missing(c, "$.model");
     RC_TRY(check_type(c, model, "$.model", "BPE"));
@@ -359,8 +367,14 @@ static recall_status build_tables(bctx *c, const json_value *root, build_state *
                            c->what, vocab->keys[i]);
         if ((uint32_t)v->i + 1 > st->n_ids) st->n_ids = (uint32_t)v->i + 1;
     }
-    const json_value *added;
-    RC_TRY(parse_added(c, root, st, &added));
+    *vocab_out = vocab;
+    *merges_out = merges;
+    return RECALL_OK;
+}
+
+/* st->toks[id] for every model vocab entry and added token (ids unique; an added token may
+ * only reuse a vocab id with the same string); st->added lists the added ids. */
+static recall_status fill_tokens(bctx *c, build_state *st, const json_value *vocab, const json_value *added) {
     st->toks = calloc(st->n_ids ? st->n_ids : 1, sizeof *st->toks);
     if (!st->toks) return rc_fail(c->err, RECALL_E_NOMEM, "%s: out of memory", c->what);
     for (size_t i = 0; i < vocab->len; i++) {
@@ -386,8 +400,12 @@ static recall_status build_tables(bctx *c, const json_value *root, build_state *
                          (uint8_t)(sp && sp->type == JSON_BOOL && sp->num ? KIND_SPECIAL : KIND_ADDED)};
         st->added[st->n_added++] = (int32_t)id;
     }
+    return RECALL_OK;
+}
 
-    /* merges: "a b" strings or [a, b] pairs; merged token must be in the vocab */
+/* st->merges: each "a b" string or [a, b] pair as (id a, id b, id of a+b); all three strings
+ * must be model vocab entries. */
+static recall_status parse_merges(bctx *c, build_state *st, const json_value *merges) {
     tmp_ht h = {NULL, 1};
     while (h.cap < 2 * (size_t)st->n_ids + 2) h.cap *= 2;
     h.slot = malloc(h.cap * sizeof *h.slot);
@@ -436,11 +454,20 @@ static recall_status build_tables(bctx *c, const json_value *root, build_state *
         goto done;
     }
     st->n_merges = (uint32_t)merges->len;
-    s = parse_post(c, root, st);
 done:
     free(h.slot);
     free(joined);
     return s;
+}
+
+static recall_status build_tables(bctx *c, const json_value *root, build_state *st) {
+    const json_value *vocab = NULL, *merges = NULL, *added = NULL;
+    RC_TRY(check_pipeline(c, root));
+    RC_TRY(parse_model(c, root, st, &vocab, &merges));
+    RC_TRY(parse_added(c, root, st, &added));
+    RC_TRY(fill_tokens(c, st, vocab, added));
+    RC_TRY(parse_merges(c, st, merges));
+    return parse_post(c, root, st);
 }
 
 static recall_status serialise(bctx *c, const build_state *st, uint8_t **section, size_t *size) {
@@ -579,37 +606,22 @@ static const merge_slot *merge_lookup(const rc_bpe *t, int32_t a, int32_t b) {
     }
 }
 
-static recall_status load_fail(rc_bpe *t, recall_err *err, recall_status code, const char *msg) {
-    rc_bpe_free(t);
+static recall_status sect_fail(recall_err *err, recall_status code, const char *msg) {
     return rc_fail(err, code, "tokenizer section (BPE): %s", msg);
 }
 
-recall_status rc_bpe_load(const void *section, size_t size, rc_bpe **out, recall_err *err) {
-    const uint8_t *p = section;
-    if (!out) return rc_fail(err, RECALL_E_ARG, "rc_bpe_load: NULL out");
-    *out = NULL;
-    if (!p || size < BPE_HDR) return rc_fail(err, RECALL_E_FORMAT, "tokenizer section (BPE): truncated header");
-    if (memcmp(p, BPE_MAGIC, 8) != 0) return rc_fail(err, RECALL_E_FORMAT, "tokenizer section (BPE): bad magic");
-    if (rd32(p + 8) != BPE_VERSION) return rc_fail(err, RECALL_E_VERSION, "tokenizer section (BPE): version %u", rd32(p + 8));
-    rc_bpe *t = calloc(1, sizeof *t);
-    if (!t) return rc_fail(err, RECALL_E_NOMEM, "tokenizer section (BPE): out of memory");
-    t->flags = rd32(p + 12);
-    t->n_ids = rd32(p + 16);
-    t->n_merges = rd32(p + 20);
-    t->n_added = rd32(p + 24);
-    t->n_prefix = rd32(p + 28);
-    t->n_suffix = rd32(p + 32);
-    uint32_t pool = rd32(p + 36);
-    if (t->n_ids > BPE_MAX_IDS || t->n_merges > BPE_MAX_MERGES || t->n_added > t->n_ids ||
-        t->n_prefix > BPE_MAX_AFFIX || t->n_suffix > BPE_MAX_AFFIX || t->flags > 1)
-        return load_fail(t, err, RECALL_E_FORMAT, "header counts out of range");
-    uint64_t kind_off = BPE_HDR + 4ull * (t->n_ids + 1);
-    uint64_t merges_off = (kind_off + t->n_ids + 3) & ~3ull;
-    uint64_t added_off = merges_off + 12ull * t->n_merges;
-    uint64_t prefix_off = added_off + 4ull * t->n_added;
-    uint64_t suffix_off = prefix_off + 4ull * t->n_prefix;
-    uint64_t pool_off = suffix_off + 4ull * t->n_suffix;
-    if (pool_off + pool != size) return load_fail(t, err, RECALL_E_FORMAT, "size does not match header");
+static recall_status load_fail(rc_bpe *t, recall_err *err, recall_status code, const char *msg) {
+    rc_bpe_free(t);
+    return sect_fail(err, code, msg);
+}
+
+/* Byte offsets of the section's arrays (see serialise), from the header counts. */
+typedef struct {
+    uint64_t kind, merges, added, prefix, suffix, pool;
+    uint32_t pool_len;
+} bpe_layout;
+
+static recall_status bpe_alloc(rc_bpe *t, uint32_t pool, recall_err *err) {
     uint32_t n = t->n_ids;
     t->tok_off = malloc(4ull * (n + 1));
     t->tok_kind = malloc(n + 1ull);
@@ -627,33 +639,40 @@ recall_status rc_bpe_load(const void *section, size_t size, rc_bpe **out, recall
     t->merge_ht = malloc(t->merge_cap * sizeof *t->merge_ht);
     if (!t->tok_off || !t->tok_kind || !t->pool || !t->dec_off || !t->dec_pool || !t->added ||
         !t->prefix || !t->suffix || !t->str_ht || !t->merge_ht)
-        return load_fail(t, err, RECALL_E_NOMEM, "out of memory");
-    uint32_t prev = 0, n_added_kind = 0;
+        return sect_fail(err, RECALL_E_NOMEM, "out of memory");
+    return RECALL_OK;
+}
+
+/* Token offsets (ascending, 0 .. pool), kinds, and a NUL-terminated copy of each string. */
+static recall_status load_tokens(rc_bpe *t, const uint8_t *p, const bpe_layout *L, recall_err *err) {
+    uint32_t n = t->n_ids, prev = 0, n_added_kind = 0;
     for (uint32_t i = 0; i <= n; i++) {
         uint32_t o = rd32(p + BPE_HDR + 4ull * i);
-        if (o < prev || o > pool || (i == 0 && o != 0) || (i == n && o != pool))
-            return load_fail(t, err, RECALL_E_FORMAT, "token offsets out of order");
+        if (o < prev || o > L->pool_len || (i == 0 && o != 0) || (i == n && o != L->pool_len))
+            return sect_fail(err, RECALL_E_FORMAT, "token offsets out of order");
         t->tok_off[i] = o;
         prev = o;
     }
     for (uint32_t i = 0; i < n; i++) {
-        uint8_t k = p[kind_off + i];
-        if (k > KIND_SPECIAL) return load_fail(t, err, RECALL_E_FORMAT, "bad token kind");
+        uint8_t k = p[L->kind + i];
+        if (k > KIND_SPECIAL) return sect_fail(err, RECALL_E_FORMAT, "bad token kind");
         if ((k != KIND_ABSENT) != (t->tok_off[i + 1] > t->tok_off[i]))
-            return load_fail(t, err, RECALL_E_FORMAT, "present tokens must be non-empty");
+            return sect_fail(err, RECALL_E_FORMAT, "present tokens must be non-empty");
         t->tok_kind[i] = k;
         n_added_kind += k >= KIND_ADDED;
         uint32_t l = t->tok_off[i + 1] - t->tok_off[i];
-        memcpy(t->pool + t->tok_off[i] + i, p + pool_off + t->tok_off[i], l);
+        memcpy(t->pool + t->tok_off[i] + i, p + L->pool + t->tok_off[i], l);
         t->pool[t->tok_off[i] + i + l] = 0;
     }
-    if (n_added_kind != t->n_added)
-        return load_fail(t, err, RECALL_E_FORMAT, "added-token count mismatch");
-    byte_level_table(t->byte_cp);
-    /* decoded bytes: ByteLevel decoder, falling back to the raw token text when any char is
-     * outside the byte alphabet (tokenizers decoders/byte_level.rs) */
+    if (n_added_kind != t->n_added) return sect_fail(err, RECALL_E_FORMAT, "added-token count mismatch");
+    return RECALL_OK;
+}
+
+/* Decoded bytes of each id: the ByteLevel decoder, falling back to the raw token text when any
+ * char is outside the byte alphabet (tokenizers decoders/byte_level.rs). */
+static void build_decoded(rc_bpe *t) {
     uint32_t dpos = 0;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < t->n_ids; i++) {
         t->dec_off[i] = dpos;
         size_t len;
         const uint8_t *s = (const uint8_t *)tok_at(t, i, &len);
@@ -674,54 +693,109 @@ recall_status rc_bpe_load(const void *section, size_t size, rc_bpe **out, recall
             dpos += (uint32_t)len;
         }
     }
-    t->dec_off[n] = dpos;
-    memset(t->str_ht, 0xff, t->str_cap * sizeof *t->str_ht);
-    for (uint32_t i = 0; i < n; i++)
-        if (t->tok_kind[i] >= KIND_ADDED) str_insert(t, i);
-    for (uint32_t i = 0; i < n; i++)
-        if (t->tok_kind[i] == KIND_MODEL) str_insert(t, i);
+    t->dec_off[t->n_ids] = dpos;
+}
+
+/* Merge ranks keyed by the (a, b) id pair; a and b model tokens, the result present. */
+static recall_status load_merges(rc_bpe *t, const uint8_t *p, const bpe_layout *L, recall_err *err) {
+    uint32_t n = t->n_ids;
     for (uint32_t i = 0; i < t->merge_cap; i++) t->merge_ht[i].key = UINT64_MAX;
     for (uint32_t r = 0; r < t->n_merges; r++) {
-        const uint8_t *m = p + merges_off + 12ull * r;
+        const uint8_t *m = p + L->merges + 12ull * r;
         uint32_t a = rd32(m), b = rd32(m + 4), c = rd32(m + 8);
         if (a >= n || b >= n || c >= n || t->tok_kind[a] != KIND_MODEL ||
             t->tok_kind[b] != KIND_MODEL || t->tok_kind[c] == KIND_ABSENT)
-            return load_fail(t, err, RECALL_E_FORMAT, "merge refers to a missing token");
+            return sect_fail(err, RECALL_E_FORMAT, "merge refers to a missing token");
         uint64_t key = (uint64_t)a << 32 | b;
         size_t mask = t->merge_cap - 1, i = (size_t)hash_u64(key) & mask;
         while (t->merge_ht[i].key != UINT64_MAX && t->merge_ht[i].key != key) i = (i + 1) & mask;
         t->merge_ht[i] = (merge_slot){key, r, (int32_t)c}; /* a later duplicate wins, as in HF */
     }
-    /* added tokens bucketed by first byte for the leftmost-longest scan */
+    return RECALL_OK;
+}
+
+/* Added tokens (unique, of an added kind) bucketed by first byte for the leftmost-longest scan. */
+static recall_status load_added(rc_bpe *t, const uint8_t *p, const bpe_layout *L, recall_err *err) {
     uint32_t cnt[257] = {0};
     for (uint32_t i = 0; i < t->n_added; i++) {
-        uint32_t id = rd32(p + added_off + 4ull * i);
-        if (id >= n || t->tok_kind[id] < KIND_ADDED)
-            return load_fail(t, err, RECALL_E_FORMAT, "bad added-token id");
+        uint32_t id = rd32(p + L->added + 4ull * i);
+        if (id >= t->n_ids || t->tok_kind[id] < KIND_ADDED)
+            return sect_fail(err, RECALL_E_FORMAT, "bad added-token id");
         for (uint32_t k = 0; k < i; k++)
-            if ((uint32_t)t->added[k] == id) return load_fail(t, err, RECALL_E_FORMAT, "duplicate added token");
+            if ((uint32_t)t->added[k] == id) return sect_fail(err, RECALL_E_FORMAT, "duplicate added token");
         t->added[i] = (int32_t)id;
         cnt[(uint8_t)t->pool[t->tok_off[id] + id] + 1]++;
     }
     for (int b = 0; b < 256; b++) cnt[b + 1] += cnt[b];
     memcpy(t->added_first, cnt, sizeof cnt);
-    {
-        int32_t *sorted = malloc(4ull * (t->n_added + 1));
-        if (!sorted) return load_fail(t, err, RECALL_E_NOMEM, "out of memory");
-        for (uint32_t i = 0; i < t->n_added; i++) {
-            int32_t id = t->added[i];
-            sorted[cnt[(uint8_t)t->pool[t->tok_off[id] + (uint32_t)id]]++] = id;
-        }
-        free(t->added);
-        t->added = sorted;
+    int32_t *sorted = malloc(4ull * (t->n_added + 1));
+    if (!sorted) return sect_fail(err, RECALL_E_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < t->n_added; i++) {
+        int32_t id = t->added[i];
+        sorted[cnt[(uint8_t)t->pool[t->tok_off[id] + (uint32_t)id]]++] = id;
     }
+    free(t->added);
+    t->added = sorted;
+    return RECALL_OK;
+}
+
+/* Post-processor prefix / suffix ids (present tokens). */
+static recall_status load_affixes(rc_bpe *t, const uint8_t *p, const bpe_layout *L, recall_err *err) {
     for (uint32_t i = 0; i < t->n_prefix + t->n_suffix; i++) {
-        uint32_t id = rd32(p + prefix_off + 4ull * i);
-        if (id >= n || t->tok_kind[id] == KIND_ABSENT)
-            return load_fail(t, err, RECALL_E_FORMAT, "bad post-processor id");
+        uint32_t id = rd32(p + L->prefix + 4ull * i);
+        if (id >= t->n_ids || t->tok_kind[id] == KIND_ABSENT)
+            return sect_fail(err, RECALL_E_FORMAT, "bad post-processor id");
         if (i < t->n_prefix) t->prefix[i] = (int32_t)id; else t->suffix[i - t->n_prefix] = (int32_t)id;
     }
-    for (int b = 0; b < 256; b++) {
+    return RECALL_OK;
+}
+
+recall_status rc_bpe_load(const void *section, size_t size, rc_bpe **out, recall_err *err) {
+    const uint8_t *p = section;
+    if (!out) return rc_fail(err, RECALL_E_ARG, "rc_bpe_load: NULL out");
+    *out = NULL;
+    if (!p || size < BPE_HDR) return rc_fail(err, RECALL_E_FORMAT, "tokenizer section (BPE): truncated header");
+    if (memcmp(p, BPE_MAGIC, 8) != 0) return rc_fail(err, RECALL_E_FORMAT, "tokenizer section (BPE): bad magic");
+    if (rd32(p + 8) != BPE_VERSION) return rc_fail(err, RECALL_E_VERSION, "tokenizer section (BPE): version %u", rd32(p + 8));
+    rc_bpe *t = calloc(1, sizeof *t);
+    if (!t) return rc_fail(err, RECALL_E_NOMEM, "tokenizer section (BPE): out of memory");
+    t->flags = rd32(p + 12);
+    t->n_ids = rd32(p + 16);
+    t->n_merges = rd32(p + 20);
+    t->n_added = rd32(p + 24);
+    t->n_prefix = rd32(p + 28);
+    t->n_suffix = rd32(p + 32);
+    bpe_layout L;
+    L.pool_len = rd32(p + 36);
+    if (t->n_ids > BPE_MAX_IDS || t->n_merges > BPE_MAX_MERGES || t->n_added > t->n_ids ||
+        t->n_prefix > BPE_MAX_AFFIX || t->n_suffix > BPE_MAX_AFFIX || t->flags > 1)
+        return load_fail(t, err, RECALL_E_FORMAT, "header counts out of range");
+    L.kind = BPE_HDR + 4ull * (t->n_ids + 1);
+    L.merges = (L.kind + t->n_ids + 3) & ~3ull;
+    L.added = L.merges + 12ull * t->n_merges;
+    L.prefix = L.added + 4ull * t->n_added;
+    L.suffix = L.prefix + 4ull * t->n_prefix;
+    L.pool = L.suffix + 4ull * t->n_suffix;
+    if (L.pool + L.pool_len != size) return load_fail(t, err, RECALL_E_FORMAT, "size does not match header");
+    recall_status s = bpe_alloc(t, L.pool_len, err);
+    if (!s) s = load_tokens(t, p, &L, err);
+    if (!s) {
+        byte_level_table(t->byte_cp);
+        build_decoded(t);
+        memset(t->str_ht, 0xff, t->str_cap * sizeof *t->str_ht);
+        for (uint32_t i = 0; i < t->n_ids; i++) /* added tokens first: they win a string clash */
+            if (t->tok_kind[i] >= KIND_ADDED) str_insert(t, i);
+        for (uint32_t i = 0; i < t->n_ids; i++)
+            if (t->tok_kind[i] == KIND_MODEL) str_insert(t, i);
+        s = load_merges(t, p, &L, err);
+    }
+    if (!s) s = load_added(t, p, &L, err);
+    if (!s) s = load_affixes(t, p, &L, err);
+    if (s) {
+        rc_bpe_free(t);
+        return s;
+    }
+    for (int b = 0; b < 256; b++) { /* the model token of each single byte, for the merge start */
         uint8_t u[4];
         size_t l = rc_utf8_put(t->byte_cp[b], u);
         int32_t id = str_lookup(t, (const char *)u, l);

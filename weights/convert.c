@@ -472,6 +472,7 @@ typedef struct {
     ftensor *t;
     size_t n;
     int64_t heads; /* from a .pt's args/src_args, else -1 */
+    char heads_bad[256]; /* why args.heads is unusable (present but not an int), else "" */
     char what[512];
 } fdict;
 
@@ -538,14 +539,19 @@ static recall_status load_pt(const char *path, fdict *d, recall_err *err) {
         return rc_fail(err, RECALL_E_FORMAT, "%s: expected a dict of tensors (or {\"pooler\": ...}), found %s", path,
                        rc_pv_kind_name(rc_pv_kind_of(sd)));
     }
+    /* args.heads, else src_args.heads: a Python int or a numpy integer scalar (np.int64(4) reads
+     * as 4, pickle.h). Absent: the default applies. Present but not an int (a float, a str, an
+     * array): remembered, and refused where the head count is needed (pooler_part). */
     d->heads = -1;
-    static const char *const p1[] = {"args", "heads", NULL}, *const p2[] = {"src_args", "heads", NULL};
-    int64_t h;
-    recall_err e2 = {0};
-    if (rc_pv_path_int(root, p1, &h, &e2) == RECALL_OK) d->heads = h;
-    else {
-        recall_err e3 = {0};
-        if (rc_pv_path_int(root, p2, &h, &e3) == RECALL_OK) d->heads = h;
+    static const char *const holders[] = {"args", "src_args"};
+    for (size_t k = 0; k < 2 && d->heads < 0 && !d->heads_bad[0]; k++) {
+        const rc_pv *hv = rc_pv_dict_get(rc_pv_dict_get(root, holders[k]), "heads");
+        int64_t h;
+        if (!hv) continue;
+        if (rc_pv_as_int(hv, &h)) d->heads = h;
+        else
+            snprintf(d->heads_bad, sizeof d->heads_bad, "'%s.heads' is a %s, not an int", holders[k],
+                     rc_pv_kind_name(rc_pv_kind_of(hv)));
     }
     for (size_t i = 0; i < rc_pv_len(sd) && !s; i++) {
         rc_torch_tensor t;
@@ -662,6 +668,10 @@ static recall_status pooler_part(conv *c, int64_t H_model) {
         goto out;
     }
     ffn = f0->shape[0];
+    if (c->o->pooler_heads <= 0 && d.heads_bad[0]) {
+        s = rc_fail(c->err, RECALL_E_FORMAT, "%s: %s (give the head count with --pooler-heads)", d.what, d.heads_bad);
+        goto out;
+    }
     heads = c->o->pooler_heads > 0 ? c->o->pooler_heads : d.heads > 0 ? d.heads : 8;
     if (H % heads) {
         s = rc_fail(c->err, RECALL_E_SHAPE, "%s: hidden %lld is not divisible by %lld heads", d.what, (long long)H,

@@ -38,7 +38,12 @@ enum pv_global {
     G_STRIDED,
     G_GET_LAYOUT,
     G_NAMESPACE,
-    G_CODECS_ENCODE
+    G_CODECS_ENCODE,
+    G_NP_DTYPE,
+    G_NP_SCALAR,
+    G_NP_RECONSTRUCT,
+    G_NP_NDARRAY,
+    G_EMPTY_BYTES
 };
 
 struct rc_pv {
@@ -71,6 +76,18 @@ struct rc_pv {
             const uint8_t *data;
         } tensor;
         struct { int id; int table_index; } global;
+        struct { char kind, order; size_t itemsize; } npdtype;
+        struct {                  /* ndarray, and numpy scalars kept opaque (ndim 0) */
+            char kind, order;     /* copied from the dtype when the state is set */
+            size_t itemsize;
+            int ndim;
+            int64_t shape[RC_PT_MAX_DIMS];
+            uint64_t numel;
+            bool fortran, built;
+            const uint8_t *data;  /* points into a bytes value of the same arena */
+            size_t nbytes;
+            const rc_pv *items;   /* object arrays */
+        } nd;
     } u;
 };
 
@@ -130,6 +147,9 @@ const char *rc_pv_kind_name(rc_pv_kind k) {
     case RC_PV_TENSOR: return "tensor";
     case RC_PV_STORAGE: return "storage";
     case RC_PV_GLOBAL: return "global";
+    case RC_PV_NP_DTYPE: return "numpy.dtype";
+    case RC_PV_NDARRAY: return "numpy.ndarray";
+    case RC_PV_NP_SCALAR: return "numpy scalar";
     }
     return "?";
 }
@@ -164,6 +184,16 @@ static const global_entry k_globals[] = {
     {"torch.serialization", "_get_layout", G_GET_LAYOUT, (rc_pt_dtype)0},
     {"argparse", "Namespace", G_NAMESPACE, (rc_pt_dtype)0},
     {"_codecs", "encode", G_CODECS_ENCODE, (rc_pt_dtype)0},
+    /* numpy values in training args / optimizer state: only these, interpreted as data */
+    {"numpy", "dtype", G_NP_DTYPE, (rc_pt_dtype)0},
+    {"numpy", "ndarray", G_NP_NDARRAY, (rc_pt_dtype)0}, /* only as _reconstruct's class */
+    {"numpy.core.multiarray", "scalar", G_NP_SCALAR, (rc_pt_dtype)0},
+    {"numpy._core.multiarray", "scalar", G_NP_SCALAR, (rc_pt_dtype)0}, /* numpy 2 */
+    {"numpy.core.multiarray", "_reconstruct", G_NP_RECONSTRUCT, (rc_pt_dtype)0},
+    {"numpy._core.multiarray", "_reconstruct", G_NP_RECONSTRUCT, (rc_pt_dtype)0},
+    /* protocol 2 spells b'' (an empty array's data) as bytes(); only the no-argument call */
+    {"__builtin__", "bytes", G_EMPTY_BYTES, (rc_pt_dtype)0},
+    {"builtins", "bytes", G_EMPTY_BYTES, (rc_pt_dtype)0},
 };
 #define N_GLOBALS (sizeof k_globals / sizeof k_globals[0])
 
@@ -607,6 +637,206 @@ static recall_status latin1_bytes(vm *m, rc_pv **a, size_t n, rc_pv **out) {
     return RECALL_OK;
 }
 
+/* ---- numpy values (inert data: dtypes, scalars, arrays) ---------------------------------------- */
+
+static float f16_to_f32(uint16_t h);
+
+/* *out = v, or the error new_value recorded when v is NULL. */
+static recall_status value_result(vm *m, rc_pv *v, rc_pv **out) {
+    if (!v) return m->err && m->err->code ? m->err->code : RECALL_E_NOMEM;
+    *out = v;
+    return RECALL_OK;
+}
+
+/* numpy.dtype(typestr, align, copy): typestr is what dtype.__reduce__ writes, a kind letter and
+ * a size ('f8', 'i4', 'b1', 'U20', 'O8', 'M8'). The byte order arrives later with BUILD. */
+static recall_status np_dtype_new(vm *m, rc_pv **a, size_t n, rc_pv **out) {
+    if (n != 3 || a[0]->kind != RC_PV_STR || !is_int(a[1]) || !is_int(a[2]))
+        return vm_fail(m, RECALL_E_FORMAT, "numpy.dtype called with bad arguments (expected (str, bool, bool))");
+    const char *ts = a[0]->u.str.s;
+    size_t tl = a[0]->u.str.len;
+    int64_t size = 0;
+    char shown[40];
+    printable(shown, sizeof shown, ts, tl);
+    if (tl < 1 || ts[0] == 0 || !strchr("biufcmMOSUV", ts[0]) || (tl > 1 && !parse_dec(ts + 1, tl - 1, &size)) ||
+        size < 0 || size > (1 << 20))
+        return vm_fail(m, RECALL_E_UNSUPPORTED, "numpy.dtype('%s')", shown);
+    char k = ts[0];
+    bool ok = k == 'b'   ? size == 1
+              : k == 'i' || k == 'u' ? size == 1 || size == 2 || size == 4 || size == 8
+              : k == 'f' ? size == 2 || size == 4 || size == 8 || size == 12 || size == 16
+              : k == 'c' ? size == 8 || size == 16 || size == 24 || size == 32
+              : k == 'm' || k == 'M' || k == 'O' ? size == 8
+                                                  : true; /* S, U, V: any size */
+    if (!ok) return vm_fail(m, RECALL_E_UNSUPPORTED, "numpy.dtype('%s')", shown);
+    rc_pv *d = new_value(m, RC_PV_NP_DTYPE, 0);
+    if (!d) return m->err ? m->err->code : RECALL_E_NOMEM;
+    d->u.npdtype.kind = k;
+    d->u.npdtype.itemsize = k == 'O' ? 0 : (size_t)size; /* object elements are pickled values */
+    d->u.npdtype.order = size <= 1 || strchr("bOSV", k) ? '|' : '<';
+    *out = d;
+    return RECALL_OK;
+}
+
+/* dtype.__setstate__((version, byteorder, subarray, names, fields, elsize, alignment, flags
+ * [, metadata])): only plain (non-structured) dtypes. */
+static recall_status np_dtype_setstate(vm *m, rc_pv *d, const rc_pv *st) {
+    if (st->kind != RC_PV_TUPLE || (st->u.seq.n != 8 && st->u.seq.n != 9))
+        return vm_fail(m, RECALL_E_FORMAT, "numpy.dtype state is not an 8- or 9-tuple");
+    rc_pv **a = st->u.seq.items;
+    if (!is_int(a[0]) || a[1]->kind != RC_PV_STR || a[1]->u.str.len != 1 || !a[1]->u.str.s[0] ||
+        !strchr("<>|=", a[1]->u.str.s[0]) || !is_int(a[5]))
+        return vm_fail(m, RECALL_E_FORMAT, "numpy.dtype state has a bad version, byte order or size");
+    if (a[2]->kind != RC_PV_NONE || a[3]->kind != RC_PV_NONE || a[4]->kind != RC_PV_NONE)
+        return vm_fail(m, RECALL_E_UNSUPPORTED, "structured or sub-array numpy.dtype");
+    char o = a[1]->u.str.s[0];
+    d->u.npdtype.order = o == '=' ? '<' : o; /* numpy writes '<' or '>'; '=' only by hand: little */
+    int64_t elsize = int_of(a[5]);
+    if (strchr("SUV", d->u.npdtype.kind) && elsize > 0) { /* flexible types carry their size here */
+        if (elsize > (1 << 20)) return vm_fail(m, RECALL_E_UNSUPPORTED, "numpy.dtype of %lld bytes", (long long)elsize);
+        d->u.npdtype.itemsize = (size_t)elsize;
+    }
+    return RECALL_OK;
+}
+
+/* Little-endian copy of one element (numpy '>' data is byte-swapped here). */
+static void np_element_le(const rc_pv *d, const uint8_t *src, uint8_t *dst) {
+    size_t n = d->u.npdtype.itemsize;
+    for (size_t i = 0; i < n; i++) dst[i] = d->u.npdtype.order == '>' ? src[n - 1 - i] : src[i];
+}
+
+/* numpy.core.multiarray.scalar(dtype, raw bytes): a numpy scalar (np.float64(3e-4), np.int64(4),
+ * np.bool_(True)) read as the native value Python's float()/int()/bool() would give; kinds with
+ * no native equivalent stay opaque (RC_PV_NP_SCALAR, a 0-d array of the raw bytes). */
+static recall_status np_scalar(vm *m, rc_pv **a, size_t n, rc_pv **out) {
+    if (n != 2 || a[0]->kind != RC_PV_NP_DTYPE)
+        return vm_fail(m, RECALL_E_FORMAT, "numpy scalar(): arguments are not (numpy.dtype, data)");
+    const rc_pv *d = a[0];
+    if (d->u.npdtype.kind == 'O') { /* an object scalar is the pickled object itself */
+        *out = a[1];
+        return RECALL_OK;
+    }
+    size_t sz = d->u.npdtype.itemsize;
+    if (a[1]->kind != RC_PV_BYTES || a[1]->u.str.len != sz)
+        return vm_fail(m, RECALL_E_FORMAT, "numpy scalar of dtype '%c%zu' needs %zu data bytes, got a %s of %zu",
+                       d->u.npdtype.kind, sz, sz, rc_pv_kind_name(a[1]->kind),
+                       a[1]->kind == RC_PV_BYTES ? a[1]->u.str.len : 0);
+    const uint8_t *raw = (const uint8_t *)a[1]->u.str.s;
+    uint8_t le[16] = {0};
+    char k = d->u.npdtype.kind;
+    uint64_t x = 0;
+    if (sz <= 8 && strchr("biuf", k)) {
+        np_element_le(d, raw, le);
+        x = rd_le(le, sz);
+    }
+    rc_pv *v;
+    if (sz <= 8 && k == 'b') {
+        v = new_value(m, RC_PV_BOOL, 0);
+        if (v) v->u.b = x != 0;
+        return value_result(m, v, out);
+    }
+    if (sz <= 8 && k == 'i') {
+        if (sz < 8 && (x >> (8 * sz - 1)) & 1) x |= ~0ull << (8 * sz); /* sign-extend */
+        return value_result(m, new_int(m, (int64_t)x), out);
+    }
+    if (sz <= 8 && k == 'u' && x <= (uint64_t)INT64_MAX) return value_result(m, new_int(m, (int64_t)x), out);
+    if (sz <= 8 && k == 'f') {
+        double f;
+        if (sz == 8) {
+            memcpy(&f, &x, 8);
+        } else if (sz == 4) {
+            uint32_t b = (uint32_t)x;
+            float g;
+            memcpy(&g, &b, 4);
+            f = g;
+        } else {
+            f = f16_to_f32((uint16_t)x);
+        }
+        v = new_value(m, RC_PV_FLOAT, 0);
+        if (v) v->u.f = f; /* exact: every f2 / f4 value is a double */
+        return value_result(m, v, out);
+    }
+    v = new_value(m, RC_PV_NP_SCALAR, 0); /* c, f12/f16, S, U, V, M, m, u8 above 2^63-1 */
+    if (!v) return m->err ? m->err->code : RECALL_E_NOMEM;
+    v->u.nd.kind = k;
+    v->u.nd.order = d->u.npdtype.order;
+    v->u.nd.itemsize = sz;
+    v->u.nd.numel = 1;
+    v->u.nd.built = true;
+    v->u.nd.data = raw;
+    v->u.nd.nbytes = sz;
+    *out = v;
+    return RECALL_OK;
+}
+
+/* numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'): an empty int8 array whose real
+ * contents come with BUILD. Any other class could be a subclass with code in __setstate__. */
+static recall_status np_reconstruct(vm *m, rc_pv *fn, rc_pv **a, size_t n, rc_pv **out) {
+    char gn[96], cn[96];
+    if (n != 3) return vm_fail(m, RECALL_E_FORMAT, "%s called with %zu arguments (3 expected)", global_name(fn, gn, sizeof gn), n);
+    if (a[0]->kind != RC_PV_GLOBAL || a[0]->u.global.id != G_NP_NDARRAY)
+        return vm_fail(m, RECALL_E_SECURITY, "%s of %s refused (only numpy.ndarray is rebuilt)",
+                       global_name(fn, gn, sizeof gn),
+                       a[0]->kind == RC_PV_GLOBAL ? global_name(a[0], cn, sizeof cn) : rc_pv_kind_name(a[0]->kind));
+    if (a[1]->kind != RC_PV_TUPLE || (a[2]->kind != RC_PV_BYTES && a[2]->kind != RC_PV_STR))
+        return vm_fail(m, RECALL_E_FORMAT, "%s arguments are not (numpy.ndarray, tuple, bytes)", global_name(fn, gn, sizeof gn));
+    rc_pv *v = new_value(m, RC_PV_NDARRAY, 0);
+    if (!v) return m->err ? m->err->code : RECALL_E_NOMEM;
+    v->u.nd.kind = 'i';
+    v->u.nd.order = '|';
+    v->u.nd.itemsize = 1;
+    v->u.nd.ndim = 1; /* shape (0,): numel 0 */
+    *out = v;
+    return RECALL_OK;
+}
+
+/* ndarray.__setstate__(([version,] shape, dtype, is_fortran, data)): data is the raw bytes of
+ * numel elements, or for object arrays the list of numel pickled values. */
+static recall_status np_array_setstate(vm *m, rc_pv *arr, const rc_pv *st) {
+    if (st->kind != RC_PV_TUPLE || (st->u.seq.n != 5 && st->u.seq.n != 4))
+        return vm_fail(m, RECALL_E_FORMAT, "numpy.ndarray state is not a 4- or 5-tuple");
+    rc_pv **a = st->u.seq.items + (st->u.seq.n == 5);
+    if (st->u.seq.n == 5 && (!is_int(st->u.seq.items[0]) || int_of(st->u.seq.items[0]) != 1))
+        return vm_fail(m, RECALL_E_UNSUPPORTED, "numpy.ndarray state version other than 1");
+    if (arr->u.nd.built) return vm_fail(m, RECALL_E_FORMAT, "numpy.ndarray state set twice");
+    const rc_pv *shape = a[0], *d = a[1], *fortran = a[2], *data = a[3];
+    if (shape->kind != RC_PV_TUPLE || d->kind != RC_PV_NP_DTYPE || !is_int(fortran))
+        return vm_fail(m, RECALL_E_FORMAT, "numpy.ndarray state is not (shape tuple, numpy.dtype, bool, data)");
+    if (shape->u.seq.n > RC_PT_MAX_DIMS)
+        return vm_fail(m, RECALL_E_UNSUPPORTED, "numpy array with %zu dimensions (max %d)", shape->u.seq.n, RC_PT_MAX_DIMS);
+    uint64_t numel = 1;
+    for (size_t i = 0; i < shape->u.seq.n; i++) {
+        const rc_pv *s = shape->u.seq.items[i];
+        if (!is_int(s) || int_of(s) < 0) return vm_fail(m, RECALL_E_FORMAT, "numpy array shape entry %zu is not a valid int", i);
+        uint64_t sz = (uint64_t)int_of(s);
+        if (sz && numel > UINT64_MAX / sz) return vm_fail(m, RECALL_E_FORMAT, "numpy array element count overflows");
+        numel *= sz;
+        arr->u.nd.shape[i] = (int64_t)sz;
+    }
+    size_t isz = d->u.npdtype.itemsize;
+    if (d->u.npdtype.kind == 'O') {
+        if (data->kind != RC_PV_LIST || data->u.seq.n != numel)
+            return vm_fail(m, RECALL_E_FORMAT, "object numpy array of %llu elements without a list of as many values",
+                           (unsigned long long)numel);
+        arr->u.nd.items = data;
+    } else {
+        if (data->kind != RC_PV_BYTES || (isz && numel > SIZE_MAX / isz) || data->u.str.len != numel * isz)
+            return vm_fail(m, RECALL_E_FORMAT, "numpy array of %llu '%c%zu' elements: data is a %s of %zu bytes",
+                           (unsigned long long)numel, d->u.npdtype.kind, isz, rc_pv_kind_name(data->kind),
+                           data->kind == RC_PV_BYTES ? data->u.str.len : 0);
+        arr->u.nd.data = (const uint8_t *)data->u.str.s;
+        arr->u.nd.nbytes = data->u.str.len;
+    }
+    arr->u.nd.kind = d->u.npdtype.kind;
+    arr->u.nd.order = d->u.npdtype.order;
+    arr->u.nd.itemsize = isz;
+    arr->u.nd.ndim = (int)shape->u.seq.n;
+    arr->u.nd.numel = numel;
+    arr->u.nd.fortran = int_of(fortran) != 0;
+    arr->u.nd.built = true;
+    return RECALL_OK;
+}
+
 static recall_status reduce_call(vm *m, rc_pv *fn, rc_pv *args, rc_pv **out) {
     char gn[96];
     if (fn->kind != RC_PV_GLOBAL)
@@ -647,6 +877,15 @@ static recall_status reduce_call(vm *m, rc_pv *fn, rc_pv *args, rc_pv **out) {
         return RECALL_OK;
     case G_CODECS_ENCODE:
         return latin1_bytes(m, a, n, out);
+    case G_EMPTY_BYTES:
+        if (n != 0) return vm_fail(m, RECALL_E_UNSUPPORTED, "%s called with arguments (only bytes() is read)", global_name(fn, gn, sizeof gn));
+        return value_result(m, new_str(m, RC_PV_BYTES, (const uint8_t *)"", 0), out);
+    case G_NP_DTYPE:
+        return np_dtype_new(m, a, n, out);
+    case G_NP_SCALAR:
+        return np_scalar(m, a, n, out);
+    case G_NP_RECONSTRUCT:
+        return np_reconstruct(m, fn, a, n, out);
     case G_GET_LAYOUT: {
         if (n != 1 || a[0]->kind != RC_PV_STR || strcmp(a[0]->u.str.s, "torch.strided") != 0)
             return vm_fail(m, RECALL_E_UNSUPPORTED, "_get_layout of anything but torch.strided");
@@ -728,6 +967,24 @@ static recall_status op_long(vm *m, size_t n) {
     return push(m, new_int(m, (int64_t)x));
 }
 
+/* BUILD: obj.__setstate__(state), for the few objects whose state is data. */
+static recall_status op_build(vm *m, rc_pv *obj, rc_pv *state) {
+    if (obj->kind == RC_PV_NP_DTYPE) return np_dtype_setstate(m, obj, state);
+    if (obj->kind == RC_PV_NDARRAY) return np_array_setstate(m, obj, state);
+    if (obj->kind != RC_PV_DICT) return vm_fail(m, RECALL_E_UNSUPPORTED, "BUILD on a %s", rc_pv_kind_name(obj->kind));
+    if (obj->u.dict.is_namespace) { /* Namespace state is its attribute dict */
+        if (state->kind != RC_PV_DICT) return vm_fail(m, RECALL_E_FORMAT, "Namespace state is not a dict");
+        for (size_t i = 0; i < state->u.dict.n; i++) RC_TRY(dict_set(m, obj, state->u.dict.keys[i], state->u.dict.vals[i]));
+    } else if (state->kind != RC_PV_DICT && state->kind != RC_PV_NONE && state->kind != RC_PV_TUPLE) {
+        return vm_fail(m, RECALL_E_FORMAT, "dict state is a %s", rc_pv_kind_name(state->kind));
+    } /* else: OrderedDict instance attributes (state_dict._metadata) are dropped */
+    return RECALL_OK;
+}
+
+/* One case per opcode. The switch stays whole on purpose: it is the VM's dispatch table, most
+ * cases are a few lines, and reading the opcode set in one place (against pickletools' list) is
+ * what makes it reviewable; anything with a name of its own (strings, longs, BUILD, REDUCE's
+ * callables, persistent ids, the memo) already lives in a helper above. */
 static recall_status run(vm *m) {
     for (;;) {
         if (m->pos >= m->len) {
@@ -977,14 +1234,7 @@ static recall_status run(vm *m) {
         case 'b': /* BUILD: setstate on the object below */
             RC_TRY(pop(m, &b));
             RC_TRY(top(m, &a));
-            if (a->kind != RC_PV_DICT)
-                return vm_fail(m, RECALL_E_UNSUPPORTED, "BUILD on a %s", rc_pv_kind_name(a->kind));
-            if (a->u.dict.is_namespace) { /* Namespace state is its attribute dict */
-                if (b->kind != RC_PV_DICT) return vm_fail(m, RECALL_E_FORMAT, "Namespace state is not a dict");
-                for (size_t i = 0; i < b->u.dict.n; i++) RC_TRY(dict_set(m, a, b->u.dict.keys[i], b->u.dict.vals[i]));
-            } else if (b->kind != RC_PV_DICT && b->kind != RC_PV_NONE && b->kind != RC_PV_TUPLE) {
-                return vm_fail(m, RECALL_E_FORMAT, "dict state is a %s", rc_pv_kind_name(b->kind));
-            } /* else: OrderedDict instance attributes (state_dict._metadata) are dropped */
+            RC_TRY(op_build(m, a, b));
             break;
         case 'Q': /* BINPERSID */
             RC_TRY(pop(m, &a));
@@ -1087,6 +1337,22 @@ const rc_pv *rc_pv_item_at(const rc_pv *s, size_t i) {
 bool rc_pv_as_int(const rc_pv *v, int64_t *out) {
     if (!v || !is_int(v)) return false;
     *out = int_of(v);
+    return true;
+}
+
+bool rc_pv_as_ndarray(const rc_pv *v, rc_np_array *out) {
+    if (!v || !out || (v->kind != RC_PV_NDARRAY && v->kind != RC_PV_NP_SCALAR)) return false;
+    memset(out, 0, sizeof *out);
+    out->kind = v->u.nd.kind;
+    out->byteorder = v->u.nd.order;
+    out->itemsize = v->u.nd.itemsize;
+    out->ndim = v->u.nd.ndim;
+    for (int d = 0; d < out->ndim; d++) out->shape[d] = v->u.nd.shape[d];
+    out->numel = v->u.nd.numel;
+    out->fortran = v->u.nd.fortran;
+    out->data = v->u.nd.data;
+    out->nbytes = v->u.nd.nbytes;
+    out->items = v->u.nd.items;
     return true;
 }
 

@@ -8,7 +8,8 @@
  *   <prefix>/version, .format_version, .storage_alignment, .data/serialization_id  (ignored)
  *
  * data.pkl is run on a small pickle VM that never executes anything: values are native C
- * (none, bool, int, float, str, bytes, tuple, list, dict, tensor, storage), and GLOBAL /
+ * (none, bool, int, float, str, bytes, tuple, list, dict, tensor, storage, and numpy dtypes,
+ * arrays and scalars as raw data), and GLOBAL /
  * STACK_GLOBAL may only name an allowlist of torch/collections callables that the VM
  * interprets itself:
  *   collections.OrderedDict            -> dict (insertion order kept)
@@ -19,8 +20,17 @@
  *   torch.strided, torch.serialization._get_layout            (opaque layout markers)
  *   argparse.Namespace via NEWOBJ + BUILD -> dict (a pickled `args` namespace is plain data)
  *   _codecs.encode(str, 'latin1')      -> bytes (protocol 2's spelling of a bytes object)
+ *   numpy.dtype(typestr, align, copy) + BUILD state -> an inert dtype value (kind, size, order)
+ *   numpy.core.multiarray.scalar(dtype, bytes) -> bool / int / float for b1, i1..i8, u1..u8 (<= 2^63-1),
+ *                                        f2, f4, f8 (exact; np.int64(4) reads as the int 4); any
+ *                                        other dtype -> RC_PV_NP_SCALAR (raw bytes, opaque)
+ *   numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b') + BUILD (1, shape, dtype,
+ *                                        is_fortran, raw bytes | object list) -> RC_PV_NDARRAY
+ *   (the same two under numpy 2's numpy._core.multiarray; numpy.ndarray only as _reconstruct's class)
+ *   __builtin__.bytes() / builtins.bytes() with no argument -> b'' (protocol 2's empty bytes)
  * Anything else (os.system, builtins.eval, ...) is refused with RECALL_E_SECURITY, naming the
- * global and its byte offset in data.pkl. INST/OBJ/EXT*, out-of-band buffers and protocol-0
+ * global and its byte offset in data.pkl; so is _reconstruct of any class but numpy.ndarray, and
+ * structured (record) dtypes are refused as unsupported. INST/OBJ/EXT*, out-of-band buffers and protocol-0
  * quoted strings are refused as well. Stack, memo, mark nesting, value count and container
  * sizes are bounded (hostile input).
  *
@@ -64,7 +74,10 @@ typedef enum {
     RC_PV_DICT,    /* dict, OrderedDict, argparse.Namespace; keys str/int/bool/None */
     RC_PV_TENSOR,
     RC_PV_STORAGE,
-    RC_PV_GLOBAL   /* an allowlisted callable / marker (only left in a tree if unused) */
+    RC_PV_GLOBAL,  /* an allowlisted callable / marker (only left in a tree if unused) */
+    RC_PV_NP_DTYPE,  /* numpy.dtype */
+    RC_PV_NDARRAY,   /* numpy.ndarray: read it with rc_pv_as_ndarray */
+    RC_PV_NP_SCALAR  /* numpy scalar with no native equivalent (complex, str_, datetime64, ...) */
 } rc_pv_kind;
 
 typedef struct rc_pv rc_pv; /* one pickled value (opaque) */
@@ -124,6 +137,22 @@ const rc_pv *rc_pv_item_at(const rc_pv *seq, size_t i); /* tuple / list item */
 bool rc_pv_as_int(const rc_pv *v, int64_t *out);       /* int or bool */
 bool rc_pv_as_float(const rc_pv *v, double *out);      /* float or int */
 const char *rc_pv_as_str(const rc_pv *v, size_t *len); /* str or bytes; NUL-terminated */
+
+/* A numpy array (or an opaque numpy scalar, as a 0-d array) as data. */
+typedef struct {
+    char kind;             /* numpy dtype kind: 'b' bool, 'i', 'u', 'f', 'c', 'U', 'S', 'V', 'O', 'M', 'm' */
+    char byteorder;        /* '<', '>' or '|' (not applicable) */
+    size_t itemsize;       /* bytes per element (0 for 'O') */
+    int ndim;
+    int64_t shape[RC_PT_MAX_DIMS];
+    uint64_t numel;
+    bool fortran;          /* data is column-major */
+    const void *data;      /* numel * itemsize raw bytes in `byteorder`; NULL for object arrays */
+    size_t nbytes;
+    const rc_pv *items;    /* object arrays ('O'): a list of numel values, else NULL */
+} rc_np_array;
+/* false unless v is an RC_PV_NDARRAY or RC_PV_NP_SCALAR. */
+bool rc_pv_as_ndarray(const rc_pv *v, rc_np_array *out);
 
 /* Follows a NULL-terminated key path of nested dicts, e.g. {"args", "heads", NULL}, and reads
  * an int there. RECALL_E_MISSING if a key is absent (check err->code to tell absent from

@@ -102,6 +102,108 @@ static int cmp_range(const void *a, const void *b) {
     return x->b < y->b ? -1 : x->b > y->b ? 1 : 0;
 }
 
+/* The data section of one file image, for the per-entry checks and messages. */
+typedef struct {
+    const uint8_t *data;
+    uint64_t data_len, header_len;
+    const char *what;
+} st_image;
+
+/* shape: up to RC_MAX_DIMS non-negative ints; *numel their product (bounded well below 2^64). */
+static recall_status parse_shape(const st_image *im, const char *name, const json_value *js, rc_st_tensor *t,
+                                 uint64_t *numel, recall_err *err) {
+    if (js->len > RC_MAX_DIMS)
+        return rc_fail(err, RECALL_E_UNSUPPORTED, "%s: tensor '%s': %zu dims (max %d)", im->what, name, js->len, RC_MAX_DIMS);
+    t->ndim = (int)js->len;
+    uint64_t n = 1;
+    for (size_t d = 0; d < js->len; d++) {
+        const json_value *x = &js->items[d];
+        if (x->type != JSON_NUM || !x->is_int || x->i < 0 || x->i > (int64_t)1 << 40)
+            return rc_fail(err, RECALL_E_FORMAT, "%s: tensor '%s': bad shape entry", im->what, name);
+        t->shape[d] = x->i;
+        if (x->i && n > (UINT64_MAX >> 8) / (uint64_t)x->i)
+            return rc_fail(err, RECALL_E_FORMAT, "%s: tensor '%s': shape overflows", im->what, name);
+        n *= (uint64_t)x->i;
+    }
+    *numel = n;
+    return RECALL_OK;
+}
+
+/* One header entry {"dtype", "shape", "data_offsets"} checked against the data section and
+ * appended to st (names unique across all files). */
+static recall_status parse_entry(rc_st *st, const st_image *im, const char *name, size_t name_len,
+                                 const json_value *v, recall_err *err) {
+    const char *what = im->what;
+    const json_value *jd = json_get_type(v, "dtype", JSON_STR);
+    const json_value *js = json_get_type(v, "shape", JSON_ARR);
+    const json_value *jo = json_get_type(v, "data_offsets", JSON_ARR);
+    if (!jd || !js || !jo || jo->len != 2)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: tensor '%s': missing dtype/shape/data_offsets", what, name);
+    if (strlen(name) != name_len || !*name)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: tensor name with NUL byte or empty", what);
+    rc_st_tensor t;
+    memset(&t, 0, sizeof t);
+    if (!parse_dtype(jd->str, &t.dtype))
+        return rc_fail(err, RECALL_E_UNSUPPORTED, "%s: tensor '%s': unsupported dtype %s", what, name, jd->str);
+    uint64_t numel = 1;
+    RC_TRY(parse_shape(im, name, js, &t, &numel, err));
+    uint64_t off[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        const json_value *x = &jo->items[k];
+        if (x->type != JSON_NUM || !x->is_int || x->i < 0)
+            return rc_fail(err, RECALL_E_FORMAT, "%s: tensor '%s': bad data_offsets", what, name);
+        off[k] = (uint64_t)x->i;
+    }
+    uint64_t want = numel * rc_dtype_size(t.dtype);
+    if (off[0] > off[1] || off[1] > im->data_len)
+        return rc_fail(err, RECALL_E_FORMAT,
+                       "%s: tensor '%s': data_offsets [%llu, %llu] out of range (data section is %llu bytes, "
+                       "starts at byte %llu)", what, name, (unsigned long long)off[0], (unsigned long long)off[1],
+                       (unsigned long long)im->data_len, (unsigned long long)(8 + im->header_len));
+    if (off[1] - off[0] != want)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: tensor '%s': %llu data bytes, dtype %s x shape needs %llu", what,
+                       name, (unsigned long long)(off[1] - off[0]), jd->str, (unsigned long long)want);
+    if (st->n == st->cap) {
+        size_t nc = st->cap ? st->cap * 2 : 64;
+        rc_st_tensor *nt = realloc(st->t, nc * sizeof *nt);
+        if (!nt) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
+        st->t = nt;
+        st->cap = nc;
+    }
+    for (size_t j = 0; j < st->n; j++)
+        if (strcmp(st->t[j].name, name) == 0)
+            return rc_fail(err, RECALL_E_FORMAT, "%s: duplicate tensor '%s'", what, name);
+    t.name = strdup(name);
+    if (!t.name) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
+    t.numel = (int64_t)numel;
+    t.data = im->data + off[0];
+    t.nbytes = (size_t)want;
+    t.file = what;
+    st->t[st->n++] = t;
+    return RECALL_OK;
+}
+
+/* The tensors this image added (st->t[first ..]) may not share data bytes. */
+static recall_status check_overlaps(const rc_st *st, size_t first, const st_image *im, recall_err *err) {
+    size_t nr = st->n - first;
+    if (!nr) return RECALL_OK;
+    range *r = malloc(nr * sizeof *r);
+    if (!r) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < nr; i++) {
+        r[i].b = (uint64_t)(st->t[first + i].data - im->data);
+        r[i].e = r[i].b + st->t[first + i].nbytes;
+        r[i].idx = first + i;
+    }
+    qsort(r, nr, sizeof *r, cmp_range);
+    recall_status s = RECALL_OK;
+    for (size_t i = 1; i < nr && !s; i++)
+        if (r[i].b < r[i - 1].e)
+            s = rc_fail(err, RECALL_E_FORMAT, "%s: tensors '%s' and '%s' overlap at data offset %llu", im->what,
+                        st->t[r[i - 1].idx].name, st->t[r[i].idx].name, (unsigned long long)r[i].b);
+    free(r);
+    return s;
+}
+
 /* Parses one file image and appends its tensors. */
 static recall_status parse_image(rc_st *st, const uint8_t *buf, size_t len, const char *what, recall_err *err) {
     if (len < 8) return rc_fail(err, RECALL_E_FORMAT, "%s: truncated: %zu bytes, no header length", what, len);
@@ -117,128 +219,14 @@ static recall_status parse_image(rc_st *st, const uint8_t *buf, size_t len, cons
     snprintf(jwhat, sizeof jwhat, "%s (header)", what);
     RC_TRY(json_parse((const char *)buf + 8, (size_t)hl, jwhat, &doc, err));
     const json_value *root = json_root(doc);
-    recall_status s = RECALL_OK;
-    const uint8_t *data = buf + 8 + hl;
-    uint64_t data_len = len - 8 - hl;
+    st_image im = {buf + 8 + hl, len - 8 - hl, hl, what};
     size_t first = st->n;
-    if (root->type != JSON_OBJ) {
-        s = rc_fail(err, RECALL_E_FORMAT, "%s: header is not a JSON object", what);
-        goto out;
-    }
-    for (size_t i = 0; i < root->len && !s; i++) {
-        const char *name = root->keys[i];
-        if (strcmp(name, "__metadata__") == 0) continue;
-        const json_value *v = &root->items[i];
-        const json_value *jd = json_get_type(v, "dtype", JSON_STR);
-        const json_value *js = json_get_type(v, "shape", JSON_ARR);
-        const json_value *jo = json_get_type(v, "data_offsets", JSON_ARR);
-        if (!jd || !js || !jo || jo->len != 2) {
-            s = rc_fail(err, RECALL_E_FORMAT, "%s: tensor '%s': missing dtype/shape/data_offsets", what, name);
-            break;
-        }
-        if (strlen(name) != root->key_lens[i] || !*name) {
-            s = rc_fail(err, RECALL_E_FORMAT, "%s: tensor name with NUL byte or empty", what);
-            break;
-        }
-        rc_st_tensor t;
-        memset(&t, 0, sizeof t);
-        if (!parse_dtype(jd->str, &t.dtype)) {
-            s = rc_fail(err, RECALL_E_UNSUPPORTED, "%s: tensor '%s': unsupported dtype %s", what, name, jd->str);
-            break;
-        }
-        if (js->len > RC_MAX_DIMS) {
-            s = rc_fail(err, RECALL_E_UNSUPPORTED, "%s: tensor '%s': %zu dims (max %d)", what, name, js->len, RC_MAX_DIMS);
-            break;
-        }
-        t.ndim = (int)js->len;
-        uint64_t numel = 1;
-        for (size_t d = 0; d < js->len; d++) {
-            const json_value *x = &js->items[d];
-            if (x->type != JSON_NUM || !x->is_int || x->i < 0 || x->i > (int64_t)1 << 40) {
-                s = rc_fail(err, RECALL_E_FORMAT, "%s: tensor '%s': bad shape entry", what, name);
-                break;
-            }
-            t.shape[d] = x->i;
-            if (x->i && numel > (UINT64_MAX >> 8) / (uint64_t)x->i) {
-                s = rc_fail(err, RECALL_E_FORMAT, "%s: tensor '%s': shape overflows", what, name);
-                break;
-            }
-            numel *= (uint64_t)x->i;
-        }
-        if (s) break;
-        uint64_t off[2] = {0, 0};
-        for (int k = 0; k < 2; k++) {
-            const json_value *x = &jo->items[k];
-            if (x->type != JSON_NUM || !x->is_int || x->i < 0) {
-                s = rc_fail(err, RECALL_E_FORMAT, "%s: tensor '%s': bad data_offsets", what, name);
-                break;
-            }
-            off[k] = (uint64_t)x->i;
-        }
-        if (s) break;
-        uint64_t want = numel * rc_dtype_size(t.dtype);
-        if (off[0] > off[1] || off[1] > data_len) {
-            s = rc_fail(err, RECALL_E_FORMAT,
-                        "%s: tensor '%s': data_offsets [%llu, %llu] out of range (data section is %llu bytes, "
-                        "starts at byte %llu)", what, name, (unsigned long long)off[0], (unsigned long long)off[1],
-                        (unsigned long long)data_len, (unsigned long long)(8 + hl));
-            break;
-        }
-        if (off[1] - off[0] != want) {
-            s = rc_fail(err, RECALL_E_FORMAT, "%s: tensor '%s': %llu data bytes, dtype %s x shape needs %llu", what,
-                        name, (unsigned long long)(off[1] - off[0]), jd->str, (unsigned long long)want);
-            break;
-        }
-        if (st->n == st->cap) {
-            size_t nc = st->cap ? st->cap * 2 : 64;
-            rc_st_tensor *nt = realloc(st->t, nc * sizeof *nt);
-            if (!nt) {
-                s = rc_fail(err, RECALL_E_NOMEM, "out of memory");
-                break;
-            }
-            st->t = nt;
-            st->cap = nc;
-        }
-        t.name = strdup(name);
-        if (!t.name) {
-            s = rc_fail(err, RECALL_E_NOMEM, "out of memory");
-            break;
-        }
-        t.numel = (int64_t)numel;
-        t.data = data + off[0];
-        t.nbytes = (size_t)want;
-        t.file = what;
-        for (size_t j = 0; j < st->n; j++)
-            if (strcmp(st->t[j].name, name) == 0) {
-                s = rc_fail(err, RECALL_E_FORMAT, "%s: duplicate tensor '%s'", what, name);
-                break;
-            }
-        if (s) {
-            free(t.name);
-            break;
-        }
-        st->t[st->n++] = t;
-    }
-    if (!s && st->n > first) {
-        size_t nr = st->n - first;
-        range *r = malloc(nr * sizeof *r);
-        if (!r) {
-            s = rc_fail(err, RECALL_E_NOMEM, "out of memory");
-            goto out;
-        }
-        for (size_t i = 0; i < nr; i++) {
-            r[i].b = (uint64_t)(st->t[first + i].data - data);
-            r[i].e = r[i].b + st->t[first + i].nbytes;
-            r[i].idx = first + i;
-        }
-        qsort(r, nr, sizeof *r, cmp_range);
-        for (size_t i = 1; i < nr && !s; i++)
-            if (r[i].b < r[i - 1].e)
-                s = rc_fail(err, RECALL_E_FORMAT, "%s: tensors '%s' and '%s' overlap at data offset %llu", what,
-                            st->t[r[i - 1].idx].name, st->t[r[i].idx].name, (unsigned long long)r[i].b);
-        free(r);
-    }
-out:
+    recall_status s = RECALL_OK;
+    if (root->type != JSON_OBJ) s = rc_fail(err, RECALL_E_FORMAT, "%s: header is not a JSON object", what);
+    for (size_t i = 0; !s && i < root->len; i++)
+        if (strcmp(root->keys[i], "__metadata__") != 0)
+            s = parse_entry(st, &im, root->keys[i], root->key_lens[i], &root->items[i], err);
+    if (!s) s = check_overlaps(st, first, &im, err);
     json_free(doc);
     return s;
 }
