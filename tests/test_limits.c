@@ -195,7 +195,7 @@ Test(api_limits, max_feed_and_forward_length) {
     int32_t *ids = calloc(4097, sizeof *ids);
     cr_assert(ids);
     cr_assert_eq(recall_forward(m, ids, 4097, logits, 1088, &e2), RECALL_E_LIMIT);
-    cr_assert_str_eq(e2.msg, "recall_forward: 4097 ids exceed the model's 4096 positions");
+    cr_assert_str_eq(e2.msg, "recall_forward: 4097 ids exceed the model's 4096 trained positions");
     free(ids);
     recall_close(m);
 }
