@@ -167,6 +167,12 @@ Test(yarn, inv_freq_equals_torch_float32_bitwise) {
     rc_rope_inv_freq(&p, 10000.0, 128, inv, &att);
     check_hex(inv, n128, 64, "D 128 factor 3");
     cr_assert_eq(bits(att), 0x3f8e0fefu, "attention %.9g = (float)(0.1 ln 3 + 1)", (double)att);
+    /* low == high (both 0: original 6): transformers nudges high by 0.001, else 0 / 0 = NaN */
+    static const uint32_t e16[8] = {0x3f800000, 0x3da1e89b, 0x3ccccccd, 0x3c0186e3,
+                                    0x3b23d70a, 0x3a4f3e38, 0x3983126f, 0x38a5cb60};
+    rc_rope_yarn_init(&p, 4.0, 6);
+    rc_rope_inv_freq(&p, 10000.0, 16, inv, &att);
+    check_hex(inv, e16, 8, "D 16 original 6 (low == high)");
     /* mscale / mscale_all_dim and an explicit attention_factor (DeepSeek style) */
     rc_rope_yarn_init(&p, 40.0, 4096);
     p.mscale = p.mscale_all_dim = 0.707;
