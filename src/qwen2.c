@@ -1,5 +1,7 @@
 /* qwen2.c - Qwen2 decoder forward with a KV cache, scalar reference (math and order in qwen2.h
- * and ops.h). All state lives in the rc_qwen2 context. Weights and row scratch are set up at open;
+ * and ops.h; RoPE profiles in rope.h). All state lives in the rc_qwen2 context. Open: read_dims,
+ * read_gate_layers, check_context (the one context rule), bind_weights, alloc_scratch, then the
+ * RoPE inverse frequencies. Weights and row scratch are set up at open;
  * the KV cache, the RoPE tables and the attention score rows grow with the positions in use
  * (RC_QWEN2_KV_UNIT, then doubling, capped at max_ctx; rc_qwen2_reserve sizes them once).
  * Growing copies the cached rows unchanged and every table entry is a pure function of its
@@ -218,7 +220,7 @@ recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex,
     m->qd = m->c.heads * m->c.head_dim;
     m->kvd = m->c.kv_heads * m->c.head_dim;
     m->scale = (float)(1.0 / sqrt((double)m->c.head_dim));
-    if (!st) st = bind_weights(m, b, err);
+    st = bind_weights(m, b, err);
     if (!st) st = alloc_scratch(m, err);
     if (st) {
         rc_qwen2_close(m);

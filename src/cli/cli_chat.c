@@ -44,6 +44,8 @@ static void chat_usage(FILE *f) {
             "  --floor F            inject only if the best bridge score is >= F (fires still logged)\n"
             "  --max-turn-tokens N  reply cap per turn (default: the blob's loop.turn_cap)\n"
             "  --threads N          worker threads (default: RECALL_THREADS, else 1); same bits for any N\n"
+            "  --ctx N              FULL arm context (default: the trained positions; more is refused)\n"
+            "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
             "  --hugepages          copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P             kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
             "A message longer than the window, or (FULL arm) a context beyond the model's trained\n"

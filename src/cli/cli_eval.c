@@ -263,6 +263,8 @@ static void eval_usage(FILE *f) {
             "  --mode M         faithful (default) or clean\n"
             "  --json OUT       per-problem, per-turn details (reply text, fires, scores)\n"
             "  --threads N      worker threads (default: RECALL_THREADS, else 1); same bits for any N\n"
+            "  --ctx N          FULL arm context (default: the trained positions; more is refused)\n"
+            "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
             "  --hugepages      copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P         kernel path scalar|avx2|avx512|neon (default: RECALL_SIMD, else the best)\n"
             "Scoring: recall = value (commas/spaces removed, lower-cased) found in the reply;\n"

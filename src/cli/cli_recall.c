@@ -120,6 +120,8 @@ static void replay_usage(FILE *f) {
             "                   turn replayed from BOS); the default fast schedule gives the same bits\n"
             "  --trace OUT      trace JSON, written to OUT.tmp then renamed\n"
             "  --threads N      worker threads (default: RECALL_THREADS, else 1); results are bitwise the same\n"
+            "  --ctx N          FULL arm context (default: the trained positions; more is refused)\n"
+            "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
             "  --hugepages      copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P         kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
             "Progress goes to stderr: the SIMD path and thread count, then one line per generated turn.\n");
