@@ -13,6 +13,7 @@
 #include "blob.h"
 #include "qwen2.h"
 #include "recall_loop.h"
+#include "rope.h"
 #include "tokenize_bpe.h"
 
 #include <errno.h>
@@ -30,6 +31,7 @@ struct recall_model {
     rc_blob *blob;
     rc_bpe *bpe;
     recall_model_info info;
+    const char *rope_scaling; /* recall_open_opts.rope_scaling (borrowed until model_finish) */
     rc_qwen2 *fwd;        /* recall_forward's decoder, reopened when a longer input needs more cache */
     uint64_t fwd_reserved;
     int n_loops;
@@ -124,11 +126,18 @@ static recall_status model_new(const recall_open_opts *o, recall_model **out, re
     memset(m, 0, sizeof *m);
     m->al = *al;
     m->max_memory = o ? o->max_memory : 0;
+    m->rope_scaling = o ? o->rope_scaling : NULL;
     *out = m;
     return RECALL_OK;
 }
 
 static recall_status model_finish(recall_model *m, recall_err *err) {
+    if (m->rope_scaling) { /* the runtime profile: every decoder opened on this model uses it */
+        rc_rope_profile p;
+        RC_TRY(rc_rope_parse(m->rope_scaling, &p, err));
+        RC_TRY(rc_rope_attach(m->blob, &p, err));
+        m->rope_scaling = NULL;
+    }
     const rc_blob *b = m->blob;
     size_t size;
     const void *sec = rc_blob_section(b, RC_SECT_TOK_BPE, &size);
@@ -138,7 +147,8 @@ static recall_status model_finish(recall_model *m, recall_err *err) {
     RC_TRY(rc_bpe_load(sec, size, &m->bpe, err));
     recall_model_info *in = &m->info;
     in->vocab = (int)cfg_i64(b, "qwen2.vocab", 0);
-    in->max_pos = (int)cfg_i64(b, "qwen2.max_pos", 0);
+    in->max_pos = 0;
+    RC_TRY(rc_rope_blob_positions(b, &in->max_pos, err)); /* trained positions under the profile */
     in->hidden = (int)cfg_i64(b, "qwen2.hidden", 0);
     in->layers = (int)cfg_i64(b, "qwen2.layers", 0);
     in->bos_id = (int)cfg_i64(b, "tok.bos", -1);
@@ -303,8 +313,8 @@ recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, floa
     if (logits_len < (size_t)m->info.vocab)
         return rc_fail(err, RECALL_E_ARG, "recall_forward: logits buffer of %zu floats, the vocab needs %d", logits_len,
                        m->info.vocab);
-    if (n > (size_t)m->info.max_pos)
-        return rc_fail(err, RECALL_E_LIMIT, "recall_forward: %zu ids exceed the model's %d positions", n,
+    if (n > (size_t)m->info.max_pos) /* REQ-CTX-001: before any compute, both numbers named */
+        return rc_fail(err, RECALL_E_LIMIT, "recall_forward: %zu ids exceed the model's %d trained positions", n,
                        m->info.max_pos);
     RC_TRY(check_ids(m, ids, n, "recall_forward", err));
     if (!m->fwd || rc_qwen2_max_ctx(m->fwd) < (int)n) {
@@ -372,7 +382,11 @@ static recall_status loop_estimate(const recall_model *m, const recall_loop_opts
     int64_t n_sp = o->arm == RECALL_ARM_FULL ? 0 : cfg_i64(m->blob, "pooler.n_sp", 0);
     if (n_sp < 0 || n_sp > lim) n_sp = lim;
     int64_t ctx = 1 + n_sp + (int64_t)o->k * o->block + o->window + o->chunk;
-    if (o->arm == RECALL_ARM_FULL) ctx = m->info.max_pos < 16384 ? m->info.max_pos : 16384;
+    if (o->max_ctx < 0 || o->max_ctx > m->info.max_pos) /* REQ-CTX-001: before anything is allocated */
+        return rc_fail(err, o->max_ctx < 0 ? RECALL_E_ARG : RECALL_E_LIMIT,
+                       "recall_loop_open: a context of %d positions was requested but the model was trained on %d",
+                       o->max_ctx, m->info.max_pos);
+    if (o->arm == RECALL_ARM_FULL) ctx = o->max_ctx > 0 ? o->max_ctx : m->info.max_pos;
     uint64_t b = qwen2_bytes(m->blob, ctx);
     if (o->arm == RECALL_ARM_RC_BGE && o->mode == RECALL_MODE_FAITHFUL) b = sat_add(b, qwen2_bytes(m->blob, o->block));
     *bytes = b;
@@ -418,6 +432,7 @@ recall_status recall_loop_open(recall_model *m, const recall_loop_opts *o, recal
     r.reference_schedule = o->reference_schedule;
     r.threads = o->threads;
     r.simd = o->simd;
+    r.max_ctx = o->max_ctx;
     recall_status s = rc_recall_open(m->blob, &r, &l->r, err);
     if (s) {
         m->reserved -= need;
@@ -507,7 +522,7 @@ recall_status recall_turn(recall_loop *l, const int32_t *feed, size_t n_feed, re
         return rc_fail(err, RECALL_E_LIMIT, "recall_turn: the conversation has %zu tokens, this build holds %zu",
                        n_feed, hard);
     if (l->o.arm == RECALL_ARM_FULL) {
-        int cap = l->m->info.max_pos < 16384 ? l->m->info.max_pos : 16384;
+        int cap = l->o.max_ctx > 0 ? l->o.max_ctx : l->m->info.max_pos; /* the instance context */
         size_t need = 1 + n_feed + (size_t)l->o.turn_cap + 1;
         if (need > (size_t)cap)
             return rc_fail(err, RECALL_E_LIMIT,

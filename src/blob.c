@@ -30,6 +30,9 @@ struct rc_blob {
     const rc_blob_tensor *raw;
     rc_tensor *tensors;
     size_t n_tensors;
+    /* runtime config entries set by the caller (rc_blob_overlay_kv); the file is unchanged */
+    rc_blob_kv overlay[RC_BLOB_OVERLAY_MAX];
+    size_t n_overlay;
 };
 
 static int host_is_little(void) {
@@ -408,9 +411,30 @@ const rc_tensor *rc_blob_find(const rc_blob *b, const char *name) {
 }
 
 const rc_blob_kv *rc_blob_kv_find(const rc_blob *b, const char *key) {
+    for (size_t i = 0; i < b->n_overlay; i++)
+        if (strcmp(b->overlay[i].key, key) == 0) return &b->overlay[i];
+    return rc_blob_kv_find_file(b, key);
+}
+
+const rc_blob_kv *rc_blob_kv_find_file(const rc_blob *b, const char *key) {
     for (size_t i = 0; i < b->n_kv; i++)
         if (strcmp(b->kv[i].key, key) == 0) return &b->kv[i];
     return NULL;
+}
+
+recall_status rc_blob_overlay_kv(rc_blob *b, const rc_blob_kv *kv, recall_err *err) {
+    if (kv->key[RC_KV_KEY_LEN - 1] != '\0' || (kv->type != RC_KV_I64 && kv->type != RC_KV_F64 && kv->type != RC_KV_STR))
+        return rc_fail(err, RECALL_E_ARG, "%s: malformed runtime config entry", b->path);
+    for (size_t i = 0; i < b->n_overlay; i++)
+        if (strcmp(b->overlay[i].key, kv->key) == 0) {
+            b->overlay[i] = *kv;
+            return RECALL_OK;
+        }
+    if (b->n_overlay == RC_BLOB_OVERLAY_MAX)
+        return rc_fail(err, RECALL_E_LIMIT, "%s: more than %d runtime config entries (%s)", b->path,
+                       RC_BLOB_OVERLAY_MAX, kv->key);
+    b->overlay[b->n_overlay++] = *kv;
+    return RECALL_OK;
 }
 
 const void *rc_blob_section(const rc_blob *b, uint32_t kind, size_t *size) {
@@ -432,7 +456,7 @@ recall_status rc_blob_get_i64(const rc_blob *b, const char *key, int64_t *out, r
 }
 
 recall_status rc_blob_get_int(const rc_blob *b, const char *key, int lo, int hi, int *out, recall_err *err) {
-    int64_t v;
+    int64_t v = 0;
     RC_TRY(rc_blob_get_i64(b, key, &v, err));
     if (v < lo || v > hi)
         return rc_fail(err, RECALL_E_FORMAT, "%s: config %s = %lld out of range [%d, %d]", b->path, key, (long long)v,

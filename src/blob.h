@@ -157,7 +157,15 @@ const rc_tensor *rc_blob_tensor_at(const rc_blob *b, size_t i);
 const rc_tensor *rc_blob_find(const rc_blob *b, const char *name); /* NULL if absent */
 size_t rc_blob_n_kv(const rc_blob *b);
 const rc_blob_kv *rc_blob_kv_at(const rc_blob *b, size_t i);
+/* A config key: a runtime entry set with rc_blob_overlay_kv if there is one, else the file's. */
 const rc_blob_kv *rc_blob_kv_find(const rc_blob *b, const char *key);
+/* The file's own entry only (NULL if absent). */
+const rc_blob_kv *rc_blob_kv_find_file(const rc_blob *b, const char *key);
+/* Runtime config entries (e.g. a --rope-scaling profile, rope.h): kv_find returns them in place
+ * of the file's; the file, its checksums and rc_blob_kv_at are unchanged. Copied; an entry with
+ * the same key is replaced; at most RC_BLOB_OVERLAY_MAX. */
+#define RC_BLOB_OVERLAY_MAX 16
+recall_status rc_blob_overlay_kv(rc_blob *b, const rc_blob_kv *kv, recall_err *err);
 /* Section body, or NULL if the blob has none of that kind. */
 const void *rc_blob_section(const rc_blob *b, uint32_t kind, size_t *size);
 

@@ -1,5 +1,7 @@
 /* qwen2.c - Qwen2 decoder forward with a KV cache, scalar reference (math and order in qwen2.h
- * and ops.h). All state lives in the rc_qwen2 context. Weights and row scratch are set up at open;
+ * and ops.h; RoPE profiles in rope.h). All state lives in the rc_qwen2 context. Open: read_dims,
+ * read_gate_layers, check_context (the one context rule), bind_weights, alloc_scratch, then the
+ * RoPE inverse frequencies. Weights and row scratch are set up at open;
  * the KV cache, the RoPE tables and the attention score rows grow with the positions in use
  * (RC_QWEN2_KV_UNIT, then doubling, capped at max_ctx; rc_qwen2_reserve sizes them once).
  * Growing copies the cached rows unchanged and every table entry is a pure function of its
@@ -70,94 +72,81 @@ recall_status rc_qwen2_open(const rc_blob *b, int max_ctx, rc_qwen2 **out, recal
     return rc_qwen2_open_ex(b, max_ctx, NULL, out, err);
 }
 
-recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex, rc_qwen2 **out, recall_err *err) {
-    *out = NULL;
-    rc_qwen2 *m = (rc_qwen2 *)calloc(1, sizeof *m);
-    if (!m) return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory");
-    rc_qwen2_config *c = &m->c;
-    recall_status st;
+/* Dimensions, norms, RoPE base and profile, special ids: the config keys qwen2.* and qwen2.rope.*. */
+static recall_status read_dims(const rc_blob *b, rc_qwen2_config *c, recall_err *err) {
     double eps;
-#define TRY(e)                                                                                   \
-    do {                                                                                         \
-        if ((st = (e)) != RECALL_OK) goto fail;                                                  \
-    } while (0)
-    if (!ex) {
-        TRY(rc_exec_open(NULL, &m->own_ex, err));
-        ex = m->own_ex;
-    }
-    m->ex = ex;
-    TRY(rc_blob_get_int(b, "qwen2.hidden", 1, 1 << 16, &c->hidden, err));
-    TRY(rc_blob_get_int(b, "qwen2.layers", 1, 1024, &c->layers, err));
-    TRY(rc_blob_get_int(b, "qwen2.heads", 1, 1024, &c->heads, err));
-    TRY(rc_blob_get_int(b, "qwen2.kv_heads", 1, 1024, &c->kv_heads, err));
-    TRY(rc_blob_get_int(b, "qwen2.head_dim", 2, 4096, &c->head_dim, err));
-    TRY(rc_blob_get_int(b, "qwen2.ffn", 1, 1 << 20, &c->ffn, err));
-    TRY(rc_blob_get_int(b, "qwen2.vocab", 1, 1 << 24, &c->vocab, err));
-    TRY(rc_blob_get_int(b, "qwen2.max_pos", 1, 1 << 24, &c->max_pos, err));
+    RC_TRY(rc_blob_get_int(b, "qwen2.hidden", 1, 1 << 16, &c->hidden, err));
+    RC_TRY(rc_blob_get_int(b, "qwen2.layers", 1, 1024, &c->layers, err));
+    RC_TRY(rc_blob_get_int(b, "qwen2.heads", 1, 1024, &c->heads, err));
+    RC_TRY(rc_blob_get_int(b, "qwen2.kv_heads", 1, 1024, &c->kv_heads, err));
+    RC_TRY(rc_blob_get_int(b, "qwen2.head_dim", 2, 4096, &c->head_dim, err));
+    RC_TRY(rc_blob_get_int(b, "qwen2.ffn", 1, 1 << 20, &c->ffn, err));
+    RC_TRY(rc_blob_get_int(b, "qwen2.vocab", 1, 1 << 24, &c->vocab, err));
+    RC_TRY(rc_blob_get_int(b, "qwen2.max_pos", 1, 1 << 24, &c->max_pos, err));
     /* bos/eos are informational here (the loop reads them); -1 when the blob has none */
     c->bos_id = c->eos_id = -1;
-    if (rc_blob_kv_find(b, "qwen2.bos_id")) TRY(rc_blob_get_int(b, "qwen2.bos_id", 0, c->vocab - 1, &c->bos_id, err));
-    if (rc_blob_kv_find(b, "qwen2.eos_id")) TRY(rc_blob_get_int(b, "qwen2.eos_id", 0, c->vocab - 1, &c->eos_id, err));
-    TRY(rc_blob_get_f64(b, "qwen2.rms_eps", &eps, err));
-    TRY(rc_blob_get_f64(b, "qwen2.rope_theta", &c->rope_theta, err));
+    if (rc_blob_kv_find(b, "qwen2.bos_id")) RC_TRY(rc_blob_get_int(b, "qwen2.bos_id", 0, c->vocab - 1, &c->bos_id, err));
+    if (rc_blob_kv_find(b, "qwen2.eos_id")) RC_TRY(rc_blob_get_int(b, "qwen2.eos_id", 0, c->vocab - 1, &c->eos_id, err));
+    RC_TRY(rc_blob_get_f64(b, "qwen2.rms_eps", &eps, err));
+    RC_TRY(rc_blob_get_f64(b, "qwen2.rope_theta", &c->rope_theta, err));
     c->rms_eps = (float)eps;
-    if (!(eps > 0.0 && eps < 1.0) || !(c->rope_theta > 1.0 && c->rope_theta < 1e12)) {
-        st = rc_fail(err, RECALL_E_FORMAT, "%s: qwen2.rms_eps / rope_theta out of range", rc_blob_path(b));
-        goto fail;
-    }
-    if (c->head_dim % 2 || c->heads % c->kv_heads) {
-        st = rc_fail(err, RECALL_E_FORMAT, "%s: qwen2 head_dim must be even and heads a multiple of kv_heads",
-                     rc_blob_path(b));
-        goto fail;
-    }
-    {
-        const rc_blob_kv *kv = rc_blob_kv_find(b, "gate.layers");
-        if (kv) {
-            if (kv->type != RC_KV_I64 || kv->count < 1 || kv->count > RC_QWEN2_MAX_GATE) {
-                st = rc_fail(err, RECALL_E_FORMAT, "%s: gate.layers malformed", rc_blob_path(b));
-                goto fail;
-            }
-            for (uint32_t i = 0; i < kv->count; i++) {
-                if (kv->v.i[i] < 0 || kv->v.i[i] >= c->layers) {
-                    st = rc_fail(err, RECALL_E_FORMAT, "%s: gate.layers[%u] = %lld outside [0, %d)", rc_blob_path(b),
-                                 i, (long long)kv->v.i[i], c->layers);
-                    goto fail;
-                }
-                c->gate_layers[c->n_gate++] = (int)kv->v.i[i];
-            }
-        } else {
-            const int def[3] = {8, 14, 20};
-            for (int i = 0; i < 3; i++)
-                if (def[i] < c->layers) c->gate_layers[c->n_gate++] = def[i];
-        }
-    }
-    if (max_ctx > c->max_pos) {
-        /* REQ-CTX-001: never clamp silently; name both numbers */
-        st = rc_fail(err, RECALL_E_LIMIT,
-                     "%s: a context of %d positions was requested but the model was trained on %d (qwen2.max_pos)",
-                     rc_blob_path(b), max_ctx, c->max_pos);
-        goto fail;
-    }
-    if (max_ctx < 1) {
-        st = rc_fail(err, RECALL_E_ARG, "qwen2: context of %d positions requested; at least 1 is needed", max_ctx);
-        goto fail;
-    }
-    m->max_ctx = max_ctx;
-    const int H = c->hidden, D = c->head_dim, NL = c->layers, F = c->ffn;
-    m->qd = c->heads * D;
-    m->kvd = c->kv_heads * D;
-    m->scale = (float)(1.0 / sqrt((double)D));
+    if (!(eps > 0.0 && eps < 1.0) || !(c->rope_theta > 1.0 && c->rope_theta < 1e12))
+        return rc_fail(err, RECALL_E_FORMAT, "%s: qwen2.rms_eps / rope_theta out of range", rc_blob_path(b));
+    if (c->head_dim % 2 || c->heads % c->kv_heads)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: qwen2 head_dim must be even and heads a multiple of kv_heads",
+                       rc_blob_path(b));
+    RC_TRY(rc_rope_read(b, &c->rope, err));
+    RC_TRY(rc_rope_blob_positions(b, &c->trained_pos, err));
+    return RECALL_OK;
+}
 
-    TRY(rc_blob_mat(b, "qwen2.model.embed_tokens.weight", c->vocab, H, &m->embed, err));
+/* gate.layers (default 8, 14, 20 where the model has them) */
+static recall_status read_gate_layers(const rc_blob *b, rc_qwen2_config *c, recall_err *err) {
+    const rc_blob_kv *kv = rc_blob_kv_find(b, "gate.layers");
+    if (!kv) {
+        const int def[3] = {8, 14, 20};
+        for (int i = 0; i < 3; i++)
+            if (def[i] < c->layers) c->gate_layers[c->n_gate++] = def[i];
+        return RECALL_OK;
+    }
+    if (kv->type != RC_KV_I64 || kv->count < 1 || kv->count > RC_QWEN2_MAX_GATE)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: gate.layers malformed", rc_blob_path(b));
+    for (uint32_t i = 0; i < kv->count; i++) {
+        if (kv->v.i[i] < 0 || kv->v.i[i] >= c->layers)
+            return rc_fail(err, RECALL_E_FORMAT, "%s: gate.layers[%u] = %lld outside [0, %d)", rc_blob_path(b), i,
+                           (long long)kv->v.i[i], c->layers);
+        c->gate_layers[c->n_gate++] = (int)kv->v.i[i];
+    }
+    return RECALL_OK;
+}
+
+/* REQ-CTX-001: the one context rule. Never clamp silently; name both numbers. */
+static recall_status check_context(const rc_blob *b, const rc_qwen2_config *c, int max_ctx, recall_err *err) {
+    if (max_ctx > c->trained_pos) {
+        char prof[192];
+        rc_rope_describe(&c->rope, c->max_pos, prof, sizeof prof);
+        return rc_fail(err, RECALL_E_LIMIT,
+                       "%s: a context of %d positions was requested but the model was trained on %d (rope %s)",
+                       rc_blob_path(b), max_ctx, c->trained_pos, prof);
+    }
+    if (max_ctx < 1)
+        return rc_fail(err, RECALL_E_ARG, "qwen2: context of %d positions requested; at least 1 is needed", max_ctx);
+    return RECALL_OK;
+}
+
+/* Zero-copy views of every weight matrix; fp32 copies of the biases and norm weights. */
+static recall_status bind_weights(rc_qwen2 *m, const rc_blob *b, recall_err *err) {
+    const rc_qwen2_config *c = &m->c;
+    const int H = c->hidden, NL = c->layers, F = c->ffn;
+    RC_TRY(rc_blob_mat(b, "qwen2.model.embed_tokens.weight", c->vocab, H, &m->embed, err));
     if (rc_blob_find(b, "qwen2.lm_head.weight"))
-        TRY(rc_blob_mat(b, "qwen2.lm_head.weight", c->vocab, H, &m->lm_head, err));
+        RC_TRY(rc_blob_mat(b, "qwen2.lm_head.weight", c->vocab, H, &m->lm_head, err));
     else
         m->lm_head = m->embed; /* tied embeddings */
-
     size_t per_layer = (size_t)m->qd + 2 * (size_t)m->kvd + 2 * (size_t)H;
     m->L = (layer_w *)calloc((size_t)NL, sizeof(layer_w));
     m->vecs = falloc(per_layer * (size_t)NL + (size_t)H);
-    if (!m->L || !m->vecs) goto nomem;
+    if (!m->L || !m->vecs) return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory for %d layers", NL);
     for (int l = 0; l < NL; l++) {
         layer_w *w = &m->L[l];
         char nm[RC_TENSOR_NAME_LEN + 32];
@@ -169,10 +158,10 @@ recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex,
         w->ln2 = w->ln1 + H;
 #define MAT(field, suffix, rows, cols)                                                           \
     snprintf(nm, sizeof nm, "qwen2.model.layers.%d.%s", l, suffix);                              \
-    TRY(rc_blob_mat(b, nm, rows, cols, &w->field, err))
+    RC_TRY(rc_blob_mat(b, nm, rows, cols, &w->field, err))
 #define VEC(field, suffix, n)                                                                    \
     snprintf(nm, sizeof nm, "qwen2.model.layers.%d.%s", l, suffix);                              \
-    TRY(rc_blob_vec(b, nm, n, w->field, err))
+    RC_TRY(rc_blob_vec(b, nm, n, w->field, err))
         MAT(q, "self_attn.q_proj.weight", m->qd, H);
         MAT(k, "self_attn.k_proj.weight", m->kvd, H);
         MAT(v, "self_attn.v_proj.weight", m->kvd, H);
@@ -189,37 +178,59 @@ recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex,
 #undef VEC
     }
     m->final_norm = m->vecs + per_layer * (size_t)NL;
-    TRY(rc_blob_vec(b, "qwen2.model.norm.weight", H, m->final_norm, err));
+    return rc_blob_vec(b, "qwen2.model.norm.weight", H, m->final_norm, err);
+}
 
-    m->inv_freq = falloc((size_t)(D / 2));
-    const size_t R = RC_QWEN2_CHUNK;
-    m->x = falloc(R * (size_t)H);
-    m->xn = falloc(R * (size_t)H);
+/* Row scratch for one chunk of RC_QWEN2_CHUNK rows, allocated once. */
+static recall_status alloc_scratch(rc_qwen2 *m, recall_err *err) {
+    const size_t R = RC_QWEN2_CHUNK, H = (size_t)m->c.hidden, F = (size_t)m->c.ffn;
+    m->inv_freq = falloc((size_t)(m->c.head_dim / 2));
+    m->x = falloc(R * H);
+    m->xn = falloc(R * H);
     m->q = falloc(R * (size_t)m->qd);
     m->k = falloc(R * (size_t)m->kvd);
     m->v = falloc(R * (size_t)m->kvd);
     m->att = falloc(R * (size_t)m->qd);
-    m->g = falloc(R * (size_t)F);
-    m->u = falloc(R * (size_t)F);
-    m->gate_q = falloc((size_t)c->n_gate * (size_t)m->qd);
-    if (!m->inv_freq || !m->x || !m->xn || !m->q || !m->k || !m->v ||
-        !m->att || !m->g || !m->u || !m->gate_q)
-        goto nomem;
+    m->g = falloc(R * F);
+    m->u = falloc(R * F);
+    m->gate_q = falloc((size_t)m->c.n_gate * (size_t)m->qd);
+    if (!m->inv_freq || !m->x || !m->xn || !m->q || !m->k || !m->v || !m->att || !m->g || !m->u || !m->gate_q)
+        return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory (max_ctx %d)", m->max_ctx);
+    return RECALL_OK;
+}
 
-    /* RoPE inverse frequencies, as HF computes them in fp32 (see qwen2.h); the per-position
-     * tables are filled as the cache grows */
-    {
-        const float theta = (float)c->rope_theta;
-        for (int i = 0; i < D / 2; i++) m->inv_freq[i] = 1.0f / rc_powf_pos(theta, (float)(2 * i) / (float)D);
+recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex, rc_qwen2 **out, recall_err *err) {
+    *out = NULL;
+    rc_qwen2 *m = (rc_qwen2 *)calloc(1, sizeof *m);
+    if (!m) return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory");
+    recall_status st = RECALL_OK;
+    if (!ex) {
+        st = rc_exec_open(NULL, &m->own_ex, err);
+        ex = m->own_ex;
     }
+    m->ex = ex;
+    if (!st) st = read_dims(b, &m->c, err);
+    if (!st) st = read_gate_layers(b, &m->c, err);
+    if (!st) st = check_context(b, &m->c, max_ctx, err);
+    if (st) {
+        rc_qwen2_close(m);
+        return st;
+    }
+    m->max_ctx = max_ctx;
+    m->qd = m->c.heads * m->c.head_dim;
+    m->kvd = m->c.kv_heads * m->c.head_dim;
+    m->scale = (float)(1.0 / sqrt((double)m->c.head_dim));
+    st = bind_weights(m, b, err);
+    if (!st) st = alloc_scratch(m, err);
+    if (st) {
+        rc_qwen2_close(m);
+        return st;
+    }
+    /* RoPE inverse frequencies and attention factor (rope.h); the per-position tables are
+     * filled as the cache grows */
+    rc_rope_inv_freq(&m->c.rope, m->c.rope_theta, m->c.head_dim, m->inv_freq, &m->c.rope_attention);
     *out = m;
     return RECALL_OK;
-nomem:
-    st = rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory (max_ctx %d)", max_ctx);
-fail:
-    rc_qwen2_close(m);
-    return st;
-#undef TRY
 }
 
 const rc_qwen2_config *rc_qwen2_cfg(const rc_qwen2 *m) { return &m->c; }
@@ -262,10 +273,17 @@ static recall_status grow_to(rc_qwen2 *m, int cap, recall_err *err) {
             memcpy(vc + (size_t)l * ncap * kvd, m->vc + (size_t)l * (size_t)m->cap * kvd, rows);
         }
     }
+    const int yarn = m->c.rope.type == RC_ROPE_YARN;
+    const float att = m->c.rope_attention;
     for (int p = m->cap; p < cap; p++)
-        for (int i = 0; i < half; i++)
-            rc_sincosf(m->inv_freq[i] * (float)p, &m->rope_sin[(size_t)p * half + i],
-                       &m->rope_cos[(size_t)p * half + i]);
+        for (int i = 0; i < half; i++) {
+            float *sn = &m->rope_sin[(size_t)p * half + i], *cs = &m->rope_cos[(size_t)p * half + i];
+            rc_sincosf(m->inv_freq[i] * (float)p, sn, cs);
+            if (yarn) { /* transformers: cos() * attention_scaling, sin() * attention_scaling */
+                *sn = *sn * att;
+                *cs = *cs * att;
+            }
+        }
     free(m->kc);
     free(m->vc);
     free(m->scores);
@@ -273,6 +291,18 @@ static recall_status grow_to(rc_qwen2 *m, int cap, recall_err *err) {
     m->vc = vc;
     m->scores = sc;
     m->cap = cap;
+    return RECALL_OK;
+}
+
+const float *rc_qwen2_inv_freq(const rc_qwen2 *m) { return m->inv_freq; }
+
+recall_status rc_qwen2_rope_row(rc_qwen2 *m, int pos, const float **cos_row, const float **sin_row, recall_err *err) {
+    if (pos < 0 || pos >= m->max_ctx)
+        return rc_fail(err, RECALL_E_LIMIT, "qwen2: RoPE row %d outside the context [0, %d)", pos, m->max_ctx);
+    RC_TRY(rc_qwen2_reserve(m, pos + 1, err));
+    const size_t half = (size_t)(m->c.head_dim / 2);
+    *cos_row = m->rope_cos + (size_t)pos * half;
+    *sin_row = m->rope_sin + (size_t)pos * half;
     return RECALL_OK;
 }
 

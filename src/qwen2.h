@@ -15,7 +15,8 @@
  *   score_j = dot(q_h, k_j) * scale, scale = (float)(1/sqrt((double)D)), j = 0..pos;
  *   p = softmax(score); att_h = sum_j p_j v_j (sequential fmaf, j ascending); x = x + o_proj(att);
  *   xn = RMSNorm(x); x = x + down(silu(gate xn) * (up xn)).
- * RoPE (HF rotate_half): inv_freq[i] = 1.0f / powf(theta, (float)(2i) / (float)D), i < D/2;
+ * RoPE (HF rotate_half): inv_freq[i] = 1.0f / powf(theta, (float)(2i) / (float)D), i < D/2
+ *   (YaRN: rope.h's blend, and c/s below multiplied by the attention factor);
  *   angle = inv_freq[i] * (float)pos (fp32), c/s = rc_sincosf(angle); the per-position table
  *   rows are built as the cache grows (each row depends only on its position). out[i] = q[i]*c - q[i+D/2]*s, out[i+D/2] = q[i+D/2]*c + q[i]*s.
  * KV memory follows the context in use: the cache starts empty and grows on demand to
@@ -34,6 +35,7 @@
 
 #include "blob.h"
 #include "pool.h"
+#include "rope.h"
 #include "status.h"
 
 #define RC_QWEN2_CHUNK 64
@@ -49,6 +51,10 @@ typedef struct {
     int bos_id, eos_id;               /* -1 if the blob has no qwen2.bos_id / eos_id */
     int n_gate;                       /* gate capture layers (from gate.layers, default 8,14,20) */
     int gate_layers[RC_QWEN2_MAX_GATE];
+    rc_rope_profile rope;             /* plain or YaRN (rope.h): qwen2.rope.* or a runtime profile */
+    int trained_pos;                  /* positions trained under that profile: max_pos, or YaRN's
+                                         floor(factor x original); the most a context may hold */
+    float rope_attention;             /* the factor the cos/sin tables carry (1 for plain RoPE) */
 } rc_qwen2_config;
 
 /* One forward call. Exactly one of ids / embeds is non-NULL. */
@@ -63,9 +69,10 @@ typedef struct {
     float *q_all;         /* [n_gate][n][NH*D] or NULL: q_proj outputs of every row */
 } rc_qwen2_fwd;
 
-/* max_ctx: the most positions the context may hold (1 .. max_pos); a request above the trained
- * window (qwen2.max_pos) fails with RECALL_E_LIMIT naming both numbers. No KV memory is
- * allocated at open; it grows with the positions in use. */
+/* max_ctx: the most positions the context may hold (1 .. trained_pos); a request above the trained
+ * window (qwen2.max_pos, or YaRN's factor x original) fails with RECALL_E_LIMIT naming both
+ * numbers, before anything is computed. No KV memory is allocated at open; it grows with the
+ * positions in use. */
 recall_status rc_qwen2_open(const rc_blob *b, int max_ctx, rc_qwen2 **out, recall_err *err);
 /* Same, running on ex (kernel table + thread pool, borrowed: it must outlive the model; several
  * models may share one ex when they are used from one thread). ex NULL = a private context from
@@ -91,6 +98,10 @@ size_t rc_qwen2_kv_bytes_for(const rc_qwen2 *m, int positions);
 /* Grows the cache once to hold n positions (rounded up to RC_QWEN2_KV_UNIT, capped at max_ctx),
  * so a request of known size never grows by doubling; n > max_ctx fails. Keeps the contents. */
 recall_status rc_qwen2_reserve(rc_qwen2 *m, int n, recall_err *err);
+/* The RoPE inverse frequencies [D/2] (rope.h), and the cos / sin table rows [D/2] of position
+ * pos (< max_ctx; the tables grow to hold it, as a forward would). For tests and tools. */
+const float *rc_qwen2_inv_freq(const rc_qwen2 *m);
+recall_status rc_qwen2_rope_row(rc_qwen2 *m, int pos, const float **cos_row, const float **sin_row, recall_err *err);
 /* Keeps the first n cached positions (0 <= n <= n_cached). */
 recall_status rc_qwen2_crop(rc_qwen2 *m, int n, recall_err *err);
 

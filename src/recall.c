@@ -1,5 +1,6 @@
 /* recall.c - the recall loop, one turn at a time (recall_loop.h; RECALL_SPEC §3). */
 #include "recall_loop.h"
+#include "rope.h"
 
 #include "heads.h"
 #include "pooler.h"
@@ -95,8 +96,8 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
     r->bos = (int)v;
     if (!s) s = rc_blob_get_i64(b, "tok.eos", &v, err);
     r->eos = (int)v;
-    if (!s) s = rc_blob_get_i64(b, "qwen2.max_pos", &v, err);
-    int max_pos = (int)v;
+    int max_pos = 0; /* trained positions under the RoPE profile (rope.h) */
+    if (!s) s = rc_rope_blob_positions(b, &max_pos, err);
     if (!s) {
         size_t size;
         const void *sec = rc_blob_section(b, RC_SECT_TOK_BPE, &size);
@@ -110,8 +111,8 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
     if (!s && o->arm != RC_ARM_FULL) s = rc_pooler_open_ex(b, r->ex, &r->pooler, err);
     if (!s && r->pooler) r->n_sp = rc_pooler_cfg(r->pooler)->n_sp;
     int max_ctx = 1 + r->n_sp + o->k * o->block + o->window + o->chunk;
-    if (o->arm == RC_ARM_FULL) max_ctx = max_pos < 16384 ? max_pos : 16384;
-    if (!s && max_ctx > max_pos)
+    if (o->arm == RC_ARM_FULL) max_ctx = o->max_ctx > 0 ? o->max_ctx : max_pos; /* KV grows on demand */
+    if (!s && o->arm != RC_ARM_FULL && max_ctx > max_pos) /* FULL: rc_qwen2_open names both */
         s = rc_fail(err, RECALL_E_LIMIT,
                     "recall: the loop needs %d positions (1 + %d SP + %d x %d injected + %d window + %d chunk) but "
                     "the model was trained on %d", max_ctx, r->n_sp, o->k, o->block, o->window, o->chunk, max_pos);

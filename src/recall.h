@@ -66,6 +66,10 @@ typedef struct {
      * not counted (the kernel pages them in and out). */
     uint64_t max_memory;
     const recall_allocator *allocator; /* NULL = malloc/free; copied, must stay valid */
+    /* "yarn:FACTOR:ORIG": a YaRN RoPE profile for a blob that declares none (NULL = the blob's
+     * own profile). One that contradicts the blob's fails with RECALL_E_ARG naming both. The
+     * model's max_pos becomes floor(FACTOR x ORIG). */
+    const char *rope_scaling;
 } recall_open_opts;
 
 void recall_open_opts_init(recall_open_opts *o);
@@ -79,7 +83,8 @@ void recall_close(recall_model *m); /* NULL is fine; close every loop of m first
 
 typedef struct {
     int vocab;     /* decoder vocabulary (logits length) */
-    int max_pos;   /* positions the decoder was trained on */
+    int max_pos;   /* positions the decoder was trained on (under its RoPE profile: YaRN's
+                      floor(factor x original), else qwen2.max_pos) */
     int hidden, layers;
     int bos_id, eos_id;
 } recall_model_info;
@@ -129,6 +134,10 @@ typedef struct {
     size_t max_feed;
     int threads;      /* worker threads for this loop; 0 = RECALL_THREADS or 1 (same bits for any) */
     const char *simd; /* NULL = RECALL_SIMD or the best path; scalar|avx2|avx512|neon (same bits) */
+    /* The FULL arm's instance context: the positions its KV cache may grow to (it allocates only
+     * what the conversation uses). 0 = the model's max_pos; above max_pos the open fails with
+     * RECALL_E_LIMIT naming both numbers. */
+    int max_ctx;
 } recall_loop_opts;
 
 typedef struct recall_loop recall_loop;

@@ -47,6 +47,9 @@ typedef struct {
      * (scalar|avx2|avx512|neon|auto). Results are bitwise the same for every choice. */
     int threads;
     const char *simd;
+    /* FULL arm: the instance context (positions its KV cache may grow to); 0 = the positions the
+     * model was trained for (rope.h). Above them the open fails naming both numbers. */
+    int max_ctx;
 } rc_recall_opts;
 
 typedef struct { int c0; float score; int fired; } rc_gate_rec;

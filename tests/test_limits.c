@@ -4,6 +4,11 @@
  * sizes the blob declares; a blob whose declared sizes exceed it fails with RECALL_E_LIMIT naming
  * the numbers, before the allocation is attempted. Context: a conversation longer than the loop
  * can hold (FULL arm cache, max_feed) or a forward longer than max_pos fails the same way.
+ * Context limits (REQ-CTX-001/007): every entry refuses a context beyond the trained positions
+ * before any compute, naming both numbers, and the trained size itself opens: the FULL arm's
+ * instance context (recall_loop_opts.max_ctx; no arbitrary cap below the trained size), a YaRN
+ * runtime profile (recall_open_opts.rope_scaling: trained positions factor x original), and the
+ * CLI's --ctx, whose forward prints the context and the KV bytes allocated for the positions used.
  * Allocator: a caller's allocator sees every API-level allocation (balanced after close), and one
  * that fails at any point makes the call fail with RECALL_E_NOMEM, never crash.
  */
@@ -195,7 +200,7 @@ Test(api_limits, max_feed_and_forward_length) {
     int32_t *ids = calloc(4097, sizeof *ids);
     cr_assert(ids);
     cr_assert_eq(recall_forward(m, ids, 4097, logits, 1088, &e2), RECALL_E_LIMIT);
-    cr_assert_str_eq(e2.msg, "recall_forward: 4097 ids exceed the model's 4096 positions");
+    cr_assert_str_eq(e2.msg, "recall_forward: 4097 ids exceed the model's 4096 trained positions");
     free(ids);
     recall_close(m);
 }
@@ -321,4 +326,108 @@ Test(api_limits, allocator_failure_at_every_point_is_nomem) {
         cr_assert_eq(exercise(path, &c, &e), RECALL_E_NOMEM, "failing allocation %ld: %s", k, e.msg);
         cr_assert_eq(c.allocs, c.frees, "failing allocation %ld: %ld allocations, %ld frees", k, c.allocs, c.frees);
     }
+}
+
+/* ---- instance context and YaRN through the API and the CLI ------------------------------------ */
+
+Test(api_limits, full_arm_instance_context) {
+    recall_model *m = open_worldA();
+    recall_loop_opts lo;
+    recall_loop_opts_init(m, &lo);
+    lo.arm = RECALL_ARM_FULL;
+    recall_loop *l = NULL;
+    recall_err err = {0};
+    lo.max_ctx = 4097;
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_E_LIMIT, "%s", err.msg);
+    cr_assert(strstr(err.msg, "4097 positions was requested but the model was trained on 4096"), "%s", err.msg);
+    lo.max_ctx = 4096; /* the trained size itself opens */
+    memset(&err, 0, sizeof err);
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_OK, "%s", err.msg);
+    recall_loop_close(l);
+    lo.max_ctx = 512;
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_OK, "%s", err.msg);
+    size_t n = 512 - 110 - 1; /* BOS + n + turn_cap (110) + 1 = 513 > 512 */
+    int32_t *feed = calloc(n, sizeof *feed);
+    cr_assert(feed);
+    recall_reply r;
+    cr_assert_eq(recall_turn(l, feed, n, NULL, NULL, &r, &err), RECALL_E_LIMIT, "%s", err.msg);
+    cr_assert(strstr(err.msg, "needs 513 positions (BOS + 401 history + 110 reply + 1), the context holds 512"), "%s",
+              err.msg);
+    free(feed);
+    recall_loop_close(l);
+    recall_close(m);
+}
+
+Test(api_limits, yarn_runtime_profile_extends_the_trained_positions) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    recall_open_opts o;
+    recall_open_opts_init(&o);
+    o.rope_scaling = "yarn:4:4096";
+    recall_model *m = NULL;
+    recall_err err = {0};
+    cr_assert_eq(recall_open(path, &o, &m, &err), RECALL_OK, "%s", err.msg);
+    recall_model_info info;
+    recall_model_get_info(m, &info);
+    cr_assert_eq(info.max_pos, 16384, "4 x 4096");
+    recall_loop_opts lo;
+    recall_loop_opts_init(m, &lo);
+    lo.arm = RECALL_ARM_FULL;
+    lo.max_ctx = 16385;
+    recall_loop *l = NULL;
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_E_LIMIT, "%s", err.msg);
+    cr_assert(strstr(err.msg, "16385") && strstr(err.msg, "16384"), "%s", err.msg);
+    lo.max_ctx = 16384;
+    memset(&err, 0, sizeof err);
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_OK, "%s", err.msg);
+    recall_loop_close(l);
+    recall_close(m);
+
+    o.rope_scaling = "yarn:4";
+    recall_err e2 = {0};
+    cr_assert_eq(recall_open(path, &o, &m, &e2), RECALL_E_ARG);
+    cr_assert_null(m);
+    cr_assert(strstr(e2.msg, "yarn:4"), "%s", e2.msg);
+}
+
+Test(api_limits, cli_ctx_refuses_past_the_trained_size_and_prints_kv_bytes) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    char cmd[8192], *out = NULL;
+    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[1,2,3]' --ctx 4097 2>&1", path);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
+    cr_assert(strstr(out, "a context of 4097 positions was requested but the model was trained on 4096"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[1,2,3]' --ctx 2 2>&1", path);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
+    cr_assert(strstr(out, "3 positions requested, the context holds 2 (--ctx)"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[1,2,3]' --ctx 0 2>&1", path);
+    cr_assert_eq(fixture_sh(cmd, &out), 2, "usage error");
+    free(out);
+    /* the trained size itself opens; KV follows the positions in use (6,144 bytes per position on
+     * worldA: one 256-position unit for 3 ids, 512 for 300) */
+    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[1,2,3]' --ctx 4096 2>&1", path);
+    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
+    cr_assert(strstr(out, "context 4096 of 4096 trained positions, rope default"), "%s", out);
+    cr_assert(strstr(out, "kv_bytes 1572864 (256 positions allocated for 3 in use)"), "%s", out);
+    free(out);
+    char ids[4096];
+    size_t k = 0;
+    for (int i = 0; i < 300; i++) k += (size_t)snprintf(ids + k, sizeof ids - k, "%s%d", i ? "," : "[", i % 1000);
+    snprintf(ids + k, sizeof ids - k, "]");
+    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '%s' --ctx 4096 2>&1", path, ids);
+    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
+    cr_assert(strstr(out, "kv_bytes 3145728 (512 positions allocated for 300 in use)"), "%s", out);
+    free(out);
+    /* YaRN on the command line: 4 x 4096 = 16384 positions, one more is refused */
+    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[1,2,3]' --rope-scaling yarn:4:4096 --ctx 16385 2>&1", path);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
+    cr_assert(strstr(out, "16385 positions was requested but the model was trained on 16384 (rope yarn:4:4096"), "%s",
+              out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3,4,5]' --ctx 4097 2>&1", path);
+    cr_assert_eq(fixture_sh(cmd, &out), 1);
+    cr_assert(strstr(out, "4097") && strstr(out, "trained on 4096"), "%s", out);
+    free(out);
 }

@@ -19,6 +19,7 @@
 #include "nf4.h"
 #include "npy.h"
 #include "pickle.h"
+#include "rope.h"
 #include "safetensors.h"
 #include "tokenize_bpe.h"
 #include "tokenize_wordpiece.h"
@@ -224,7 +225,60 @@ static recall_status put_f32(conv *c, const char *name, int ndim, const int64_t 
 typedef struct {
     int64_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab, max_pos;
     double eps, theta;
+    rc_rope_profile rope;
 } qwen2_cfg;
+
+/* An optional number of the rope object: absent or null leaves *v; 0 when transformers reads it
+ * with `or` (beta_fast / beta_slow) also keeps the default. */
+static recall_status rope_num(const json_value *obj, const char *key, const char *file, double *v, recall_err *err) {
+    const json_value *x = json_get(obj, key);
+    if (!x || x->type == JSON_NULL) return RECALL_OK;
+    if (x->type != JSON_NUM) return rc_fail(err, RECALL_E_FORMAT, "%s: rope key \"%s\" is not a number", file, key);
+    if (x->num != 0.0) *v = x->num;
+    return RECALL_OK;
+}
+
+/* The RoPE profile: transformers 4's `rope_scaling` or transformers 5's `rope_parameters`, type
+ * under `rope_type` or (older) `type`. Plain RoPE and YaRN are read; any other type is refused
+ * with its name. YaRN as transformers 5 reads it: an absent factor is max_pos / original, an
+ * absent original is max_position_embeddings. */
+static recall_status qwen2_rope(const json_value *r, const char *path, int64_t max_pos, rc_rope_profile *p,
+                                recall_err *err) {
+    memset(p, 0, sizeof *p);
+    const json_value *o = json_get(r, "rope_scaling");
+    if (!o || o->type == JSON_NULL) o = json_get(r, "rope_parameters");
+    if (!o || o->type == JSON_NULL) return RECALL_OK;
+    if (o->type != JSON_OBJ) return rc_fail(err, RECALL_E_FORMAT, "%s: rope_scaling / rope_parameters is not an object", path);
+    const json_value *t = json_get_type(o, "rope_type", JSON_STR);
+    if (!t) t = json_get_type(o, "type", JSON_STR);
+    if (!t || !strcmp(t->str, "default")) return RECALL_OK;
+    if (strcmp(t->str, "yarn") != 0)
+        return rc_fail(err, RECALL_E_UNSUPPORTED, "%s: rope type \"%s\" is not supported (only default and yarn)",
+                       path, t->str);
+    double factor = 0.0, orig = (double)max_pos;
+    const json_value *ov = json_get(o, "original_max_position_embeddings");
+    if (ov && ov->type != JSON_NULL) {
+        if (ov->type != JSON_NUM || !ov->is_int)
+            return rc_fail(err, RECALL_E_FORMAT, "%s: rope original_max_position_embeddings is not an integer", path);
+        orig = (double)ov->i;
+    }
+    RC_TRY(rope_num(o, "factor", path, &factor, err));
+    if (factor == 0.0) {
+        if (!(ov && ov->type == JSON_NUM))
+            return rc_fail(err, RECALL_E_MISSING, "%s: yarn needs \"factor\" or \"original_max_position_embeddings\"", path);
+        factor = (double)max_pos / orig;
+    }
+    rc_rope_yarn_init(p, factor, (int64_t)orig);
+    RC_TRY(rope_num(o, "beta_fast", path, &p->beta_fast, err));
+    RC_TRY(rope_num(o, "beta_slow", path, &p->beta_slow, err));
+    RC_TRY(rope_num(o, "mscale", path, &p->mscale, err));
+    RC_TRY(rope_num(o, "mscale_all_dim", path, &p->mscale_all_dim, err));
+    RC_TRY(rope_num(o, "attention_factor", path, &p->attention_factor, err));
+    const json_value *tr = json_get(o, "truncate");
+    if (tr && tr->type == JSON_BOOL) p->truncate = tr->num != 0.0;
+    else if (tr && tr->type != JSON_NULL) return rc_fail(err, RECALL_E_FORMAT, "%s: rope truncate is not a boolean", path);
+    return rc_rope_check(p, path, err);
+}
 
 static recall_status qwen2_config(conv *c, const char *dir, qwen2_cfg *q) {
     char path[4096];
@@ -253,11 +307,8 @@ static recall_status qwen2_config(conv *c, const char *dir, qwen2_cfg *q) {
         else
             q->theta = th->num;
     }
+    if (!s) s = qwen2_rope(r, path, q->max_pos, &q->rope, c->err);
     if (!s) {
-        const json_value *rs = json_get(r, "rope_scaling");
-        const json_value *rt = json_path(r, "rope_parameters.rope_type");
-        if ((rs && rs->type != JSON_NULL) || (rt && rt->type == JSON_STR && strcmp(rt->str, "default") != 0))
-            s = rc_fail(c->err, RECALL_E_UNSUPPORTED, "%s: rope scaling is not supported (only default RoPE)", path);
         const json_value *act = json_get_type(r, "hidden_act", JSON_STR);
         if (!s && act && strcmp(act->str, "silu") != 0)
             s = rc_fail(c->err, RECALL_E_UNSUPPORTED, "%s: hidden_act \"%s\", expected \"silu\"", path, act->str);
@@ -333,7 +384,17 @@ static recall_status qwen2_keys(conv *c, const qwen2_cfg *q) {
     RC_TRY(rc_writer_kv_f64(c->w, "qwen2.rms_eps", q->eps, c->err));
     RC_TRY(rc_writer_kv_f64(c->w, "qwen2.rope_theta", q->theta, c->err));
     RC_TRY(rc_writer_kv_str(c->w, "qwen2.weights", c->o->weights ? c->o->weights : "f32", c->err));
-    return RECALL_OK;
+    const rc_rope_profile *p = &q->rope;
+    if (p->type != RC_ROPE_YARN) return RECALL_OK; /* plain RoPE: no qwen2.rope.* keys (blob unchanged) */
+    RC_TRY(rc_writer_kv_str(c->w, RC_ROPE_KEY_TYPE, "yarn", c->err));
+    RC_TRY(rc_writer_kv_f64(c->w, RC_ROPE_KEY_FACTOR, p->factor, c->err));
+    RC_TRY(kv1(c, RC_ROPE_KEY_ORIG, p->orig));
+    RC_TRY(rc_writer_kv_f64(c->w, RC_ROPE_KEY_BETA_FAST, p->beta_fast, c->err));
+    RC_TRY(rc_writer_kv_f64(c->w, RC_ROPE_KEY_BETA_SLOW, p->beta_slow, c->err));
+    if (p->mscale > 0.0) RC_TRY(rc_writer_kv_f64(c->w, RC_ROPE_KEY_MSCALE, p->mscale, c->err));
+    if (p->mscale_all_dim > 0.0) RC_TRY(rc_writer_kv_f64(c->w, RC_ROPE_KEY_MSCALE_ALL, p->mscale_all_dim, c->err));
+    if (p->attention_factor > 0.0) RC_TRY(rc_writer_kv_f64(c->w, RC_ROPE_KEY_ATTN, p->attention_factor, c->err));
+    return kv1(c, RC_ROPE_KEY_TRUNCATE, p->truncate);
 }
 
 /* ---- BERT (bge) -------------------------------------------------------------------------- */

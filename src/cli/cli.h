@@ -27,15 +27,24 @@ int cli_score(int argc, char **argv);
 #include <stdint.h>
 
 /* --threads N / --simd P (0 / NULL: RECALL_THREADS / RECALL_SIMD decide); --hugepages: copy the
- * blob into huge-page-advised memory (RC_OPEN_HUGEPAGES) instead of mapping the file. */
+ * blob into huge-page-advised memory (RC_OPEN_HUGEPAGES) instead of mapping the file;
+ * --rope-scaling yarn:FACTOR:ORIG: a YaRN profile for a blob without one (rope.h; one that
+ * contradicts the file's fails naming both), applied by cli_blob_open; --ctx N: the decoder's
+ * instance context (above the trained positions the open fails naming both numbers). */
 typedef struct {
     int threads;
     const char *simd;
     int hugepages;
+    const char *rope_scaling;
+    int ctx; /* --ctx N: the instance context (KV grows on demand up to N); 0 = the command's default */
 } cli_exec_args;
-/* If argv[*i] is --threads, --simd or --hugepages, consumes it and its value (advancing *i) and
- * returns 1; returns 0 for any other argument and -1 (message printed) for a bad value. */
+/* If argv[*i] is --threads, --simd, --hugepages, --rope-scaling or --ctx, consumes it and its value
+ * (advancing *i) and returns 1; returns 0 for any other argument and -1 (message printed) for a
+ * bad value. */
 int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args *x);
+/* rc_blob_open with cli_blob_flags(x, base), then the --rope-scaling profile attached. */
+recall_status cli_blob_open(const cli_exec_args *x, const char *path, unsigned base, struct rc_blob **out,
+                            recall_err *err);
 recall_status cli_exec_open(const cli_exec_args *x, rc_exec **out, recall_err *err);
 /* The rc_blob_open flags the arguments ask for, added to `base`. */
 unsigned cli_blob_flags(const cli_exec_args *x, unsigned base);

@@ -1,5 +1,6 @@
 /* cli_blob.c - `recall convert`, `recall info`, `recall verify`. */
 #include "blob.h"
+#include "rope.h"
 #include "cli.h"
 #include "convert.h"
 #include "pool.h"
@@ -144,6 +145,21 @@ int cli_info(int argc, char **argv) {
             else printf("%s%.9g", j ? "," : "", kv->v.f[j]);
         }
         printf("\n");
+    }
+    {
+        /* the decoder's RoPE profile and the positions it was trained for (rope.h) */
+        int64_t max_pos = 0;
+        rc_rope_profile rp;
+        recall_err rerr = {0};
+        char line[256];
+        if (rc_blob_kv_find(b, "qwen2.max_pos") && !rc_blob_get_i64(b, "qwen2.max_pos", &max_pos, &rerr)) {
+            if (rc_rope_read(b, &rp, &rerr) == RECALL_OK) {
+                rc_rope_describe(&rp, max_pos, line, sizeof line);
+                printf("rope: %s\n", line);
+            } else {
+                printf("rope: unreadable (%s)\n", rerr.msg);
+            }
+        }
     }
     static const char *kinds[] = {"?", "config", "tensors", "tokenizer-bpe", "tokenizer-wordpiece"};
     printf("sections:\n");

@@ -95,7 +95,7 @@ int cli_parse_problems(const char *spec, uint32_t *out, int cap);
 
 int cli_calibrate(int argc, char **argv) {
     const char *blob_path = NULL, *bench_path = NULL, *problems_s = "0-7", *pct_s = "10", *mode = NULL;
-    cli_exec_args xa = {0, NULL, 0};
+    cli_exec_args xa = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -147,7 +147,7 @@ int cli_calibrate(int argc, char **argv) {
     int rc = 1, n_q = 0, n_probe = 0, q_fire = 0, probe_fire = 0;
     /* per-turn maxima, to report turn-level recall / false-fire at the suggested threshold */
     scores q_max = {0}, probe_max = {0};
-    if (rc_blob_open(blob_path, cli_blob_flags(&xa, RC_OPEN_VERIFY), &b, &err) || rc_bench_load(bench_path, &bench, &err)) goto fail;
+    if (cli_blob_open(&xa, blob_path, RC_OPEN_VERIFY, &b, &err) || rc_bench_load(bench_path, &bench, &err)) goto fail;
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
     const float file_thresh = o.threshold;
@@ -157,6 +157,7 @@ int cli_calibrate(int argc, char **argv) {
     }
     o.arm = RC_ARM_RC_BGE;
     o.threads = xa.threads;
+    o.max_ctx = xa.ctx;
     o.simd = xa.simd;
     o.threshold = INFINITY; /* score every check, fire none */
     if (rc_recall_open(b, &o, &r, &err)) goto fail;

@@ -8,6 +8,7 @@
 #include "problems.h"
 #include "blob.h"
 #include "cli.h"
+#include "rope.h"
 #include "recall_loop.h"
 #include "session.h"
 #include "tokenize_bpe.h"
@@ -43,6 +44,8 @@ static void chat_usage(FILE *f) {
             "  --floor F            inject only if the best bridge score is >= F (fires still logged)\n"
             "  --max-turn-tokens N  reply cap per turn (default: the blob's loop.turn_cap)\n"
             "  --threads N          worker threads (default: RECALL_THREADS, else 1); same bits for any N\n"
+            "  --ctx N              FULL arm context (default: the trained positions; more is refused)\n"
+            "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
             "  --hugepages          copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P             kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
             "A message longer than the window, or (FULL arm) a context beyond the model's trained\n"
@@ -147,7 +150,7 @@ int cli_chat(int argc, char **argv) {
     const char *blob_path = NULL, *session_path = NULL, *mode = NULL, *arm = NULL, *thr = NULL, *floor_s = NULL;
     const char *hyst_s = NULL, *cap_s = NULL;
     int trace = 0, fire_once = 0;
-    cli_exec_args xa = {0, NULL, 0};
+    cli_exec_args xa = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -199,9 +202,10 @@ int cli_chat(int argc, char **argv) {
     chat_stream cs;
     memset(&cs, 0, sizeof cs);
     int rc = 1, turn_failed = 0;
-    int64_t vocab64 = 0, max_pos64 = 0;
-    if (rc_blob_open(blob_path, cli_blob_flags(&xa, RC_OPEN_VERIFY), &b, &err) || rc_blob_get_i64(b, "qwen2.vocab", &vocab64, &err) ||
-        rc_blob_get_i64(b, "qwen2.max_pos", &max_pos64, &err))
+    int64_t vocab64 = 0;
+    int max_pos_i = 0; /* trained positions under the RoPE profile (rope.h) */
+    if (cli_blob_open(&xa, blob_path, RC_OPEN_VERIFY, &b, &err) || rc_blob_get_i64(b, "qwen2.vocab", &vocab64, &err) ||
+        rc_rope_blob_positions(b, &max_pos_i, &err))
         goto fail;
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
@@ -215,9 +219,10 @@ int cli_chat(int argc, char **argv) {
     o.fire_once = fire_once;
     o.threads = xa.threads;
     o.simd = xa.simd;
+    o.max_ctx = xa.ctx;
     o.use_floor = floor_s != NULL;
     const uint32_t vocab = (uint32_t)vocab64;
-    const long max_pos = (long)max_pos64;
+    const long max_pos = xa.ctx ? (long)xa.ctx : (long)max_pos_i; /* the FULL arm's context */
 
     if (session_path) {
         recall_status s = rc_session_load(session_path, &sess, &err);

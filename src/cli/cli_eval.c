@@ -263,6 +263,8 @@ static void eval_usage(FILE *f) {
             "  --mode M         faithful (default) or clean\n"
             "  --json OUT       per-problem, per-turn details (reply text, fires, scores)\n"
             "  --threads N      worker threads (default: RECALL_THREADS, else 1); same bits for any N\n"
+            "  --ctx N          FULL arm context (default: the trained positions; more is refused)\n"
+            "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
             "  --hugepages      copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P         kernel path scalar|avx2|avx512|neon (default: RECALL_SIMD, else the best)\n"
             "Scoring: recall = value (commas/spaces removed, lower-cased) found in the reply;\n"
@@ -283,7 +285,7 @@ static double pct(int a, int b) { return b ? 100.0 * a / b : 0.0; }
 int cli_eval(int argc, char **argv) {
     const char *blob_path = NULL, *bench_path = NULL, *problems_s = "0-7", *arms_s = "SP,RC_bge", *mode = NULL;
     const char *json_path = NULL;
-    cli_exec_args xa = {0, NULL, 0};
+    cli_exec_args xa = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -366,9 +368,10 @@ int cli_eval(int argc, char **argv) {
     char *tmp = NULL;
     int rc = 1;
     rc_recall_opts base;
-    if (rc_blob_open(blob_path, cli_blob_flags(&xa, RC_OPEN_VERIFY), &b, &err) || rc_bench_load(bench_path, &bench, &err)) goto fail;
+    if (cli_blob_open(&xa, blob_path, RC_OPEN_VERIFY, &b, &err) || rc_bench_load(bench_path, &bench, &err)) goto fail;
     rc_recall_defaults(b, &base);
     base.threads = xa.threads;
+    base.max_ctx = xa.ctx;
     base.simd = xa.simd;
     if (cli_parse_mode_arm("eval", mode, NULL, &base)) {
         rc = 2;

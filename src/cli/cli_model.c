@@ -4,7 +4,8 @@
  *   recall embed   BLOB --file TEXT --dump OUT.npz       ids [n], emb [H] (bge CLS, L2-normalised)
  *   recall pool    BLOB --ids '[...]' --dump OUT.npz     sp [n_sp,H] from the Qwen2 embeddings
  * forward and pool also take --tokens-file F (same ids from a file); forward, embed and pool take
- * --threads N / --simd P (bitwise the same results), --hugepages (blob copied into huge-page memory).
+ * --threads N / --simd P (bitwise the same results), --hugepages (blob copied into huge-page memory);
+ * forward takes --ctx N (instance context) and --rope-scaling yarn:FACTOR:ORIG (rope.h).
  *   recall heads   BLOB --q F.npy [--emb E.npy]          prints the gate score and bridge score
  * Only this file prints; the library returns errors as values. */
 #include "bert.h"
@@ -89,9 +90,13 @@ static recall_status read_npy_f32(const char *path, float **out, size_t *n, reca
 
 static const char FORWARD_USAGE[] =
     "usage: recall forward BLOB (--ids '[1,2,3]' | --tokens-file F) [--dump OUT.npz] [--threads N]\n"
-    "                      [--simd scalar|avx2|avx512|neon]\n"
+    "                      [--simd scalar|avx2|avx512|neon] [--ctx N] [--rope-scaling yarn:FACTOR:ORIG]\n"
     "One Qwen2 prefill of the ids from an empty cache (F: a JSON array of ids or whitespace-separated\n"
-    "ids). Prints the KV cache bytes the prefill allocated. --dump writes ids [T] (int32), logits [T,V],\n"
+    "ids). Prints the context and the KV cache bytes the prefill allocated. --ctx N: the instance\n"
+    "context (default: the number of ids; at most the trained positions, which a longer request\n"
+    "names before any compute). --rope-scaling: a YaRN profile for a blob without one (trained\n"
+    "positions floor(FACTOR x ORIG)); one contradicting the blob's fails naming both.\n"
+    "--dump writes ids [T] (int32), logits [T,V],\n"
     "hidden_last [layers+1,H] (HF hidden_states at the last position) and q_layers [n_gate,T,heads*head_dim]\n"
     "(q_proj outputs after bias, before RoPE, at the gate layers). Without --dump: prints the argmax\n"
     "of the last logits.\n";
@@ -112,12 +117,17 @@ int cli_forward(int argc, char **argv) {
     int T = 0, rc = 1;
     float *logits = NULL, *hid = NULL, *q = NULL;
     rc_npz_writer *w = NULL;
-    if (cli_get_ids(a.ids, a.tokens_file, &ids, &T, &err) || rc_blob_open(a.blob, cli_blob_flags(&a.x, 0), &b, &err)) goto out;
+    if (cli_get_ids(a.ids, a.tokens_file, &ids, &T, &err) || cli_blob_open(&a.x, a.blob, 0, &b, &err)) goto out;
     if (T < 1) {
         rc_fail(&err, RECALL_E_ARG, "%s: at least one id needed", a.tokens_file ? a.tokens_file : "--ids");
         goto out;
     }
-    if (cli_exec_open(&a.x, &ex, &err) || rc_qwen2_open_ex(b, T, ex, &m, &err)) goto out;
+    const int ctx = a.x.ctx ? a.x.ctx : T; /* the instance context; rc_qwen2_open names the trained limit */
+    if (T > ctx) {
+        rc_fail(&err, RECALL_E_LIMIT, "%d positions requested, the context holds %d (--ctx)", T, ctx);
+        goto out;
+    }
+    if (cli_exec_open(&a.x, &ex, &err) || rc_qwen2_open_ex(b, ctx, ex, &m, &err)) goto out;
     const rc_qwen2_config *c = rc_qwen2_cfg(m);
     const size_t V = (size_t)c->vocab, H = (size_t)c->hidden, QD = (size_t)c->heads * (size_t)c->head_dim;
     logits = malloc((size_t)T * V * sizeof(float));
@@ -129,6 +139,11 @@ int cli_forward(int argc, char **argv) {
     }
     rc_qwen2_fwd f = {.ids = ids, .n = T, .logits_all = logits, .hidden_last = hid, .q_all = q};
     if (rc_qwen2_forward(m, &f, &err)) goto out;
+    {
+        char prof[256];
+        rc_rope_describe(&c->rope, c->max_pos, prof, sizeof prof);
+        printf("context %d of %d trained positions, rope %s\n", rc_qwen2_max_ctx(m), c->trained_pos, prof);
+    }
     printf("kv_bytes %zu (%d positions allocated for %d in use)\n", rc_qwen2_kv_bytes(m), rc_qwen2_kv_capacity(m),
            rc_qwen2_n_cached(m));
     if (a.dump) {
@@ -183,7 +198,7 @@ int cli_pool(int argc, char **argv) {
     int L = 0, rc = 1;
     float *past = NULL, *sp = NULL;
     rc_npz_writer *w = NULL;
-    if (cli_get_ids(a.ids, a.tokens_file, &ids, &L, &err) || rc_blob_open(a.blob, cli_blob_flags(&a.x, 0), &b, &err) ||
+    if (cli_get_ids(a.ids, a.tokens_file, &ids, &L, &err) || cli_blob_open(&a.x, a.blob, 0, &b, &err) ||
         cli_exec_open(&a.x, &ex, &err) || rc_qwen2_open_ex(b, 1, ex, &m, &err) || rc_pooler_open_ex(b, ex, &p, &err))
         goto out;
     const rc_pooler_config *c = rc_pooler_cfg(p);
@@ -249,7 +264,7 @@ int cli_embed(int argc, char **argv) {
     float *emb = NULL;
     int rc = 1;
     rc_npz_writer *w = NULL;
-    if (rc_read_file(a.file, &text, &tlen, &err) || rc_blob_open(a.blob, cli_blob_flags(&a.x, 0), &b, &err) ||
+    if (rc_read_file(a.file, &text, &tlen, &err) || cli_blob_open(&a.x, a.blob, 0, &b, &err) ||
         cli_exec_open(&a.x, &ex, &err) || rc_bert_open_ex(b, ex, &m, &err))
         goto out;
     const void *sec = rc_blob_section(b, RC_SECT_TOK_WORDPIECE, &secsz);
@@ -311,7 +326,7 @@ int cli_heads(int argc, char **argv) {
     float *f = NULL, *e = NULL, *qv = NULL, *kv = NULL;
     size_t nf = 0, ne = 0;
     int rc = 1;
-    if (rc_blob_open(a.blob, cli_blob_flags(&a.x, 0), &b, &err) || rc_heads_open(b, &h, &err) || read_npy_f32(a.q, &f, &nf, &err)) goto out;
+    if (cli_blob_open(&a.x, a.blob, 0, &b, &err) || rc_heads_open(b, &h, &err) || read_npy_f32(a.q, &f, &nf, &err)) goto out;
     if (nf != (size_t)rc_gate_dim(h)) {
         rc_fail(&err, RECALL_E_SHAPE, "%s: %zu values, gate.dim is %d", a.q, nf, rc_gate_dim(h));
         goto out;

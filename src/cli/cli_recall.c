@@ -120,6 +120,8 @@ static void replay_usage(FILE *f) {
             "                   turn replayed from BOS); the default fast schedule gives the same bits\n"
             "  --trace OUT      trace JSON, written to OUT.tmp then renamed\n"
             "  --threads N      worker threads (default: RECALL_THREADS, else 1); results are bitwise the same\n"
+            "  --ctx N          FULL arm context (default: the trained positions; more is refused)\n"
+            "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
             "  --hugepages      copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P         kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
             "Progress goes to stderr: the SIMD path and thread count, then one line per generated turn.\n");
@@ -160,7 +162,7 @@ int cli_replay(int argc, char **argv) {
     const char *blob_path = NULL, *bench_path = NULL, *trace = NULL, *mode = NULL, *arm = NULL, *thr = NULL;
     long problem = -1;
     int reference = 0;
-    cli_exec_args xa = {0, NULL, 0};
+    cli_exec_args xa = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -212,13 +214,14 @@ int cli_replay(int argc, char **argv) {
     rc_problem p = {0};
     rc_problem_run run = {0};
     int rc = 1;
-    if (rc_blob_open(blob_path, cli_blob_flags(&xa, RC_OPEN_VERIFY), &b, &err) || rc_bench_load(bench_path, &bench, &err) ||
+    if (cli_blob_open(&xa, blob_path, RC_OPEN_VERIFY, &b, &err) || rc_bench_load(bench_path, &bench, &err) ||
         rc_bench_problem(bench, (uint32_t)problem, &p, &err))
         goto fail;
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
     o.reference_schedule = reference;
     o.threads = xa.threads;
+    o.max_ctx = xa.ctx;
     o.simd = xa.simd;
     if (cli_parse_mode_arm("replay", mode, arm, &o)) {
         rc = 2;

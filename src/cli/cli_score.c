@@ -25,6 +25,7 @@
 #include "json.h"
 #include "pool.h"
 #include "qwen2.h"
+#include "rope.h"
 
 #include <errno.h>
 #include <math.h>
@@ -40,14 +41,32 @@ int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args 
         x->hugepages = 1;
         return 1;
     }
-    int is_threads = !strcmp(a, "--threads"), is_simd = !strcmp(a, "--simd");
-    if (!is_threads && !is_simd) return 0;
+    int is_threads = !strcmp(a, "--threads"), is_simd = !strcmp(a, "--simd"), is_rope = !strcmp(a, "--rope-scaling");
+    int is_ctx = !strcmp(a, "--ctx");
+    if (!is_threads && !is_simd && !is_rope && !is_ctx) return 0;
     if (*i + 1 >= argc) {
         fprintf(stderr, "recall %s: %s needs a value\n", cmd, a);
         return -1;
     }
     const char *v = argv[++*i];
-    if (is_threads) {
+    if (is_rope) {
+        rc_rope_profile p;
+        recall_err e = {0};
+        if (rc_rope_parse(v, &p, &e)) {
+            fprintf(stderr, "recall %s: --rope-scaling: %s\n", cmd, e.msg);
+            return -1;
+        }
+        x->rope_scaling = v;
+    } else if (is_ctx) {
+        char *end;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (errno || end == v || *end || n < 1 || n > (1L << 24)) {
+            fprintf(stderr, "recall %s: --ctx %s: expected 1..%ld positions\n", cmd, v, 1L << 24);
+            return -1;
+        }
+        x->ctx = (int)n;
+    } else if (is_threads) {
         char *end;
         errno = 0;
         long n = strtol(v, &end, 10);
@@ -68,6 +87,19 @@ int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args 
 
 unsigned cli_blob_flags(const cli_exec_args *x, unsigned base) {
     return base | (x && x->hugepages ? RC_OPEN_HUGEPAGES : 0u);
+}
+
+recall_status cli_blob_open(const cli_exec_args *x, const char *path, unsigned base, rc_blob **out, recall_err *err) {
+    RC_TRY(rc_blob_open(path, cli_blob_flags(x, base), out, err));
+    if (!x || !x->rope_scaling) return RECALL_OK;
+    rc_rope_profile p;
+    recall_status s = rc_rope_parse(x->rope_scaling, &p, err);
+    if (!s) s = rc_rope_attach(*out, &p, err);
+    if (s) {
+        rc_blob_close(*out);
+        *out = NULL;
+    }
+    return s;
 }
 
 recall_status cli_exec_open(const cli_exec_args *x, rc_exec **out, recall_err *err) {
@@ -193,7 +225,9 @@ static const char SCORE_USAGE[] =
     "from an empty cache and positions [N/2, N-1) are scored; prints the running PPL per chunk\n"
     "('[1]x,[2]y,...'), 'Final estimate: PPL = P +/- E', the XXH64 of the int32 ids and the KV bytes.\n"
     "  --tokens-file F  a JSON array of ids, or ids separated by whitespace\n"
-    "  --ctx N          chunk length (3 .. qwen2.max_pos); input shorter than N is rejected\n"
+    "  --ctx N          chunk length (3 .. the trained positions); input shorter than N is rejected\n"
+    "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (trained positions:\n"
+    "                   floor(FACTOR x ORIG)); one contradicting the blob's fails\n"
     "  --bos            replace each chunk's first id by tok.bos (llama-perplexity with add_bos;\n"
     "                   default: on iff the blob says tok.add_bos = 1)\n"
     "  --per-position   print (and write to --json) every position: chunk, pos, target, nll, greedy\n"
@@ -221,9 +255,9 @@ static double row_nll(const float *lg, size_t V, int target, int *greedy) {
 }
 
 int cli_score(int argc, char **argv) {
-    const char *blob_path = NULL, *ids_s = NULL, *tokens_file = NULL, *json_path = NULL, *ctx_s = NULL;
+    const char *blob_path = NULL, *ids_s = NULL, *tokens_file = NULL, *json_path = NULL;
     int per_pos = 0, bos_flag = 0;
-    cli_exec_args xa = {0, NULL, 0};
+    cli_exec_args xa = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -242,7 +276,7 @@ int cli_score(int argc, char **argv) {
         if (x < 0) return 2;
         if (x > 0) continue;
         const char **slot = !strcmp(a, "--ids") ? &ids_s : !strcmp(a, "--tokens-file") ? &tokens_file
-                          : !strcmp(a, "--json") ? &json_path : !strcmp(a, "--ctx") ? &ctx_s : NULL;
+                          : !strcmp(a, "--json") ? &json_path : NULL;
         if (slot) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "recall score: %s needs a value\n", a);
@@ -260,15 +294,10 @@ int cli_score(int argc, char **argv) {
         fprintf(stderr, "recall score: needs BLOB and --tokens-file or --ids\n%s", SCORE_USAGE);
         return 2;
     }
-    long ctx_req = 0;
-    if (ctx_s) {
-        char *end;
-        errno = 0;
-        ctx_req = strtol(ctx_s, &end, 10);
-        if (errno || end == ctx_s || *end || ctx_req < 3 || ctx_req > INT32_MAX) {
-            fprintf(stderr, "recall score: --ctx %s: expected an integer >= 3\n", ctx_s);
-            return 2;
-        }
+    const long ctx_req = xa.ctx; /* --ctx (cli_exec_flag) */
+    if (ctx_req && ctx_req < 3) {
+        fprintf(stderr, "recall score: --ctx %ld: expected an integer >= 3\n", ctx_req);
+        return 2;
     }
 
     recall_err err = {0};
@@ -281,10 +310,11 @@ int cli_score(int argc, char **argv) {
     score_pos *pp = NULL;
     FILE *jf = NULL;
     int n = 0, rc = 1;
-    if (cli_get_ids(ids_s, tokens_file, &ids, &n, &err) || rc_blob_open(blob_path, cli_blob_flags(&xa, 0), &b, &err)) goto out;
+    if (cli_get_ids(ids_s, tokens_file, &ids, &n, &err) || cli_blob_open(&xa, blob_path, 0, &b, &err)) goto out;
     const char *src = tokens_file ? tokens_file : "--ids";
-    int64_t max_pos = 0, add_bos = 0, bos_id = -1;
-    if (rc_blob_get_i64(b, "qwen2.max_pos", &max_pos, &err)) goto out;
+    int64_t add_bos = 0, bos_id = -1;
+    int max_pos = 0; /* trained positions under the RoPE profile */
+    if (rc_rope_blob_positions(b, &max_pos, &err)) goto out;
     if (rc_blob_kv_find(b, "tok.add_bos") && rc_blob_get_i64(b, "tok.add_bos", &add_bos, &err)) goto out;
     const int use_bos = bos_flag || add_bos == 1;
     if (use_bos && rc_blob_get_i64(b, "tok.bos", &bos_id, &err)) goto out;
