@@ -975,7 +975,7 @@ static recall_status compare_traces(const json_value *ra, const char *pa, const 
     r->has_threshold = a.has_thr || b.has_thr || (o && o->has_threshold);
     r->threshold = a.has_thr ? a.thr : b.has_thr ? b.thr : o && o->has_threshold ? o->threshold : 0.0f;
     int nt = a.n_turns < b.n_turns ? a.n_turns : b.n_turns;
-    walk w = {r, nt, NULL, NULL, {{0}}};
+    walk w = {r, nt > 0 ? nt - 1 : 0, NULL, NULL, {{0}}}; /* whole-trace records: the last turn */
     for (int t = 0; t < nt; t++) {
         walk_turn(r, t, &a.turns[t], &b.turns[t]);
         if (!r->diverged) r->n_turns = t + 1;
