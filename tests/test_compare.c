@@ -2,7 +2,7 @@
  * loop goldens against the engine's own replay (exit 0); golden copies modified at test time under
  * build/: a reply token changed in turn 3 (exit 1, naming turn 3 and the position), a fire whose
  * chosen candidate and runner-up swap with their bridge scores 1 ulp apart (exit 3; 100 ulps: exit
- * 1); `forward --dump` against qwen2_fp32.npz (exit 0) and against a copy with one logit moved past
+ * 1), a gate decision flipped 1 ulp below the threshold (exit 3; at -0.5: exit 1); `forward --dump` against qwen2_fp32.npz (exit 0) and against a copy with one logit moved past
  * the tolerance (exit 1, naming it); bad inputs (exit 2, one line naming the file). */
 #include "compare.h"
 #include "fixture.h"
@@ -254,6 +254,34 @@ Test(compare, swapped_candidates_one_ulp_apart_are_a_near_tie) {
     /* the same swap with the scores 100 ulps apart is a real divergence */
     swap_candidates("build/cmp_swap100.json", 100);
     cr_assert_eq(compare(mine, "build/cmp_swap100.json", NULL, &out), 1, "%s", out);
+    cr_expect(strstr(out, "DIVERGE"), "%s", out);
+    free(out);
+}
+
+/* The golden gate check at c0 1152 of turn 2 (score 0.129, fired) copied as not fired with the
+ * score `score`: 1 ulp below the threshold 0 is a near-tie, -0.5 a real divergence. */
+static int flipped_gate(float score, char **out) {
+    json_doc *doc = load_json(WA "loop_A_seed0_faithful_fp32.json");
+    const json_value *gates = json_get(turn(doc, 1), "gates"), *g = NULL;
+    for (size_t i = 0; i < gates->len; i++)
+        if (gates->items[i].items[0].i == 1152) g = &gates->items[i];
+    cr_assert(g && g->items[2].num != 0);
+    set_float(&g->items[1], score);
+    mut(&g->items[2])->num = 0;
+    save_json(doc, "build/cmp_gate.json");
+    json_free(doc);
+    return compare(engine_trace("faithful", "fp32"), "build/cmp_gate.json", NULL, out);
+}
+
+Test(compare, flipped_gate_decision_near_threshold_is_a_near_tie) {
+    char *out;
+    cr_assert_eq(flipped_gate(-1e-45f, &out), 3, "%s", out);
+    cr_expect(strstr(out, "first divergence: turn 2, gate decision at c0 1152"), "%s", out);
+    cr_expect(strstr(out, "A: fired, score 0.129"), "%s", out);
+    cr_expect(strstr(out, "B: did not fire, score -1.40129846e-45 vs threshold 0: 1 ulp"), "%s", out);
+    free(out);
+    cr_assert_eq(flipped_gate(-0.5f, &out), 1, "%s", out);
+    cr_expect(strstr(out, "gate decision at c0 1152"), "%s", out);
     cr_expect(strstr(out, "DIVERGE"), "%s", out);
     free(out);
 }
