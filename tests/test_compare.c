@@ -1,8 +1,9 @@
 /* test_compare.c - `recall compare A B` (src/compare.c, src/cli/cli_compare.c): the four worldA
  * loop goldens against the engine's own replay (exit 0); golden copies modified at test time under
  * build/: a reply token changed in turn 3 (exit 1, naming turn 3 and the position), a fire whose
- * chosen candidate and runner-up swap with their bridge scores 1 ulp apart (exit 3; 100 ulps: exit
- * 1), a gate decision flipped 1 ulp below the threshold (exit 3; at -0.5: exit 1); `forward --dump` against qwen2_fp32.npz (exit 0) and against a copy with one logit moved past
+ * chosen candidate and runner-up swap with their bridge scores 1 ulp apart (exit 3; 100 ulps:
+ * exit 1), a gate decision flipped 1 ulp below the threshold (exit 3; at -0.5: exit 1);
+ * `forward --dump` against qwen2_fp32.npz (exit 0) and against a copy with one logit moved past
  * the tolerance (exit 1, naming it); bad inputs (exit 2, one line naming the file). */
 #include "compare.h"
 #include "fixture.h"

@@ -204,9 +204,9 @@ static void print_headline(const rc_cmp_divergence *d) {
 
 static void print_trace(const rc_cmp_report *r, const char *pa, const char *pb) {
     printf("compare: loop trace %s (A) vs %s (B)\n", pa, pb);
-    printf("  agreed before any divergence: %d turn%s, %ld reply tokens, %ld gate checks, %ld fires, %ld rebuilds, "
-           "%ld top-5 records\n", r->n_turns, r->n_turns == 1 ? "" : "s", r->n_tokens, r->n_gates, r->n_fires, r->n_rebuilds,
-           r->n_top5);
+    printf("  agreed before any divergence: %d turn%s, %ld reply tokens, %ld gate checks, %ld fire%s, %ld rebuilds, "
+           "%ld top-5 records\n", r->n_turns, r->n_turns == 1 ? "" : "s", r->n_tokens, r->n_gates, r->n_fires,
+           r->n_fires == 1 ? "" : "s", r->n_rebuilds, r->n_top5);
     printf("  max |gate A-B| %.3g (tol %.0e abs), bridge max rel %.3g (tol %.0e), top-5 logits max rel %.3g (tol %.0e)\n",
            r->max_gate_abs, rc_cmp_tolerance("trace.gate")->tol, r->max_bridge_rel, rc_cmp_tolerance("trace.bridge")->tol,
            r->max_top5_rel, rc_cmp_tolerance("trace.top5")->tol);
