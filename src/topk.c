@@ -210,6 +210,7 @@ size_t rc_topk_scratch(int n, int k) {
 }
 
 void rc_topk(const float *v, int n, int k, pair *s, int32_t *idx, float *val) {
+    if (k < 1 || k > n) return; /* torch: k = 0 selects nothing; k > n is an error there */
     if (use_partial_sort(n, k)) {
         /* std::partial_sort(p, p + k, p + n) = heap_select + sort_heap. heap_select writes p[i]
          * (i >= k) only when it visits i and never reads it again, so v streams past a k-pair heap

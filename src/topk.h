@@ -25,7 +25,7 @@ typedef struct {
 /* Pairs of scratch rc_topk needs for (n, k): n on the nth_element path (n < 64k), else k. */
 size_t rc_topk_scratch(int n, int k);
 
-/* Requires 1 <= k <= n. val may be NULL. */
+/* 1 <= k <= n (otherwise nothing is written). val may be NULL. */
 void rc_topk(const float *v, int n, int k, rc_topk_pair *scratch, int32_t *idx, float *val);
 
 #endif
