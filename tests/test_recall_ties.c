@@ -1,17 +1,20 @@
-/* test_recall_ties.c - a recall fire that has to choose between two identical blocks
- * (RECALL_SPEC §E, "Top-k selection": torch.topk on CPU, ties included).
+/* test_recall_ties.c - the recall loop's retrieval picks tied candidates as torch.topk on CPU
+ * does (RECALL_SPEC §E, "Top-k selection"), on worldA (f32), one turn with every gate check over
+ * the threshold (-1e9) so that each rebuild past the first sealed block fires.
  *
- * The dialogue (worldA f32, benchmark problem 0's texts): one fact turn (25 tokens), then the same
- * 96-token filler turn eight times, then other fillers up to ~1160 tokens, then a probe. Four
- * repetitions of the filler are 384 = 3 * 128 tokens, so sealed blocks 1 and 4 (and 2 and 5) hold
- * identical ids: the same text, the same BGE embedding, the same bridge score at every fire.
- * Every gate check fires (threshold -1e9) with the blob's k = 2. At the first fire that sees
- * block 4 sealed (c0 = window + 5 * block = 1152; candidates = blocks 0..4) block 2 scores
- * highest and blocks 1 and 4 tie for the second place. torch.topk takes the newer one (4); the
- * old "ties go to the older candidate" rule took 1. */
+ * The dialogue is built from turns of exactly one block (128 ids; the user line of a benchmark
+ * turn is padded with " Really." / " so" until its chat segment is 128 ids), so that sealed
+ * block b is turn b. A filler turn repeated several times gives sealed blocks with identical ids,
+ * hence the same BGE embedding and bitwise equal bridge scores. Layout letters: a/b = facts 0/1
+ * of benchmark problem 0, E / C = its fillers 4 / 2 (0-based); the probe turn ends the feed.
+ *
+ * Every fire must select sorted(rc_topk(bridge)) and inject exactly those candidates' ids in
+ * chronological order; one fire per layout is pinned to the indices libstdc++'s nth_element gives
+ * (hand trace in the test; the same numbers come from torch's loop compiled with g++ 12), and
+ * differs from "ties go to the older candidate". */
+#include "problems.h"
 #include "blob.h"
 #include "fixture.h"
-#include "problems.h"
 #include "recall_loop.h"
 #include "topk.h"
 
@@ -19,148 +22,209 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { FILLER_STEP = 9, FILLER_LEN = 96, REPS = 8, FEED_MIN = 1160 };
+#define BLOCK 128
 
-static void add_turn(const rc_recall *r, int32_t *feed, int *n_feed, const char *user, const char *assistant) {
+typedef struct {
+    rc_blob *blob;
+    rc_recall *r;
+    int32_t feed[4096];
+    int n_feed;
+    rc_turn t;
+} ties_fixture;
+
+/* Appends the chat segment of (user padded, assistant), exactly one block long. */
+static void add_block_turn(ties_fixture *fx, const char *user0, const char *assistant) {
     recall_err err = {0};
-    int32_t *seg;
-    size_t n;
-    cr_assert_eq(rc_chat_segment(rc_recall_bpe(r), rc_recall_eos(r), *n_feed > 0, user, assistant, &seg, &n, &err),
-                 RECALL_OK, "%s", err.msg);
-    cr_assert_lt(*n_feed + (int)n, 4096);
-    memcpy(feed + *n_feed, seg, n * sizeof *seg);
-    *n_feed += (int)n;
-    free(seg);
+    char user[2048];
+    for (int i = 0; i < 30; i++)
+        for (int j = 0; j < 40; j++) {
+            strcpy(user, user0);
+            for (int x = 0; x < i; x++) strcat(user, " Really.");
+            for (int x = 0; x < j; x++) strcat(user, " so");
+            int32_t *seg;
+            size_t n;
+            cr_assert_eq(rc_chat_segment(rc_recall_bpe(fx->r), rc_recall_eos(fx->r), fx->n_feed > 0, user, assistant,
+                                         &seg, &n, &err),
+                         RECALL_OK, "%s", err.msg);
+            if (n == BLOCK) {
+                memcpy(fx->feed + fx->n_feed, seg, n * sizeof *seg);
+                fx->n_feed += BLOCK;
+                free(seg);
+                return;
+            }
+            free(seg);
+        }
+    cr_assert_fail("no padding makes '%s' one block long", user0);
 }
 
-/* fact 0, FILLER_STEP x REPS, the other fillers until FEED_MIN tokens, the first probe (open) */
-static int build_feed(const rc_blob *b, int32_t *feed) {
+/* Builds the feed for `layout` and runs one turn of the fast schedule. */
+static void run_layout(ties_fixture *fx, const char *layout) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
     recall_err err = {0};
+    cr_assert_eq(rc_blob_open(path, 0, &fx->blob, &err), RECALL_OK, "%s", err.msg);
     rc_bench *bench;
     cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", &bench, &err), RECALL_OK, "%s", err.msg);
     rc_problem p;
     cr_assert_eq(rc_bench_problem(bench, 0, &p, &err), RECALL_OK, "%s", err.msg);
-    cr_assert_eq(p.steps[0].kind, RC_STEP_FACT);
-    cr_assert_eq(p.steps[FILLER_STEP].kind, RC_STEP_FILLER);
-    cr_assert_eq(p.steps[12].kind, RC_STEP_PROBE);
     rc_recall_opts o;
-    rc_recall_defaults(b, &o);
-    o.arm = RC_ARM_SP; /* only for the tokenizer */
-    rc_recall *r;
-    cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
-    int n = 0;
-    add_turn(r, feed, &n, p.steps[0].user, p.steps[0].assistant);
-    int start = n;
-    for (int i = 0; i < REPS; i++) {
-        add_turn(r, feed, &n, p.steps[FILLER_STEP].user, p.steps[FILLER_STEP].assistant);
-        cr_assert_eq(n - start, (i + 1) * FILLER_LEN, "the filler turn is %d tokens, not %d", n - start - i * FILLER_LEN,
-                     FILLER_LEN);
-    }
-    for (int i = 3; i < 12 && n < FEED_MIN; i++)
-        if (i != FILLER_STEP) add_turn(r, feed, &n, p.steps[i].user, p.steps[i].assistant);
-    cr_assert_geq(n, FEED_MIN);
-    add_turn(r, feed, &n, p.steps[12].user, NULL);
-    rc_recall_close(r);
-    rc_problem_free(&p);
-    rc_bench_free(bench);
-    return n;
-}
-
-/* The retired rule, for contrast: higher score first, equal scores -> lower (older) index. */
-static void older_wins(const float *v, int n, int k, int *top) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int c = 0; c < n; c++) {
-            int taken = 0;
-            for (int i = 0; i < j; i++) taken |= top[i] == c;
-            if (!taken && (best < 0 || v[c] > v[best])) best = c;
-        }
-        top[j] = best;
-    }
-}
-
-static int cmp_int(const void *a, const void *b) {
-    return *(const int *)a - *(const int *)b;
-}
-
-/* torch.topk's choice for a fire, as a set in ascending order (what the loop records). */
-static void torch_choice(const rc_fire_rec *f, int k, int *top) {
-    rc_topk_pair scratch[64 * 8];
-    int32_t idx[8];
-    cr_assert_leq(rc_topk_scratch(f->ncand, k), sizeof scratch / sizeof *scratch);
-    rc_topk(f->bridge, f->ncand, k, scratch, idx, NULL);
-    for (int i = 0; i < k; i++) top[i] = idx[i];
-    qsort(top, (size_t)k, sizeof *top, cmp_int);
-}
-
-Test(recall_ties, identical_blocks_fire_picks_torch_topk_choice, .timeout = 300) {
-    const char *path = fixture_worldA_blob("f32");
-    cr_assert(path);
-    recall_err err = {0};
-    rc_blob *b;
-    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
-    int32_t *feed = malloc(4096 * sizeof *feed);
-    cr_assert(feed);
-    int n_feed = build_feed(b, feed);
-
-    rc_recall_opts o;
-    rc_recall_defaults(b, &o);
+    rc_recall_defaults(fx->blob, &o);
+    cr_assert_eq(o.block, BLOCK);
+    cr_assert_eq(o.k, 2);
     o.threshold = -1e9f; /* every gate check fires */
     o.turn_cap = 4;
-    const int B = o.block, k = o.k;
-    cr_assert_eq(B, 128);
-    cr_assert_eq(k, 2);
-    /* blocks 1 and 4 (and 2 and 5) are the same ids; no other pair is */
-    for (int i = 0; i < 6; i++)
-        for (int j = i + 1; j < 6; j++) {
-            int same = !memcmp(feed + i * B, feed + j * B, (size_t)B * sizeof *feed);
-            cr_assert_eq(same, (i == 1 && j == 4) || (i == 2 && j == 5), "blocks %d and %d", i, j);
-        }
-
-    rc_recall *r;
-    cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
-    rc_turn t;
-    cr_assert_eq(rc_recall_reply(r, feed, n_feed, NULL, NULL, &t, &err), RECALL_OK, "%s", err.msg);
-
-    /* every fire takes torch.topk's choice (rc_topk: 4,000 torch cases in test_topk.c) */
-    const int c0_tie = o.window + 5 * B;
-    const rc_fire_rec *tie = NULL;
-    for (int f = 0; f < t.n_fires; f++) {
-        const rc_fire_rec *fr = &t.fires[f];
-        int kk = k < fr->ncand ? k : fr->ncand, want[8];
-        torch_choice(fr, kk, want);
-        cr_assert_eq(fr->ntop, kk, "fire at c0 %d", fr->c0);
-        for (int i = 0; i < kk; i++) cr_assert_eq(fr->top[i], want[i], "fire at c0 %d: top[%d]", fr->c0, i);
-        if (fr->c0 == c0_tie) tie = fr;
+    cr_assert_eq(rc_recall_open(fx->blob, &o, &fx->r, &err), RECALL_OK, "%s", err.msg);
+    const rc_step *fact[3], *filler[12], *probe = NULL;
+    int nfact = 0, nfill = 0;
+    for (int i = 0; i < p.n; i++) {
+        const rc_step *st = &p.steps[i];
+        if (st->kind == RC_STEP_FACT && nfact < 3) fact[nfact++] = st;
+        if (st->kind == RC_STEP_FILLER && nfill < 12) filler[nfill++] = st;
+        if (st->kind == RC_STEP_PROBE && !probe) probe = st;
     }
-    cr_assert(tie, "no fire at c0 %d (%d fires)", c0_tie, t.n_fires);
+    cr_assert(nfact >= 2 && nfill >= 5 && probe);
+    fx->n_feed = 0;
+    for (const char *c = layout; *c; c++) {
+        const rc_step *st = *c >= 'a' && *c <= 'b' ? fact[*c - 'a'] : filler[*c - 'A'];
+        add_block_turn(fx, st->user, st->assistant);
+    }
+    int32_t *seg;
+    size_t n;
+    cr_assert_eq(rc_chat_segment(rc_recall_bpe(fx->r), rc_recall_eos(fx->r), 1, probe->user, NULL, &seg, &n, &err),
+                 RECALL_OK);
+    memcpy(fx->feed + fx->n_feed, seg, n * sizeof *seg);
+    fx->n_feed += (int)n;
+    free(seg);
+    rc_problem_free(&p);
+    rc_bench_free(bench);
+    /* the repeated turns really are identical sealed blocks */
+    for (int b = 0; layout[b]; b++)
+        for (int c = b + 1; layout[c]; c++)
+            if (layout[b] == layout[c])
+                cr_assert(!memcmp(fx->feed + b * BLOCK, fx->feed + c * BLOCK, BLOCK * sizeof *fx->feed), "%d %d", b, c);
+    cr_assert_eq(rc_recall_reply(fx->r, fx->feed, fx->n_feed, NULL, NULL, &fx->t, &err), RECALL_OK, "%s", err.msg);
+}
 
-    /* The fire at c0 1152: candidates are blocks 0..4 (no pending buffer), scores v2 > v1 = v4 >
-     * v3 > v0, the tie bitwise. torch.topk depends only on that order pattern, and torch 1.13 on
-     * CPU gives indices [2, 4] for it: /usr/bin/python3 -c "import torch;
-     * print(torch.topk(torch.tensor([0., 2., 3., 1., 2.]), 2).indices)"; also for the exact scores
-     * (15.3313122, 17.513401, 19.1223164, 17.329073, 17.513401). */
-    const float *v = tie->bridge;
-    cr_assert_eq(tie->ncand, 5);
-    cr_assert(!memcmp(&v[1], &v[4], sizeof *v), "blocks 1 and 4 score %.9g and %.9g", v[1], v[4]);
-    cr_assert(v[2] > v[1] && v[4] > v[3] && v[3] > v[0], "order pattern: %.9g %.9g %.9g %.9g %.9g", v[0], v[1], v[2],
-              v[3], v[4]);
-    cr_assert_eq(tie->ntop, 2);
-    cr_assert_eq(tie->top[0], 2);
-    cr_assert_eq(tie->top[1], 4, "the tie went to block %d, torch.topk takes the newer block 4", tie->top[1]);
-    int old[2];
-    older_wins(v, 5, 2, old);
-    qsort(old, 2, sizeof *old, cmp_int);
-    cr_assert(old[0] == 1 && old[1] == 2, "older-wins would take %d %d", old[0], old[1]);
-    /* what was injected: block 2 then block 4 (chronological). Block 4 has block 1's ids, so the
-     * observable difference is the order: the older-wins choice injects [block 1][block 2]. */
-    cr_assert(tie->injected);
-    cr_assert_eq(tie->nrid, 2 * B);
-    cr_assert(!memcmp(tie->rid, feed + 2 * B, (size_t)B * sizeof *feed));
-    cr_assert(!memcmp(tie->rid + B, feed + 4 * B, (size_t)B * sizeof *feed));
+static void done(ties_fixture *fx) {
+    rc_turn_free(&fx->t);
+    rc_recall_close(fx->r);
+    rc_blob_close(fx->blob);
+}
 
-    rc_turn_free(&t);
-    rc_recall_close(r);
-    free(feed);
-    rc_blob_close(b);
+/* Candidate c at a fire: sealed block c, or the pending buffer (evicted ids past the last seal). */
+static const int32_t *candidate(const ties_fixture *fx, const rc_fire_rec *f, int c, int *n) {
+    int nd = f->c0 - 512, sealed = nd / BLOCK;
+    cr_assert_leq(nd, fx->n_feed);
+    *n = c < sealed ? BLOCK : nd - sealed * BLOCK;
+    return fx->feed + c * BLOCK;
+}
+
+/* "Ties go to the older candidate" (the previous rule), ascending. */
+static void older_wins(const float *s, int n, int out[2]) {
+    out[0] = out[1] = -1;
+    for (int j = 0; j < 2 && j < n; j++)
+        for (int c = 0; c < n; c++)
+            if (c != out[0] && (out[j] < 0 || s[c] > s[out[j]])) out[j] = c;
+    if (out[1] >= 0 && out[0] > out[1]) {
+        int t = out[0];
+        out[0] = out[1];
+        out[1] = t;
+    }
+}
+
+/* Every fire: top = sorted(torch.topk(bridge, min(2, n))) and rid = those candidates' ids. Returns
+ * the number of fires where that differs from "older wins". */
+static int check_fires(const ties_fixture *fx) {
+    const rc_turn *t = &fx->t;
+    cr_assert_geq(t->n_fires, 8, "%d fires", t->n_fires);
+    int differ = 0;
+    for (int i = 0; i < t->n_fires; i++) {
+        const rc_fire_rec *f = &t->fires[i];
+        int k = f->ncand < 2 ? f->ncand : 2;
+        cr_assert_eq(f->ntop, k);
+        rc_topk_pair scratch[128];
+        int32_t sel[2];
+        cr_assert_leq(rc_topk_scratch(f->ncand, k), 128);
+        rc_topk(f->bridge, f->ncand, k, scratch, sel, NULL);
+        if (k == 2 && sel[0] > sel[1]) {
+            int32_t x = sel[0];
+            sel[0] = sel[1];
+            sel[1] = x;
+        }
+        int off = 0;
+        for (int j = 0; j < k; j++) {
+            cr_assert_eq(f->top[j], sel[j], "fire at %d: top[%d] = %d, torch.topk gives %d", f->c0, j, f->top[j], sel[j]);
+            int n;
+            const int32_t *ids = candidate(fx, f, sel[j], &n);
+            cr_assert_leq(off + n, f->nrid);
+            cr_assert(!memcmp(f->rid + off, ids, (size_t)n * sizeof *ids), "fire at %d: injected ids", f->c0);
+            off += n;
+        }
+        cr_assert_eq(off, f->nrid);
+        int ow[2];
+        older_wins(f->bridge, f->ncand, ow);
+        differ += k == 2 && (ow[0] != sel[0] || ow[1] != sel[1]);
+    }
+    return differ;
+}
+
+static const rc_fire_rec *fire_at(const rc_turn *t, int c0) {
+    for (int i = 0; i < t->n_fires; i++)
+        if (t->fires[i].c0 == c0) return &t->fires[i];
+    cr_assert_fail("no fire at c0 = %d", c0);
+    return NULL;
+}
+
+static int same_bits(float a, float b) {
+    return !memcmp(&a, &b, sizeof a);
+}
+
+/* Blocks: 0 fact, 1 E, 2 fact, 3 E, 4 E, ... At c0 = 1216 the candidates are blocks 0..4 and the
+ * pending buffer (64 ids): scores (x, y, z, y, y, w) with the three identical E blocks tied at the
+ * top. libstdc++'s nth_element(p, p + 1, p + 6): median of p[1], p[3], p[5] -> y1 to the front;
+ * Hoare partition of p[1..6) around it swaps (1,4) then (2,3) -> (y1 y4 y3 | z x w), cut 3; the
+ * insertion sort of (y1 y4 y3) moves nothing on ties -> top-2 = {1, 4}. Older-wins: {1, 3}. The
+ * injected ids are the same (1, 3 and 4 are identical): the trace's chosen blocks differ. */
+Test(recall_ties, identical_blocks_tie_newer_copy_wins, .timeout = 600) {
+    ties_fixture fx;
+    run_layout(&fx, "aEbEEEEEEE");
+    const rc_fire_rec *f = fire_at(&fx.t, 1216);
+    cr_assert_eq(f->ncand, 6);
+    const float *s = f->bridge;
+    cr_assert(same_bits(s[1], s[3]) && same_bits(s[1], s[4]), "the identical blocks' scores differ");
+    cr_assert(s[1] > s[0] && s[1] > s[2] && s[1] > s[5], "the tied copies are not the best");
+    cr_assert_eq(f->top[0], 1);
+    cr_assert_eq(f->top[1], 4);
+    int ow[2];
+    older_wins(s, 6, ow);
+    cr_assert(ow[0] == 1 && ow[1] == 3);
+    int differ = check_fires(&fx);
+    cr_log_info("recall_ties aEbEEEEEEE: %d fires, %d decided differently from older-wins", fx.t.n_fires, differ);
+    cr_assert_geq(differ, 1);
+    done(&fx);
+}
+
+/* Blocks: 0 fact, 1 E, 2 C, 3 E, ... The C filler's text reaches the same bridge score as E's on
+ * worldA (its tiny tokenizers), so here the tie changes what is injected. At c0 = 1088 the
+ * candidates are blocks 0..3 and the pending buffer: (x, y, y, y, w), y greatest. nth_element:
+ * median of p[1], p[2], p[4] -> y1 to the front; the partition swaps (1,3) -> (y1 y3 | y2 x w),
+ * cut 2; insertion sort keeps (y1 y3) -> {1, 3}: E + E. Older-wins: {1, 2}: E + C. */
+Test(recall_ties, tie_decides_the_injected_ids, .timeout = 600) {
+    ties_fixture fx;
+    run_layout(&fx, "aECEEEEEEE");
+    const rc_fire_rec *f = fire_at(&fx.t, 1088);
+    cr_assert_eq(f->ncand, 5);
+    const float *s = f->bridge;
+    cr_assert(same_bits(s[1], s[2]) && same_bits(s[1], s[3]), "no three-way tie");
+    cr_assert(s[1] > s[0] && s[1] > s[4]);
+    cr_assert(memcmp(fx.feed + 1 * BLOCK, fx.feed + 2 * BLOCK, BLOCK * sizeof *fx.feed), "blocks 1 and 2 should differ");
+    cr_assert_eq(f->top[0], 1);
+    cr_assert_eq(f->top[1], 3);
+    cr_assert_eq(f->nrid, 2 * BLOCK);
+    cr_assert(!memcmp(f->rid + BLOCK, fx.feed + 3 * BLOCK, BLOCK * sizeof *f->rid));
+    cr_assert(memcmp(f->rid + BLOCK, fx.feed + 2 * BLOCK, BLOCK * sizeof *f->rid), "older-wins' injection");
+    int differ = check_fires(&fx);
+    cr_log_info("recall_ties aECEEEEEEE: %d fires, %d decided differently from older-wins", fx.t.n_fires, differ);
+    cr_assert_geq(differ, 3);
+    done(&fx);
 }
