@@ -193,21 +193,11 @@ static float *grow_rows(float **p, size_t *cap, size_t n) {
     return *p;
 }
 
-/* Top-5 of the logits, descending; equal values keep the lower id first. */
+/* Top-5 of the logits, descending: torch.topk(logits, 5) on CPU, ties included (topk.h; a real
+ * vocabulary takes the partial_sort path, so the scratch is 5 pairs; below 320 ids, at most 319). */
 static void top5(const float *x, int V, rc_top5_rec *rec) {
-    int n = 0;
-    for (int i = 0; i < V; i++) {
-        int j = n < 5 ? n++ : 5;
-        if (j == 5 && !(x[i] > rec->logits[4])) continue;
-        if (j == 5) j = 4;
-        while (j > 0 && x[i] > rec->logits[j - 1]) {
-            rec->logits[j] = rec->logits[j - 1];
-            rec->ids[j] = rec->ids[j - 1];
-            j--;
-        }
-        rec->logits[j] = x[i];
-        rec->ids[j] = i;
-    }
+    rc_topk_pair scratch[64 * 5];
+    rc_topk(x, V, V < 5 ? V : 5, scratch, rec->ids, rec->logits);
 }
 
 /* A cache position's input, to prove two prefixes identical: a token row (the embedding of id)

@@ -1,7 +1,6 @@
 /* retriever.c - ids-only block archive and BGE-on-demand retrieval (retriever.h). */
 #include "retriever.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,24 +143,15 @@ recall_status rc_retrieve_bge(const rc_retriever *rt, const rc_archive *a, const
         }
     }
     if (s) goto done;
-    /* top-k: higher score first; equal scores keep the lower (older) index; NaN never wins */
+    /* top-k exactly as torch.topk on CPU (topk.h): ties follow libstdc++'s selection, NaN is greatest */
     int kk = k < nc ? k : nc;
-    char *chosen = calloc((size_t)(nc ? nc : 1), 1);
-    if (!chosen) {
-        s = rc_fail(err, RECALL_E_NOMEM, "retriever: out of memory");
-        goto done;
+    if (kk > 0) {
+        rc_topk_pair scratch[64 * RC_MAX_K]; /* rc_topk_scratch(nc, kk) < 64 * kk */
+        int32_t sel[RC_MAX_K];
+        rc_topk(out->bridge, nc, kk, scratch, sel, NULL);
+        for (int i = 0; i < kk; i++) out->top[i] = sel[i];
+        out->ntop = kk;
     }
-    for (int j = 0; j < kk; j++) {
-        int best = -1;
-        for (int c = 0; c < nc; c++) {
-            if (chosen[c] || isnan(out->bridge[c])) continue;
-            if (best < 0 || out->bridge[c] > out->bridge[best]) best = c;
-        }
-        if (best < 0) break;
-        chosen[best] = 1;
-        out->top[out->ntop++] = best;
-    }
-    free(chosen);
     for (int i = 1; i < out->ntop; i++) /* ascending = chronological */
         for (int j = i; j > 0 && out->top[j] < out->top[j - 1]; j--) {
             int t = out->top[j];

@@ -9,7 +9,7 @@
  *   for each candidate c: text = BPE decode(ids, specials kept)
  *                         e = BERT(WordPiece([CLS] text [SEP], truncated to max_seq))  [kdim]
  *                         kz = Wk(e); score_c = dot(qz, kz)
- *   top = k best scores (higher first, equal scores -> lower index), re-sorted ascending;
+ *   top = torch.topk(score, min(k, ncand)) on CPU, ties included (topk.h), re-sorted ascending;
  *   rid = concatenation of the chosen candidates' ids.
  * Nothing here persists across turns. The reference recomputes every block embedding at every
  * fire; rc_key_cache keeps the bridge keys of sealed blocks instead (same bits, less work).
@@ -21,6 +21,7 @@
 #include "heads.h"
 #include "tokenize_bpe.h"
 #include "tokenize_wordpiece.h"
+#include "topk.h" /* the selection rule, shared with the loop's rebuild_top5 records */
 
 typedef struct {
     int32_t *buf;
@@ -45,7 +46,7 @@ typedef struct {
     int ncand;
     float *bridge;   /* [ncand] scores, chronological */
     int ntop;
-    int top[RC_MAX_K];
+    int top[RC_MAX_K];  /* the chosen candidates, ascending (chronological) */
     int32_t *rid;    /* concatenated ids of the chosen candidates */
     int nrid;
 } rc_retrieval;
