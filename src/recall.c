@@ -333,17 +333,39 @@ static int32_t greedy(const float *x, int V, float *margin) {
     return b1;
 }
 
-static recall_status cancelled(const loop_state *st, recall_err *err) {
-    return rc_fail(err, RECALL_E_CANCELLED, "recall: turn cancelled by the event callback at history position %d",
-                   st->n_gen);
+static recall_status oom(recall_err *err) { return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory"); }
+
+/* BOS stays at cache position 0 for the whole turn; every rebuild crops back to it. */
+enum { MQ = 1 };
+
+/* The caller's event callback; a non-zero return cancels the turn. */
+typedef struct {
+    rc_event_fn fn;
+    void *ctx;
+} events;
+
+static recall_status emit(const events *ev, const loop_state *st, rc_event_kind kind, const void *rec, int32_t token,
+                          recall_err *err) {
+    if (ev->fn && ev->fn(ev->ctx, &(rc_event){kind, rec, token}))
+        return rc_fail(err, RECALL_E_CANCELLED, "recall: turn cancelled by the event callback at history position %d",
+                       st->n_gen);
+    return RECALL_OK;
 }
 
-recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_event_fn on_event, void *ctx,
-                              rc_turn *turn, recall_err *err) {
-    memset(turn, 0, sizeof *turn);
-    turn->min_margin = INFINITY;
+/* This turn's feed and how far the chunks have taken it. */
+typedef struct {
+    const int32_t *ids;
+    int n;
+    int fi;     /* next feed token to force */
+    int newtok; /* tokens generated so far (the turn cap counts these) */
+    int done;   /* EOS or the turn cap reached */
+} feed_cursor;
+
+/* Checks the feed and sizes the state for it. A feed longer than the window is fine on the
+ * recall arms (it is forced through chunk by chunk and the window slides over it); only the
+ * FULL arm, which keeps everything in its cache, is bounded by the cache. */
+static recall_status turn_ready(rc_recall *r, const int32_t *feed, int n_feed, recall_err *err) {
     const rc_recall_opts *o = &r->o;
-    const int fast = !o->reference_schedule;
     for (int i = 0; i < n_feed; i++)
         if (feed[i] < 0 || feed[i] >= r->V)
             return rc_fail(err, RECALL_E_ARG, "recall: feed token %d at position %d is outside the vocab (%d)", feed[i],
@@ -353,268 +375,332 @@ recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_
                        1 + n_feed + o->turn_cap + 1, n_feed, rc_qwen2_max_ctx(r->llm));
     if (!r->st) {
         r->st = calloc(1, sizeof *r->st);
-        if (!r->st) return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
+        if (!r->st) return oom(err);
         rc_archive_init(&r->st->ar, o->block);
     }
     loop_state *st = r->st;
-    int need = n_feed + o->turn_cap + o->chunk + 1;
+    int need = n_feed + o->turn_cap + o->chunk + 1; /* gen: feed + reply + one chunk */
     if (need > st->cap_gen) {
         int32_t *ng = realloc(st->gen, (size_t)need * sizeof *ng);
-        if (!ng) return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
+        if (!ng) return oom(err);
         st->gen = ng;
         st->cap_gen = need;
     }
-    rc_retriever rt = {r->bpe, r->wp, r->bert, r->heads, 512};
-    if (r->bert) rt.max_seq = rc_bert_cfg(r->bert)->max_seq;
-    const int H = r->H, V = r->V, RC = o->arm == RC_ARM_RC_BGE;
+    return RECALL_OK;
+}
+
+/* Fast schedule: the feed extends the conversation the state holds, so every record and cache
+ * row up to there is what replaying it would recompute bit for bit. */
+static int can_resume(const rc_recall *r, const loop_state *st, const feed_cursor *fc) {
+    return !r->o.reference_schedule && st->valid && fc->n >= st->n_gen &&
+           !memcmp(fc->ids, st->gen, (size_t)st->n_gen * sizeof *fc->ids);
+}
+
+/* Continues inside the chunk the previous turn stopped in (*step: the steps it had done). */
+static recall_status resume(loop_state *st, feed_cursor *fc, rc_turn *turn, int *step, recall_err *err) {
+    if (!records_append(turn, &st->hist)) return oom(err);
+    fc->fi = st->n_gen;
+    *step = st->step;
+    turn->rows_reused += 1 + st->n_rows;
+    return RECALL_OK;
+}
+
+/* A fresh turn: [BOS] through the model at position 0; its logits are `last` until the first
+ * rebuild has rows to run. */
+static recall_status prime(rc_recall *r, loop_state *st, rc_turn *turn, recall_err *err) {
+    state_reset(st, r->o.block);
+    RC_TRY(rc_qwen2_crop(r->llm, 0, err));
+    int32_t bos = r->bos;
+    turn->rows_computed += 1;
+    return forward_ids(r, r->llm, &bos, 1, r->prime_last, err);
+}
+
+/* (1) gen[absorbed:nd] leaves the window: into the archive (RC arm), which seals every `block`
+ * ids; kept is gen[0:nd] (the pooler reads it from gen). Faithful mode runs each sealed block
+ * standalone (positions 0.., no lm_head) and its q_proj capture replaces the gate feature
+ * (RECALL_SPEC §3.6). */
+static recall_status evict_and_seal(rc_recall *r, loop_state *st, int nd, rc_turn *turn, recall_err *err) {
+    if (nd <= st->absorbed) return RECALL_OK;
+    if (r->o.arm == RC_ARM_RC_BGE) {
+        RC_TRY(rc_archive_push(&st->ar, st->gen + st->absorbed, nd - st->absorbed, err));
+        while (st->ar.n_buf >= st->ar.block) {
+            const int32_t *blk = rc_archive_seal(&st->ar, err);
+            if (!blk) return err && err->code ? err->code : RECALL_E_NOMEM;
+            if (r->o.mode != RC_MODE_FAITHFUL) continue;
+            RC_TRY(rc_qwen2_crop(r->seal, 0, err));
+            RC_TRY(forward_ids(r, r->seal, blk, st->ar.block, NULL, err));
+            turn->rows_computed += st->ar.block;
+            turn->rows_seal += st->ar.block;
+        }
+    }
+    st->absorbed = nd;
+    return RECALL_OK;
+}
+
+/* A fire: BERT-encode the candidates (sealed blocks once each on the fast schedule), bridge-score
+ * them against the gate feature, take the top k; their ids replace any earlier injection unless
+ * the floor holds them back. */
+static recall_status fire(rc_recall *r, loop_state *st, int c0, float score, const events *ev, rc_turn *turn,
+                          recall_err *err) {
+    const rc_recall_opts *o = &r->o;
+    const int fast = !o->reference_schedule;
+    rc_retriever rt = {r->bpe, r->wp, r->bert, r->heads, rc_bert_cfg(r->bert)->max_seq};
+    rc_retrieval rv;
+    int before = st->keys.encodes;
+    RC_TRY(rc_retrieve_bge(&rt, &st->ar, r->gq, o->k, o->buf_min, fast ? &st->keys : NULL, &rv, err));
+    turn->bert_encodes += fast ? st->keys.encodes - before : rv.ncand;
+    rc_fire_rec *f = PUSH(turn, fires);
+    if (!f) {
+        rc_retrieval_free(&rv);
+        return oom(err);
+    }
+    f->c0 = c0;
+    f->score = score;
+    f->ncand = rv.ncand;
+    f->bridge = rv.bridge;
+    f->ntop = rv.ntop;
+    memcpy(f->top, rv.top, sizeof f->top);
+    f->rid = rv.rid;
+    f->nrid = rv.nrid;
+    float best = -INFINITY;
+    for (int i = 0; i < rv.ncand; i++)
+        if (rv.bridge[i] > best) best = rv.bridge[i];
+    f->injected = rv.nrid > 0 && !(o->use_floor && !(best >= o->floor));
+    if (f->injected) {
+        if (!set_rid(st, f->rid, f->nrid)) return oom(err);
+        st->fired = 1;
+    }
+    return emit(ev, st, RC_EV_FIRE, f, 0, err);
+}
+
+/* (2) On the RC arm, once the archive has a sealed block or buf_min pending ids: score the
+ * feature of the most recent forward; fire if it is above the threshold (strictly) and neither
+ * fire-once nor hysteresis holds it back. */
+static recall_status gate_and_fire(rc_recall *r, loop_state *st, int c0, const events *ev, rc_turn *turn,
+                                   recall_err *err) {
+    const rc_recall_opts *o = &r->o;
+    if (o->arm != RC_ARM_RC_BGE || !(st->ar.n_blocks > 0 || st->ar.n_buf >= o->buf_min)) return RECALL_OK;
+    rc_gate_rec *g = PUSH(turn, gates);
+    if (!g) return oom(err);
+    g->c0 = c0;
+    g->score = rc_gate_score(r->heads, r->gq);
+    int over = g->score > o->threshold;
+    st->above = over ? st->above + 1 : 0;
+    g->fired = over && !(o->fire_once && st->fired) && st->above >= (o->hysteresis > 1 ? o->hysteresis : 1);
+    RC_TRY(emit(ev, st, RC_EV_GATE, g, 0, err));
+    return g->fired ? fire(r, st, c0, g->score, ev, turn, err) : RECALL_OK;
+}
+
+/* The inputs of cache positions 1.. for the layout [SP of nd][injected][gen[c0-R:c0]], and
+ * *keep: how many leading rows the cache already holds with the same inputs (fast schedule;
+ * 0 on the reference one). */
+static recall_status rebuild_keys(loop_state *st, int c0, int R, int n_sp, int fast, int *keep, recall_err *err) {
+    const int nd = c0 - R, rows = n_sp + st->nrid + R;
+    int old_rows = fast ? st->n_rows : 0, k = 0;
+    row_key *old = NULL;
+    if (old_rows) {
+        old = malloc((size_t)old_rows * sizeof *old);
+        if (!old) return oom(err);
+        memcpy(old, st->rows, (size_t)old_rows * sizeof *old);
+    }
+    st->n_rows = 0;
+    int ok = 1;
+    for (int j = 0; j < n_sp && ok; j++) ok = push_key(st, j, nd);
+    for (int j = 0; j < st->nrid && ok; j++) ok = push_key(st, st->rid[j], -1);
+    for (int j = 0; j < R && ok; j++) ok = push_key(st, st->gen[c0 - R + j], -1);
+    while (ok && k < old_rows && k < rows && old[k].id == st->rows[k].id && old[k].nd == st->rows[k].nd) k++;
+    free(old);
+    if (!ok) return oom(err);
+    /* Everything reused only if the cache ends exactly there: `last` and the gate q then already
+     * belong to the prefix's last row. Otherwise that row is recomputed. */
+    if (k == rows && !(old_rows == rows && rows > 0)) k = rows > 0 ? rows - 1 : 0;
+    *keep = k;
+    return RECALL_OK;
+}
+
+/* SP rows j..n_sp-1 (H floats each) into dst: the pooler over the embeddings of kept = ids[0:nd]. */
+static recall_status gist_rows(rc_recall *r, const int32_t *ids, int nd, int j, float *dst, recall_err *err) {
+    const int H = r->H;
+    if (!grow_rows(&r->past, &r->cap_past, (size_t)nd * H)) return oom(err);
+    float *sp = malloc((size_t)r->n_sp * H * sizeof *sp);
+    if (!sp) return oom(err);
+    recall_status s = rc_qwen2_embed(r->llm, ids, nd, r->past, err);
+    if (!s) s = rc_pooler_run(r->pooler, r->past, nd, sp, err);
+    if (!s) memcpy(dst, sp + (size_t)j * H, (size_t)(r->n_sp - j) * H * sizeof *dst);
+    free(sp);
+    return s;
+}
+
+/* Rows keep.. of [SP][injected][window] run after cache position MQ + keep; `last` and the gate
+ * feature come from the last row. */
+static recall_status rebuild_forward(rc_recall *r, loop_state *st, int c0, int R, int n_sp, int keep,
+                                     recall_err *err) {
+    const int H = r->H, nd = c0 - R, rows = n_sp + st->nrid + R, n_new = rows - keep;
+    if (!grow_rows(&r->rows, &r->cap_rows, (size_t)n_new * H)) return oom(err);
+    float *dst = r->rows;
+    int j = keep;
+    if (j < n_sp) {
+        RC_TRY(gist_rows(r, st->gen, nd, j, dst, err));
+        dst += (size_t)(n_sp - j) * H;
+        j = n_sp;
+    }
+    if (j < n_sp + st->nrid) {
+        int a = j - n_sp, n = st->nrid - a;
+        RC_TRY(rc_qwen2_embed(r->llm, st->rid + a, n, dst, err));
+        dst += (size_t)n * H;
+        j += n;
+    }
+    if (j < rows) RC_TRY(rc_qwen2_embed(r->llm, st->gen + c0 - R + (j - n_sp - st->nrid), rows - j, dst, err));
+    RC_TRY(rc_qwen2_crop(r->llm, MQ + keep, err));
+    rc_qwen2_fwd f;
+    memset(&f, 0, sizeof f);
+    f.embeds = r->rows;
+    f.n = n_new;
+    f.logits_last = r->last;
+    RC_TRY(rc_qwen2_forward(r->llm, &f, err));
+    memcpy(r->gq, rc_qwen2_gate_q(r->llm), (size_t)r->gate_dim * sizeof *r->gq);
+    return RECALL_OK;
+}
+
+/* (3) Crop to [BOS] and forward [SP = pooler(embed(kept))][embed(injected)][embed(window)]
+ * (the SP only once something was evicted; FULL never evicts). The fast schedule recomputes
+ * only the rows after the longest unchanged prefix. */
+static recall_status rebuild(rc_recall *r, loop_state *st, int c0, int R, const events *ev, rc_turn *turn,
+                             recall_err *err) {
+    const int has_sp = c0 - R > 0 && r->o.arm != RC_ARM_FULL;
+    const int n_sp = has_sp ? r->n_sp : 0, rows = n_sp + st->nrid + R;
+    rc_rebuild_rec *rb = PUSH(turn, rebuilds);
+    if (!rb) return oom(err);
+    rb->c0 = c0;
+    rb->has_sp = has_sp;
+    rb->inj_len = st->nrid;
+    rb->window_len = R;
+    int keep = 0;
+    RC_TRY(rebuild_keys(st, c0, R, n_sp, !r->o.reference_schedule, &keep, err));
+    rb->reused = keep;
+    if (rows == 0) { /* c0 = 0: nothing to run, `last` is the primed BOS's */
+        RC_TRY(rc_qwen2_crop(r->llm, MQ, err));
+        memcpy(r->last, r->prime_last, (size_t)r->V * sizeof *r->last);
+    } else if (keep < rows) {
+        RC_TRY(rebuild_forward(r, st, c0, R, n_sp, keep, err));
+        turn->rows_computed += rows - keep;
+        if (keep < n_sp) turn->rows_new_gist += rows - keep; /* the gist changed, so did every row after it */
+    }
+    turn->rows_reused += keep;
+    RC_TRY(emit(ev, st, RC_EV_REBUILD, rb, 0, err));
+    rc_top5_rec *t5 = PUSH(turn, top5);
+    if (!t5) return oom(err);
+    t5->c0 = c0;
+    top5(r->last, r->V, t5);
+    st->c0_last = c0;
+    st->step = 0;
+    return RECALL_OK;
+}
+
+/* m feed tokens teacher-forced in one forward (m = 1 on the reference schedule). */
+static recall_status force(rc_recall *r, loop_state *st, const int32_t *ids, int m, rc_turn *turn, recall_err *err) {
+    memcpy(st->gen + st->n_gen, ids, (size_t)m * sizeof *ids);
+    RC_TRY(forward_ids(r, r->llm, ids, m, r->last, err));
+    for (int j = 0; j < m; j++)
+        if (!push_key(st, ids[j], -1)) return oom(err);
+    st->n_gen += m;
+    turn->rows_computed += m;
+    return RECALL_OK;
+}
+
+/* One greedy step: argmax of `last` (margins recorded); EOS or the turn cap ends the turn (that
+ * token is not kept), otherwise the token is streamed, appended and run. */
+static recall_status greedy_step(rc_recall *r, loop_state *st, feed_cursor *fc, const events *ev, rc_turn *turn,
+                                 recall_err *err) {
+    float mg;
+    int32_t t = greedy(r->last, r->V, &mg);
+    if (mg < turn->min_margin) turn->min_margin = mg;
+    if (mg < 1e-3f) {
+        rc_margin_rec *lm = PUSH(turn, low);
+        if (!lm) return oom(err);
+        lm->pos = st->n_gen;
+        lm->margin = mg;
+    }
+    if (t == r->eos || fc->newtok >= r->o.turn_cap) {
+        fc->done = 1;
+        return RECALL_OK;
+    }
+    fc->newtok++;
+    RC_TRY(emit(ev, st, RC_EV_TOKEN, NULL, t, err));
+    st->gen[st->n_gen++] = t;
+    RC_TRY(forward_ids(r, r->llm, &t, 1, r->last, err));
+    if (!push_key(st, t, -1)) return oom(err);
+    turn->rows_computed += 1;
+    return RECALL_OK;
+}
+
+/* (4) The chunk from its step `step` on: feed tokens are teacher-forced (the fast schedule runs
+ * all of the chunk's forced tokens in one multi-row forward), then greedy steps until EOS or the
+ * turn cap. A feed longer than a chunk simply continues in the next chunk, after a rebuild. */
+static recall_status run_chunk(rc_recall *r, loop_state *st, feed_cursor *fc, int step, const events *ev,
+                               rc_turn *turn, recall_err *err) {
+    const rc_recall_opts *o = &r->o;
     recall_status s = RECALL_OK;
-    int fi, newtok = 0, done = 0, resume_step = -1;
-
-    /* Resume when this feed extends the conversation the state holds: every record and cache
-     * row up to there is what replaying it would recompute bit for bit. */
-    if (fast && st->valid && n_feed >= st->n_gen && !memcmp(feed, st->gen, (size_t)st->n_gen * sizeof *feed)) {
-        if (!records_append(turn, &st->hist)) goto oom;
-        fi = st->n_gen;
-        resume_step = st->step;
-        turn->rows_reused += 1 + st->n_rows;
-    } else {
-        state_reset(st, o->block);
-        fi = 0;
-        /* prime: BOS lives at position 0 for the whole turn */
-        s = rc_qwen2_crop(r->llm, 0, err);
-        int32_t bos = r->bos;
-        if (!s) s = forward_ids(r, r->llm, &bos, 1, r->prime_last, err);
-        turn->rows_computed += 1;
-    }
-    st->valid = 0; /* until this turn completes */
-    const int MQ = 1;
-
-    while (!s && !done) {
-        int c0;
-        if (resume_step >= 0) {
-            c0 = st->c0_last;
+    while (!s && !fc->done && step < o->chunk) {
+        if (fc->fi < fc->n) {
+            int m = o->reference_schedule ? 1 : o->chunk - step;
+            if (m > fc->n - fc->fi) m = fc->n - fc->fi;
+            s = force(r, st, fc->ids + fc->fi, m, turn, err);
+            fc->fi += m;
+            step += m;
         } else {
-            c0 = st->n_gen;
-            int R = o->arm == RC_ARM_FULL ? c0 : (c0 < o->window ? c0 : o->window);
-            int nd = c0 - R;
-            /* (1) eviction */
-            if (nd > st->absorbed) {
-                if (RC) {
-                    s = rc_archive_push(&st->ar, st->gen + st->absorbed, nd - st->absorbed, err);
-                    while (!s && st->ar.n_buf >= st->ar.block) {
-                        const int32_t *blk = rc_archive_seal(&st->ar, err);
-                        if (!blk) {
-                            s = err && err->code ? err->code : RECALL_E_NOMEM;
-                            break;
-                        }
-                        if (o->mode == RC_MODE_FAITHFUL) { /* standalone, positions 0.., no lm_head */
-                            s = rc_qwen2_crop(r->seal, 0, err);
-                            if (!s) s = forward_ids(r, r->seal, blk, st->ar.block, NULL, err);
-                            turn->rows_computed += st->ar.block;
-                            turn->rows_seal += st->ar.block;
-                        }
-                    }
-                }
-                st->absorbed = nd;
-            }
-            /* (2) gate */
-            if (!s && RC && (st->ar.n_blocks > 0 || st->ar.n_buf >= o->buf_min)) {
-                rc_gate_rec *g = PUSH(turn, gates);
-                if (!g) goto oom;
-                g->c0 = c0;
-                g->score = rc_gate_score(r->heads, r->gq);
-                int over = g->score > o->threshold;
-                st->above = over ? st->above + 1 : 0;
-                g->fired = over && !(o->fire_once && st->fired) &&
-                           st->above >= (o->hysteresis > 1 ? o->hysteresis : 1);
-                if (on_event && on_event(ctx, &(rc_event){RC_EV_GATE, g, 0})) {
-                    s = cancelled(st, err);
-                    break;
-                }
-                if (g->fired) {
-                    rc_retrieval rv;
-                    int before = st->keys.encodes;
-                    s = rc_retrieve_bge(&rt, &st->ar, r->gq, o->k, o->buf_min, fast ? &st->keys : NULL, &rv, err);
-                    if (s) break;
-                    turn->bert_encodes += fast ? st->keys.encodes - before : rv.ncand;
-                    rc_fire_rec *f = PUSH(turn, fires);
-                    if (!f) {
-                        rc_retrieval_free(&rv);
-                        goto oom;
-                    }
-                    f->c0 = c0;
-                    f->score = g->score;
-                    f->ncand = rv.ncand;
-                    f->bridge = rv.bridge;
-                    f->ntop = rv.ntop;
-                    memcpy(f->top, rv.top, sizeof f->top);
-                    f->rid = rv.rid;
-                    f->nrid = rv.nrid;
-                    float best = -INFINITY;
-                    for (int i = 0; i < rv.ncand; i++)
-                        if (rv.bridge[i] > best) best = rv.bridge[i];
-                    f->injected = rv.nrid > 0 && !(o->use_floor && !(best >= o->floor));
-                    if (f->injected) { /* replaces any earlier injection */
-                        if (!set_rid(st, f->rid, f->nrid)) goto oom;
-                        st->fired = 1;
-                    }
-                    if (on_event && on_event(ctx, &(rc_event){RC_EV_FIRE, f, 0})) s = cancelled(st, err);
-                }
-            }
-            if (s) break;
-            /* (3) rebuild: [BOS][SP][injected][window] */
-            int has_sp = nd > 0 && o->arm != RC_ARM_FULL;
-            int n_sp = has_sp ? r->n_sp : 0;
-            int rows = n_sp + st->nrid + R;
-            rc_rebuild_rec *rb = PUSH(turn, rebuilds);
-            if (!rb) goto oom;
-            rb->c0 = c0;
-            rb->has_sp = has_sp;
-            rb->inj_len = st->nrid;
-            rb->window_len = R;
-            /* The rows' keys; the cache keeps the longest prefix it already holds (fast only). */
-            int old_rows = fast ? st->n_rows : 0, keep = 0;
-            row_key *old = NULL;
-            if (fast && old_rows) {
-                old = malloc((size_t)old_rows * sizeof *old);
-                if (!old) goto oom;
-                memcpy(old, st->rows, (size_t)old_rows * sizeof *old);
-            }
-            st->n_rows = 0;
-            int ok = 1;
-            for (int j = 0; j < n_sp && ok; j++) ok = push_key(st, j, nd);
-            for (int j = 0; j < st->nrid && ok; j++) ok = push_key(st, st->rid[j], -1);
-            for (int j = 0; j < R && ok; j++) ok = push_key(st, st->gen[c0 - R + j], -1);
-            if (!ok) {
-                free(old);
-                goto oom;
-            }
-            while (keep < old_rows && keep < rows && old[keep].id == st->rows[keep].id &&
-                   old[keep].nd == st->rows[keep].nd)
-                keep++;
-            free(old);
-            /* Everything reused only if the cache ends exactly there: `last` and the gate q then
-             * already belong to the prefix's last row. Otherwise that row is recomputed. */
-            if (keep == rows && !(old_rows == rows && rows > 0)) keep = rows > 0 ? rows - 1 : 0;
-            rb->reused = keep;
-            if (rows == 0) {
-                s = rc_qwen2_crop(r->llm, MQ, err);
-                memcpy(r->last, r->prime_last, (size_t)V * sizeof *r->last);
-            } else if (keep < rows) {
-                int n_new = rows - keep;
-                if (!grow_rows(&r->rows, &r->cap_rows, (size_t)n_new * H)) goto oom;
-                /* rows keep..rows-1 of [SP][rid][window] */
-                float *dst = r->rows;
-                int j = keep;
-                if (j < n_sp) {
-                    if (!grow_rows(&r->past, &r->cap_past, (size_t)nd * H)) goto oom;
-                    float *sp = malloc((size_t)n_sp * H * sizeof *sp);
-                    if (!sp) goto oom;
-                    s = rc_qwen2_embed(r->llm, st->gen, nd, r->past, err);
-                    if (!s) s = rc_pooler_run(r->pooler, r->past, nd, sp, err);
-                    if (!s) memcpy(dst, sp + (size_t)j * H, (size_t)(n_sp - j) * H * sizeof *dst);
-                    free(sp);
-                    dst += (size_t)(n_sp - j) * H;
-                    j = n_sp;
-                }
-                if (!s && j < n_sp + st->nrid) {
-                    int a = j - n_sp, n = st->nrid - a;
-                    s = rc_qwen2_embed(r->llm, st->rid + a, n, dst, err);
-                    dst += (size_t)n * H;
-                    j += n;
-                }
-                if (!s && j < rows) {
-                    int a = j - n_sp - st->nrid, n = rows - j;
-                    s = rc_qwen2_embed(r->llm, st->gen + c0 - R + a, n, dst, err);
-                }
-                if (!s) s = rc_qwen2_crop(r->llm, MQ + keep, err);
-                if (s) break;
-                rc_qwen2_fwd f;
-                memset(&f, 0, sizeof f);
-                f.embeds = r->rows;
-                f.n = n_new;
-                f.logits_last = r->last;
-                s = rc_qwen2_forward(r->llm, &f, err);
-                if (s) break;
-                memcpy(r->gq, rc_qwen2_gate_q(r->llm), (size_t)r->gate_dim * sizeof *r->gq);
-                turn->rows_computed += n_new;
-                if (keep < n_sp) turn->rows_new_gist += n_new; /* the gist changed, so did every row after it */
-            }
-            turn->rows_reused += keep;
-            if (s) break;
-            if (on_event && on_event(ctx, &(rc_event){RC_EV_REBUILD, rb, 0})) {
-                s = cancelled(st, err);
-                break;
-            }
-            rc_top5_rec *t5 = PUSH(turn, top5);
-            if (!t5) goto oom;
-            t5->c0 = c0;
-            top5(r->last, V, t5);
-            st->c0_last = c0;
-            st->step = 0;
-        }
-        /* (4) chunk: teacher-forced feed tokens (several per forward on the fast schedule), then
-         * greedy steps until EOS or the turn cap */
-        int step = resume_step >= 0 ? resume_step : 0;
-        resume_step = -1;
-        while (step < o->chunk && !s) {
-            if (fi < n_feed) {
-                int m = fast ? o->chunk - step : 1;
-                if (m > n_feed - fi) m = n_feed - fi;
-                memcpy(st->gen + st->n_gen, feed + fi, (size_t)m * sizeof *feed);
-                s = forward_ids(r, r->llm, feed + fi, m, r->last, err);
-                for (int j = 0; j < m && !s; j++)
-                    if (!push_key(st, feed[fi + j], -1)) goto oom;
-                st->n_gen += m;
-                fi += m;
-                step += m;
-                turn->rows_computed += m;
-                continue;
-            }
-            float mg;
-            int32_t t = greedy(r->last, V, &mg);
-            if (mg < turn->min_margin) turn->min_margin = mg;
-            if (mg < 1e-3f) {
-                rc_margin_rec *lm = PUSH(turn, low);
-                if (!lm) goto oom;
-                lm->pos = st->n_gen;
-                lm->margin = mg;
-            }
-            if (t == r->eos || newtok >= o->turn_cap) {
-                done = 1;
-                break;
-            }
-            newtok++;
-            if (on_event && on_event(ctx, &(rc_event){RC_EV_TOKEN, NULL, t})) {
-                s = cancelled(st, err);
-                break;
-            }
-            st->gen[st->n_gen++] = t;
-            s = forward_ids(r, r->llm, &t, 1, r->last, err);
-            if (!s && !push_key(st, t, -1)) goto oom;
-            turn->rows_computed += 1;
-            step++;
-        }
-        st->step = step;
-    }
-    if (!s) {
-        turn->n_reply = st->n_gen - n_feed;
-        turn->reply = malloc((size_t)(turn->n_reply > 0 ? turn->n_reply : 1) * sizeof *turn->reply);
-        if (!turn->reply) goto oom;
-        if (turn->n_reply > 0) memcpy(turn->reply, st->gen + n_feed, (size_t)turn->n_reply * sizeof *turn->reply);
-        if (fast) { /* keep the state for the next turn */
-            rc_turn_free(&st->hist);
-            if (!records_append(&st->hist, turn)) goto oom;
-            st->valid = 1;
+            s = greedy_step(r, st, fc, ev, turn, err);
+            if (!fc->done) step++;
         }
     }
+    st->step = step;
+    return s;
+}
+
+/* The reply is gen after the feed; the fast schedule keeps the state for the next turn. */
+static recall_status finish_turn(rc_recall *r, loop_state *st, int n_feed, rc_turn *turn, recall_err *err) {
+    turn->n_reply = st->n_gen - n_feed;
+    turn->reply = malloc((size_t)(turn->n_reply > 0 ? turn->n_reply : 1) * sizeof *turn->reply);
+    if (!turn->reply) return oom(err);
+    if (turn->n_reply > 0) memcpy(turn->reply, st->gen + n_feed, (size_t)turn->n_reply * sizeof *turn->reply);
+    if (!r->o.reference_schedule) {
+        rc_turn_free(&st->hist);
+        if (!records_append(&st->hist, turn)) return oom(err);
+        st->valid = 1;
+    }
+    return RECALL_OK;
+}
+
+/* One turn, as recall_loop.h states it: prime (or resume), then rebuild-and-chunk until done. */
+recall_status rc_recall_reply(rc_recall *r, const int32_t *feed, int n_feed, rc_event_fn on_event, void *ctx,
+                              rc_turn *turn, recall_err *err) {
+    memset(turn, 0, sizeof *turn);
+    turn->min_margin = INFINITY;
+    RC_TRY(turn_ready(r, feed, n_feed, err));
+    const rc_recall_opts *o = &r->o;
+    loop_state *st = r->st;
+    const events ev = {on_event, ctx};
+    feed_cursor fc = {feed, n_feed, 0, 0, 0};
+    int step = -1; /* >= 0: the first chunk continues the one the previous turn stopped in */
+    recall_status s = can_resume(r, st, &fc) ? resume(st, &fc, turn, &step, err) : prime(r, st, turn, err);
+    st->valid = 0; /* until this turn completes */
+    while (!s && !fc.done) {
+        if (step < 0) {
+            const int c0 = st->n_gen;
+            const int R = o->arm == RC_ARM_FULL ? c0 : (c0 < o->window ? c0 : o->window);
+            const int nd = c0 - R; /* kept = gen[0:nd] */
+            s = evict_and_seal(r, st, nd, turn, err);
+            if (!s) s = gate_and_fire(r, st, c0, &ev, turn, err);
+            if (!s) s = rebuild(r, st, c0, R, &ev, turn, err);
+            step = 0;
+        }
+        if (!s) s = run_chunk(r, st, &fc, step, &ev, turn, err);
+        step = -1;
+    }
+    if (!s) s = finish_turn(r, st, n_feed, turn, err);
     if (s) {
         rc_turn_free(turn);
         state_reset(st, o->block);
     }
     return s;
-oom:
-    rc_turn_free(turn);
-    state_reset(st, o->block);
-    return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
 }

@@ -185,7 +185,9 @@ typedef struct {
 } recall_reply;
 
 /* One assistant turn: feed = the whole conversation so far (no BOS), ending with the open user
- * exchange (recall_chat_segment(..., assistant = NULL)). on_event may be NULL. */
+ * exchange (recall_chat_segment(..., assistant = NULL)). on_event may be NULL. On the recall arms
+ * the feed, and any message in it, may be longer than the window (the window slides over it); the
+ * FULL arm needs BOS + feed + turn_cap + 1 positions (RECALL_E_LIMIT with the numbers otherwise). */
 recall_status recall_turn(recall_loop *l, const int32_t *feed, size_t n_feed, recall_event_fn on_event, void *ctx,
                           recall_reply *out, recall_err *err);
 void recall_reply_free(const recall_loop *l, recall_reply *r);

@@ -1,17 +1,23 @@
 /* recall_loop.h - the recall loop (RECALL_SPEC §3): one assistant turn from the whole conversation.
  *
- * Per turn (nothing but token ids survives between turns):
- *   prime: [BOS] through the model; it stays at cache position 0 (MQ = 1).
- *   repeat: c0 = len(gen); R = min(c0, window) (FULL: c0); nd = c0 - R
- *     evict:   gen[absorbed:nd] -> archive buf (seal every `block` ids; faithful mode runs the
- *              sealed block standalone, positions 0.., and its last q_proj capture replaces the
- *              gate feature); kept = gen[0:nd]
- *     gate:    RC arm, once sealed blocks exist or buf >= buf_min: s = gate(feature); fire if
- *              s > threshold -> BGE retrieval of the top-k candidates; their ids are injected
+ * Per turn (nothing but token ids survives between turns; rc_recall_reply in recall.c is this, step
+ * for step):
+ *   prime:   [BOS] through the model; it stays at cache position 0 (MQ = 1). (The fast schedule
+ *            may resume instead: see below.)
+ *   repeat until done: c0 = len(gen); R = min(c0, window) (FULL: c0); nd = c0 - R
+ *     evict_and_seal: gen[absorbed:nd] -> archive buf (seal every `block` ids; faithful mode runs
+ *              the sealed block standalone, positions 0.., and its last q_proj capture replaces
+ *              the gate feature); kept = gen[0:nd]
+ *     gate_and_fire: RC arm, once sealed blocks exist or buf >= buf_min: s = gate(feature); fire
+ *              if s > threshold -> BGE retrieval of the top-k candidates; their ids are injected
  *              (a later fire replaces an earlier injection)
  *     rebuild: crop to [BOS]; forward [SP = pooler(embed(kept))][embed(injected)][embed(window)]
- *     chunk:   `chunk` single-token steps: feed tokens are teacher-forced, then greedy argmax
+ *     run_chunk: `chunk` single-token steps: feed tokens are teacher-forced, then greedy argmax
  *              until EOS (not kept) or turn_cap generated tokens
+ *   finish_turn: the reply is gen after the feed.
+ * A feed of any length works on the recall arms: a message longer than the window is forced
+ * through chunk by chunk while the window slides over it, and what scrolls out goes to the gist
+ * and the archive. Only FULL (everything in the cache) is bounded by the model's positions.
  * Modes: faithful (the reference, with the seal quirk) and clean (no seal forward).
  * Schedules: the reference one, and the default fast one that computes the same bits with less
  * work: forced tokens go through one multi-row forward per chunk, a rebuild keeps the cache rows

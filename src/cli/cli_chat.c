@@ -48,8 +48,9 @@ static void chat_usage(FILE *f) {
             "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
             "  --hugepages          copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P             kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
-            "A message longer than the window, or (FULL arm) a context beyond the model's trained\n"
-            "positions, is refused with both numbers; the turn is skipped and the exit status is 1.\n");
+            "A message longer than the window slides through it (what scrolls out goes to the gist and\n"
+            "the archive). On the FULL arm a context beyond the model's trained positions is refused\n"
+            "with both numbers; the turn is skipped and the exit status is 1.\n");
 }
 
 typedef struct {
@@ -276,15 +277,9 @@ int cli_chat(int argc, char **argv) {
             continue;
         }
         size_t n_feed = n_history + n_seg;
-        /* never clamp: the message must fit the window, the whole context the trained positions */
-        if (o.arm != RC_ARM_FULL && n_seg > (size_t)o.window) {
-            fprintf(stderr,
-                    "recall chat: the message is %zu tokens (chat template included) but the window holds %d; "
-                    "message skipped\n", n_seg, o.window);
-            free(seg);
-            turn_failed = 1;
-            continue;
-        }
+        /* never clamp. On the recall arms a message longer than the window is no limit: it is
+         * forced through chunk by chunk and the window slides over it (recall_loop.h). The FULL
+         * arm keeps everything, so its whole context must fit the trained positions. */
         if (o.arm == RC_ARM_FULL && (double)n_feed + o.turn_cap + 2 > (double)max_pos) {
             fprintf(stderr,
                     "recall chat: the context needs %.0f positions (BOS + %zu history + %zu message + %d reply cap + "
