@@ -93,9 +93,18 @@ static void calibrate_usage(FILE *f) {
 
 int cli_parse_problems(const char *spec, uint32_t *out, int cap);
 
-int cli_calibrate(int argc, char **argv) {
-    const char *blob_path = NULL, *bench_path = NULL, *problems_s = "0-7", *pct_s = "10", *mode = NULL;
-    cli_exec_args xa = {0};
+typedef struct {
+    const char *blob_path, *bench_path, *mode;
+    double P; /* the percentile */
+    uint32_t seeds[1024];
+    int n_seeds;
+    cli_exec_args xa;
+} calibrate_opts;
+
+/* Fills o from argv; returns -1 to go on, else the exit code (0 after --help). */
+static int calibrate_parse_args(int argc, char **argv, calibrate_opts *o) {
+    const char *problems_s = "0-7", *pct_s = "10";
+    memset(o, 0, sizeof *o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -103,141 +112,181 @@ int cli_calibrate(int argc, char **argv) {
             return 0;
         }
         {
-            int xf = cli_exec_flag("calibrate", argc, argv, &i, &xa);
+            int xf = cli_exec_flag("calibrate", argc, argv, &i, &o->xa);
             if (xf < 0) return 2;
             if (xf > 0) continue;
         }
 
-        const char **slot = !strcmp(a, "--bench") ? &bench_path : !strcmp(a, "--problems") ? &problems_s
-                          : !strcmp(a, "--percentile") ? &pct_s : !strcmp(a, "--mode") ? &mode : NULL;
+        const char **slot = !strcmp(a, "--bench") ? &o->bench_path : !strcmp(a, "--problems") ? &problems_s
+                          : !strcmp(a, "--percentile") ? &pct_s : !strcmp(a, "--mode") ? &o->mode : NULL;
         if (slot) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "recall calibrate: %s needs a value\n", a);
                 return 2;
             }
             *slot = argv[++i];
-        } else if (a[0] == '-' || blob_path) {
+        } else if (a[0] == '-' || o->blob_path) {
             fprintf(stderr, "recall calibrate: unexpected argument '%s' (see --help)\n", a);
             return 2;
         } else {
-            blob_path = a;
+            o->blob_path = a;
         }
     }
-    if (!blob_path || !bench_path) {
+    if (!o->blob_path || !o->bench_path) {
         fprintf(stderr, "recall calibrate: needs BLOB and --bench (see --help)\n");
         return 2;
     }
     char *end;
-    double P = strtod(pct_s, &end);
-    if (!*pct_s || *end || !(P >= 0 && P <= 100)) {
+    o->P = strtod(pct_s, &end);
+    if (!*pct_s || *end || !(o->P >= 0 && o->P <= 100)) {
         fprintf(stderr, "recall calibrate: --percentile %s: expected a number in 0..100\n", pct_s);
         return 2;
     }
-    uint32_t seeds[1024];
-    int n_seeds = cli_parse_problems(problems_s, seeds, 1024);
-    if (n_seeds <= 0) {
+    o->n_seeds = cli_parse_problems(problems_s, o->seeds, 1024);
+    if (o->n_seeds <= 0) {
         fprintf(stderr, "recall calibrate: --problems %s: expected seeds like 0-7, 3 or 0,2,5-6\n", problems_s);
         return 2;
     }
-    recall_err err = {0};
-    rc_blob *b = NULL;
-    rc_bench *bench = NULL;
-    rc_recall *r = NULL;
-    scores pos = {0}, cas = {0}, cas_all = {0};
-    int rc = 1, n_q = 0, n_probe = 0, q_fire = 0, probe_fire = 0;
-    /* per-turn maxima, to report turn-level recall / false-fire at the suggested threshold */
-    scores q_max = {0}, probe_max = {0};
-    if (cli_blob_open(&xa, blob_path, RC_OPEN_VERIFY, &b, &err) || rc_bench_load(bench_path, &bench, &err)) goto fail;
-    rc_recall_opts o;
-    rc_recall_defaults(b, &o);
-    const float file_thresh = o.threshold;
-    if (cli_parse_mode_arm("calibrate", mode, NULL, &o)) {
-        rc = 2;
-        goto out;
+    return -1;
+}
+
+/* What the needle dialogues give: the gate scores by position kind, and per generated turn its
+ * best score (at recall positions for a question, anywhere for a probe). */
+typedef struct {
+    scores pos, cas, cas_all, q_max, probe_max;
+    int n_q, n_probe;
+} gate_stats;
+
+static void gate_stats_free(gate_stats *g) {
+    free(g->pos.v);
+    free(g->cas.v);
+    free(g->cas_all.v);
+    free(g->q_max.v);
+    free(g->probe_max.v);
+}
+
+/* Adds one problem run's gate checks; *np / *nc count its recall / casual-position checks.
+ * Returns 0, -1 out of memory, or 1 with err set. */
+static int collect_run(rc_recall *r, const rc_problem_run *run, gate_stats *g, int *np, int *nc, recall_err *err) {
+    int bad = 0;
+    *np = *nc = 0;
+    for (int t = 0; t < run->n_turns && !bad; t++) {
+        const rc_problem_turn *pt = &run->turns[t];
+        int32_t *seg;
+        size_t n_seg;
+        if (rc_chat_segment(rc_recall_bpe(r), rc_recall_eos(r), 1, pt->user, NULL, &seg, &n_seg, err)) return 1;
+        free(seg);
+        int start = pt->feed_len - (int)n_seg, q = pt->kind == RC_STEP_Q;
+        float best = -INFINITY, best_all = -INFINITY;
+        for (int k = 0; k < pt->turn.n_gates && !bad; k++) {
+            const rc_gate_rec *gr = &pt->turn.gates[k];
+            if (!q) {
+                bad |= push(&g->cas_all, gr->score);
+                if (gr->score > best_all) best_all = gr->score;
+            }
+            if (gr->c0 <= start) continue;
+            if (gr->score > best) best = gr->score;
+            bad |= push(q ? &g->pos : &g->cas, gr->score);
+            q ? (*np)++ : (*nc)++;
+        }
+        bad |= push(q ? &g->q_max : &g->probe_max, q ? best : best_all);
+        q ? g->n_q++ : g->n_probe++;
     }
-    o.arm = RC_ARM_RC_BGE;
-    o.threads = xa.threads;
-    o.max_ctx = xa.ctx;
-    o.simd = xa.simd;
-    o.threshold = INFINITY; /* score every check, fire none */
-    if (rc_recall_open(b, &o, &r, &err)) goto fail;
-    for (int i = 0; i < n_seeds; i++) {
+    return bad ? -1 : 0;
+}
+
+/* Every needle dialogue through r (firing disabled), one progress line each; 0 or 1 (printed). */
+static int calibrate_collect(rc_recall *r, const rc_bench *bench, const calibrate_opts *co, gate_stats *g) {
+    recall_err err = {0};
+    for (int i = 0; i < co->n_seeds; i++) {
         rc_problem p;
         rc_problem_run run;
-        if (rc_bench_problem(bench, seeds[i], &p, &err)) goto fail;
+        if (rc_bench_problem(bench, co->seeds[i], &p, &err)) goto fail;
         if (rc_run_problem(r, &p, NULL, NULL, NULL, &run, &err)) {
             rc_problem_free(&p);
             goto fail;
         }
-        int np = 0, nc = 0, bad = 0;
-        for (int t = 0; t < run.n_turns && !bad; t++) {
-            const rc_problem_turn *pt = &run.turns[t];
-            int32_t *seg;
-            size_t n_seg;
-            if (rc_chat_segment(rc_recall_bpe(r), rc_recall_eos(r), 1, pt->user, NULL, &seg, &n_seg, &err)) {
-                rc_problem_run_free(&run);
-                rc_problem_free(&p);
-                goto fail;
-            }
-            free(seg);
-            int start = pt->feed_len - (int)n_seg, q = pt->kind == RC_STEP_Q;
-            float best = -INFINITY, best_all = -INFINITY;
-            for (int g = 0; g < pt->turn.n_gates && !bad; g++) {
-                const rc_gate_rec *gr = &pt->turn.gates[g];
-                if (!q) {
-                    bad |= push(&cas_all, gr->score);
-                    if (gr->score > best_all) best_all = gr->score;
-                }
-                if (gr->c0 <= start) continue;
-                if (gr->score > best) best = gr->score;
-                bad |= push(q ? &pos : &cas, gr->score);
-                q ? np++ : nc++;
-            }
-            bad |= push(q ? &q_max : &probe_max, q ? best : best_all);
-            q ? n_q++ : n_probe++;
-        }
+        int np, nc, st = collect_run(r, &run, g, &np, &nc, &err);
         rc_problem_run_free(&run);
         rc_problem_free(&p);
-        if (bad) {
+        if (st > 0) goto fail;
+        if (st < 0) {
             fprintf(stderr, "recall calibrate: out of memory\n");
-            goto out;
+            return 1;
         }
-        fprintf(stderr, "problem %u: %d recall-position checks, %d casual-position checks\n", seeds[i], np, nc);
+        fprintf(stderr, "problem %u: %d recall-position checks, %d casual-position checks\n", co->seeds[i], np, nc);
     }
-    if (!pos.n) {
+    return 0;
+fail:
+    fprintf(stderr, "recall calibrate: %s\n", err.msg);
+    return 1;
+}
+
+/* The distributions, the suggested threshold and what it does on these dialogues (stdout). */
+static void calibrate_report(gate_stats *g, const calibrate_opts *co, int faithful, float file_thresh) {
+    scores *pos = &g->pos, *cas = &g->cas;
+    int q_fire = 0, probe_fire = 0;
+    qsort(pos->v, (size_t)pos->n, sizeof *pos->v, cmp_float);
+    qsort(cas->v, (size_t)cas->n, sizeof *cas->v, cmp_float);
+    qsort(g->cas_all.v, (size_t)g->cas_all.n, sizeof *g->cas_all.v, cmp_float);
+    double thr = percentile(pos->v, pos->n, co->P);
+    for (int i = 0; i < g->q_max.n; i++) q_fire += g->q_max.v[i] > thr;
+    for (int i = 0; i < g->probe_max.n; i++) probe_fire += g->probe_max.v[i] > thr;
+    printf("gate score distribution (%d problems, mode %s, firing disabled)\n", co->n_seeds,
+           faithful ? "faithful" : "clean");
+    printf("  %-26s %5s %9s %9s %9s %9s %9s %9s %9s\n", "", "n", "min", "p10", "p25", "p50", "p75", "p90", "max");
+    print_row("recall positions", pos);
+    print_row("casual positions", cas);
+    print_row("casual (whole probe turn)", &g->cas_all);
+    printf("suggested threshold: %.4f (p%g of %d recall-position scores; the gate file's thresh is %.4f)\n", thr,
+           co->P, pos->n, file_thresh);
+    printf("  at %.4f: recall-position checks above %d/%d (%.0f%%), casual-position checks above %d/%d,\n", thr,
+           count_above(pos, thr), pos->n, 100.0 * count_above(pos, thr) / pos->n, count_above(cas, thr), cas->n);
+    printf("  question turns with a fire %d/%d, probe turns with a fire %d/%d (whole turn)\n", q_fire, g->n_q,
+           probe_fire, g->n_probe);
+    printf("use: recall chat BLOB --threshold %.4f   (or recall eval ... --arms SP,RC_bge@%.4f)\n", thr, thr);
+}
+
+int cli_calibrate(int argc, char **argv) {
+    calibrate_opts co;
+    int rc = calibrate_parse_args(argc, argv, &co);
+    if (rc >= 0) return rc;
+    recall_err err = {0};
+    rc_blob *b = NULL;
+    rc_bench *bench = NULL;
+    rc_recall *r = NULL;
+    gate_stats g;
+    memset(&g, 0, sizeof g);
+    rc = 1;
+    if (cli_blob_open(&co.xa, co.blob_path, RC_OPEN_VERIFY, &b, &err) ||
+        rc_bench_load(co.bench_path, &bench, &err))
+        goto fail;
+    rc_recall_opts o;
+    rc_recall_defaults(b, &o);
+    const float file_thresh = o.threshold;
+    if (cli_parse_mode_arm("calibrate", co.mode, NULL, &o)) {
+        rc = 2;
+        goto out;
+    }
+    o.arm = RC_ARM_RC_BGE;
+    o.threads = co.xa.threads;
+    o.max_ctx = co.xa.ctx;
+    o.simd = co.xa.simd;
+    o.threshold = INFINITY; /* score every check, fire none */
+    if (rc_recall_open(b, &o, &r, &err)) goto fail;
+    if (calibrate_collect(r, bench, &co, &g)) goto out;
+    if (!g.pos.n) {
         fprintf(stderr, "recall calibrate: no gate check fell at a recall position (the question turns never "
                         "reached a rebuild with archived history); nothing to calibrate\n");
         goto out;
     }
-    qsort(pos.v, (size_t)pos.n, sizeof *pos.v, cmp_float);
-    qsort(cas.v, (size_t)cas.n, sizeof *cas.v, cmp_float);
-    qsort(cas_all.v, (size_t)cas_all.n, sizeof *cas_all.v, cmp_float);
-    double thr = percentile(pos.v, pos.n, P);
-    for (int i = 0; i < q_max.n; i++) q_fire += q_max.v[i] > thr;
-    for (int i = 0; i < probe_max.n; i++) probe_fire += probe_max.v[i] > thr;
-    printf("gate score distribution (%d problems, mode %s, firing disabled)\n", n_seeds,
-           o.mode == RC_MODE_FAITHFUL ? "faithful" : "clean");
-    printf("  %-26s %5s %9s %9s %9s %9s %9s %9s %9s\n", "", "n", "min", "p10", "p25", "p50", "p75", "p90", "max");
-    print_row("recall positions", &pos);
-    print_row("casual positions", &cas);
-    print_row("casual (whole probe turn)", &cas_all);
-    printf("suggested threshold: %.4f (p%g of %d recall-position scores; the gate file's thresh is %.4f)\n", thr, P,
-           pos.n, file_thresh);
-    printf("  at %.4f: recall-position checks above %d/%d (%.0f%%), casual-position checks above %d/%d,\n", thr,
-           count_above(&pos, thr), pos.n, 100.0 * count_above(&pos, thr) / pos.n, count_above(&cas, thr), cas.n);
-    printf("  question turns with a fire %d/%d, probe turns with a fire %d/%d (whole turn)\n", q_fire, n_q, probe_fire,
-           n_probe);
-    printf("use: recall chat BLOB --threshold %.4f   (or recall eval ... --arms SP,RC_bge@%.4f)\n", thr, thr);
+    calibrate_report(&g, &co, o.mode == RC_MODE_FAITHFUL, file_thresh);
     rc = 0;
     goto out;
 fail:
     fprintf(stderr, "recall calibrate: %s\n", err.msg);
 out:
-    free(pos.v);
-    free(cas.v);
-    free(cas_all.v);
-    free(q_max.v);
-    free(probe_max.v);
+    gate_stats_free(&g);
     rc_recall_close(r);
     rc_bench_free(bench);
     rc_blob_close(b);

@@ -158,11 +158,17 @@ int cli_parse_mode_arm(const char *cmd, const char *mode, const char *arm, rc_re
     return 0;
 }
 
-int cli_replay(int argc, char **argv) {
-    const char *blob_path = NULL, *bench_path = NULL, *trace = NULL, *mode = NULL, *arm = NULL, *thr = NULL;
-    long problem = -1;
-    int reference = 0;
-    cli_exec_args xa = {0};
+typedef struct {
+    const char *blob_path, *bench_path, *trace, *mode, *arm, *thr;
+    long problem;
+    int reference;
+    cli_exec_args xa;
+} replay_opts;
+
+/* Fills o from argv; returns -1 to go on, else the exit code (0 after --help). */
+static int replay_parse_args(int argc, char **argv, replay_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->problem = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -170,17 +176,17 @@ int cli_replay(int argc, char **argv) {
             return 0;
         }
         {
-            int xf = cli_exec_flag("replay", argc, argv, &i, &xa);
+            int xf = cli_exec_flag("replay", argc, argv, &i, &o->xa);
             if (xf < 0) return 2;
             if (xf > 0) continue;
         }
         if (!strcmp(a, "--reference-schedule")) {
-            reference = 1;
+            o->reference = 1;
             continue;
         }
-        const char **slot = !strcmp(a, "--bench") ? &bench_path : !strcmp(a, "--trace") ? &trace
-                          : !strcmp(a, "--mode") ? &mode : !strcmp(a, "--arm") ? &arm
-                          : !strcmp(a, "--threshold") ? &thr : NULL;
+        const char **slot = !strcmp(a, "--bench") ? &o->bench_path : !strcmp(a, "--trace") ? &o->trace
+                          : !strcmp(a, "--mode") ? &o->mode : !strcmp(a, "--arm") ? &o->arm
+                          : !strcmp(a, "--threshold") ? &o->thr : NULL;
         if (slot || !strcmp(a, "--problem")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "recall replay: %s needs a value\n", a);
@@ -190,96 +196,114 @@ int cli_replay(int argc, char **argv) {
                 *slot = argv[++i];
             } else {
                 char *end;
-                problem = strtol(argv[++i], &end, 10);
-                if (*end || problem < 0 || problem > 0x7fffffffL) {
+                o->problem = strtol(argv[++i], &end, 10);
+                if (*end || o->problem < 0 || o->problem > 0x7fffffffL) {
                     fprintf(stderr, "recall replay: --problem %s: expected a non-negative integer\n", argv[i]);
                     return 2;
                 }
             }
-        } else if (a[0] == '-' || blob_path) {
+        } else if (a[0] == '-' || o->blob_path) {
             fprintf(stderr, "recall replay: unexpected argument '%s' (see --help)\n", a);
             return 2;
         } else {
-            blob_path = a;
+            o->blob_path = a;
         }
     }
-    if (!blob_path || !bench_path || problem < 0 || !trace) {
+    if (!o->blob_path || !o->bench_path || o->problem < 0 || !o->trace) {
         fprintf(stderr, "recall replay: needs BLOB, --bench, --problem and --trace (see --help)\n");
         return 2;
     }
+    return -1;
+}
+
+/* The loop options: the blob's defaults with the command line applied; 0 or 2 (message printed). */
+static int replay_loop_opts(const replay_opts *ro, const rc_blob *b, rc_recall_opts *o) {
+    rc_recall_defaults(b, o);
+    o->reference_schedule = ro->reference;
+    o->threads = ro->xa.threads;
+    o->max_ctx = ro->xa.ctx;
+    o->simd = ro->xa.simd;
+    if (cli_parse_mode_arm("replay", ro->mode, ro->arm, o)) return 2;
+    if (ro->thr) {
+        char *end;
+        o->threshold = strtof(ro->thr, &end);
+        if (*end || isnan(o->threshold)) {
+            fprintf(stderr, "recall replay: --threshold %s: expected a number\n", ro->thr);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* The trace document (the loop goldens' schema), written to path.tmp.PID then renamed. */
+static int write_trace(const char *path, long problem, const rc_recall_opts *o, const rc_problem *p,
+                       const rc_problem_run *run, const rc_bpe *bpe) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "recall replay: %s: %s\n", tmp, strerror(errno));
+        return 1;
+    }
+    fprintf(f, "{\"seed\": %ld, \"mode\": \"%s\", \"arm\": \"%s\", \"threshold\": ", problem,
+            o->mode == RC_MODE_FAITHFUL ? "faithful" : "clean",
+            o->arm == RC_ARM_RC_BGE ? "RC_bge" : o->arm == RC_ARM_SP ? "SP" : "FULL");
+    json_float(f, o->threshold);
+    fprintf(f, ", \"constants\": {\"RW\": %d, \"C\": %d, \"BLOCK\": %d, \"RECALL_K\": %d, \"TURN_CAP\": %d},\n",
+            o->window, o->chunk, o->block, o->k, o->turn_cap);
+    fputs("\"steps\": [", f);
+    for (int i = 0; i < p->n; i++) {
+        fprintf(f, "%s{\"kind\": \"%s\", \"u\": ", i ? ", " : "", rc_step_kind_name(p->steps[i].kind));
+        json_str(f, p->steps[i].user);
+        if (p->steps[i].assistant) fputs(", \"a\": ", f), json_str(f, p->steps[i].assistant);
+        if (p->steps[i].kw) {
+            fputs(", \"kw\": ", f), json_str(f, p->steps[i].kw);
+            fputs(", \"val\": ", f), json_str(f, p->steps[i].val);
+        }
+        fputc('}', f);
+    }
+    fputs("],\n\"turns\": [\n", f);
+    for (int i = 0; i < run->n_turns; i++) {
+        if (i) fputs(",\n", f);
+        write_turn(f, bpe, &run->turns[i]);
+    }
+    fputs("],\n\"final_history\": ", f);
+    json_ids(f, run->history, run->n_history);
+    fputs("}\n", f);
+    int bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        fprintf(stderr, "recall replay: cannot write %s: %s\n", path, strerror(errno));
+        remove(tmp);
+        return 1;
+    }
+    fprintf(stderr, "wrote %s\n", path);
+    return 0;
+}
+
+int cli_replay(int argc, char **argv) {
+    replay_opts ro;
+    int rc = replay_parse_args(argc, argv, &ro);
+    if (rc >= 0) return rc;
     recall_err err = {0};
     rc_blob *b = NULL;
     rc_bench *bench = NULL;
     rc_recall *r = NULL;
     rc_problem p = {0};
     rc_problem_run run = {0};
-    int rc = 1;
-    if (cli_blob_open(&xa, blob_path, RC_OPEN_VERIFY, &b, &err) || rc_bench_load(bench_path, &bench, &err) ||
-        rc_bench_problem(bench, (uint32_t)problem, &p, &err))
-        goto fail;
     rc_recall_opts o;
-    rc_recall_defaults(b, &o);
-    o.reference_schedule = reference;
-    o.threads = xa.threads;
-    o.max_ctx = xa.ctx;
-    o.simd = xa.simd;
-    if (cli_parse_mode_arm("replay", mode, arm, &o)) {
+    rc = 1;
+    if (cli_blob_open(&ro.xa, ro.blob_path, RC_OPEN_VERIFY, &b, &err) ||
+        rc_bench_load(ro.bench_path, &bench, &err) || rc_bench_problem(bench, (uint32_t)ro.problem, &p, &err))
+        goto fail;
+    if (replay_loop_opts(&ro, b, &o)) {
         rc = 2;
         goto out;
     }
-    if (thr) {
-        char *end;
-        o.threshold = strtof(thr, &end);
-        if (*end || isnan(o.threshold)) {
-            fprintf(stderr, "recall replay: --threshold %s: expected a number\n", thr);
-            rc = 2;
-            goto out;
-        }
-    }
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
-    fprintf(stderr, "replay: problem %ld, simd %s, %d thread%s\n", problem, rc_recall_simd_name(r), rc_recall_threads(r),
-            rc_recall_threads(r) == 1 ? "" : "s");
+    fprintf(stderr, "replay: problem %ld, simd %s, %d thread%s\n", ro.problem, rc_recall_simd_name(r),
+            rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s");
     if (rc_run_problem(r, &p, NULL, on_turn, NULL, &run, &err)) goto fail;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", trace, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "recall replay: %s: %s\n", tmp, strerror(errno));
-        goto out;
-    }
-    fprintf(f, "{\"seed\": %ld, \"mode\": \"%s\", \"arm\": \"%s\", \"threshold\": ", problem,
-            o.mode == RC_MODE_FAITHFUL ? "faithful" : "clean",
-            o.arm == RC_ARM_RC_BGE ? "RC_bge" : o.arm == RC_ARM_SP ? "SP" : "FULL");
-    json_float(f, o.threshold);
-    fprintf(f, ", \"constants\": {\"RW\": %d, \"C\": %d, \"BLOCK\": %d, \"RECALL_K\": %d, \"TURN_CAP\": %d},\n",
-            o.window, o.chunk, o.block, o.k, o.turn_cap);
-    fputs("\"steps\": [", f);
-    for (int i = 0; i < p.n; i++) {
-        fprintf(f, "%s{\"kind\": \"%s\", \"u\": ", i ? ", " : "", rc_step_kind_name(p.steps[i].kind));
-        json_str(f, p.steps[i].user);
-        if (p.steps[i].assistant) fputs(", \"a\": ", f), json_str(f, p.steps[i].assistant);
-        if (p.steps[i].kw) {
-            fputs(", \"kw\": ", f), json_str(f, p.steps[i].kw);
-            fputs(", \"val\": ", f), json_str(f, p.steps[i].val);
-        }
-        fputc('}', f);
-    }
-    fputs("],\n\"turns\": [\n", f);
-    for (int i = 0; i < run.n_turns; i++) {
-        if (i) fputs(",\n", f);
-        write_turn(f, rc_recall_bpe(r), &run.turns[i]);
-    }
-    fputs("],\n\"final_history\": ", f);
-    json_ids(f, run.history, run.n_history);
-    fputs("}\n", f);
-    int bad = ferror(f) != 0;
-    if (fclose(f) != 0 || bad || rename(tmp, trace) != 0) {
-        fprintf(stderr, "recall replay: cannot write %s: %s\n", trace, strerror(errno));
-        remove(tmp);
-        goto out;
-    }
-    fprintf(stderr, "wrote %s\n", trace);
-    rc = 0;
+    rc = write_trace(ro.trace, ro.problem, &o, &p, &run, rc_recall_bpe(r));
     goto out;
 fail:
     fprintf(stderr, "recall replay: %s\n", err.msg);

@@ -254,10 +254,16 @@ static double row_nll(const float *lg, size_t V, int target, int *greedy) {
     return -((double)lg[target] - (mx + log(s)));
 }
 
-int cli_score(int argc, char **argv) {
-    const char *blob_path = NULL, *ids_s = NULL, *tokens_file = NULL, *json_path = NULL;
-    int per_pos = 0, bos_flag = 0;
-    cli_exec_args xa = {0};
+typedef struct {
+    const char *blob_path, *ids_s, *tokens_file, *json_path;
+    long ctx_req; /* 0: the default chunk */
+    int per_pos, bos_flag;
+    cli_exec_args xa;
+} score_opts;
+
+/* Fills o from argv; returns -1 to go on, else the exit code (0 after --help). */
+static int score_parse_args(int argc, char **argv, score_opts *o) {
+    memset(o, 0, sizeof *o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -265,198 +271,230 @@ int cli_score(int argc, char **argv) {
             return 0;
         }
         if (!strcmp(a, "--per-position")) {
-            per_pos = 1;
+            o->per_pos = 1;
             continue;
         }
         if (!strcmp(a, "--bos")) {
-            bos_flag = 1;
+            o->bos_flag = 1;
             continue;
         }
-        int x = cli_exec_flag("score", argc, argv, &i, &xa);
+        int x = cli_exec_flag("score", argc, argv, &i, &o->xa);
         if (x < 0) return 2;
         if (x > 0) continue;
-        const char **slot = !strcmp(a, "--ids") ? &ids_s : !strcmp(a, "--tokens-file") ? &tokens_file
-                          : !strcmp(a, "--json") ? &json_path : NULL;
+        const char **slot = !strcmp(a, "--ids") ? &o->ids_s : !strcmp(a, "--tokens-file") ? &o->tokens_file
+                          : !strcmp(a, "--json") ? &o->json_path : NULL;
         if (slot) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "recall score: %s needs a value\n", a);
                 return 2;
             }
             *slot = argv[++i];
-        } else if (a[0] == '-' || blob_path) {
+        } else if (a[0] == '-' || o->blob_path) {
             fprintf(stderr, "recall score: unexpected argument '%s'\n%s", a, SCORE_USAGE);
             return 2;
         } else {
-            blob_path = a;
+            o->blob_path = a;
         }
     }
-    if (!blob_path || (!ids_s && !tokens_file)) {
+    if (!o->blob_path || (!o->ids_s && !o->tokens_file)) {
         fprintf(stderr, "recall score: needs BLOB and --tokens-file or --ids\n%s", SCORE_USAGE);
         return 2;
     }
-    const long ctx_req = xa.ctx; /* --ctx (cli_exec_flag) */
-    if (ctx_req && ctx_req < 3) {
-        fprintf(stderr, "recall score: --ctx %ld: expected an integer >= 3\n", ctx_req);
+    o->ctx_req = o->xa.ctx; /* --ctx (cli_exec_flag) */
+    if (o->ctx_req && o->ctx_req < 3) {
+        fprintf(stderr, "recall score: --ctx %ld: expected an integer >= 3\n", o->ctx_req);
         return 2;
     }
+    return -1;
+}
 
-    recall_err err = {0};
-    rc_blob *b = NULL;
-    rc_exec *ex = NULL;
-    rc_qwen2 *m = NULL;
-    int32_t *ids = NULL, *chunk_ids = NULL;
-    float *logits = NULL;
-    double *chunk_ppl = NULL;
-    score_pos *pp = NULL;
-    FILE *jf = NULL;
-    int n = 0, rc = 1;
-    if (cli_get_ids(ids_s, tokens_file, &ids, &n, &err) || cli_blob_open(&xa, blob_path, 0, &b, &err)) goto out;
-    const char *src = tokens_file ? tokens_file : "--ids";
-    int64_t add_bos = 0, bos_id = -1;
-    int max_pos = 0; /* trained positions under the RoPE profile */
-    if (rc_rope_blob_positions(b, &max_pos, &err)) goto out;
-    if (rc_blob_kv_find(b, "tok.add_bos") && rc_blob_get_i64(b, "tok.add_bos", &add_bos, &err)) goto out;
-    const int use_bos = bos_flag || add_bos == 1;
-    if (use_bos && rc_blob_get_i64(b, "tok.bos", &bos_id, &err)) goto out;
-    /* default chunk: the whole input, but never silently past the trained window */
-    const int n_ctx = ctx_req ? (int)ctx_req : (n < max_pos ? n : (int)max_pos);
-    if (n_ctx < 3) {
-        rc_fail(&err, RECALL_E_ARG, "%s: %d tokens; scoring needs a chunk of at least 3", src, n);
-        goto out;
-    }
-    if (cli_exec_open(&xa, &ex, &err) || rc_qwen2_open_ex(b, n_ctx, ex, &m, &err)) goto out;
-    if (n < n_ctx) {
-        rc_fail(&err, RECALL_E_ARG, "%s: %d tokens is shorter than one chunk of %d (--ctx)", src, n, n_ctx);
-        goto out;
-    }
-    /* a request of known size: reserve the chunk once instead of growing by doubling */
-    if (rc_qwen2_reserve(m, n_ctx, &err)) goto out;
-    const rc_qwen2_config *c = rc_qwen2_cfg(m);
-    const size_t V = (size_t)c->vocab;
-    if (use_bos && (bos_id < 0 || bos_id >= c->vocab)) {
-        rc_fail(&err, RECALL_E_FORMAT, "%s: tok.bos %lld outside the vocab (%d)", blob_path, (long long)bos_id,
-                c->vocab);
-        goto out;
-    }
-    for (int i = 0; i < n; i++)
-        if (ids[i] >= c->vocab) {
-            rc_fail(&err, RECALL_E_ARG, "%s: token id %d at index %d outside [0, %d)", src, (int)ids[i], i, c->vocab);
-            goto out;
-        }
-    const int n_chunk = n / n_ctx, first = n_ctx / 2;
-    const size_t n_pp = per_pos ? (size_t)n_chunk * (size_t)(n_ctx - 1) : 0;
-    logits = (float *)malloc((size_t)SCORE_BATCH * V * sizeof(float));
-    chunk_ids = (int32_t *)malloc((size_t)n_ctx * sizeof(int32_t));
-    chunk_ppl = (double *)malloc((size_t)n_chunk * sizeof(double));
-    pp = (score_pos *)malloc((n_pp ? n_pp : 1) * sizeof(score_pos));
-    if (!logits || !chunk_ids || !chunk_ppl || !pp) {
-        rc_fail(&err, RECALL_E_NOMEM, "out of memory");
-        goto out;
-    }
+/* The scoring run: the model, the ids, the chunking and the running sums. */
+typedef struct {
+    rc_blob *b;
+    rc_exec *ex;
+    rc_qwen2 *m;
+    int32_t *ids, *chunk_ids;
+    int n;
+    const char *src; /* names the ids in messages: the file or "--ids" */
+    int use_bos;
+    int64_t bos_id;
+    int n_ctx, n_chunk, first;
+    size_t V;
+    float *logits;     /* SCORE_BATCH x V */
+    double *chunk_ppl; /* running PPL after each chunk */
+    score_pos *pp;     /* --per-position rows */
+    size_t ip;
+    uint64_t hash;
+    long count;
+    double nll, nll2;
+} score_run;
+
+static void score_close(score_run *s) {
+    free(s->pp);
+    free(s->chunk_ppl);
+    free(s->chunk_ids);
+    free(s->logits);
+    free(s->ids);
+    rc_qwen2_close(s->m);
+    rc_exec_close(s->ex);
+    rc_blob_close(s->b);
+}
+
+/* XXH64 of the ids as little-endian int32. */
+static recall_status ids_hash(const int32_t *ids, int n, uint64_t *out, recall_err *err) {
     uint8_t *le = (uint8_t *)malloc((size_t)n * 4);
-    if (!le) {
-        rc_fail(&err, RECALL_E_NOMEM, "out of memory");
-        goto out;
-    }
+    if (!le) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
     for (int i = 0; i < n; i++)
         for (int k = 0; k < 4; k++) le[(size_t)i * 4 + k] = (uint8_t)((uint32_t)ids[i] >> (8 * k));
-    const uint64_t hash = rc_xxh64(le, (size_t)n * 4, 0);
+    *out = rc_xxh64(le, (size_t)n * 4, 0);
     free(le);
-    printf("tokens %d xxh64 %016llx\n", n, (unsigned long long)hash);
-    printf("n_ctx %d chunks %d scored_per_chunk %d bos %s\n", n_ctx, n_chunk, n_ctx - first - 1,
-           use_bos ? "replaced" : "off");
-    fflush(stdout);
+    return RECALL_OK;
+}
 
-    const long rows_total = (long)n_chunk * n_ctx;
-    long rows_done = 0, count = 0;
-    double nll = 0.0, nll2 = 0.0;
-    size_t ip = 0;
-    for (int ch = 0; ch < n_chunk; ch++) {
-        const int32_t *tok = ids + (size_t)ch * n_ctx;
-        memcpy(chunk_ids, tok, (size_t)n_ctx * sizeof(int32_t));
-        if (use_bos) chunk_ids[0] = (int32_t)bos_id;
-        if (rc_qwen2_crop(m, 0, &err)) goto out;
+/* Reads the ids, opens the blob and the model for the chunk length, checks the ids against the
+ * vocab and allocates the buffers. */
+static recall_status score_open(const score_opts *o, score_run *s, recall_err *err) {
+    RC_TRY(cli_get_ids(o->ids_s, o->tokens_file, &s->ids, &s->n, err));
+    RC_TRY(cli_blob_open(&o->xa, o->blob_path, 0, &s->b, err));
+    s->src = o->tokens_file ? o->tokens_file : "--ids";
+    int64_t add_bos = 0;
+    int max_pos = 0; /* trained positions under the RoPE profile */
+    s->bos_id = -1;
+    RC_TRY(rc_rope_blob_positions(s->b, &max_pos, err));
+    if (rc_blob_kv_find(s->b, "tok.add_bos")) RC_TRY(rc_blob_get_i64(s->b, "tok.add_bos", &add_bos, err));
+    s->use_bos = o->bos_flag || add_bos == 1;
+    if (s->use_bos) RC_TRY(rc_blob_get_i64(s->b, "tok.bos", &s->bos_id, err));
+    /* default chunk: the whole input, but never silently past the trained window */
+    const int n = s->n;
+    s->n_ctx = o->ctx_req ? (int)o->ctx_req : (n < max_pos ? n : max_pos);
+    if (s->n_ctx < 3) return rc_fail(err, RECALL_E_ARG, "%s: %d tokens; scoring needs a chunk of at least 3", s->src, n);
+    RC_TRY(cli_exec_open(&o->xa, &s->ex, err));
+    RC_TRY(rc_qwen2_open_ex(s->b, s->n_ctx, s->ex, &s->m, err));
+    if (n < s->n_ctx)
+        return rc_fail(err, RECALL_E_ARG, "%s: %d tokens is shorter than one chunk of %d (--ctx)", s->src, n, s->n_ctx);
+    /* a request of known size: reserve the chunk once instead of growing by doubling */
+    RC_TRY(rc_qwen2_reserve(s->m, s->n_ctx, err));
+    const rc_qwen2_config *c = rc_qwen2_cfg(s->m);
+    s->V = (size_t)c->vocab;
+    if (s->use_bos && (s->bos_id < 0 || s->bos_id >= c->vocab))
+        return rc_fail(err, RECALL_E_FORMAT, "%s: tok.bos %lld outside the vocab (%d)", o->blob_path,
+                       (long long)s->bos_id, c->vocab);
+    for (int i = 0; i < n; i++)
+        if (s->ids[i] >= c->vocab)
+            return rc_fail(err, RECALL_E_ARG, "%s: token id %d at index %d outside [0, %d)", s->src, (int)s->ids[i], i,
+                           c->vocab);
+    s->n_chunk = n / s->n_ctx;
+    s->first = s->n_ctx / 2;
+    const size_t n_pp = o->per_pos ? (size_t)s->n_chunk * (size_t)(s->n_ctx - 1) : 0;
+    s->logits = (float *)malloc((size_t)SCORE_BATCH * s->V * sizeof(float));
+    s->chunk_ids = (int32_t *)malloc((size_t)s->n_ctx * sizeof(int32_t));
+    s->chunk_ppl = (double *)malloc((size_t)s->n_chunk * sizeof(double));
+    s->pp = (score_pos *)malloc((n_pp ? n_pp : 1) * sizeof(score_pos));
+    if (!s->logits || !s->chunk_ids || !s->chunk_ppl || !s->pp) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
+    return ids_hash(s->ids, n, &s->hash, err);
+}
+
+/* Every chunk from an empty cache, SCORE_BATCH rows per forward; prints the running PPL per chunk. */
+static recall_status score_chunks(const score_opts *o, score_run *s, recall_err *err) {
+    const int n_ctx = s->n_ctx;
+    const long rows_total = (long)s->n_chunk * n_ctx;
+    long rows_done = 0;
+    for (int ch = 0; ch < s->n_chunk; ch++) {
+        const int32_t *tok = s->ids + (size_t)ch * n_ctx;
+        memcpy(s->chunk_ids, tok, (size_t)n_ctx * sizeof(int32_t));
+        if (s->use_bos) s->chunk_ids[0] = (int32_t)s->bos_id;
+        RC_TRY(rc_qwen2_crop(s->m, 0, err));
         for (int r0 = 0; r0 < n_ctx; r0 += SCORE_BATCH) {
             const int nr = n_ctx - r0 < SCORE_BATCH ? n_ctx - r0 : SCORE_BATCH;
-            rc_qwen2_fwd f = {.ids = chunk_ids + r0, .n = nr, .logits_all = logits};
-            if (rc_qwen2_forward(m, &f, &err)) goto out;
+            rc_qwen2_fwd f = {.ids = s->chunk_ids + r0, .n = nr, .logits_all = s->logits};
+            RC_TRY(rc_qwen2_forward(s->m, &f, err));
             for (int t = 0; t < nr; t++) {
                 const int j = r0 + t;
                 if (j >= n_ctx - 1) break; /* the last row has no target inside the chunk */
                 int greedy;
-                const int target = tok[j + 1]; /* in range: checked above */
-                const double v = row_nll(logits + (size_t)t * V, V, target, &greedy);
-                const int scored = j >= first;
+                const int target = tok[j + 1]; /* in range: checked in score_open */
+                const double v = row_nll(s->logits + (size_t)t * s->V, s->V, target, &greedy);
+                const int scored = j >= s->first;
                 if (scored) {
-                    nll += v;
-                    nll2 += v * v;
-                    count++;
+                    s->nll += v;
+                    s->nll2 += v * v;
+                    s->count++;
                 }
-                if (per_pos) pp[ip++] = (score_pos){ch, j, target, greedy, scored, v};
+                if (o->per_pos) s->pp[s->ip++] = (score_pos){ch, j, target, greedy, scored, v};
             }
             rows_done += nr;
             if (rows_done % 1024 < (long)nr || r0 + nr == n_ctx)
-                fprintf(stderr, "score: prefill %ld/%ld rows (chunk %d/%d)\n", rows_done, rows_total, ch + 1, n_chunk);
+                fprintf(stderr, "score: prefill %ld/%ld rows (chunk %d/%d)\n", rows_done, rows_total, ch + 1,
+                        s->n_chunk);
         }
-        chunk_ppl[ch] = exp(nll / (double)count);
-        printf("[%d]%.4f,", ch + 1, chunk_ppl[ch]);
+        s->chunk_ppl[ch] = exp(s->nll / (double)s->count);
+        printf("[%d]%.4f,", ch + 1, s->chunk_ppl[ch]);
         fflush(stdout);
     }
     printf("\n");
-    const double mean = nll / (double)count, ppl = exp(mean);
-    double var = nll2 / (double)count - mean * mean, ppl_err = 0.0;
-    if (count > 1 && var > 0) ppl_err = sqrt(var / (double)(count - 1)) * ppl;
-    printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl_err);
-    printf("scored %ld positions, mean nll %.9f\n", count, mean);
-    printf("kv_bytes %zu (%d positions allocated, context %d)\n", rc_qwen2_kv_bytes(m), rc_qwen2_kv_capacity(m),
-           rc_qwen2_max_ctx(m));
-    if (per_pos)
-        for (size_t i = 0; i < ip; i++)
-            printf("chunk %d pos %d target %d nll %.9f greedy %d%s\n", pp[i].chunk, pp[i].pos, pp[i].target,
-                   pp[i].nll, pp[i].greedy, pp[i].scored ? " scored" : "");
-    if (json_path) {
-        jf = fopen(json_path, "w");
-        if (!jf) {
-            rc_fail(&err, RECALL_E_IO, "%s: %s", json_path, strerror(errno));
-            goto out;
-        }
-        fprintf(jf,
-                "{\"n_tokens\": %d, \"ids_xxh64\": \"%016llx\", \"n_ctx\": %d, \"n_chunks\": %d, \"first\": %d, "
-                "\"bos\": %s, \"scored\": %ld, \"mean_nll\": %.17g, \"ppl\": %.17g, \"ppl_err\": %.17g, "
-                "\"kv_bytes\": %zu, \"chunk_ppl\": [",
-                n, (unsigned long long)hash, n_ctx, n_chunk, first, use_bos ? "true" : "false", count, mean, ppl,
-                ppl_err, rc_qwen2_kv_bytes(m));
-        for (int i = 0; i < n_chunk; i++) fprintf(jf, "%s%.17g", i ? ", " : "", chunk_ppl[i]);
+    return RECALL_OK;
+}
+
+static recall_status score_write_json(const score_opts *o, const score_run *s, double mean, double ppl,
+                                      double ppl_err, recall_err *err) {
+    FILE *jf = fopen(o->json_path, "w");
+    if (!jf) return rc_fail(err, RECALL_E_IO, "%s: %s", o->json_path, strerror(errno));
+    fprintf(jf,
+            "{\"n_tokens\": %d, \"ids_xxh64\": \"%016llx\", \"n_ctx\": %d, \"n_chunks\": %d, \"first\": %d, "
+            "\"bos\": %s, \"scored\": %ld, \"mean_nll\": %.17g, \"ppl\": %.17g, \"ppl_err\": %.17g, "
+            "\"kv_bytes\": %zu, \"chunk_ppl\": [",
+            s->n, (unsigned long long)s->hash, s->n_ctx, s->n_chunk, s->first, s->use_bos ? "true" : "false",
+            s->count, mean, ppl, ppl_err, rc_qwen2_kv_bytes(s->m));
+    for (int i = 0; i < s->n_chunk; i++) fprintf(jf, "%s%.17g", i ? ", " : "", s->chunk_ppl[i]);
+    fputs("]", jf);
+    if (o->per_pos) {
+        fputs(", \"positions\": [", jf);
+        for (size_t i = 0; i < s->ip; i++)
+            fprintf(jf, "%s\n{\"chunk\": %d, \"pos\": %d, \"target\": %d, \"nll\": %.17g, \"greedy\": %d, "
+                        "\"scored\": %s}",
+                    i ? "," : "", s->pp[i].chunk, s->pp[i].pos, s->pp[i].target, s->pp[i].nll, s->pp[i].greedy,
+                    s->pp[i].scored ? "true" : "false");
         fputs("]", jf);
-        if (per_pos) {
-            fputs(", \"positions\": [", jf);
-            for (size_t i = 0; i < ip; i++)
-                fprintf(jf, "%s\n{\"chunk\": %d, \"pos\": %d, \"target\": %d, \"nll\": %.17g, \"greedy\": %d, "
-                            "\"scored\": %s}",
-                        i ? "," : "", pp[i].chunk, pp[i].pos, pp[i].target, pp[i].nll, pp[i].greedy,
-                        pp[i].scored ? "true" : "false");
-            fputs("]", jf);
-        }
-        fputs("}\n", jf);
-        int bad = ferror(jf) != 0;
-        int cl = fclose(jf);
-        jf = NULL;
-        if (bad || cl) {
-            rc_fail(&err, RECALL_E_IO, "%s: write failed", json_path);
-            goto out;
-        }
     }
-    rc = 0;
-out:
+    fputs("}\n", jf);
+    int bad = ferror(jf) != 0;
+    int cl = fclose(jf);
+    if (bad || cl) return rc_fail(err, RECALL_E_IO, "%s: write failed", o->json_path);
+    return RECALL_OK;
+}
+
+/* The final estimate and the per-position rows (stdout), then --json. */
+static recall_status score_report(const score_opts *o, const score_run *s, recall_err *err) {
+    const double mean = s->nll / (double)s->count, ppl = exp(mean);
+    double var = s->nll2 / (double)s->count - mean * mean, ppl_err = 0.0;
+    if (s->count > 1 && var > 0) ppl_err = sqrt(var / (double)(s->count - 1)) * ppl;
+    printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl_err);
+    printf("scored %ld positions, mean nll %.9f\n", s->count, mean);
+    printf("kv_bytes %zu (%d positions allocated, context %d)\n", rc_qwen2_kv_bytes(s->m), rc_qwen2_kv_capacity(s->m),
+           rc_qwen2_max_ctx(s->m));
+    if (o->per_pos)
+        for (size_t i = 0; i < s->ip; i++)
+            printf("chunk %d pos %d target %d nll %.9f greedy %d%s\n", s->pp[i].chunk, s->pp[i].pos, s->pp[i].target,
+                   s->pp[i].nll, s->pp[i].greedy, s->pp[i].scored ? " scored" : "");
+    return o->json_path ? score_write_json(o, s, mean, ppl, ppl_err, err) : RECALL_OK;
+}
+
+int cli_score(int argc, char **argv) {
+    score_opts o;
+    int rc = score_parse_args(argc, argv, &o);
+    if (rc >= 0) return rc;
+    recall_err err = {0};
+    score_run s;
+    memset(&s, 0, sizeof s);
+    rc = 1;
+    if (!score_open(&o, &s, &err)) {
+        printf("tokens %d xxh64 %016llx\n", s.n, (unsigned long long)s.hash);
+        printf("n_ctx %d chunks %d scored_per_chunk %d bos %s\n", s.n_ctx, s.n_chunk, s.n_ctx - s.first - 1,
+               s.use_bos ? "replaced" : "off");
+        fflush(stdout);
+        if (!score_chunks(&o, &s, &err) && !score_report(&o, &s, &err)) rc = 0;
+    }
     if (rc) fprintf(stderr, "recall score: %s\n", err.msg[0] ? err.msg : recall_strerror(err.code));
-    if (jf) fclose(jf);
-    free(pp);
-    free(chunk_ppl);
-    free(chunk_ids);
-    free(logits);
-    free(ids);
-    rc_qwen2_close(m);
-    rc_exec_close(ex);
-    rc_blob_close(b);
+    score_close(&s);
     return rc;
 }

@@ -120,80 +120,152 @@ static void svg_usage(FILE *f) {
             "  --threshold T   the line to draw (default: the trace's \"threshold\"; none if absent)\n");
 }
 
-int cli_trace_svg(int argc, char **argv) {
-    const char *in_path = NULL, *out_path = NULL, *thr_s = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            svg_usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "-o") || !strcmp(a, "--threshold")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "recall trace-svg: %s needs a value\n", a);
-                return 2;
-            }
-            *(!strcmp(a, "-o") ? &out_path : &thr_s) = argv[++i];
-        } else if (a[0] == '-' || in_path) {
-            fprintf(stderr, "recall trace-svg: unexpected argument '%s' (see --help)\n", a);
-            return 2;
-        } else {
-            in_path = a;
-        }
-    }
-    if (!in_path || !out_path) {
-        fprintf(stderr, "recall trace-svg: needs TRACE.json and -o OUT.svg (see --help)\n");
-        return 2;
-    }
-    double thr = NAN;
-    if (thr_s) {
-        char *end;
-        thr = strtod(thr_s, &end);
-        if (!*thr_s || *end || !isfinite(thr)) {
-            fprintf(stderr, "recall trace-svg: --threshold %s: expected a number\n", thr_s);
-            return 2;
-        }
-    }
-    recall_err err = {0};
-    char *raw = NULL, *text = NULL, *tmp = NULL;
-    size_t len, tl;
-    json_doc *doc = NULL;
-    FILE *f = NULL;
-    int rc = 1;
-    if (rc_read_file(in_path, &raw, &len, &err)) goto fail;
-    text = sanitize(raw, len, &tl);
-    if (!text) {
-        fprintf(stderr, "recall trace-svg: out of memory\n");
-        goto out;
-    }
-    if (json_parse(text, tl, in_path, &doc, &err)) goto fail;
-    const json_value *root = json_root(doc);
-    const json_value *turns = json_get_type(root, "turns", JSON_ARR);
-    if (!turns) {
-        fprintf(stderr, "recall trace-svg: %s: no \"turns\" array (not a loop trace)\n", in_path);
-        goto out;
-    }
-    for (size_t i = 0; i < turns->len; i++) {
-        const char *why = check_turn(&turns->items[i]);
-        if (why) {
-            fprintf(stderr, "recall trace-svg: %s: turn %zu: %s\n", in_path, i, why);
-            goto out;
-        }
-    }
-    if (!thr_s && is_num(json_get(root, "threshold"))) thr = json_get(root, "threshold")->num;
+/* Where one turn's chart lies and what it spans: x = c0 in [0, xmax], y = score in [smin, smax]. */
+typedef struct {
+    double cx0, cw, cy0, ch, xmax, smin, smax;
+} svg_frame;
 
-    /* panel heights */
-    double total_h = 50;
-    for (size_t i = 0; i < turns->len; i++)
-        total_h += TITLE_H + CHART_H + 30 + ROW_H * (double)json_get(&turns->items[i], "fires")->len + 20;
-    tmp = malloc(strlen(out_path) + 32);
-    if (!tmp) goto out;
-    sprintf(tmp, "%s.tmp.%ld", out_path, (long)getpid());
-    f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "recall trace-svg: %s: %s\n", tmp, strerror(errno));
-        goto out;
+static double fx(const svg_frame *fr, double c) { return fr->cx0 + c / fr->xmax * fr->cw; }
+static double fy(const svg_frame *fr, double s) { return fr->cy0 + fr->ch - (s - fr->smin) / (fr->smax - fr->smin) * fr->ch; }
+
+/* x: the whole sequence the turn ran over; y: every gate score and the threshold, padded. */
+static svg_frame turn_frame(const json_value *t, double y0, double thr, double feed_len, double n_reply) {
+    const json_value *gates = json_get(t, "gates"), *rbs = json_get(t, "rebuilds");
+    svg_frame fr = {LEFT, W - LEFT - RIGHT, y0 + TITLE_H, CHART_H, feed_len + n_reply, INFINITY, -INFINITY};
+    for (size_t i = 0; i < rbs->len; i++) fr.xmax = fmax(fr.xmax, num_at(&rbs->items[i], 0) + 1);
+    if (!(fr.xmax > 0)) fr.xmax = 1;
+    for (size_t i = 0; i < gates->len; i++) {
+        double s = num_at(&gates->items[i], 1);
+        if (isfinite(s)) fr.smin = fmin(fr.smin, s), fr.smax = fmax(fr.smax, s);
     }
+    if (isfinite(thr)) fr.smin = fmin(fr.smin, thr), fr.smax = fmax(fr.smax, thr);
+    if (!isfinite(fr.smin)) fr.smin = -1, fr.smax = 1;
+    double pad = (fr.smax - fr.smin) * 0.1 + 0.5;
+    fr.smin -= pad, fr.smax += pad;
+    return fr;
+}
+
+/* Injected-context bands, axes, grid, rebuild ticks, where the reply starts, the threshold. */
+static void svg_chart_frame(FILE *f, const svg_frame *fr, const json_value *rbs, double feed_len, double thr) {
+    const double cx0 = fr->cx0, cw = fr->cw, cy0 = fr->cy0, ch = fr->ch, smin = fr->smin, smax = fr->smax;
+    /* injected context bands: from each rebuild with inj_len > 0 to the next rebuild */
+    for (size_t i = 0; i < rbs->len; i++) {
+        double c0 = num_at(&rbs->items[i], 0), inj = num_at(&rbs->items[i], 2);
+        double c1 = i + 1 < rbs->len ? num_at(&rbs->items[i + 1], 0) : fr->xmax;
+        if (inj > 0)
+            fprintf(f, "<rect class=\"inj\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>c0 %.0f: "
+                       "%.0f injected ids in context</title></rect>\n",
+                    fx(fr, c0), cy0, fmax(fx(fr, c1) - fx(fr, c0), 1), ch, c0, inj);
+    }
+    /* axes, grid, rebuild ticks */
+    fprintf(f, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", cx0, cy0 + ch, cx0 + cw,
+            cy0 + ch);
+    fprintf(f, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", cx0, cy0, cx0, cy0 + ch);
+    for (int k = 0; k <= 4; k++) {
+        double s = smin + (smax - smin) * k / 4;
+        fprintf(f, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n",
+                cx0 + 1, fy(fr, s), cx0 + cw, fy(fr, s), cx0 - 4, fy(fr, s) + 4, s);
+    }
+    for (size_t i = 0; i < rbs->len; i++) {
+        double c0 = num_at(&rbs->items[i], 0);
+        fprintf(f, "<line class=\"axis rebuild\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", fx(fr, c0),
+                cy0 + ch, fx(fr, c0), cy0 + ch + 4);
+        if (i % 4 == 0 || i + 1 == rbs->len)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">%.0f</text>\n", fx(fr, c0),
+                    cy0 + ch + 15, c0);
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">c0 (rebuild position)</text>\n",
+            cx0 + cw, cy0 + ch + 27);
+    fprintf(f, "<line class=\"feed-end\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+               "<text x=\"%.1f\" y=\"%.1f\" fill=\"#888\">reply \xe2\x86\x92</text>\n",
+            fx(fr, feed_len), cy0, fx(fr, feed_len), cy0 + ch, fx(fr, feed_len) + 3, cy0 + 10);
+    if (isfinite(thr))
+        fprintf(f, "<line class=\"threshold\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"><title>threshold "
+                   "%.4g</title></line>\n", cx0, fy(fr, thr), cx0 + cw, fy(fr, thr), thr);
+}
+
+/* The fires (vertical lines), the score polyline, then the gate points on top. */
+static void svg_chart_scores(FILE *f, const svg_frame *fr, const json_value *gates, const json_value *fires) {
+    for (size_t i = 0; i < fires->len; i++) {
+        double c0 = json_get(&fires->items[i], "c0")->num;
+        fprintf(f, "<line class=\"fire\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"><title>fire at c0 %.0f"
+                   "</title></line>\n", fx(fr, c0), fr->cy0, fx(fr, c0), fr->cy0 + fr->ch, c0);
+    }
+    if (gates->len > 1) {
+        fputs("<polyline class=\"score-line\" points=\"", f);
+        for (size_t i = 0; i < gates->len; i++) {
+            double c0 = num_at(&gates->items[i], 0), s = num_at(&gates->items[i], 1);
+            if (isfinite(s)) fprintf(f, "%.1f,%.1f ", fx(fr, c0), fy(fr, s));
+        }
+        fputs("\"/>\n", f);
+    }
+    for (size_t i = 0; i < gates->len; i++) {
+        const json_value *g = &gates->items[i];
+        double c0 = num_at(g, 0), s = num_at(g, 1);
+        int fired = g->items[2].type == JSON_BOOL && g->items[2].num != 0;
+        fprintf(f, "<circle class=\"gate%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\"><title>c0 %.0f: score %.4f%s"
+                   "</title></circle>\n", fired ? " fired" : "", fx(fr, c0), isfinite(s) ? fy(fr, s) : fr->cy0 + fr->ch,
+                c0, s, fired ? " (fired)" : "");
+    }
+}
+
+/* One strip per fire below the chart: its candidate blocks, the chosen ones marked. Returns the
+ * y below the last strip. */
+static double svg_strips(FILE *f, const svg_frame *fr, const json_value *fires) {
+    const double cx0 = fr->cx0, cw = fr->cw;
+    double ry = fr->cy0 + fr->ch + 34;
+    for (size_t i = 0; i < fires->len; i++, ry += ROW_H) {
+        const json_value *fire = &fires->items[i], *top = json_get(fire, "top"), *br = json_get(fire, "bridge");
+        const json_value *injected = json_get(fire, "injected");
+        int nc = (int)json_get(fire, "ncand")->num;
+        double c0 = json_get(fire, "c0")->num;
+        int held = injected && injected->type == JSON_BOOL && !injected->num;
+        double bw = nc ? fmin(60, (cw - 10) / nc) : 0;
+        for (int c = 0; c < nc; c++) {
+            int chosen = 0;
+            for (size_t k = 0; k < top->len; k++) chosen |= is_num(&top->items[k]) && top->items[k].num == c;
+            double b = num_at(br, (size_t)c);
+            fprintf(f, "<rect class=\"cand%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>"
+                       "candidate %d%s: bridge %.4f</title></rect>\n",
+                    chosen ? " chosen" : "", cx0 + c * bw, ry + 2, fmax(bw - 2, 1), ROW_H - 5, c,
+                    chosen ? " (chosen)" : "", b);
+            if (bw >= 14)
+                fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\">%d</text>\n",
+                        cx0 + c * bw + (bw - 2) / 2, ry + 12, c);
+        }
+        const json_value *score = json_get(fire, "score");
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#d62728\">fire at c0 %.0f: %d candidate blocks "
+                   "(chosen in green%s), gate score %.3f</text>\n",
+                cx0 + nc * bw + 6, ry + 13, c0, nc, held ? "; held back, nothing injected" : ", injected",
+                is_num(score) ? score->num : NAN);
+    }
+    return ry;
+}
+
+/* Turn ti's panel at y0: title, chart, strips. Returns the next panel's y0. */
+static double svg_turn(FILE *f, const json_value *t, size_t ti, double y0, double thr) {
+    const json_value *gates = json_get(t, "gates"), *fires = json_get(t, "fires");
+    const json_value *kind = json_get_type(t, "kind", JSON_STR), *user = json_get_type(t, "user", JSON_STR);
+    const json_value *reply = json_get_type(t, "reply", JSON_ARR);
+    double feed_len = is_num(json_get(t, "feed_len")) ? json_get(t, "feed_len")->num : 0;
+    double n_reply = reply ? (double)reply->len : 0;
+    const svg_frame fr = turn_frame(t, y0, thr, feed_len, n_reply);
+    fprintf(f, "<g class=\"turn\" id=\"turn%zu\">\n", ti);
+    fprintf(f, "<text class=\"turn-label\" x=\"%.1f\" y=\"%.1f\">turn %zu \xc2\xb7 %s \xc2\xb7 ", LEFT, y0 + 16, ti + 1,
+            kind ? kind->str : "?");
+    xml_text(f, user ? user->str : "", 90);
+    fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">feed %.0f tokens, reply %.0f tokens, "
+               "%zu gate checks, %zu fires</text>\n", LEFT, y0 + 30, feed_len, n_reply, gates->len, fires->len);
+    svg_chart_frame(f, &fr, json_get(t, "rebuilds"), feed_len, thr);
+    svg_chart_scores(f, &fr, gates, fires);
+    double ry = svg_strips(f, &fr, fires);
+    fputs("</g>\n", f);
+    return ry + 20;
+}
+
+/* The document head: size, styles, the title line (file, mode, arm, threshold). */
+static void svg_head(FILE *f, const json_value *root, const char *in_path, double thr, double total_h) {
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
                "font-family=\"sans-serif\" font-size=\"11\">\n", W, total_h, W, total_h);
@@ -213,126 +285,108 @@ int cli_trace_svg(int argc, char **argv) {
     if (isfinite(thr)) fprintf(f, "%.4g", thr);
     else fputs("unknown", f);
     fputs("</text>\n", f);
+}
 
-    double y0 = 50;
-    for (size_t ti = 0; ti < turns->len; ti++) {
-        const json_value *t = &turns->items[ti];
-        const json_value *gates = json_get(t, "gates"), *fires = json_get(t, "fires"), *rbs = json_get(t, "rebuilds");
-        const json_value *kind = json_get_type(t, "kind", JSON_STR), *user = json_get_type(t, "user", JSON_STR);
-        const json_value *reply = json_get_type(t, "reply", JSON_ARR);
-        double feed_len = is_num(json_get(t, "feed_len")) ? json_get(t, "feed_len")->num : 0;
-        double n_reply = reply ? (double)reply->len : 0;
-        /* x range: the whole sequence the turn ran over */
-        double xmax = feed_len + n_reply;
-        for (size_t i = 0; i < rbs->len; i++) xmax = fmax(xmax, num_at(&rbs->items[i], 0) + 1);
-        if (!(xmax > 0)) xmax = 1;
-        double smin = INFINITY, smax = -INFINITY;
-        for (size_t i = 0; i < gates->len; i++) {
-            double s = num_at(&gates->items[i], 1);
-            if (isfinite(s)) smin = fmin(smin, s), smax = fmax(smax, s);
+/* Fills the paths and the threshold (NaN: none given) from argv; returns -1 to go on, else the
+ * exit code (0 after --help). */
+static int svg_parse_args(int argc, char **argv, const char **in_path, const char **out_path, double *thr) {
+    const char *thr_s = NULL;
+    *in_path = *out_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            svg_usage(stdout);
+            return 0;
         }
-        if (isfinite(thr)) smin = fmin(smin, thr), smax = fmax(smax, thr);
-        if (!isfinite(smin)) smin = -1, smax = 1;
-        double pad = (smax - smin) * 0.1 + 0.5;
-        smin -= pad, smax += pad;
-        const double cx0 = LEFT, cw = W - LEFT - RIGHT, cy0 = y0 + TITLE_H, ch = CHART_H;
-#define X(c) (cx0 + (c) / xmax * cw)
-#define Y(s) (cy0 + ch - ((s) - smin) / (smax - smin) * ch)
-        fprintf(f, "<g class=\"turn\" id=\"turn%zu\">\n", ti);
-        fprintf(f, "<text class=\"turn-label\" x=\"%.1f\" y=\"%.1f\">turn %zu \xc2\xb7 %s \xc2\xb7 ", LEFT, y0 + 16,
-                ti + 1, kind ? kind->str : "?");
-        xml_text(f, user ? user->str : "", 90);
-        fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">feed %.0f tokens, reply %.0f tokens, "
-                   "%zu gate checks, %zu fires</text>\n", LEFT, y0 + 30, feed_len, n_reply, gates->len, fires->len);
-        /* injected context bands: from each rebuild with inj_len > 0 to the next rebuild */
-        for (size_t i = 0; i < rbs->len; i++) {
-            double c0 = num_at(&rbs->items[i], 0), inj = num_at(&rbs->items[i], 2);
-            double c1 = i + 1 < rbs->len ? num_at(&rbs->items[i + 1], 0) : xmax;
-            if (inj > 0)
-                fprintf(f, "<rect class=\"inj\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>c0 %.0f: "
-                           "%.0f injected ids in context</title></rect>\n",
-                        X(c0), cy0, fmax(X(c1) - X(c0), 1), ch, c0, inj);
-        }
-        /* axes, grid, rebuild ticks */
-        fprintf(f, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", cx0, cy0 + ch,
-                cx0 + cw, cy0 + ch);
-        fprintf(f, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", cx0, cy0, cx0, cy0 + ch);
-        for (int k = 0; k <= 4; k++) {
-            double s = smin + (smax - smin) * k / 4;
-            fprintf(f, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
-                       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n",
-                    cx0 + 1, Y(s), cx0 + cw, Y(s), cx0 - 4, Y(s) + 4, s);
-        }
-        for (size_t i = 0; i < rbs->len; i++) {
-            double c0 = num_at(&rbs->items[i], 0);
-            fprintf(f, "<line class=\"axis rebuild\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", X(c0),
-                    cy0 + ch, X(c0), cy0 + ch + 4);
-            if (i % 4 == 0 || i + 1 == rbs->len)
-                fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">%.0f</text>\n", X(c0),
-                        cy0 + ch + 15, c0);
-        }
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">c0 (rebuild position)</text>\n",
-                cx0 + cw, cy0 + ch + 27);
-        fprintf(f, "<line class=\"feed-end\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
-                   "<text x=\"%.1f\" y=\"%.1f\" fill=\"#888\">reply \xe2\x86\x92</text>\n",
-                X(feed_len), cy0, X(feed_len), cy0 + ch, X(feed_len) + 3, cy0 + 10);
-        if (isfinite(thr))
-            fprintf(f, "<line class=\"threshold\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"><title>threshold "
-                       "%.4g</title></line>\n", cx0, Y(thr), cx0 + cw, Y(thr), thr);
-        for (size_t i = 0; i < fires->len; i++) {
-            double c0 = json_get(&fires->items[i], "c0")->num;
-            fprintf(f, "<line class=\"fire\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"><title>fire at c0 %.0f"
-                       "</title></line>\n", X(c0), cy0, X(c0), cy0 + ch, c0);
-        }
-        /* the score polyline, then the points on top */
-        if (gates->len > 1) {
-            fputs("<polyline class=\"score-line\" points=\"", f);
-            for (size_t i = 0; i < gates->len; i++) {
-                double c0 = num_at(&gates->items[i], 0), s = num_at(&gates->items[i], 1);
-                if (isfinite(s)) fprintf(f, "%.1f,%.1f ", X(c0), Y(s));
+        if (!strcmp(a, "-o") || !strcmp(a, "--threshold")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "recall trace-svg: %s needs a value\n", a);
+                return 2;
             }
-            fputs("\"/>\n", f);
+            *(!strcmp(a, "-o") ? out_path : &thr_s) = argv[++i];
+        } else if (a[0] == '-' || *in_path) {
+            fprintf(stderr, "recall trace-svg: unexpected argument '%s' (see --help)\n", a);
+            return 2;
+        } else {
+            *in_path = a;
         }
-        for (size_t i = 0; i < gates->len; i++) {
-            const json_value *g = &gates->items[i];
-            double c0 = num_at(g, 0), s = num_at(g, 1);
-            int fired = g->items[2].type == JSON_BOOL && g->items[2].num != 0;
-            fprintf(f, "<circle class=\"gate%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\"><title>c0 %.0f: score %.4f%s"
-                       "</title></circle>\n", fired ? " fired" : "", X(c0), isfinite(s) ? Y(s) : cy0 + ch, c0, s,
-                    fired ? " (fired)" : "");
-        }
-        /* candidate strips */
-        double ry = cy0 + ch + 34;
-        for (size_t i = 0; i < fires->len; i++, ry += ROW_H) {
-            const json_value *fr = &fires->items[i], *top = json_get(fr, "top"), *br = json_get(fr, "bridge");
-            const json_value *injected = json_get(fr, "injected");
-            int nc = (int)json_get(fr, "ncand")->num;
-            double c0 = json_get(fr, "c0")->num;
-            int held = injected && injected->type == JSON_BOOL && !injected->num;
-            double bw = nc ? fmin(60, (cw - 10) / nc) : 0;
-            for (int c = 0; c < nc; c++) {
-                int chosen = 0;
-                for (size_t k = 0; k < top->len; k++) chosen |= is_num(&top->items[k]) && top->items[k].num == c;
-                double b = num_at(br, (size_t)c);
-                fprintf(f, "<rect class=\"cand%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>"
-                           "candidate %d%s: bridge %.4f</title></rect>\n",
-                        chosen ? " chosen" : "", cx0 + c * bw, ry + 2, fmax(bw - 2, 1), ROW_H - 5, c,
-                        chosen ? " (chosen)" : "", b);
-                if (bw >= 14)
-                    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\">%d</text>\n",
-                            cx0 + c * bw + (bw - 2) / 2, ry + 12, c);
-            }
-            const json_value *score = json_get(fr, "score");
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#d62728\">fire at c0 %.0f: %d candidate blocks "
-                       "(chosen in green%s), gate score %.3f</text>\n",
-                    cx0 + nc * bw + 6, ry + 13, c0, nc, held ? "; held back, nothing injected" : ", injected",
-                    is_num(score) ? score->num : NAN);
-        }
-        fputs("</g>\n", f);
-#undef X
-#undef Y
-        y0 = ry + 20;
     }
+    if (!*in_path || !*out_path) {
+        fprintf(stderr, "recall trace-svg: needs TRACE.json and -o OUT.svg (see --help)\n");
+        return 2;
+    }
+    *thr = NAN;
+    if (thr_s) {
+        char *end;
+        *thr = strtod(thr_s, &end);
+        if (!*thr_s || *end || !isfinite(*thr)) {
+            fprintf(stderr, "recall trace-svg: --threshold %s: expected a number\n", thr_s);
+            return 2;
+        }
+    }
+    return -1;
+}
+
+/* Reads, sanitises and parses the trace and checks every turn; NULL (message printed) on failure. */
+static json_doc *load_trace(const char *in_path) {
+    recall_err err = {0};
+    char *raw = NULL, *text = NULL;
+    size_t len, tl;
+    json_doc *doc = NULL;
+    if (rc_read_file(in_path, &raw, &len, &err)) {
+        fprintf(stderr, "recall trace-svg: %s\n", err.msg);
+        return NULL;
+    }
+    text = sanitize(raw, len, &tl);
+    free(raw);
+    if (!text) {
+        fprintf(stderr, "recall trace-svg: out of memory\n");
+        return NULL;
+    }
+    recall_status st = json_parse(text, tl, in_path, &doc, &err); /* the document keeps its own copy */
+    free(text);
+    if (st) {
+        fprintf(stderr, "recall trace-svg: %s\n", err.msg);
+        return NULL;
+    }
+    const json_value *turns = json_get_type(json_root(doc), "turns", JSON_ARR);
+    const char *why = turns ? NULL : "no \"turns\" array (not a loop trace)";
+    size_t bad = 0;
+    for (size_t i = 0; !why && i < turns->len; i++)
+        if ((why = check_turn(&turns->items[i]))) bad = i;
+    if (!why) return doc;
+    if (turns) fprintf(stderr, "recall trace-svg: %s: turn %zu: %s\n", in_path, bad, why);
+    else fprintf(stderr, "recall trace-svg: %s: %s\n", in_path, why);
+    json_free(doc);
+    return NULL;
+}
+
+int cli_trace_svg(int argc, char **argv) {
+    const char *in_path, *out_path;
+    double thr;
+    int rc = svg_parse_args(argc, argv, &in_path, &out_path, &thr);
+    if (rc >= 0) return rc;
+    json_doc *doc = load_trace(in_path);
+    if (!doc) return 1;
+    const json_value *root = json_root(doc), *turns = json_get(root, "turns");
+    if (isnan(thr) && is_num(json_get(root, "threshold"))) thr = json_get(root, "threshold")->num;
+    /* panel heights */
+    double total_h = 50;
+    for (size_t i = 0; i < turns->len; i++)
+        total_h += TITLE_H + CHART_H + 30 + ROW_H * (double)json_get(&turns->items[i], "fires")->len + 20;
+    rc = 1;
+    char *tmp = malloc(strlen(out_path) + 32);
+    FILE *f = NULL;
+    if (!tmp) goto out;
+    sprintf(tmp, "%s.tmp.%ld", out_path, (long)getpid());
+    f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "recall trace-svg: %s: %s\n", tmp, strerror(errno));
+        goto out;
+    }
+    svg_head(f, root, in_path, thr, total_h);
+    double y0 = 50;
+    for (size_t ti = 0; ti < turns->len; ti++) y0 = svg_turn(f, &turns->items[ti], ti, y0, thr);
     fputs("</svg>\n", f);
     int bad = ferror(f) != 0;
     int cl = fclose(f);
@@ -343,9 +397,6 @@ int cli_trace_svg(int argc, char **argv) {
         goto out;
     }
     rc = 0;
-    goto out;
-fail:
-    fprintf(stderr, "recall trace-svg: %s\n", err.msg);
 out:
     if (f) {
         fclose(f);
@@ -353,7 +404,5 @@ out:
     }
     free(tmp);
     json_free(doc);
-    free(text);
-    free(raw);
     return rc;
 }
