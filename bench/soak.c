@@ -166,7 +166,7 @@ static int check_boundary(const char *path, const int32_t *ref, const size_t *re
     recall_err err = {0};
     recall_status st = rc_session_load(path, &s, &err);
     if (st == RECALL_E_MISSING && lo == 0) return 0;
-    if (st) die("session does not open: %s%ld", err.msg, 0);
+    if (st) die("session does not open: %s (after turn %ld)", err.msg, lo);
     int turn = -1;
     for (int t = lo; t <= hi && turn < 0; t++)
         if (s.n == (t ? ref_len[t - 1] : 0) && !memcmp(s.ids, ref, s.n * sizeof *ref)) turn = t;
