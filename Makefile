@@ -73,7 +73,7 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = realshape bench-loop
+PHONY_EXTRA = realshape bench-loop soak soak-lsan
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
   cross-test-s390x fuzz fuzz-merge $(NEED_TARGETS)
@@ -86,6 +86,8 @@ help:
 	@echo "  demo        convert the bundled tiny worldA model and run the main job on it"
 	@echo "  realshape   64-token prefill + 16 decode steps on the synth blob (BENCH_ARGS='--simd avx2 --threads 2')"
 	@echo "  bench-loop  fast vs reference loop schedule on worldA problem 0 (rows and time per turn)"
+	@echo "  soak        200 worldA chat turns via recall chat --session, SIGKILLed at seeded points (SOAK_ARGS=)"
+	@echo "  soak-lsan   a shorter soak with ./recall built with ASan + LeakSanitizer (build-asan/recall)"
 	@echo "  synth       generate the real-shape synthetic world (random weights) and convert it to nf4"
 	@echo "  bench       kernel + model benchmarks (checked bitwise vs scalar) on the synth blob"
 	@echo "  cross-test-aarch64  NEON kernels vs scalar: Debian cross gcc + qemu-aarch64-static"
@@ -269,6 +271,20 @@ realshape: $(BUILD)/realshape
 	./$(BUILD)/realshape $(SYNTH)/r1-1.5b-nf4.blob $(BENCH_ARGS)
 bench-loop: $(BUILD)/bench_loop $(BUILD)/worldA-f32.blob
 	./$(BUILD)/bench_loop $(BUILD)/worldA-f32.blob tests/golden/recall_bench.json $(BENCH_ARGS)
+
+# Long-running sessions (bench/soak.c, not part of `make test`): an uninterrupted reference chat,
+# then the same chat SIGKILLed at seeded points and restarted from the session file; checks every
+# state against the reference and reports peak RSS. SOAK_ARGS: --turns N --kills K --seed S
+# --reply-cap M. soak-lsan runs a shorter one with the ASan/LSan build of ./recall.
+$(BUILD)/soak: bench/soak.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+soak: $(RECALL_BIN) $(BUILD)/soak $(BUILD)/worldA-f32.blob
+	./$(BUILD)/soak ./$(RECALL_BIN) $(BUILD)/worldA-f32.blob $(SOAK_ARGS)
+soak-lsan: $(BUILD)/soak $(BUILD)/worldA-f32.blob
+	+$(MAKE) --no-print-directory BUILD=build-asan RECALL_BIN=build-asan/recall $(SAN_OPT) \
+	  EXTRA_CFLAGS="-fsanitize=address -fno-omit-frame-pointer" build-asan/recall
+	ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)/soak build-asan/recall $(BUILD)/worldA-f32.blob --turns 30 --kills 4 \
+	  $(SOAK_ARGS)
 
 # Cross builds (Debian's cross gcc + qemu-user; timings there mean nothing). Each builds the library,
 # the standalone SIMD kernel self-test (no Criterion on the target) and the public-API example, and

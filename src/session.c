@@ -222,3 +222,84 @@ recall_status rc_session_save(const char *path, const int32_t *ids, size_t n, ui
     else sync_dir_of(path);
     return s;
 }
+
+/* ---- one writer per session: the advisory lock on PATH.lock (session.h) ---- */
+
+/* A bounded retry count: each retry means the holder released or unlinked the lock file between
+ * two of our system calls, so more than a few in a row would be a pathological race. */
+#define LOCK_TRIES 64
+
+recall_status rc_session_lock(const char *path, rc_session_lock_t *out, long *holder_pid, recall_err *err) {
+    out->fd = -1;
+    out->path = NULL;
+    if (holder_pid) *holder_pid = 0;
+    size_t pl = strlen(path);
+    if (pl + 6 > PATH_MAX) return rc_fail(err, RECALL_E_ARG, "session: path of %zu bytes is too long", pl);
+    char lp[PATH_MAX], tmp[PATH_MAX];
+    memcpy(lp, path, pl);
+    memcpy(lp + pl, ".lock", 6);
+    memcpy(tmp, path, pl);
+    memcpy(tmp + pl, ".tmp", 5);
+    for (int attempt = 0; attempt < LOCK_TRIES; attempt++) {
+        int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) return rc_fail(err, RECALL_E_IO, "%s: %s", lp, strerror(errno));
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+        if (fcntl(fd, F_SETLK, &fl) != 0) {
+            int e = errno;
+            if (e != EACCES && e != EAGAIN) {
+                close(fd);
+                return rc_fail(err, RECALL_E_IO, "%s: fcntl(F_SETLK): %s", lp, strerror(e));
+            }
+            struct flock q = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+            int got = fcntl(fd, F_GETLK, &q);
+            close(fd);
+            if (got == 0 && q.l_type == F_UNLCK) continue; /* released in between: try again */
+            long pid = got == 0 ? (long)q.l_pid : -1;
+            if (holder_pid) *holder_pid = pid;
+            return rc_fail(err, RECALL_E_IO, "%s: in use by another process (pid %ld holds %s)", path, pid, lp);
+        }
+        /* Locked. A holder that was exiting may have unlinked lp after our open: then we hold a
+         * lock on a nameless inode that excludes nobody, so start again with a fresh file. */
+        struct stat a, b;
+        if (fstat(fd, &a) != 0 || stat(lp, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+            close(fd);
+            continue;
+        }
+        char pid[32];
+        int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+        if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+            int e = errno;
+            unlink(lp);
+            close(fd);
+            return rc_fail(err, RECALL_E_IO, "%s: writing the pid: %s", lp, strerror(e));
+        }
+        /* we are the only writer: a PATH.tmp now is the remains of a save killed midway */
+        if (unlink(tmp) != 0 && errno != ENOENT) {
+            int e = errno;
+            unlink(lp);
+            close(fd);
+            return rc_fail(err, RECALL_E_IO, "%s: removing a stale temporary file: %s", tmp, strerror(e));
+        }
+        out->path = malloc(pl + 6);
+        if (!out->path) {
+            unlink(lp);
+            close(fd);
+            return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory", lp);
+        }
+        memcpy(out->path, lp, pl + 6);
+        out->fd = fd;
+        return RECALL_OK;
+    }
+    return rc_fail(err, RECALL_E_IO, "%s: the lock file %s kept changing under %d attempts", path, lp, LOCK_TRIES);
+}
+
+void rc_session_unlock(rc_session_lock_t *l) {
+    if (l->fd >= 0) {
+        /* unlink before close: whoever locks this inode next sees it is no longer lp and retries */
+        if (l->path) unlink(l->path);
+        close(l->fd);
+    }
+    free(l->path);
+    l->fd = -1;
+    l->path = NULL;
+}

@@ -11,6 +11,17 @@
  *
  * Saving is atomic: the bytes go to PATH.tmp, which is fsync'd and renamed over PATH, then the
  * directory is fsync'd. A crash at any point leaves either the old or the new file at PATH.
+ *
+ * One writer per session: rc_session_lock takes an advisory write lock (fcntl F_SETLK, whole file)
+ * on the companion PATH.lock, which holds the owner's pid as text. PATH itself cannot carry the
+ * lock: every save renames a new inode over it. The lock is the kernel's, not the file's: it dies
+ * with its process (SIGKILL included), so a PATH.lock left behind by a killed writer never blocks
+ * the next start; only a live holder refuses. rc_session_unlock removes PATH.lock (while still
+ * holding the lock) and closes it. A process that gets the lock checks that PATH.lock still names
+ * the inode it locked (a holder may have unlinked it meanwhile) and retries otherwise, so two
+ * processes can never both hold it. With the lock held, a PATH.tmp left by a writer killed
+ * mid-save is removed. Advisory: only processes that take the lock are excluded; fcntl locks are
+ * per process (closing any other descriptor of PATH.lock in the same process would release it).
  */
 #ifndef RECALL_SESSION_H
 #define RECALL_SESSION_H
@@ -43,5 +54,18 @@ recall_status rc_session_encode(const int32_t *ids, size_t n, uint32_t vocab, ui
                                 recall_err *err);
 /* Atomically replaces PATH (see above). */
 recall_status rc_session_save(const char *path, const int32_t *ids, size_t n, uint32_t vocab, recall_err *err);
+
+/* An open session lock (rc_session_lock). */
+typedef struct {
+    int fd;     /* the locked PATH.lock; -1 when not held */
+    char *path; /* "PATH.lock" (malloc'd) */
+} rc_session_lock_t;
+
+/* Takes the lock for session PATH (see above). When another live process holds it, returns
+ * RECALL_E_IO with one line naming PATH and the holder's pid, and sets *holder_pid (if non-NULL)
+ * to that pid; otherwise *holder_pid is 0. */
+recall_status rc_session_lock(const char *path, rc_session_lock_t *out, long *holder_pid, recall_err *err);
+/* Removes PATH.lock and releases the lock; harmless on a lock not held (fd -1). */
+void rc_session_unlock(rc_session_lock_t *l);
 
 #endif

@@ -4,7 +4,10 @@
  *   feed    = history + chat_segment(EOS if history is non-empty, user, no assistant text)
  *   history = feed + reply
  * The reply streams to stdout as tokens are chosen; with --session FILE the history is loaded at
- * start (a damaged file is refused and left as it is) and atomically rewritten after every turn. */
+ * start (a damaged file is refused and left as it is) and atomically rewritten after every turn;
+ * one process at a time: FILE.lock carries an advisory lock for the whole chat (session.h).
+ * Steps: chat_parse_args, chat_open_model, chat_open_session (lock + load), chat_loop (one turn per
+ * line: chat_build_feed, chat_turn), chat_save, chat_close. */
 #include "problems.h"
 #include "blob.h"
 #include "cli.h"
@@ -34,7 +37,10 @@ static void chat_usage(FILE *f) {
             "reply to stdout as it is generated. Blank lines are ignored; end of input ends the chat.\n"
             "  --session FILE       keep the conversation (token ids only) in FILE: loaded at start,\n"
             "                       rewritten atomically after every turn (FILE.tmp, fsync, rename).\n"
-            "                       A damaged file is refused and left untouched.\n"
+            "                       A damaged file is refused and left untouched. One chat per FILE:\n"
+            "                       FILE.lock holds an advisory lock and the owner's pid while the\n"
+            "                       chat runs (removed at exit; one left by a killed chat does not\n"
+            "                       block); a second chat on FILE is refused at start (exit 3).\n"
             "  --mode M             faithful (default, the reference loop) or clean\n"
             "  --arm A              RC_bge (default: recall on), SP (no recall) or FULL (no eviction)\n"
             "  --threshold T        gate threshold (default: the gate file's thresh)\n"
@@ -50,7 +56,10 @@ static void chat_usage(FILE *f) {
             "  --simd P             kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
             "A message longer than the window slides through it (what scrolls out goes to the gist and\n"
             "the archive). On the FULL arm a context beyond the model's trained positions is refused\n"
-            "with both numbers; the turn is skipped and the exit status is 1.\n");
+            "with both numbers; the turn is skipped and the exit status is 1.\n"
+            "Exit status: 0 all turns done; 1 a message skipped, a turn failed or the session file\n"
+            "refused; 2 usage error; 3 FILE is in use by another process (the line names its pid).\n"
+            "With --trace, '[trace] session saved: N ids' follows each completed save.\n");
 }
 
 typedef struct {
@@ -147,11 +156,18 @@ static int parse_float(const char *cmd, const char *flag, const char *v, float *
     return 0;
 }
 
-int cli_chat(int argc, char **argv) {
-    const char *blob_path = NULL, *session_path = NULL, *mode = NULL, *arm = NULL, *thr = NULL, *floor_s = NULL;
-    const char *hyst_s = NULL, *cap_s = NULL;
-    int trace = 0, fire_once = 0;
-    cli_exec_args xa = {0};
+/* ---- the steps of `recall chat` ---- */
+
+typedef struct {
+    const char *blob_path, *session_path, *mode, *arm, *thr, *floor_s, *hyst_s, *cap_s;
+    int trace, fire_once;
+    cli_exec_args xa;
+} chat_args;
+
+/* Options parsing. Returns -1 when parsed, else the exit status (0 after --help, 2 on a usage
+ * error, already printed). */
+static int chat_parse_args(int argc, char **argv, chat_args *ca) {
+    memset(ca, 0, sizeof *ca);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -159,99 +175,201 @@ int cli_chat(int argc, char **argv) {
             return 0;
         }
         {
-            int xf = cli_exec_flag("chat", argc, argv, &i, &xa);
+            int xf = cli_exec_flag("chat", argc, argv, &i, &ca->xa);
             if (xf < 0) return 2;
             if (xf > 0) continue;
         }
         if (!strcmp(a, "--trace")) {
-            trace = 1;
+            ca->trace = 1;
             continue;
         }
         if (!strcmp(a, "--fire-once")) {
-            fire_once = 1;
+            ca->fire_once = 1;
             continue;
         }
-        const char **slot = !strcmp(a, "--session") ? &session_path : !strcmp(a, "--mode") ? &mode
-                          : !strcmp(a, "--arm") ? &arm : !strcmp(a, "--threshold") ? &thr
-                          : !strcmp(a, "--floor") ? &floor_s : !strcmp(a, "--hysteresis") ? &hyst_s
-                          : !strcmp(a, "--max-turn-tokens") ? &cap_s : NULL;
+        const char **slot = !strcmp(a, "--session") ? &ca->session_path : !strcmp(a, "--mode") ? &ca->mode
+                          : !strcmp(a, "--arm") ? &ca->arm : !strcmp(a, "--threshold") ? &ca->thr
+                          : !strcmp(a, "--floor") ? &ca->floor_s : !strcmp(a, "--hysteresis") ? &ca->hyst_s
+                          : !strcmp(a, "--max-turn-tokens") ? &ca->cap_s : NULL;
         if (slot) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "recall chat: %s needs a value\n", a);
                 return 2;
             }
             *slot = argv[++i];
-        } else if (a[0] == '-' || blob_path) {
+        } else if (a[0] == '-' || ca->blob_path) {
             fprintf(stderr, "recall chat: unexpected argument '%s' (see --help)\n", a);
             return 2;
         } else {
-            blob_path = a;
+            ca->blob_path = a;
         }
     }
-    if (!blob_path) {
+    if (!ca->blob_path) {
         fprintf(stderr, "recall chat: needs BLOB (see --help)\n");
         return 2;
     }
-    recall_err err = {0};
-    rc_blob *b = NULL;
-    rc_recall *r = NULL;
-    rc_session sess = {0};
-    int32_t *history = NULL, *feed = NULL;
-    size_t n_history = 0, cap_feed = 0;
-    char *line = NULL;
-    size_t line_cap = 0;
+    return -1;
+}
+
+/* Everything a chat holds; released by chat_close. */
+typedef struct {
+    const chat_args *ca;
+    rc_blob *b;
+    rc_recall *r;
+    rc_recall_opts o;
+    uint32_t vocab;
+    long max_pos;
+    rc_session_lock_t lock; /* held from before the session is read until the chat ends */
+    int32_t *history, *feed;
+    size_t n_history, cap_feed;
     chat_stream cs;
-    memset(&cs, 0, sizeof cs);
-    int rc = 1, turn_failed = 0;
+} chat_state;
+
+/* The blob and the loop options. Returns -1 on success, else the exit status (message printed). */
+static int chat_open_model(chat_state *c) {
+    const chat_args *ca = c->ca;
+    recall_err err = {0};
     int64_t vocab64 = 0;
     int max_pos_i = 0; /* trained positions under the RoPE profile (rope.h) */
-    if (cli_blob_open(&xa, blob_path, RC_OPEN_VERIFY, &b, &err) || rc_blob_get_i64(b, "qwen2.vocab", &vocab64, &err) ||
-        rc_rope_blob_positions(b, &max_pos_i, &err))
-        goto fail;
-    rc_recall_opts o;
-    rc_recall_defaults(b, &o);
-    if (cli_parse_mode_arm("chat", mode, arm, &o) || (thr && parse_float("chat", "--threshold", thr, &o.threshold)) ||
-        (floor_s && parse_float("chat", "--floor", floor_s, &o.floor)) ||
-        (hyst_s && parse_int("chat", "--hysteresis", hyst_s, 0, 1000000, &o.hysteresis)) ||
-        (cap_s && parse_int("chat", "--max-turn-tokens", cap_s, 0, 1000000, &o.turn_cap))) {
-        rc = 2;
-        goto out;
+    if (cli_blob_open(&ca->xa, ca->blob_path, RC_OPEN_VERIFY, &c->b, &err) ||
+        rc_blob_get_i64(c->b, "qwen2.vocab", &vocab64, &err) || rc_rope_blob_positions(c->b, &max_pos_i, &err)) {
+        fprintf(stderr, "recall chat: %s\n", err.msg);
+        return 1;
     }
-    o.fire_once = fire_once;
-    o.threads = xa.threads;
-    o.simd = xa.simd;
-    o.max_ctx = xa.ctx;
-    o.use_floor = floor_s != NULL;
-    const uint32_t vocab = (uint32_t)vocab64;
-    const long max_pos = xa.ctx ? (long)xa.ctx : (long)max_pos_i; /* the FULL arm's context */
+    rc_recall_opts *o = &c->o;
+    rc_recall_defaults(c->b, o);
+    if (cli_parse_mode_arm("chat", ca->mode, ca->arm, o) ||
+        (ca->thr && parse_float("chat", "--threshold", ca->thr, &o->threshold)) ||
+        (ca->floor_s && parse_float("chat", "--floor", ca->floor_s, &o->floor)) ||
+        (ca->hyst_s && parse_int("chat", "--hysteresis", ca->hyst_s, 0, 1000000, &o->hysteresis)) ||
+        (ca->cap_s && parse_int("chat", "--max-turn-tokens", ca->cap_s, 0, 1000000, &o->turn_cap)))
+        return 2;
+    o->fire_once = ca->fire_once;
+    o->threads = ca->xa.threads;
+    o->simd = ca->xa.simd;
+    o->max_ctx = ca->xa.ctx;
+    o->use_floor = ca->floor_s != NULL;
+    c->vocab = (uint32_t)vocab64;
+    c->max_pos = ca->xa.ctx ? (long)ca->xa.ctx : (long)max_pos_i; /* the FULL arm's context */
+    return -1;
+}
 
-    if (session_path) {
-        recall_status s = rc_session_load(session_path, &sess, &err);
-        if (s == RECALL_E_MISSING) {
-            err = (recall_err){0};
-        } else if (s) {
-            fprintf(stderr, "recall chat: refusing session %s (left untouched): %s\n", session_path, err.msg);
-            goto out;
-        } else if (sess.vocab != vocab) {
-            fprintf(stderr, "recall chat: session %s was written for a vocab of %u ids, %s has %u (left untouched)\n",
-                    session_path, sess.vocab, blob_path, vocab);
-            goto out;
-        } else {
-            history = sess.ids;
-            n_history = sess.n;
-            sess.ids = NULL;
-        }
+/* Session open: take the one-writer lock, then load the history (a missing file is a new
+ * session). Returns -1 on success, else the exit status (message printed): 3 when another process
+ * holds the session, 1 when the file is refused (left untouched). */
+static int chat_open_session(chat_state *c) {
+    const char *path = c->ca->session_path;
+    if (!path) return -1;
+    recall_err err = {0};
+    long holder = 0;
+    if (rc_session_lock(path, &c->lock, &holder, &err)) {
+        fprintf(stderr, "recall chat: %s\n", err.msg);
+        return holder ? 3 : 1;
     }
-    if (rc_recall_open(b, &o, &r, &err)) goto fail;
-    cs.bpe = rc_recall_bpe(r);
-    cs.trace = trace;
-    if (trace)
-        fprintf(stderr, "[trace] simd %s, %d thread%s\n", rc_recall_simd_name(r), rc_recall_threads(r),
-                rc_recall_threads(r) == 1 ? "" : "s");
-    const int tty = isatty(STDIN_FILENO);
-    if (tty)
-        fprintf(stderr, "recall chat: %s, %s session (%zu tokens); end with Ctrl-D\n", blob_path,
-                n_history ? "resumed" : "new", n_history);
+    rc_session sess;
+    recall_status s = rc_session_load(path, &sess, &err);
+    if (s == RECALL_E_MISSING) return -1;
+    if (s) {
+        fprintf(stderr, "recall chat: refusing session %s (left untouched): %s\n", path, err.msg);
+        return 1;
+    }
+    if (sess.vocab != c->vocab) {
+        fprintf(stderr, "recall chat: session %s was written for a vocab of %u ids, %s has %u (left untouched)\n", path,
+                sess.vocab, c->ca->blob_path, c->vocab);
+        rc_session_free(&sess);
+        return 1;
+    }
+    c->history = sess.ids;
+    c->n_history = sess.n;
+    return -1;
+}
+
+/* Saving: the whole history replaces the session file atomically. With --trace, a line after the
+ * rename says the turn is on disk (the soak driver, bench/soak.c, waits for it). */
+static int chat_save(chat_state *c) {
+    const char *path = c->ca->session_path;
+    if (!path) return 0;
+    recall_err err = {0};
+    if (rc_session_save(path, c->history, c->n_history, c->vocab, &err)) {
+        fprintf(stderr, "recall chat: could not save the session (the previous file is intact): %s\n", err.msg);
+        return 1;
+    }
+    if (c->ca->trace) fprintf(stderr, "[trace] session saved: %zu ids\n", c->n_history);
+    return 0;
+}
+
+/* feed = history + seg, in a buffer with room for the reply cap. 0, or 1 (message printed). */
+static int chat_build_feed(chat_state *c, const int32_t *seg, size_t n_seg) {
+    size_t n_feed = c->n_history + n_seg;
+    if (n_feed + (size_t)c->o.turn_cap > c->cap_feed) {
+        size_t nc = (n_feed + (size_t)c->o.turn_cap) * 2;
+        int32_t *nf = realloc(c->feed, nc * sizeof *nf);
+        if (!nf) {
+            fprintf(stderr, "recall chat: out of memory\n");
+            return 1;
+        }
+        c->feed = nf;
+        c->cap_feed = nc;
+    }
+    if (c->n_history) memcpy(c->feed, c->history, c->n_history * sizeof *c->feed);
+    memcpy(c->feed + c->n_history, seg, n_seg * sizeof *c->feed);
+    return 0;
+}
+
+/* One turn on the built feed: stream the reply, history = feed + reply, save. 0, or 1 (message
+ * printed). */
+static int chat_turn(chat_state *c, size_t n_feed) {
+    chat_stream *cs = &c->cs;
+    recall_err err = {0};
+    cs->n_reply = 0;
+    cs->printed = 0;
+    rc_turn t;
+    if (rc_recall_reply(c->r, c->feed, (int)n_feed, on_event, cs, &t, &err)) {
+        fputc('\n', stdout);
+        fprintf(stderr, "recall chat: %s\n", err.msg);
+        return 1;
+    }
+    if (cs->oom) {
+        rc_turn_free(&t);
+        fprintf(stderr, "recall chat: out of memory\n");
+        return 1;
+    }
+    flush_text(cs, 1); /* every reply token was streamed; print a held-back tail */
+    fputc('\n', stdout);
+    fflush(stdout);
+    /* history = feed + reply */
+    int32_t *nh = realloc(c->history, (n_feed + (size_t)t.n_reply + 1) * sizeof *nh);
+    if (!nh) {
+        rc_turn_free(&t);
+        fprintf(stderr, "recall chat: out of memory\n");
+        return 1;
+    }
+    c->history = nh;
+    memcpy(c->history, c->feed, n_feed * sizeof *c->history);
+    if (t.n_reply) memcpy(c->history + n_feed, t.reply, (size_t)t.n_reply * sizeof *c->history);
+    c->n_history = n_feed + (size_t)t.n_reply;
+    if (c->ca->trace) {
+        int inj = 0;
+        for (int i = 0; i < t.n_fires; i++) inj += t.fires[i].injected;
+        fprintf(stderr, "[trace] turn done: feed %zu, reply %d, %d gate checks, %d fires (%d injected)\n", n_feed,
+                t.n_reply, t.n_gates, t.n_fires, inj);
+    }
+    rc_turn_free(&t);
+    return chat_save(c);
+}
+
+/* The turn loop: one message per input line until end of input. Returns the exit status: 0, or 1
+ * when a message was skipped or a turn failed. */
+static int chat_loop(chat_state *c, int tty) {
+    const rc_recall_opts o = c->o;
+    const long max_pos = c->max_pos;
+    rc_recall *r = c->r;
+    chat_stream cs = c->cs; /* only cs.bpe is read here; the turns stream into c->cs */
+    size_t n_history = c->n_history;
+    recall_err err = {0};
+    char *line = NULL;
+    size_t line_cap = 0;
+    int rc = 1, turn_failed = 0;
 
     for (;;) {
         if (tty) {
@@ -295,71 +413,56 @@ int cli_chat(int argc, char **argv) {
             free(seg);
             break;
         }
-        if (n_feed + (size_t)o.turn_cap > cap_feed) {
-            size_t nc = (n_feed + (size_t)o.turn_cap) * 2;
-            int32_t *nf = realloc(feed, nc * sizeof *nf);
-            if (!nf) {
-                free(seg);
-                fprintf(stderr, "recall chat: out of memory\n");
-                goto out;
-            }
-            feed = nf;
-            cap_feed = nc;
+        if (chat_build_feed(c, seg, n_seg)) {
+            free(seg);
+            goto out;
         }
-        if (n_history) memcpy(feed, history, n_history * sizeof *feed);
-        memcpy(feed + n_history, seg, n_seg * sizeof *feed);
         free(seg);
-
-        cs.n_reply = 0;
-        cs.printed = 0;
-        rc_turn t;
-        if (rc_recall_reply(r, feed, (int)n_feed, on_event, &cs, &t, &err)) {
-            fputc('\n', stdout);
-            goto fail;
-        }
-        if (cs.oom) {
-            rc_turn_free(&t);
-            fprintf(stderr, "recall chat: out of memory\n");
-            goto out;
-        }
-        flush_text(&cs, 1); /* every reply token was streamed; print a held-back tail */
-        fputc('\n', stdout);
-        fflush(stdout);
-        /* history = feed + reply */
-        int32_t *nh = realloc(history, (n_feed + (size_t)t.n_reply + 1) * sizeof *nh);
-        if (!nh) {
-            rc_turn_free(&t);
-            fprintf(stderr, "recall chat: out of memory\n");
-            goto out;
-        }
-        history = nh;
-        memcpy(history, feed, n_feed * sizeof *history);
-        if (t.n_reply) memcpy(history + n_feed, t.reply, (size_t)t.n_reply * sizeof *history);
-        n_history = n_feed + (size_t)t.n_reply;
-        if (trace) {
-            int inj = 0;
-            for (int i = 0; i < t.n_fires; i++) inj += t.fires[i].injected;
-            fprintf(stderr, "[trace] turn done: feed %zu, reply %d, %d gate checks, %d fires (%d injected)\n", n_feed,
-                    t.n_reply, t.n_gates, t.n_fires, inj);
-        }
-        rc_turn_free(&t);
-        if (session_path && rc_session_save(session_path, history, n_history, vocab, &err)) {
-            fprintf(stderr, "recall chat: could not save the session (the previous file is intact): %s\n", err.msg);
-            goto out;
-        }
+        if (chat_turn(c, n_feed)) goto out;
+        n_history = c->n_history;
     }
     if (tty) fputc('\n', stdout);
     rc = turn_failed ? 1 : 0;
-    goto out;
-fail:
-    fprintf(stderr, "recall chat: %s\n", err.msg);
 out:
     free(line);
-    free(feed);
-    free(history);
-    free(cs.reply);
-    rc_session_free(&sess);
-    rc_recall_close(r);
-    rc_blob_close(b);
+    return rc;
+}
+
+static void chat_close(chat_state *c) {
+    free(c->feed);
+    free(c->history);
+    free(c->cs.reply);
+    rc_session_unlock(&c->lock); /* also removes FILE.lock */
+    rc_recall_close(c->r);
+    rc_blob_close(c->b);
+}
+
+int cli_chat(int argc, char **argv) {
+    chat_args ca;
+    int rc = chat_parse_args(argc, argv, &ca);
+    if (rc >= 0) return rc;
+    chat_state c;
+    memset(&c, 0, sizeof c);
+    c.ca = &ca;
+    c.lock.fd = -1;
+    if ((rc = chat_open_model(&c)) >= 0 || (rc = chat_open_session(&c)) >= 0) goto out;
+    recall_err err = {0};
+    if (rc_recall_open(c.b, &c.o, &c.r, &err)) {
+        fprintf(stderr, "recall chat: %s\n", err.msg);
+        rc = 1;
+        goto out;
+    }
+    c.cs.bpe = rc_recall_bpe(c.r);
+    c.cs.trace = ca.trace;
+    if (ca.trace)
+        fprintf(stderr, "[trace] simd %s, %d thread%s\n", rc_recall_simd_name(c.r), rc_recall_threads(c.r),
+                rc_recall_threads(c.r) == 1 ? "" : "s");
+    const int tty = isatty(STDIN_FILENO);
+    if (tty)
+        fprintf(stderr, "recall chat: %s, %s session (%zu tokens); end with Ctrl-D\n", ca.blob_path,
+                c.n_history ? "resumed" : "new", c.n_history);
+    rc = chat_loop(&c, tty);
+out:
+    chat_close(&c);
     return rc;
 }
