@@ -31,7 +31,7 @@ struct rc_pooler {
     float *q, *qn, *Q, *Kq, *Vq, *att, *tmp, *hid, *scores;
     /* scratch, L-sized (grown on demand) */
     int cap_L;
-    float *P, *kn, *K, *V, *scores_L; /* scores_L: [threads][cap_L] */
+    float *P, *kn, *K, *V, *scores_L; /* one block (grow); scores_L: [threads][cap_L] */
     const rc_exec *ex;
     rc_exec *own_ex;
 };
@@ -49,11 +49,7 @@ void rc_pooler_close(rc_pooler *p) {
     free(p->tmp);
     free(p->hid);
     free(p->scores);
-    free(p->P);
-    free(p->kn);
-    free(p->K);
-    free(p->V);
-    free(p->scores_L);
+    free(p->P); /* the block holding kn, K, V and scores_L too (grow) */
     rc_exec_close(p->own_ex);
     free(p);
 }
@@ -247,21 +243,24 @@ static void mha(const rc_pooler *p, const mha_w *w, const float *xq, int nq, con
     proj(p, &w->out_w, w->out_b, 0, H, att, nq, out);
 }
 
+/* P, kn, K, V ([cap_L, H] each) and scores_L ([threads, cap_L]) are one block, rewritten in full
+ * by every run: it grows by at least half and is never copied (free, then malloc). Five buffers
+ * regrown with realloc at every rebuild left heap holes worth more than the buffers (bench/soak.c). */
 static recall_status grow(rc_pooler *p, int L, recall_err *err) {
     if (L <= p->cap_L) return RECALL_OK;
-    size_t n = (size_t)L * (size_t)p->c.hidden;
-    float *P = realloc(p->P, n * sizeof(float));
-    if (P) p->P = P;
-    float *kn = realloc(p->kn, n * sizeof(float));
-    if (kn) p->kn = kn;
-    float *K = realloc(p->K, n * sizeof(float));
-    if (K) p->K = K;
-    float *V = realloc(p->V, n * sizeof(float));
-    if (V) p->V = V;
-    float *s = realloc(p->scores_L, (size_t)L * (size_t)p->ex->threads * sizeof(float));
-    if (s) p->scores_L = s;
-    if (!P || !kn || !K || !V || !s) return rc_fail(err, RECALL_E_NOMEM, "pooler: out of memory for L = %d", L);
-    p->cap_L = L;
+    int cap = L;
+    const size_t n = (size_t)cap * (size_t)p->c.hidden, ns = (size_t)cap * (size_t)p->ex->threads;
+    free(p->P);
+    p->P = p->kn = p->K = p->V = p->scores_L = NULL;
+    p->cap_L = 0;
+    float *blk = malloc((4 * n + ns) * sizeof(float));
+    if (!blk) return rc_fail(err, RECALL_E_NOMEM, "pooler: out of memory for L = %d", L);
+    p->P = blk;
+    p->kn = blk + n;
+    p->K = blk + 2 * n;
+    p->V = blk + 3 * n;
+    p->scores_L = blk + 4 * n;
+    p->cap_L = cap;
     return RECALL_OK;
 }
 

@@ -183,12 +183,17 @@ static void *push(void **arr, int *n, int *cap, size_t size) {
 }
 #define PUSH(t, field) push((void **)&(t)->field, &(t)->n_##field, &(t)->cap_##field, sizeof *(t)->field)
 
+/* Scratch of n floats whose contents the caller rewrites in full. It grows by at least half its
+ * size and never copies (free, then malloc): regrowing a few buffers by one chunk at every rebuild
+ * with realloc left a trail of heap holes that cost more than the buffers themselves (bench/soak.c). */
 static float *grow_rows(float **p, size_t *cap, size_t n) {
     if (n > *cap) {
-        float *np = realloc(*p, n * sizeof *np);
-        if (!np) return NULL;
-        *p = np;
-        *cap = n;
+        size_t nc = n;
+        free(*p);
+        *cap = 0;
+        *p = malloc(nc * sizeof **p);
+        if (!*p) return NULL;
+        *cap = nc;
     }
     return *p;
 }
