@@ -73,7 +73,7 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = realshape bench-loop soak soak-lsan
+PHONY_EXTRA = realshape bench-loop soak soak-lsan bench-tok
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
   cross-test-s390x fuzz fuzz-merge $(NEED_TARGETS)
@@ -88,6 +88,7 @@ help:
 	@echo "  bench-loop  fast vs reference loop schedule on worldA problem 0 (rows and time per turn)"
 	@echo "  soak        200 worldA chat turns via recall chat --session, SIGKILLed at seeded points (SOAK_ARGS=)"
 	@echo "  soak-lsan   a shorter soak with ./recall built with ASan + LeakSanitizer (build-asan/recall)"
+	@echo "  bench-tok   tokenizer MB/s (BPE encode/decode, WordPiece encode), 1 thread, no blob needed"
 	@echo "  synth       generate the real-shape synthetic world (random weights) and convert it to nf4"
 	@echo "  bench       kernel + model benchmarks (checked bitwise vs scalar) on the synth blob"
 	@echo "  cross-test-aarch64  NEON kernels vs scalar: Debian cross gcc + qemu-aarch64-static"
@@ -260,6 +261,11 @@ $(BUILD)/bench: bench/bench.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -DBENCH_FLAGS='"$(CFLAGS_ALL)"' -o $@ $^ $(LDLIBS)
 bench: $(BUILD)/bench
 	./$(BUILD)/bench $(BENCH_ARGS)
+# Tokenizer throughput (bench/bench_tok.c): real tokenizer files, no blob; BENCH_TOK_ARGS='--mb 6 --runs 5'.
+$(BUILD)/bench_tok: bench/bench_tok.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+bench-tok: $(BUILD)/bench_tok
+	./$(BUILD)/bench_tok $(BENCH_TOK_ARGS)
 
 # Real-shape decoder smoke (64-token prefill + 16 decode steps, finite logits) and the loop's fast
 # vs reference schedule (rows and wall time per turn, outputs checked bitwise).

@@ -52,6 +52,7 @@ struct rc_bpe {
     int32_t *prefix, *suffix;
     int32_t byte_id[256];
     uint16_t byte_cp[256];
+    uint8_t ascii_flags[128]; /* rc_uc_flags of U+0000..U+007F, the pre-tokenizer's hot case */
 };
 
 /* ---- little helpers --------------------------------------------------------------------- */
@@ -795,6 +796,7 @@ recall_status rc_bpe_load(const void *section, size_t size, rc_bpe **out, recall
         rc_bpe_free(t);
         return s;
     }
+    for (uint32_t c = 0; c < 128; c++) t->ascii_flags[c] = (uint8_t)rc_uc_flags(c);
     for (int b = 0; b < 256; b++) { /* the model token of each single byte, for the merge start */
         uint8_t u[4];
         size_t l = rc_utf8_put(t->byte_cp[b], u);
@@ -818,6 +820,27 @@ typedef struct {
     int32_t merged;
 } heap_ent;
 
+/* Word cache: pre-tokenized piece bytes -> its BPE ids, per encode call (the tokenizer itself
+ * stays immutable and shareable between threads). English text repeats a few thousand words, so
+ * most pieces skip the merge loop. Bounded: pieces over WC_MAX_KEY bytes are not cached, and when
+ * WC_MAX_ENTRIES are held the cache is emptied and refills with what follows. */
+#define WC_MAX_KEY 64u
+#define WC_MAX_ENTRIES (1u << 15)
+
+typedef struct {
+    uint64_t hash;
+    uint32_t key_off, key_len; /* key_len 0 = empty slot (pieces are never empty) */
+    uint32_t ids_off, n_ids;
+} wc_slot;
+
+typedef struct {
+    wc_slot *slot;
+    size_t cap, used; /* cap a power of two, used <= cap / 2 */
+    bytebuf keys;
+    int32_t *ids;
+    size_t n_ids, ids_cap;
+} word_cache;
+
 typedef struct {
     rc_u32vec cps, nfc;
     uint8_t *flags;
@@ -828,6 +851,7 @@ typedef struct {
     size_t sym_cap;
     int32_t *ids;
     size_t n_ids, ids_cap;
+    word_cache wc;
 } enc_scratch;
 
 static void scratch_free(enc_scratch *s) {
@@ -839,17 +863,95 @@ static void scratch_free(enc_scratch *s) {
     free(s->sym);
     free(s->heap);
     free(s->ids);
+    free(s->wc.slot);
+    free(s->wc.keys.p);
+    free(s->wc.ids);
+}
+
+/* Room for `more` ids in a growable id array. */
+static recall_status ids_reserve(int32_t **ids, size_t *cap, size_t n, size_t more) {
+    if (more <= *cap - n) return RECALL_OK;
+    size_t c = *cap ? *cap : 64;
+    while (c - n < more) {
+        if (c > SIZE_MAX / 2 / sizeof **ids) return RECALL_E_NOMEM;
+        c *= 2;
+    }
+    int32_t *q = realloc(*ids, c * sizeof *q);
+    if (!q) return RECALL_E_NOMEM;
+    *ids = q;
+    *cap = c;
+    return RECALL_OK;
 }
 
 static recall_status push_id(enc_scratch *s, int32_t id) {
-    if (s->n_ids == s->ids_cap) {
-        size_t cap = s->ids_cap ? s->ids_cap * 2 : 64;
-        int32_t *q = realloc(s->ids, cap * sizeof *q);
-        if (!q) return RECALL_E_NOMEM;
-        s->ids = q;
-        s->ids_cap = cap;
-    }
+    if (s->n_ids == s->ids_cap) RC_TRY(ids_reserve(&s->ids, &s->ids_cap, s->n_ids, 1));
     s->ids[s->n_ids++] = id;
+    return RECALL_OK;
+}
+
+/* The slot holding key, or the empty slot where it would go. */
+static wc_slot *wc_find(const word_cache *w, const uint8_t *key, size_t len, uint64_t h) {
+    size_t m = w->cap - 1, i = (size_t)h & m;
+    for (;;) {
+        wc_slot *e = &w->slot[i];
+        if (e->key_len == 0) return e;
+        if (e->hash == h && e->key_len == len && memcmp(w->keys.p + e->key_off, key, len) == 0)
+            return e;
+        i = (i + 1) & m;
+    }
+}
+
+/* Appends the cached ids of key to s->ids; 1 on a hit, 0 on a miss. */
+static int wc_get(enc_scratch *s, const uint8_t *key, size_t len, uint64_t h, recall_status *st) {
+    const word_cache *w = &s->wc;
+    if (!w->cap || len > WC_MAX_KEY) return 0;
+    const wc_slot *e = wc_find(w, key, len, h);
+    if (e->key_len == 0) return 0;
+    *st = ids_reserve(&s->ids, &s->ids_cap, s->n_ids, e->n_ids);
+    if (*st) return 1;
+    memcpy(s->ids + s->n_ids, w->ids + e->ids_off, e->n_ids * sizeof *s->ids);
+    s->n_ids += e->n_ids;
+    return 1;
+}
+
+static recall_status wc_grow(word_cache *w, size_t cap) {
+    wc_slot *old = w->slot;
+    size_t old_cap = w->cap;
+    w->slot = calloc(cap, sizeof *w->slot);
+    if (!w->slot) {
+        w->slot = old;
+        return RECALL_E_NOMEM;
+    }
+    w->cap = cap;
+    for (size_t i = 0; i < old_cap; i++) {
+        if (old[i].key_len == 0) continue;
+        size_t m = cap - 1, j = (size_t)old[i].hash & m;
+        while (w->slot[j].key_len) j = (j + 1) & m;
+        w->slot[j] = old[i];
+    }
+    free(old);
+    return RECALL_OK;
+}
+
+/* Remembers key -> ids[0..n). */
+static recall_status wc_put(word_cache *w, const uint8_t *key, size_t len, uint64_t h,
+                            const int32_t *ids, size_t n) {
+    if (len > WC_MAX_KEY || len == 0) return RECALL_OK;
+    if (w->used >= WC_MAX_ENTRIES) { /* full: start over rather than grow without bound */
+        memset(w->slot, 0, w->cap * sizeof *w->slot);
+        w->used = 0;
+        w->keys.n = 0;
+        w->n_ids = 0;
+    }
+    if (2 * (w->used + 1) > w->cap) RC_TRY(wc_grow(w, w->cap ? 2 * w->cap : 256));
+    wc_slot *e = wc_find(w, key, len, h);
+    RC_TRY(ids_reserve(&w->ids, &w->ids_cap, w->n_ids, n));
+    size_t key_off = w->keys.n;
+    RC_TRY(bb_put(&w->keys, key, len));
+    memcpy(w->ids + w->n_ids, ids, n * sizeof *ids);
+    *e = (wc_slot){h, (uint32_t)key_off, (uint32_t)len, (uint32_t)w->n_ids, (uint32_t)n};
+    w->n_ids += n;
+    w->used++;
     return RECALL_OK;
 }
 
@@ -1003,12 +1105,68 @@ static size_t qwen2_match(const uint32_t *c, const uint8_t *f, size_t i, size_t 
     return i;
 }
 
+/* NFC of the span b[0..len) (valid UTF-8) into s->nfc. NFC of ASCII is the identity, and no
+ * canonical reordering or composition crosses an ASCII character (ccc 0; never the second of a
+ * composition pair), so the ASCII bytes are copied and only each non-ASCII stretch, together
+ * with the ASCII character before it (a possible starter: "e" + U+0301 -> U+00E9), goes through
+ * rc_uc_nfc. */
+static recall_status nfc_span(enc_scratch *s, const uint8_t *b, size_t len) {
+    s->nfc.n = 0;
+    size_t i = 0;
+    while (i < len) {
+        size_t j = i;
+        while (j < len && b[j] < 0x80) j++;
+        if (j - i > s->nfc.cap - s->nfc.n) { /* room for the ASCII run */
+            size_t cap = s->nfc.cap ? s->nfc.cap : 64;
+            while (cap - s->nfc.n < j - i) {
+                if (cap > SIZE_MAX / 2 / sizeof *s->nfc.v) return RECALL_E_NOMEM;
+                cap *= 2;
+            }
+            uint32_t *v = realloc(s->nfc.v, cap * sizeof *v);
+            if (!v) return RECALL_E_NOMEM;
+            s->nfc.v = v;
+            s->nfc.cap = cap;
+        }
+        for (size_t k = i; k < j; k++) s->nfc.v[s->nfc.n++] = b[k];
+        if (j == len) break;
+        size_t start = j, end = j;
+        if (start > 0 && b[start - 1] < 0x80) { /* re-normalise the preceding starter with it */
+            start--;
+            s->nfc.n--;
+        }
+        while (end < len && b[end] >= 0x80) end++;
+        s->cps.n = 0;
+        RC_TRY(rc_utf8_decode_lossy(b + start, end - start, &s->cps));
+        RC_TRY(rc_uc_nfc(s->cps.v, s->cps.n, &s->nfc));
+        i = end;
+    }
+    return RECALL_OK;
+}
+
+/* UTF-8 of the code points c[0..n) into s->piece. */
+static recall_status piece_bytes(enc_scratch *s, const uint32_t *c, size_t n) {
+    s->piece.n = 0;
+    if (n > (SIZE_MAX - 1) / 4) return RECALL_E_NOMEM;
+    if (4 * n + 1 > s->piece.cap) {
+        size_t cap = 4 * n + 1 < 256 ? 256 : 4 * n + 1;
+        uint8_t *q = realloc(s->piece.p, cap);
+        if (!q) return RECALL_E_NOMEM;
+        s->piece.p = q;
+        s->piece.cap = cap;
+    }
+    uint8_t *p = s->piece.p;
+    size_t w = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (c[k] < 0x80) p[w++] = (uint8_t)c[k];
+        else w += rc_utf8_put(c[k], p + w);
+    }
+    s->piece.n = w;
+    return RECALL_OK;
+}
+
 static recall_status encode_span(const rc_bpe *t, enc_scratch *s, const uint8_t *b, size_t len) {
     if (len == 0) return RECALL_OK;
-    s->cps.n = 0;
-    s->nfc.n = 0;
-    RC_TRY(rc_utf8_decode_lossy(b, len, &s->cps));
-    RC_TRY(rc_uc_nfc(s->cps.v, s->cps.n, &s->nfc));
+    RC_TRY(nfc_span(s, b, len));
     const uint32_t *c = s->nfc.v;
     size_t n = s->nfc.n;
     if (n > s->flags_cap) {
@@ -1017,17 +1175,22 @@ static recall_status encode_span(const rc_bpe *t, enc_scratch *s, const uint8_t 
         s->flags = q;
         s->flags_cap = n;
     }
-    for (size_t i = 0; i < n; i++) s->flags[i] = (uint8_t)rc_uc_flags(c[i]);
+    for (size_t i = 0; i < n; i++)
+        s->flags[i] = c[i] < 128 ? t->ascii_flags[c[i]] : (uint8_t)rc_uc_flags(c[i]);
     size_t i = 0;
     while (i < n) {
         size_t e = qwen2_match(c, s->flags, i, n);
         if (e == i) e = i + 1;
-        s->piece.n = 0;
-        for (size_t k = i; k < e; k++) {
-            uint8_t u[4];
-            RC_TRY(bb_put(&s->piece, u, rc_utf8_put(c[k], u)));
+        RC_TRY(piece_bytes(s, c + i, e - i));
+        const uint8_t *p = s->piece.p;
+        size_t m = s->piece.n, before = s->n_ids;
+        uint64_t h = m <= WC_MAX_KEY ? hash_bytes(p, m) : 0;
+        recall_status st = RECALL_OK;
+        if (!wc_get(s, p, m, h, &st)) {
+            RC_TRY(bpe_piece(t, s, p, m));
+            st = wc_put(&s->wc, p, m, h, s->ids + before, s->n_ids - before);
         }
-        RC_TRY(bpe_piece(t, s, s->piece.p, s->piece.n));
+        RC_TRY(st);
         i = e;
     }
     return RECALL_OK;
