@@ -948,7 +948,7 @@ static recall_status wc_put(word_cache *w, const uint8_t *key, size_t len, uint6
     RC_TRY(ids_reserve(&w->ids, &w->ids_cap, w->n_ids, n));
     size_t key_off = w->keys.n;
     RC_TRY(bb_put(&w->keys, key, len));
-    memcpy(w->ids + w->n_ids, ids, n * sizeof *ids);
+    if (n) memcpy(w->ids + w->n_ids, ids, n * sizeof *ids); /* a hostile section can map a word to no id */
     *e = (wc_slot){h, (uint32_t)key_off, (uint32_t)len, (uint32_t)w->n_ids, (uint32_t)n};
     w->n_ids += n;
     w->used++;
@@ -1188,7 +1188,7 @@ static recall_status encode_span(const rc_bpe *t, enc_scratch *s, const uint8_t 
         recall_status st = RECALL_OK;
         if (!wc_get(s, p, m, h, &st)) {
             RC_TRY(bpe_piece(t, s, p, m));
-            st = wc_put(&s->wc, p, m, h, s->ids + before, s->n_ids - before);
+            st = wc_put(&s->wc, p, m, h, s->n_ids > before ? s->ids + before : NULL, s->n_ids - before);
         }
         RC_TRY(st);
         i = e;

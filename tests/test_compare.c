@@ -53,7 +53,9 @@ static const char *engine_forward(const char *path) {
     snprintf(list + k, sizeof list - k, "]");
     free(ids);
     char cmd[1400];
-    snprintf(cmd, sizeof cmd, "./recall forward build/worldA-f32.blob --ids '%s' --dump %s >/dev/null", list, path);
+    const char *blob = fixture_worldA_blob("f32"); /* converted on demand: variant runs start without it */
+    cr_assert(blob);
+    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '%s' --dump %s >/dev/null", blob, list, path);
     cr_assert_eq(fixture_sh(cmd, NULL), 0, "%s", cmd);
     return path;
 }
@@ -376,8 +378,10 @@ Test(compare, bad_input_is_one_line_and_exit_2) {
     expect_bad(WA "loop_A_seed0_clean_fp32.json", WA "loop_A_seed0_faithful_fp32.json", "mode=clean");
     expect_bad(fwd, "build/does_not_exist.npz", "build/does_not_exist.npz");
     /* a dump of 10 ids: logits [10,1088] against [37,1088] */
-    cr_assert_eq(fixture_sh("./recall forward build/worldA-f32.blob --ids '[1027,1025,382,284,379,25,268,995,466,313]' "
-                            "--dump build/cmp_fwd10.npz >/dev/null", NULL), 0);
+    char cmd10[512];
+    snprintf(cmd10, sizeof cmd10, "./recall forward %s --ids '[1027,1025,382,284,379,25,268,995,466,313]' "
+             "--dump build/cmp_fwd10.npz >/dev/null", fixture_worldA_blob("f32"));
+    cr_assert_eq(fixture_sh(cmd10, NULL), 0, "%s", cmd10);
     expect_bad("build/cmp_fwd10.npz", WA "qwen2_fp32.npz", "has shape [10] in build/cmp_fwd10.npz but [37] in");
     /* another problem */
     json_doc *doc = load_json(WA "loop_A_seed0_clean_fp32.json");

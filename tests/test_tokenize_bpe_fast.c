@@ -102,3 +102,29 @@ Test(tok_bpe_fast, combining_mark_after_ascii_composes) {
     }
     rc_bpe_free(t);
 }
+
+/* A hostile section (found by fuzz_tokenize under UBSan) in which a pre-tokenized word encodes to
+ * no id at all: the word cache must store and replay that empty result without pointer arithmetic
+ * on a NULL id buffer (`make ubsan` runs this). Encoding twice goes through the cache the second
+ * time and must give the same ids. */
+Test(tok_bpe_fast, hostile_section_word_with_no_ids) {
+    FILE *f = fopen("fuzz/corpus/fuzz_tokenize/regress-empty-word-ub", "rb");
+    cr_assert(f);
+    uint8_t buf[512];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    cr_assert_gt(n, 1);
+    cr_assert_eq(buf[0] & 7, 6, "the fuzz input's first byte selects the BPE-section mode");
+    rc_bpe *t;
+    recall_err err = {0};
+    cr_assert_eq(rc_bpe_load(buf + 1, n - 1, &t, &err), RECALL_OK, "%s", err.msg);
+    int32_t *a = NULL, *b = NULL;
+    size_t na = 99, nb = 98;
+    cr_assert_eq(rc_bpe_encode(t, "Hello, world! 123", 17, 1, &a, &na, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_bpe_encode(t, "Hello, world! 123", 17, 1, &b, &nb, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(na, nb, "%zu vs %zu ids", na, nb);
+    if (na) cr_assert_eq(memcmp(a, b, na * sizeof *a), 0);
+    free(a);
+    free(b);
+    rc_bpe_free(t);
+}
