@@ -149,7 +149,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static void json_list(FILE *f, double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    if (n > 0) qsort(v, (size_t)n, sizeof *v, cmp_double); /* v is NULL when a shard ran no such job */
     fputc('[', f);
     for (int i = 0; i < n; i++) {
         if (i) fputs(", ", f);
