@@ -108,7 +108,7 @@ Test(tok_bpe_fast, combining_mark_after_ascii_composes) {
  * on a NULL id buffer (`make ubsan` runs this). Encoding twice goes through the cache the second
  * time and must give the same ids. */
 Test(tok_bpe_fast, hostile_section_word_with_no_ids) {
-    FILE *f = fopen("fuzz/corpus/fuzz_tokenize/regress-empty-word-ub", "rb");
+    FILE *f = fopen("tests/golden/bad/bpe_section_word_without_ids.fuzz", "rb") /* also a fuzz_tokenize seed */;
     cr_assert(f);
     uint8_t buf[512];
     size_t n = fread(buf, 1, sizeof buf, f);
