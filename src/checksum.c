@@ -125,3 +125,17 @@ uint64_t rc_xxh64(const void *data, size_t len, uint64_t seed) {
     rc_xxh64_update(&s, data, len);
     return rc_xxh64_digest(&s);
 }
+
+uint64_t rc_xxh64_ids(const int32_t *ids, size_t n) {
+    rc_xxh64_state s;
+    uint8_t le[256]; /* 64 ids at a time, byte order fixed so the hash is the same on any host */
+    rc_xxh64_init(&s, 0);
+    for (size_t i = 0; i < n;) {
+        size_t m = n - i < 64 ? n - i : 64;
+        for (size_t j = 0; j < m; j++)
+            for (int k = 0; k < 4; k++) le[j * 4 + k] = (uint8_t)((uint32_t)ids[i + j] >> (8 * k));
+        rc_xxh64_update(&s, le, m * 4);
+        i += m;
+    }
+    return rc_xxh64_digest(&s);
+}

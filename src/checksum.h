@@ -22,4 +22,7 @@ void rc_xxh64_init(rc_xxh64_state *s, uint64_t seed);
 void rc_xxh64_update(rc_xxh64_state *s, const void *data, size_t len);
 uint64_t rc_xxh64_digest(const rc_xxh64_state *s);
 
+/* The token-id hash of `score` and `longctx`: XXH64 (seed 0) of the ids as little-endian int32. */
+uint64_t rc_xxh64_ids(const int32_t *ids, size_t n);
+
 #endif

@@ -19,6 +19,7 @@ int cli_tokenize(int argc, char **argv);
 int cli_detokenize(int argc, char **argv);
 int cli_score(int argc, char **argv);
 int cli_compare(int argc, char **argv);
+int cli_longctx(int argc, char **argv);
 
 /* ---- helpers shared by the subcommands (cli_score.c) ---- */
 #include "pool.h"

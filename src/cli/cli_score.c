@@ -340,17 +340,6 @@ static void score_close(score_run *s) {
     rc_blob_close(s->b);
 }
 
-/* XXH64 of the ids as little-endian int32. */
-static recall_status ids_hash(const int32_t *ids, int n, uint64_t *out, recall_err *err) {
-    uint8_t *le = (uint8_t *)malloc((size_t)n * 4);
-    if (!le) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < 4; k++) le[(size_t)i * 4 + k] = (uint8_t)((uint32_t)ids[i] >> (8 * k));
-    *out = rc_xxh64(le, (size_t)n * 4, 0);
-    free(le);
-    return RECALL_OK;
-}
-
 /* Reads the ids, opens the blob and the model for the chunk length, checks the ids against the
  * vocab and allocates the buffers. */
 static recall_status score_open(const score_opts *o, score_run *s, recall_err *err) {
@@ -391,7 +380,8 @@ static recall_status score_open(const score_opts *o, score_run *s, recall_err *e
     s->chunk_ppl = (double *)malloc((size_t)s->n_chunk * sizeof(double));
     s->pp = (score_pos *)malloc((n_pp ? n_pp : 1) * sizeof(score_pos));
     if (!s->logits || !s->chunk_ids || !s->chunk_ppl || !s->pp) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
-    return ids_hash(s->ids, n, &s->hash, err);
+    s->hash = rc_xxh64_ids(s->ids, (size_t)n);
+    return RECALL_OK;
 }
 
 /* Every chunk from an empty cache, SCORE_BATCH rows per forward; prints the running PPL per chunk. */

@@ -27,6 +27,7 @@ static const command commands[] = {
     {"eval", cli_eval, "the reference recall benchmark over problems x arms: table + JSON"},
     {"calibrate", cli_calibrate, "suggest a gate threshold from needle dialogues (p10 at recall positions)"},
     {"trace-svg", cli_trace_svg, "draw a replay trace (gate scores, fires, injected blocks) as SVG"},
+    {"longctx", cli_longctx, "exact-answer long-context tasks (needle, multikey, vartrack) on each arm"},
     {"compare", cli_compare, "engine output vs reference (.npz dumps or loop traces): where and why they differ"},
 };
 
