@@ -416,9 +416,9 @@ void rc_lctx_case_free(rc_lctx_case *c) {
 int rc_lctx_answer(const char *reply, const char *expected, char *answer, size_t cap) {
     const char *p = reply, *t;
     while ((t = strstr(p, "</think>")) != NULL) p = t + strlen("</think>");
+    while (isspace((unsigned char)*p)) p++;
     const char *e = strchr(p, '\n');
     if (!e) e = p + strlen(p);
-    while (p < e && isspace((unsigned char)*p)) p++;
     while (e > p && isspace((unsigned char)e[-1])) e--;
     size_t n = (size_t)(e - p);
     if (cap) {

@@ -31,7 +31,8 @@
  * key insert) / (haystack tokens in the context). The key insert is the needle, the asked key,
  * or the value assignment VAR A = V.
  * Exact match (rc_lctx_answer): the reply text (special tokens skipped) after its last "</think>"
- * if any, cut at the first newline, with ASCII whitespace trimmed, equals the expected digits.
+ * if any, leading whitespace skipped, cut at the next newline, trailing whitespace trimmed,
+ * equals the expected digits.
  * The answer recorded is that text, cut to whole UTF-8 characters if it does not fit.
  */
 #ifndef RECALL_LONGCTX_H

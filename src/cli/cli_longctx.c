@@ -59,8 +59,8 @@ static void longctx_usage(FILE *f) {
             "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile\n"
             "  --hugepages     copy the blob into huge-page memory\n"
             "  --simd P        kernel path scalar|avx2|avx512|neon (default: RECALL_SIMD, else the best)\n"
-            "Exact match: the reply text after its last \"</think>\" (if any), cut at the first newline,\n"
-            "whitespace trimmed, equals the expected digits. A case the FULL arm cannot hold (BOS +\n"
+            "Exact match: the reply text after its last \"</think>\" (if any), from its first non-blank\n"
+            "character to the next newline, trailing whitespace trimmed, equals the expected digits. A case the FULL arm cannot hold (BOS +\n"
             "prompt + max-new + 1 positions above the context) is refused before anything runs.\n");
 }
 
