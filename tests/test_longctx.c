@@ -9,7 +9,8 @@
  *   limits   a haystack shorter than the budget, a length below the fixed text, a non-ASCII or
  *            marker-holding haystack fail explicitly; the FULL arm refuses a prompt longer than its
  *            context before anything runs (CLI), the recall arms take it
- *   cli      --help; a run on every arm writes every JSON field, progress on stderr */
+ *   cli      --help; a run on every arm writes every JSON field, progress on stderr; on the recall
+ *            arms the window slides over a prompt longer than it */
 #include "blob.h"
 #include "checksum.h"
 #include "fixture.h"
@@ -313,12 +314,12 @@ Test(longctx, cli_runs_every_arm_and_writes_the_json) {
     char cmd[1024], json[64], *out = NULL;
     snprintf(json, sizeof json, "build/longctx-%d.json", (int)getpid());
     snprintf(cmd, sizeof cmd,
-             "./recall longctx %s --task needle,multikey --len 384 --depth 0.25,0.75 --seed 3 --max-new 4 --json %s "
+             "./recall longctx %s --task needle,multikey --len 640 --depth 0.25,0.75 --seed 3 --max-new 4 --json %s "
              "2>&1",
              path, json);
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
-    cr_assert(strstr(out, "[FULL] needle len 384 depth 0.25: prefill "), "%s", out);
-    cr_assert(strstr(out, "[RC_bge] multikey len 384 depth 0.75: prefill "), "%s", out);
+    cr_assert(strstr(out, "[FULL] needle len 640 depth 0.25: prefill "), "%s", out);
+    cr_assert(strstr(out, "[RC_bge] multikey len 640 depth 0.75: prefill "), "%s", out);
     cr_assert(strstr(out, "FULL     ") && strstr(out, "/4"), "%s", out);
     free(out);
 
@@ -346,12 +347,12 @@ Test(longctx, cli_runs_every_arm_and_writes_the_json) {
         rc_lctx_task t;
         cr_assert_eq(rc_lctx_task_parse(get(c, "task", JSON_STR)->str, &t), 0);
         cr_assert_eq(t, i < 2 ? RC_LCTX_NEEDLE : RC_LCTX_MULTIKEY);
-        cr_assert_eq(get(c, "len", JSON_NUM)->i, 384);
+        cr_assert_eq(get(c, "len", JSON_NUM)->i, 640);
         const double d = get(c, "depth", JSON_NUM)->num;
         cr_assert_eq(d, i % 2 ? 0.75 : 0.25);
         /* the case the library builds for these parameters, whatever else was asked for */
         rc_lctx_case k;
-        build(&e, t, 384, d, 3, &k);
+        build(&e, t, 640, d, 3, &k);
         char hx[17];
         snprintf(hx, sizeof hx, "%016llx", (unsigned long long)k.ids_xxh64);
         cr_assert_str_eq(get(c, "prompt_xxh64", JSON_STR)->str, hx);
@@ -372,6 +373,11 @@ Test(longctx, cli_runs_every_arm_and_writes_the_json) {
             cr_assert_eq(ex, !strcmp(ans, k.expected), "exact is answer == expected");
             cr_assert(get(r, "n_reply", JSON_NUM)->i <= 4, "--max-new caps the reply");
             get(r, "reply", JSON_STR);
+            /* 640 prompt tokens, a 512-token window: the recall loop slid over the prompt and its
+             * gate scored what scrolled out; SP and FULL have no gate */
+            const int64_t gates = get(r, "gates", JSON_NUM)->i;
+            cr_assert(a == 2 ? gates > 0 : gates == 0, "%s: %lld gates", arms[a], (long long)gates);
+            get(r, "fires", JSON_NUM);
             get(r, "seconds", JSON_NUM);
             exact[a] += ex;
         }

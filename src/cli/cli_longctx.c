@@ -51,7 +51,7 @@ static void longctx_usage(FILE *f) {
             "                  this repository's docs and sources pinned at one commit)\n"
             "  --json OUT      per case: task, len, prompt_tokens, prompt_xxh64 (XXH64 of the ids as\n"
             "                  little-endian int32), depth, depth_actual, expected, per arm {answer,\n"
-            "                  exact, reply, n_reply, seconds}; a summary per arm\n"
+            "                  exact, n_reply, gates, fires, reply, seconds}; a summary per arm\n"
             "  --no-run        build and check the cases (and write --json) without running any arm\n"
             "  --mode M        recall loop mode: faithful (default) or clean\n"
             "  --threads N     worker threads (default: RECALL_THREADS, else 1); same bits for any N\n"
@@ -201,6 +201,7 @@ typedef struct {
     char *reply;
     char answer[64];
     int exact, n_reply;
+    int n_gates, n_fires; /* the recall loop's gate scores and retrievals during the case */
     double seconds;
 } arm_result;
 
@@ -348,6 +349,8 @@ static int longctx_run_arm(longctx_run *r, int a) {
         } else {
             res->seconds = now_s() - t0;
             res->n_reply = turn.n_reply;
+            res->n_gates = turn.n_gates;
+            res->n_fires = turn.n_fires;
             res->exact = rc_lctx_answer(res->reply, k->expected, res->answer, sizeof res->answer);
             char lab[96];
             case_label(k, lab, sizeof lab);
@@ -389,7 +392,8 @@ static void write_case(FILE *f, const longctx_run *r, int c) {
         const arm_result *res = &r->res[(size_t)c * MAX_ARMS + a];
         fprintf(f, "%s\"%s\": {\"answer\": ", a ? ", " : "", o->arms[a]);
         eval_json_str(f, res->answer);
-        fprintf(f, ", \"exact\": %s, \"n_reply\": %d, \"reply\": ", res->exact ? "true" : "false", res->n_reply);
+        fprintf(f, ", \"exact\": %s, \"n_reply\": %d, \"gates\": %d, \"fires\": %d, \"reply\": ",
+                res->exact ? "true" : "false", res->n_reply, res->n_gates, res->n_fires);
         eval_json_str(f, res->reply ? res->reply : "");
         fprintf(f, ", \"seconds\": %.2f}", res->seconds);
     }
