@@ -293,7 +293,8 @@ static recall_status try_len(const rc_bpe *bpe, const rc_lctx_haystack *h, doubl
     return s;
 }
 
-/* The largest-prompt attempt with n <= len: H moves by len - n until it lands on len or repeats. */
+/* The largest-prompt attempt with n <= len: H moves by len - n until the prompt lands on len (at
+ * most 16 tries; growing, H always passes the best H so far, so the search does not cycle there). */
 static recall_status search_len(const rc_bpe *bpe, const rc_lctx_haystack *h, rc_lctx_task task, int len, double u,
                                 const insert *ins, int n_ins, const char *question, attempt *best, recall_err *err) {
     attempt a;
