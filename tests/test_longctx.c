@@ -9,8 +9,9 @@
  *   limits   a haystack shorter than the budget, a length below the fixed text, a non-ASCII or
  *            marker-holding haystack fail explicitly; the FULL arm refuses a prompt longer than its
  *            context before anything runs (CLI), the recall arms take it
- *   cli      --help; a run on every arm writes every JSON field, progress on stderr; on the recall
- *            arms the window slides over a prompt longer than it */
+ *   cli      --help; a run on every arm writes every JSON field, progress on stderr, and each
+ *            prompt's ids and text (--prompts); on the recall arms the window slides over a
+ *            prompt longer than it */
 #include "blob.h"
 #include "checksum.h"
 #include "fixture.h"
@@ -311,12 +312,13 @@ static const json_value *get(const json_value *o, const char *k, json_type t) {
 Test(longctx, cli_runs_every_arm_and_writes_the_json) {
     const char *path = fixture_worldA_blob("f32");
     cr_assert(path);
-    char cmd[1024], json[64], *out = NULL;
+    char cmd[1024], json[64], dir[64], *out = NULL;
     snprintf(json, sizeof json, "build/longctx-%d.json", (int)getpid());
+    snprintf(dir, sizeof dir, "build/longctx-prompts-%d", (int)getpid());
     snprintf(cmd, sizeof cmd,
              "./recall longctx %s --task needle,multikey --len 640 --depth 0.25,0.75 --seed 3 --max-new 4 --json %s "
-             "2>&1",
-             path, json);
+             "--prompts %s 2>&1",
+             path, json, dir);
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
     cr_assert(strstr(out, "[FULL] needle len 640 depth 0.25: prefill "), "%s", out);
     cr_assert(strstr(out, "[RC_bge] multikey len 640 depth 0.75: prefill "), "%s", out);
@@ -362,6 +364,28 @@ Test(longctx, cli_runs_every_arm_and_writes_the_json) {
         cr_assert_eq(get(c, "answer_token", JSON_NUM)->i, k.ins_first[k.key]);
         cr_assert_str_eq(get(c, "question", JSON_STR)->str, k.question);
         cr_assert_eq(get(c, "inserts", JSON_ARR)->len, (size_t)k.n_inserts);
+        /* --prompts: the same ids and text for another engine */
+        char fn[128], *ftext;
+        size_t flen;
+        json_doc *ids_doc;
+        snprintf(fn, sizeof fn, "%s/case-%zu.ids", dir, i);
+        cr_assert_eq(rc_read_file(fn, &ftext, &flen, &err), RECALL_OK, "%s", err.msg);
+        cr_assert_eq(json_parse(ftext, flen, fn, &ids_doc, &err), RECALL_OK, "%s", err.msg);
+        const json_value *ids = json_root(ids_doc);
+        cr_assert_eq(ids->type, JSON_ARR);
+        cr_assert_eq(ids->len, (size_t)k.n_ids);
+        for (int j = 0; j < k.n_ids; j++) cr_assert_eq(ids->items[j].i, k.ids[j]);
+        json_free(ids_doc);
+        free(ftext);
+        remove(fn);
+        snprintf(fn, sizeof fn, "%s/case-%zu.txt", dir, i);
+        cr_assert_eq(rc_read_file(fn, &ftext, &flen, &err), RECALL_OK, "%s", err.msg);
+        char *want = decode(e.bpe, k.ids, k.n_ids);
+        cr_assert(flen == strlen(want) && !memcmp(ftext, want, flen));
+        cr_assert(strstr(ftext, k.user));
+        free(want);
+        free(ftext);
+        remove(fn);
         get(c, "haystack_offset", JSON_NUM);
         get(c, "context_tokens", JSON_ARR);
         const json_value *ar = get(c, "arms", JSON_OBJ);
@@ -393,4 +417,5 @@ Test(longctx, cli_runs_every_arm_and_writes_the_json) {
     json_free(doc);
     free(text);
     remove(json);
+    rmdir(dir);
 }

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 int cli_parse_mode_arm(const char *cmd, const char *mode, const char *arm, rc_recall_opts *o);
@@ -29,7 +30,7 @@ static void longctx_usage(FILE *f) {
     fprintf(f,
             "usage: recall longctx BLOB --task needle|multikey|vartrack[,..] --len N[,N..] [--depth D[,D..]]\n"
             "                      [--seed S] [--arms FULL,SP,RC_bge] [--max-new N] [--json OUT.json]\n"
-            "                      [--haystack FILE] [--mode faithful|clean] [--no-run]\n"
+            "                      [--haystack FILE] [--prompts DIR] [--mode faithful|clean] [--no-run]\n"
             "\n"
             "Exact-answer long-context cases (one per task x length x depth), each answered greedily on\n"
             "every arm. A case hides its answer (6 digits) in a pinned haystack at a depth and is put\n"
@@ -52,6 +53,9 @@ static void longctx_usage(FILE *f) {
             "  --json OUT      per case: task, len, prompt_tokens, prompt_xxh64 (XXH64 of the ids as\n"
             "                  little-endian int32), depth, depth_actual, expected, per arm {answer,\n"
             "                  exact, n_reply, gates, fires, reply, seconds}; a summary per arm\n"
+            "  --prompts DIR   write each case's prompt for other engines: DIR/case-K.ids (JSON array of\n"
+            "                  the token ids, no BOS; `score --tokens-file` reads it) and DIR/case-K.txt\n"
+            "                  (the same prompt as text, chat template included); K = case index\n"
             "  --no-run        build and check the cases (and write --json) without running any arm\n"
             "  --mode M        recall loop mode: faithful (default) or clean\n"
             "  --threads N     worker threads (default: RECALL_THREADS, else 1); same bits for any N\n"
@@ -65,7 +69,7 @@ static void longctx_usage(FILE *f) {
 }
 
 typedef struct {
-    const char *blob_path, *task_s, *len_s, *depth_s, *arms_s, *json_path, *haystack, *mode;
+    const char *blob_path, *task_s, *len_s, *depth_s, *arms_s, *json_path, *haystack, *mode, *prompts;
     uint64_t seed;
     int max_new, no_run;
     cli_exec_args xa;
@@ -140,7 +144,7 @@ static int longctx_parse_args(int argc, char **argv, longctx_opts *o) {
                           : !strcmp(a, "--depth") ? &o->depth_s : !strcmp(a, "--arms") ? &o->arms_s
                           : !strcmp(a, "--json") ? &o->json_path : !strcmp(a, "--haystack") ? &o->haystack
                           : !strcmp(a, "--mode") ? &o->mode : !strcmp(a, "--seed") ? &seed_s
-                          : !strcmp(a, "--max-new") ? &max_new_s : NULL;
+                          : !strcmp(a, "--max-new") ? &max_new_s : !strcmp(a, "--prompts") ? &o->prompts : NULL;
         if (slot) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "recall longctx: %s needs a value\n", a);
@@ -299,6 +303,48 @@ static int longctx_build(longctx_run *r) {
     return 0;
 }
 
+/* --prompts DIR: every case's ids and text, so that another engine gets the same prompt. */
+static int longctx_write_prompts(const longctx_run *r) {
+    const char *dir = r->o->prompts;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "recall longctx: --prompts %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    size_t cap = strlen(dir) + 32;
+    char *path = malloc(cap);
+    if (!path) {
+        fprintf(stderr, "recall longctx: out of memory\n");
+        return 1;
+    }
+    int rc = 0;
+    for (int c = 0; !rc && c < r->n_cases; c++) {
+        const rc_lctx_case *k = &r->cases[c];
+        char *tmp = NULL, *text = NULL;
+        size_t len;
+        recall_err err = {0};
+        snprintf(path, cap, "%s/case-%d.ids", dir, c);
+        FILE *f = eval_json_create(path, &tmp);
+        if (!f) rc = 1;
+        for (int i = 0; f && i < k->n_ids; i++) fprintf(f, "%s%d", i ? ", " : "[", k->ids[i]);
+        if (f) fputs("]\n", f), rc = eval_json_commit(f, tmp, path);
+        free(tmp);
+        if (rc) break;
+        if (rc_bpe_decode(r->bpe, k->ids, (size_t)k->n_ids, 0, &text, &len, &err)) {
+            fprintf(stderr, "recall longctx: %s\n", err.msg);
+            rc = 1;
+            break;
+        }
+        snprintf(path, cap, "%s/case-%d.txt", dir, c);
+        f = eval_json_create(path, &tmp);
+        if (!f) rc = 1;
+        else fwrite(text, 1, len, f), rc = eval_json_commit(f, tmp, path);
+        free(tmp);
+        free(text);
+    }
+    free(path);
+    return rc;
+}
+
 /* Prefill progress: a line each time the forced prompt passes another tenth. */
 typedef struct {
     const char *arm;
@@ -451,6 +497,7 @@ int cli_longctx(int argc, char **argv) {
     r.o = &o;
     rc = longctx_open(&r);
     if (!rc) rc = longctx_build(&r);
+    if (!rc && o.prompts) rc = longctx_write_prompts(&r);
     for (int a = 0; !rc && !o.no_run && a < o.n_arms; a++) rc = longctx_run_arm(&r, a);
     if (!rc) {
         printf("%-8s %s\n", "arm", "exact");
