@@ -404,7 +404,8 @@ typedef struct {
     uint64_t hash;
     long count;
     double nll, nll2;
-    double decode_tps; /* --scoring-rows 1: the latest SCORE_TPS_WINDOW decode rows' speed */
+    double decode_tps; /* --scoring-rows 1: the speed of the latest full window of SCORE_TPS_WINDOW */
+    int tps_rows;      /* decode rows (or of the only, shorter, window) */
 } score_run;
 
 static void score_close(score_run *s) {
@@ -506,10 +507,14 @@ static recall_status score_chunks(const score_opts *o, score_run *s, recall_err 
             rc_qwen2_fwd f = {.ids = s->chunk_ids + r0, .n = nr, .logits_all = s->logits};
             if (r0 == s->first) t_win = now_s();
             RC_TRY(rc_qwen2_forward(s->m, &f, err));
-            if (o->rows == 1 && r0 >= s->first && ++n_win == SCORE_TPS_WINDOW) { /* decode speed so far */
+            /* decode speed per SCORE_TPS_WINDOW rows, and over the chunk's last (partial) window */
+            if (o->rows == 1 && r0 >= s->first && (++n_win == SCORE_TPS_WINDOW || r0 + 1 == n_ctx)) {
                 const double t = now_s();
-                s->decode_tps = (double)n_win / (t - t_win);
-                fprintf(stderr, "score: decode rows %d..%d: %.2f tok/s\n", r0 + 1 - n_win, r0, s->decode_tps);
+                if (n_win == SCORE_TPS_WINDOW || s->tps_rows < SCORE_TPS_WINDOW) {
+                    s->decode_tps = (double)n_win / (t - t_win);
+                    s->tps_rows = n_win;
+                }
+                fprintf(stderr, "score: decode rows %d..%d: %.2f tok/s\n", r0 + 1 - n_win, r0, (double)n_win / (t - t_win));
                 t_win = t;
                 n_win = 0;
             }
@@ -528,7 +533,7 @@ static recall_status score_chunks(const score_opts *o, score_run *s, recall_err 
                 if (o->per_pos) s->pp[s->ip++] = (score_pos){ch, j, target, greedy, scored, v};
             }
             rows_done += nr;
-            if (rows_done % 1024 < (long)nr || r0 + nr == n_ctx)
+            if (rows_done % 1024 < (long)nr || r0 + nr == n_ctx || (o->rows == 1 && r0 + nr == s->first))
                 fprintf(stderr, "score: %s %ld/%ld rows (chunk %d/%d)\n", o->rows == 1 && r0 >= s->first ? "decode" : "prefill",
                         rows_done, rows_total, ch + 1, s->n_chunk);
         }
@@ -578,7 +583,7 @@ static recall_status score_report(const score_opts *o, const score_run *s, recal
     printf("kv_bytes %zu (%d positions allocated, context %d)\n", rc_qwen2_kv_bytes(s->m), rc_qwen2_kv_capacity(s->m),
            rc_qwen2_max_ctx(s->m));
     if (s->decode_tps > 0)
-        printf("decode %.2f tok/s over the last %d positions of the last chunk\n", s->decode_tps, SCORE_TPS_WINDOW);
+        printf("decode %.2f tok/s over the last %d positions of the last chunk\n", s->decode_tps, s->tps_rows);
     if (o->per_pos)
         for (size_t i = 0; i < s->ip; i++)
             printf("chunk %d pos %d target %d nll %.9f greedy %d%s\n", s->pp[i].chunk, s->pp[i].pos, s->pp[i].target,
