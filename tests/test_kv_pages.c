@@ -442,3 +442,45 @@ Test(kv_pages, score_decode_path_equals_prefill_bitwise_and_pages_apply) {
     remove(tok);
     remove(js);
 }
+
+static char *read_all(const char *path, size_t *len) {
+    char *t = NULL;
+    recall_err err = {0};
+    cr_assert_eq(rc_read_file(path, &t, len, &err), RECALL_OK, "%s", err.msg);
+    return t;
+}
+
+Test(kv_pages, forward_decode_from_equals_prefill_dump_and_pages_apply) {
+    const char *blob = fixture_worldA_blob("f32");
+    cr_assert(blob);
+    char ids[1024] = "[";
+    uint32_t s = 31;
+    for (int i = 0; i < 90; i++) sprintf(ids + strlen(ids), "%s%u", i ? "," : "", lcg(&s) % 1088u);
+    strcat(ids, "]");
+    const char *variants[4] = {"", "--decode-from 7", "--decode-from 0 --kv-pages 8:96", "--decode-from 7 --kv-pages 8:8"};
+    char *dump[4];
+    size_t len[4];
+    for (int v = 0; v < 4; v++) {
+        char path[64], cmd[2048];
+        snprintf(path, sizeof path, "/tmp/recall_kvpf%d_%ld.npz", v, (long)getpid());
+        snprintf(cmd, sizeof cmd, "./recall forward %s --ids '%s' --dump %s %s 2>&1", blob, ids, path, variants[v]);
+        char *out = NULL;
+        cr_assert_eq(fixture_sh(cmd, &out), 0, "%s\n%s", cmd, out);
+        if (v == 3) cr_assert(strstr(out, "prefill 7 ids, decode 83, attention page 8, budget 8, ranked"), "%s", out);
+        free(out);
+        dump[v] = read_all(path, &len[v]);
+        remove(path);
+    }
+    /* logits, hidden_last and q_layers: the whole file is the same bytes */
+    for (int v = 1; v < 3; v++)
+        cr_assert(len[v] == len[0] && !memcmp(dump[v], dump[0], len[0]), "forward %s differs from one prefill",
+                  variants[v]);
+    cr_assert(len[3] == len[0] && memcmp(dump[3], dump[0], len[0]), "a budget of one page changed nothing");
+    for (int v = 0; v < 4; v++) free(dump[v]);
+    char *out = NULL;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '%s' --kv-pages 8:8 2>&1", blob, ids);
+    cr_assert_eq(fixture_sh(cmd, &out), 2);
+    cr_assert(strstr(out, "add --decode-from N"), "%s", out);
+    free(out);
+}
