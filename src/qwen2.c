@@ -51,6 +51,8 @@ struct rc_qwen2 {
     int *n_sel;            /* [NKV] positions gathered */
 };
 
+static void kv_pages_free(rc_qwen2 *m);
+
 void rc_qwen2_close(rc_qwen2 *m) {
     if (!m) return;
     free(m->L);
@@ -70,13 +72,7 @@ void rc_qwen2_close(rc_qwen2 *m) {
     free(m->u);
     free(m->scores);
     free(m->gate_q);
-    free(m->kmin);
-    free(m->kmax);
-    free(m->rank);
-    free(m->keep);
-    free(m->gk);
-    free(m->gv);
-    free(m->n_sel);
+    kv_pages_free(m);
     rc_exec_close(m->own_ex);
     free(m);
 }

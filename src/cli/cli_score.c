@@ -556,7 +556,10 @@ static recall_status score_write_json(const score_opts *o, const score_run *s, d
             s->n, (unsigned long long)s->hash, s->n_ctx, s->n_chunk, s->first, s->use_bos ? "true" : "false",
             s->count, mean, ppl, ppl_err, rc_qwen2_kv_bytes(s->m));
     for (int i = 0; i < s->n_chunk; i++) fprintf(jf, "%s%.17g", i ? ", " : "", s->chunk_ppl[i]);
-    fputs("]", jf);
+    char kvp[128];
+    cli_kv_pages_describe(&o->kvp, kvp, sizeof kvp);
+    fprintf(jf, "], \"scoring_rows\": %d, \"attention\": \"%s\"", o->rows, kvp);
+    if (s->decode_tps > 0) fprintf(jf, ", \"decode_tok_s\": %.6g, \"decode_tok_s_rows\": %d", s->decode_tps, s->tps_rows);
     if (o->per_pos) {
         fputs(", \"positions\": [", jf);
         for (size_t i = 0; i < s->ip; i++)
