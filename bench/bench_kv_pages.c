@@ -5,12 +5,12 @@
  *   1. ids[0..P) prefilled once (dense); P = N/2 by default, llama-perplexity's scored range
  *      (positions P .. N-2, each predicting id j+1; NLL in double from the fp32 logits, as score);
  *   2. the dense reference: ids[P..N) prefilled in 64-row calls (bitwise the dense decode path:
- *      tests/test_kv_pages.c), its NLLs;
- *   3. --time S: the cache cropped to N-S and S decode steps per configuration, configurations
- *      interleaved, R rounds; tok/s per step batch, under --lock PATH (flock) for this part only;
- *   4. each configuration: crop to P, ids P..N-1 decoded one call each, their NLLs and PPL.
+ *      tests/test_kv_pages.c), its NLLs (--dense-nll X: taken from an earlier run instead);
+ *   3. each configuration: crop to P, ids P..N-1 decoded one call each, their NLLs and PPL;
+ *   4. --time S: the cache cropped to N-S and S decode steps per configuration, configurations
+ *      interleaved, R rounds; tok/s per step batch, under --lock PATH (flock) for this part only.
  * usage: bench_kv_pages BLOB IDS_FILE N [--from P] [--threads T] [--configs C[,C..]] [--time S]
- *                       [--rounds R] [--lock PATH] [--no-ppl]
+ *                       [--rounds R] [--lock PATH] [--no-ppl] [--dense-nll X]
  *   IDS_FILE: decimal ids separated by whitespace; C: dense | PAGE:BUDGET | PAGE:BUDGET:rSEED
  *   (the seeded random control). Results go to stdout, progress to stderr. */
 #include "blob.h"
@@ -131,6 +131,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *blob = argv[1], *lock_path = NULL;
+    double dense_given = 0; /* --dense-nll X: the dense mean NLL of an earlier run (skips step 2) */
     int N = atoi(argv[3]), P = -1, threads = 1, time_steps = 0, rounds = 3, ppl = 1, ncfg = 0, n_ids = 0;
     rc_kv_pages_opts cfg[MAX_CFG];
     char cfgs[1024] = "dense,64:1024";
@@ -141,6 +142,7 @@ int main(int argc, char **argv) {
             continue;
         }
         if (!strcmp(a, "--from")) P = atoi(v);
+        else if (!strcmp(a, "--dense-nll")) dense_given = atof(v);
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--time")) time_steps = atoi(v);
         else if (!strcmp(a, "--rounds")) rounds = atoi(v);
@@ -189,13 +191,30 @@ int main(int argc, char **argv) {
     double t0 = now_s();
     feed(&r, 0, P, BATCH, 0, NULL, NULL, NULL);
     fprintf(stderr, "prefill 0..%d: %.0f s\n", P, now_s() - t0);
-    double dsum = 0, dsum2 = 0;
+    double dsum = 0, dsum2 = 0, dense_mean = dense_given;
     long dcount = 0;
-    t0 = now_s();
-    feed(&r, P, N, BATCH, N - 1, &dsum, &dsum2, &dcount);
-    const double dense_mean = dsum / (double)dcount;
-    report_ppl("dense (prefill rows)", dsum, dsum2, dcount, dense_mean, now_s() - t0);
+    if (!dense_given) {
+        t0 = now_s();
+        feed(&r, P, N, BATCH, N - 1, &dsum, &dsum2, &dcount);
+        dense_mean = dsum / (double)dcount;
+        report_ppl("dense (prefill rows)", dsum, dsum2, dcount, dense_mean, now_s() - t0);
+    }
+    for (int c = 0; ppl && c < ncfg; c++) {
+        if (!cfg[c].page) continue; /* the dense reference above */
+        char nm[96];
+        describe(&cfg[c], nm, sizeof nm);
+        fprintf(stderr, "%s\n", nm);
+        crop(&r, P);
+        set_pages(&r, &cfg[c]);
+        double sum = 0, sum2 = 0;
+        long count = 0;
+        t0 = now_s();
+        feed(&r, P, N, 1, N - 1, &sum, &sum2, &count);
+        report_ppl(nm, sum, sum2, count, dense_mean, now_s() - t0);
+    }
     if (time_steps > 0) {
+        /* the cache now holds N positions (the last configuration's history past P: the speed of a
+         * step does not depend on the values) */
         const int T0 = N - time_steps;
         int fd = -1;
         if (lock_path) {
@@ -236,19 +255,6 @@ int main(int argc, char **argv) {
         if (la) fclose(la);
         fflush(stdout);
         if (fd >= 0) close(fd); /* releases the lock */
-    }
-    for (int c = 0; ppl && c < ncfg; c++) {
-        if (!cfg[c].page) continue; /* the dense reference above */
-        char nm[96];
-        describe(&cfg[c], nm, sizeof nm);
-        fprintf(stderr, "%s\n", nm);
-        crop(&r, P);
-        set_pages(&r, &cfg[c]);
-        double sum = 0, sum2 = 0;
-        long count = 0;
-        t0 = now_s();
-        feed(&r, P, N, 1, N - 1, &sum, &sum2, &count);
-        report_ppl(nm, sum, sum2, count, dense_mean, now_s() - t0);
     }
     free(r.logits);
     free(ids);
