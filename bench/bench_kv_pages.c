@@ -6,7 +6,9 @@
  *      (positions P .. N-2, each predicting id j+1; NLL in double from the fp32 logits, as score);
  *   2. the dense reference: ids[P..N) prefilled in 64-row calls (bitwise the dense decode path:
  *      tests/test_kv_pages.c), its NLLs (--dense-nll X: taken from an earlier run instead);
- *   3. each configuration: crop to P, ids P..N-1 decoded one call each, their NLLs and PPL;
+ *   3. each configuration: crop to P, ids P..N-1 decoded one call each, their NLLs and PPL, and
+ *      against the dense run position by position: mean and max |NLL - dense NLL|, and how many
+ *      greedy ids (argmax of the logits) equal the dense ones;
  *   4. --time S: the cache cropped to N-S and S decode steps per configuration, configurations
  *      interleaved, R rounds; tok/s per step batch, under --lock PATH (flock) for this part only.
  * usage: bench_kv_pages BLOB IDS_FILE N [--from P] [--threads T] [--configs C[,C..]] [--time S]
@@ -41,14 +43,16 @@ static void die(const char *what, const recall_err *e) {
     exit(1);
 }
 
-/* -(logit[target] - logsumexp), double from the fp32 logits (cli_score.c's definition) */
-static double nll(const float *lg, size_t V, int target) {
+/* -(logit[target] - logsumexp), double from the fp32 logits (cli_score.c's definition); the
+ * argmax (lowest id on ties) into *greedy */
+static double nll(const float *lg, size_t V, int target, int *greedy) {
     size_t best = 0;
     for (size_t i = 1; i < V; i++)
         if (lg[i] > lg[best]) best = i;
     const double mx = (double)lg[best];
     double s = 0.0;
     for (size_t i = 0; i < V; i++) s += exp((double)lg[i] - mx);
+    *greedy = (int)best;
     return -((double)lg[target] - (mx + log(s)));
 }
 
@@ -83,6 +87,8 @@ typedef struct {
     const int32_t *ids;
     size_t V;
     float *logits; /* BATCH x V */
+    double *pos_nll; /* [N]: the NLL and the greedy id of each scored position j (of the feed) */
+    int *pos_greedy;
 } run;
 
 /* ids[from..to) through the model, `rows` per call; the summed NLL of the positions j < last
@@ -95,7 +101,8 @@ static void feed(run *r, int from, int to, int rows, int last, double *sum, doub
         if (rc_qwen2_forward(r->m, &f, &err)) die("forward", &err);
         for (int t = 0; sum && t < nr; t++)
             if (j + t < last) {
-                const double v = nll(r->logits + (size_t)t * r->V, r->V, r->ids[j + t + 1]);
+                const double v = nll(r->logits + (size_t)t * r->V, r->V, r->ids[j + t + 1], &r->pos_greedy[j + t]);
+                r->pos_nll[j + t] = v;
                 *sum += v;
                 *sum2 += v * v;
                 (*count)++;
@@ -115,12 +122,27 @@ static void crop(run *r, int n) {
     if (rc_qwen2_crop(r->m, n, &err)) die("crop", &err);
 }
 
-static void report_ppl(const char *name, double sum, double sum2, long count, double dense_mean, double secs) {
+/* PPL and mean NLL; against the dense run's positions (dn / dg, NULL for the dense run itself):
+ * the mean and largest |NLL - dense NLL| per position and how many greedy ids agree */
+static void report_ppl(const char *name, const run *r, int P, int last, const double *dn, const int *dg, double sum,
+                       double sum2, long count, double dense_mean, double secs) {
     const double mean = sum / (double)count, ppl = exp(mean);
     const double var = sum2 / (double)count - mean * mean;
     const double err = count > 1 && var > 0 ? ppl * sqrt(var / (double)(count - 1)) : 0.0;
-    printf("ppl %-26s PPL %.4f +/- %.5f  mean_nll %.9f  d_mean_nll %+.6f  scored %ld  (%.0f s)\n", name, ppl, err, mean,
-           mean - dense_mean, count, secs);
+    printf("ppl %-26s PPL %.4f +/- %.5f  mean_nll %.9f  d_mean_nll %+.6f  scored %ld", name, ppl, err, mean,
+           mean - dense_mean, count);
+    if (dn) {
+        double sad = 0, mad = 0;
+        int agree = 0;
+        for (int j = P; j < last; j++) {
+            const double d = fabs(r->pos_nll[j] - dn[j]);
+            sad += d;
+            mad = d > mad ? d : mad;
+            agree += r->pos_greedy[j] == dg[j];
+        }
+        printf("  mean|dNLL| %.6f  max|dNLL| %.6f  greedy=dense %d/%d", sad / (last - P), mad, agree, last - P);
+    }
+    printf("  (%.0f s)\n", secs);
     fflush(stdout);
 }
 
@@ -185,7 +207,11 @@ int main(int argc, char **argv) {
     r.ids = ids;
     r.V = (size_t)rc_qwen2_cfg(r.m)->vocab;
     r.logits = malloc((size_t)BATCH * r.V * sizeof(float));
-    if (!r.logits) die("out of memory", NULL);
+    r.pos_nll = calloc((size_t)N, sizeof(double));
+    r.pos_greedy = calloc((size_t)N, sizeof(int));
+    double *dense_nll = calloc((size_t)N, sizeof(double));
+    int *dense_greedy = calloc((size_t)N, sizeof(int));
+    if (!r.logits || !r.pos_nll || !r.pos_greedy || !dense_nll || !dense_greedy) die("out of memory", NULL);
     printf("bench_kv_pages: N %d, dense prefill of 0..%d, scored %d..%d, threads %d, simd %s\n", N, P, P, N - 2, threads,
            ex->k.name);
     double t0 = now_s();
@@ -197,7 +223,9 @@ int main(int argc, char **argv) {
         t0 = now_s();
         feed(&r, P, N, BATCH, N - 1, &dsum, &dsum2, &dcount);
         dense_mean = dsum / (double)dcount;
-        report_ppl("dense (prefill rows)", dsum, dsum2, dcount, dense_mean, now_s() - t0);
+        report_ppl("dense (prefill rows)", &r, P, N - 1, NULL, NULL, dsum, dsum2, dcount, dense_mean, now_s() - t0);
+        memcpy(dense_nll, r.pos_nll, (size_t)N * sizeof(double));
+        memcpy(dense_greedy, r.pos_greedy, (size_t)N * sizeof(int));
     }
     for (int c = 0; ppl && c < ncfg; c++) {
         if (!cfg[c].page) continue; /* the dense reference above */
@@ -210,7 +238,8 @@ int main(int argc, char **argv) {
         long count = 0;
         t0 = now_s();
         feed(&r, P, N, 1, N - 1, &sum, &sum2, &count);
-        report_ppl(nm, sum, sum2, count, dense_mean, now_s() - t0);
+        report_ppl(nm, &r, P, N - 1, dense_given ? NULL : dense_nll, dense_greedy, sum, sum2, count, dense_mean,
+                   now_s() - t0);
     }
     if (time_steps > 0) {
         /* the cache now holds N positions (the last configuration's history past P: the speed of a
@@ -257,6 +286,10 @@ int main(int argc, char **argv) {
         if (fd >= 0) close(fd); /* releases the lock */
     }
     free(r.logits);
+    free(r.pos_nll);
+    free(r.pos_greedy);
+    free(dense_nll);
+    free(dense_greedy);
     free(ids);
     rc_qwen2_close(r.m);
     rc_exec_close(ex);
