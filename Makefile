@@ -73,7 +73,7 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = realshape bench-loop soak soak-lsan bench-tok
+PHONY_EXTRA = realshape bench-loop soak soak-lsan bench-tok bench-kv-pages
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
   cross-test-s390x fuzz fuzz-merge $(NEED_TARGETS)
@@ -89,6 +89,7 @@ help:
 	@echo "  soak        200 worldA chat turns via recall chat --session, SIGKILLed at seeded points (SOAK_ARGS=)"
 	@echo "  soak-lsan   a shorter soak with ./recall built with ASan + LeakSanitizer (build-asan/recall)"
 	@echo "  bench-tok   tokenizer MB/s (BPE encode/decode, WordPiece encode), 1 thread, no blob needed"
+	@echo "  bench-kv-pages  --kv-pages PPL vs budget + decode tok/s at the end (KVP_IDS, KVP_N, KVP_ARGS)"
 	@echo "  synth       generate the real-shape synthetic world (random weights) and convert it to nf4"
 	@echo "  bench       kernel + model benchmarks (checked bitwise vs scalar) on the synth blob"
 	@echo "  cross-test-aarch64  NEON kernels vs scalar: Debian cross gcc + qemu-aarch64-static"
@@ -266,6 +267,12 @@ $(BUILD)/bench_tok: bench/bench_tok.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 bench-tok: $(BUILD)/bench_tok
 	./$(BUILD)/bench_tok $(BENCH_TOK_ARGS)
+# Page-sparse decode (bench/bench_kv_pages.c): PPL against the page budget on one chunk and the
+# decode tok/s at its end; KVP_IDS (whitespace ids), KVP_N, KVP_ARGS='--configs dense,64:1024 ...'.
+$(BUILD)/bench_kv_pages: bench/bench_kv_pages.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+bench-kv-pages: $(BUILD)/bench_kv_pages
+	./$(BUILD)/bench_kv_pages $(SYNTH)/r1-1.5b-nf4.blob $(KVP_IDS) $(KVP_N) $(KVP_ARGS)
 
 # Real-shape decoder smoke (64-token prefill + 16 decode steps, finite logits) and the loop's fast
 # vs reference schedule (rows and wall time per turn, outputs checked bitwise).

@@ -8,6 +8,7 @@
  * position, so growth never changes a result bit. */
 #include "qwen2.h"
 
+#include "kv_pages.h"
 #include "ops.h"
 #include "pool.h"
 
@@ -39,7 +40,18 @@ struct rc_qwen2 {
     float *gate_q;      /* [n_gate][qd] */
     const rc_exec *ex;  /* kernels + thread pool (borrowed, or own_ex) */
     rc_exec *own_ex;
+    /* page-sparse decode (kv_pages.h), all NULL / 0 while kvp.page == 0 */
+    rc_kv_pages_opts kvp;
+    float *kmin, *kmax;    /* [ceil(cap / page)][NL][kvd]: elementwise key bounds per page */
+    int max_pages;         /* ceil(max_ctx / page) */
+    rc_kvp_rank *rank;     /* [NKV][max_pages] selection scratch */
+    unsigned char *keep;   /* [NKV][max_pages] */
+    float *gk, *gv;        /* [NKV][gather_cap][D]: the selected K / V rows of one decode step */
+    int gather_cap;        /* positions per KV head in gk / gv */
+    int *n_sel;            /* [NKV] positions gathered */
 };
+
+static void kv_pages_free(rc_qwen2 *m);
 
 void rc_qwen2_close(rc_qwen2 *m) {
     if (!m) return;
@@ -60,6 +72,7 @@ void rc_qwen2_close(rc_qwen2 *m) {
     free(m->u);
     free(m->scores);
     free(m->gate_q);
+    kv_pages_free(m);
     rc_exec_close(m->own_ex);
     free(m);
 }
@@ -258,7 +271,17 @@ static recall_status grow_to(rc_qwen2 *m, int cap, recall_err *err) {
     float *rs = rc ? (float *)realloc(m->rope_sin, ncap * (size_t)half * sizeof(float)) : NULL;
     if (rs) m->rope_sin = rs;
     float *sc = (float *)malloc(ncap * (size_t)m->ex->threads * sizeof(float)); /* one row per worker */
-    if (!kc || !vc || !rc || !rs || !sc) {
+    int meta_ok = 1;
+    if (m->kvp.page && rc && rs) { /* page-major: the pages already folded stay where they are */
+        const size_t pages = (ncap + (size_t)m->kvp.page - 1) / (size_t)m->kvp.page;
+        const size_t bytes = pages * (size_t)NL * kvd * sizeof(float);
+        float *mn = (float *)realloc(m->kmin, bytes);
+        if (mn) m->kmin = mn;
+        float *mx = mn ? (float *)realloc(m->kmax, bytes) : NULL;
+        if (mx) m->kmax = mx;
+        meta_ok = mn && mx;
+    }
+    if (!kc || !vc || !rc || !rs || !sc || !meta_ok) {
         free(kc);
         free(vc);
         free(sc);
@@ -322,10 +345,110 @@ static recall_status grow_for(rc_qwen2 *m, int need, recall_err *err) {
     return grow_to(m, cap > m->max_ctx ? m->max_ctx : (int)cap, err);
 }
 
+/* The key bounds of page `page`, layer l: [kvd] floats each (all KV heads). */
+static float *page_min(const rc_qwen2 *m, int page, int l) {
+    return m->kmin + ((size_t)page * (size_t)m->c.layers + (size_t)l) * (size_t)m->kvd;
+}
+static float *page_max(const rc_qwen2 *m, int page, int l) {
+    return m->kmax + ((size_t)page * (size_t)m->c.layers + (size_t)l) * (size_t)m->kvd;
+}
+
+/* Refolds the key bounds of positions [pos0, n) from the cache, every layer; pos0 starts a page. */
+static void refold_pages(rc_qwen2 *m, int pos0, int n) {
+    const int P = m->kvp.page;
+    for (int l = 0; l < m->c.layers; l++) {
+        const float *kc = m->kc + (size_t)l * m->cap * m->kvd;
+        for (int pos = pos0; pos < n; pos++)
+            rc_kvp_fold(page_min(m, pos / P, l), page_max(m, pos / P, l), kc + (size_t)pos * m->kvd, (size_t)m->kvd,
+                        pos % P == 0);
+    }
+}
+
 recall_status rc_qwen2_crop(rc_qwen2 *m, int n, recall_err *err) {
     if (n < 0 || n > m->n_cached)
         return rc_fail(err, RECALL_E_ARG, "qwen2: crop to %d outside [0, %d]", n, m->n_cached);
     m->n_cached = n;
+    /* a page cut in the middle forgets the keys past n; a page that starts at n restarts on append */
+    if (m->kvp.page && n % m->kvp.page) refold_pages(m, n - n % m->kvp.page, n);
+    return RECALL_OK;
+}
+
+static void kv_pages_free(rc_qwen2 *m) {
+    free(m->kmin);
+    free(m->kmax);
+    free(m->rank);
+    free(m->keep);
+    free(m->gk);
+    free(m->gv);
+    free(m->n_sel);
+    m->kmin = m->kmax = m->gk = m->gv = NULL;
+    m->rank = NULL;
+    m->keep = NULL;
+    m->n_sel = NULL;
+    m->gather_cap = m->max_pages = 0;
+    memset(&m->kvp, 0, sizeof m->kvp);
+}
+
+recall_status rc_qwen2_set_kv_pages(rc_qwen2 *m, const rc_kv_pages_opts *o, recall_err *err) {
+    if (o && o->page && (o->page < 1 || o->budget < 0))
+        return rc_fail(err, RECALL_E_ARG, "qwen2: kv pages %d:%d: the page must be >= 1 and the budget >= 0", o->page,
+                       o->budget);
+    kv_pages_free(m);
+    if (!o || !o->page) return RECALL_OK;
+    const int P = o->page, NKV = m->c.kv_heads;
+    const size_t pages = ((size_t)m->cap + (size_t)P - 1) / (size_t)P;
+    const size_t meta = pages * (size_t)m->c.layers * (size_t)m->kvd;
+    m->max_pages = (int)(((long)m->max_ctx + P - 1) / P);
+    m->kmin = falloc(meta);
+    m->kmax = falloc(meta);
+    m->rank = (rc_kvp_rank *)calloc((size_t)NKV * (size_t)m->max_pages, sizeof(rc_kvp_rank));
+    m->keep = (unsigned char *)calloc((size_t)NKV * (size_t)m->max_pages, 1);
+    m->n_sel = (int *)calloc((size_t)NKV, sizeof(int));
+    if (!m->kmin || !m->kmax || !m->rank || !m->keep || !m->n_sel) {
+        kv_pages_free(m);
+        return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory for the kv page bounds (%zu pages)", pages);
+    }
+    m->kvp = *o;
+    refold_pages(m, 0, m->n_cached);
+    return RECALL_OK;
+}
+
+const rc_kv_pages_opts *rc_qwen2_kv_pages(const rc_qwen2 *m) { return &m->kvp; }
+
+recall_status rc_qwen2_kv_page_bounds(const rc_qwen2 *m, int layer, int page, const float **mn, const float **mx,
+                                      recall_err *err) {
+    if (!m->kvp.page || layer < 0 || layer >= m->c.layers || page < 0 ||
+        (long)page * m->kvp.page >= m->n_cached)
+        return rc_fail(err, RECALL_E_ARG, "qwen2: no kv page %d at layer %d (page size %d, %d positions cached)", page,
+                       layer, m->kvp.page, m->n_cached);
+    *mn = page_min(m, page, layer);
+    *mx = page_max(m, page, layer);
+    return RECALL_OK;
+}
+
+const float *rc_qwen2_k_row(const rc_qwen2 *m, int layer, int pos) {
+    if (layer < 0 || layer >= m->c.layers || pos < 0 || pos >= m->n_cached) return NULL;
+    return m->kc + ((size_t)layer * m->cap + (size_t)pos) * m->kvd;
+}
+
+/* The gather buffers for a decode step at position pos: at most (budget/page + 3) pages. */
+static recall_status grow_gather(rc_qwen2 *m, int pos, recall_err *err) {
+    const long pages = (long)m->kvp.budget / m->kvp.page + 3;
+    long need = pages * m->kvp.page;
+    if (need > pos + 1) need = pos + 1;
+    if (need <= m->gather_cap) return RECALL_OK;
+    const size_t n = (size_t)m->c.kv_heads * (size_t)need * (size_t)m->c.head_dim;
+    float *gk = falloc(n), *gv = falloc(n);
+    if (!gk || !gv) {
+        free(gk);
+        free(gv);
+        return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory for the kv page gather (%ld positions)", need);
+    }
+    free(m->gk);
+    free(m->gv);
+    m->gk = gk;
+    m->gv = gv;
+    m->gather_cap = (int)need;
     return RECALL_OK;
 }
 
@@ -344,11 +467,12 @@ static void matmul_rows(const rc_qwen2 *m, const rc_mat *w, const float *bias, c
     rc_exec_matmul(m->ex, w, bias, X, (size_t)w->cols, nr, Y, (size_t)w->rows);
 }
 
-/* attention of rows [0, nr) (positions pos0..) for heads [h0, h1): one worker per head range */
+/* attention of rows [0, nr) (positions pos0..) for heads [h0, h1): one worker per head range.
+ * sparse: one decode row over the rows gathered per KV head by select_pages. */
 typedef struct {
     const rc_qwen2 *m;
     const float *kc, *vc;
-    int nr, pos0;
+    int nr, pos0, sparse, layer;
 } attn_job;
 
 static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
@@ -359,14 +483,58 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
     float *s = m->scores + (size_t)worker * (size_t)m->cap;
     for (int64_t h = h0; h < h1; h++) {
         const int kvh = (int)h / group;
-        for (int t = 0; t < j->nr; t++) {
-            const int pos = j->pos0 + t;
-            const float *qh = m->q + (size_t)t * m->qd + (size_t)h * D;
-            k->attn_scores(qh, j->kc + (size_t)kvh * D, (size_t)m->kvd, pos + 1, (size_t)D, m->scale, s);
-            k->softmax(s, (size_t)pos + 1);
-            k->attn_wsum(s, j->vc + (size_t)kvh * D, (size_t)m->kvd, pos + 1, (size_t)D,
-                         m->att + (size_t)t * m->qd + (size_t)h * D);
+        const float *K = j->kc + (size_t)kvh * D, *V = j->vc + (size_t)kvh * D;
+        size_t ld = (size_t)m->kvd;
+        if (j->sparse) {
+            K = m->gk + (size_t)kvh * m->gather_cap * D;
+            V = m->gv + (size_t)kvh * m->gather_cap * D;
+            ld = (size_t)D;
         }
+        for (int t = 0; t < j->nr; t++) {
+            const int n = j->sparse ? m->n_sel[kvh] : j->pos0 + t + 1;
+            const float *qh = m->q + (size_t)t * m->qd + (size_t)h * D;
+            k->attn_scores(qh, K, ld, n, (size_t)D, m->scale, s);
+            k->softmax(s, (size_t)n);
+            k->attn_wsum(s, V, ld, n, (size_t)D, m->att + (size_t)t * m->qd + (size_t)h * D);
+        }
+    }
+}
+
+/* Page selection of a decode row at position pos0 (kv_pages.h), KV heads [g0, g1): ranks the
+ * candidate pages by the largest bound over the group's query heads, then gathers the kept
+ * pages' K and V rows in ascending position order into gk / gv. */
+static void select_pages(void *ctx, int64_t g0, int64_t g1, int worker) {
+    const attn_job *j = ctx;
+    const rc_qwen2 *m = j->m;
+    (void)worker;
+    const int P = m->kvp.page, D = m->c.head_dim, group = m->c.heads / m->c.kv_heads, pos = j->pos0;
+    const int n_pages = pos / P + 1, n_cand = n_pages - 3;
+    const int ranked = !m->kvp.random && m->kvp.budget / P < n_cand; /* else the bounds are not needed */
+    for (int64_t g = g0; g < g1; g++) {
+        const int kvh = (int)g;
+        rc_kvp_rank *rank = m->rank + (size_t)kvh * m->max_pages;
+        unsigned char *keep = m->keep + (size_t)kvh * m->max_pages;
+        for (int p = 1; ranked && p < n_pages - 2; p++) {
+            const float *mn = page_min(m, p, j->layer) + (size_t)kvh * D, *mx = page_max(m, p, j->layer) + (size_t)kvh * D;
+            double best = -INFINITY;
+            for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+                const double b = rc_kvp_bound(m->q + (size_t)h * D, mn, mx, (size_t)D);
+                if (b > best) best = b;
+            }
+            rank[p].bound = best;
+        }
+        rc_kvp_select(&m->kvp, n_pages, rank, j->layer, kvh, pos, keep);
+        float *gk = m->gk + (size_t)kvh * m->gather_cap * D, *gv = m->gv + (size_t)kvh * m->gather_cap * D;
+        int n = 0;
+        for (int p = 0; p < n_pages; p++) {
+            if (!keep[p]) continue;
+            const int end = (p + 1) * P < pos + 1 ? (p + 1) * P : pos + 1;
+            for (int r = p * P; r < end; r++, n++) {
+                memcpy(gk + (size_t)n * D, j->kc + (size_t)r * m->kvd + (size_t)kvh * D, (size_t)D * sizeof(float));
+                memcpy(gv + (size_t)n * D, j->vc + (size_t)r * m->kvd + (size_t)kvh * D, (size_t)D * sizeof(float));
+            }
+        }
+        m->n_sel[kvh] = n;
     }
 }
 
@@ -419,9 +587,14 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
             rope(m->k + (size_t)t * m->kvd, c->kv_heads, D, cs, sn);
             memcpy(kc + (size_t)pos * m->kvd, m->k + (size_t)t * m->kvd, (size_t)m->kvd * sizeof(float));
             memcpy(vc + (size_t)pos * m->kvd, m->v + (size_t)t * m->kvd, (size_t)m->kvd * sizeof(float));
+            if (m->kvp.page)
+                rc_kvp_fold(page_min(m, pos / m->kvp.page, l), page_max(m, pos / m->kvp.page, l),
+                            m->k + (size_t)t * m->kvd, (size_t)m->kvd, pos % m->kvp.page == 0);
         }
         {
-            attn_job aj = {m, kc, vc, nr, pos0};
+            /* a decode step (a call of one row) attends to the selected pages; prefill densely */
+            attn_job aj = {m, kc, vc, nr, pos0, m->kvp.page && f->n == 1, l};
+            if (aj.sparse) rc_pool_for(m->ex->pool, c->kv_heads, 1, select_pages, &aj);
             rc_pool_for(m->ex->pool, c->heads, 1, attn_heads, &aj);
         }
         matmul_rows(m, &w->o, NULL, m->att, nr, m->xn);
@@ -455,6 +628,7 @@ recall_status rc_qwen2_forward(rc_qwen2 *m, const rc_qwen2_fwd *f, recall_err *e
                 return rc_fail(err, RECALL_E_ARG, "qwen2: token id %d at index %d outside [0, %d)", (int)f->ids[t], t,
                                m->c.vocab);
     RC_TRY(grow_for(m, m->n_cached + f->n, err));
+    if (m->kvp.page && f->n == 1) RC_TRY(grow_gather(m, m->n_cached, err));
     for (int row0 = 0; row0 < f->n; row0 += RC_QWEN2_CHUNK) {
         int nr = f->n - row0 < RC_QWEN2_CHUNK ? f->n - row0 : RC_QWEN2_CHUNK;
         forward_chunk(m, f, row0, nr, m->n_cached);

@@ -34,6 +34,7 @@
 #define RECALL_QWEN2_H
 
 #include "blob.h"
+#include "kv_pages.h"
 #include "pool.h"
 #include "rope.h"
 #include "status.h"
@@ -104,6 +105,18 @@ const float *rc_qwen2_inv_freq(const rc_qwen2 *m);
 recall_status rc_qwen2_rope_row(rc_qwen2 *m, int pos, const float **cos_row, const float **sin_row, recall_err *err);
 /* Keeps the first n cached positions (0 <= n <= n_cached). */
 recall_status rc_qwen2_crop(rc_qwen2 *m, int n, recall_err *err);
+
+/* Page-sparse decode attention (kv_pages.h, REQ-CTX-006): o NULL or o->page 0 = dense (the
+ * default); otherwise every later forward call of exactly one row attends to the sink, the recent
+ * window and the selected pages, and calls of more rows stay dense. The page key bounds are
+ * built from the cached keys at once and kept as rows are appended or cropped. */
+recall_status rc_qwen2_set_kv_pages(rc_qwen2 *m, const rc_kv_pages_opts *o, recall_err *err);
+const rc_kv_pages_opts *rc_qwen2_kv_pages(const rc_qwen2 *m);
+/* For tests: the key bounds [kv_heads * D] of a cached page at a layer, and a cached K row
+ * [kv_heads * D] (after RoPE; NULL outside the cache). */
+recall_status rc_qwen2_kv_page_bounds(const rc_qwen2 *m, int layer, int page, const float **mn, const float **mx,
+                                      recall_err *err);
+const float *rc_qwen2_k_row(const rc_qwen2 *m, int layer, int pos);
 
 /* out[n][H] = embed_tokens rows (exact fp32 values). Ids are bounds-checked. */
 recall_status rc_qwen2_embed(const rc_qwen2 *m, const int32_t *ids, int n, float *out, recall_err *err);

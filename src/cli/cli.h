@@ -44,6 +44,13 @@ typedef struct {
  * (advancing *i) and returns 1; returns 0 for any other argument and -1 (message printed) for a
  * bad value. */
 int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args *x);
+/* --kv-pages PAGE:BUDGET / --kv-pages-random SEED (kv_pages.h) into o: same protocol as
+ * cli_exec_flag. cli_kv_pages_check: -1 (message printed) for a random control without pages.
+ * cli_kv_pages_describe: one line for the output ("dense", or the page, budget and ranking). */
+#include "kv_pages.h"
+int cli_kv_pages_flag(const char *cmd, int argc, char **argv, int *i, rc_kv_pages_opts *o);
+int cli_kv_pages_check(const char *cmd, const rc_kv_pages_opts *o);
+void cli_kv_pages_describe(const rc_kv_pages_opts *o, char *buf, size_t n);
 /* rc_blob_open with cli_blob_flags(x, base), then the --rope-scaling profile attached. */
 recall_status cli_blob_open(const cli_exec_args *x, const char *path, unsigned base, struct rc_blob **out,
                             recall_err *err);

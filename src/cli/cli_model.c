@@ -5,7 +5,8 @@
  *   recall pool    BLOB --ids '[...]' --dump OUT.npz     sp [n_sp,H] from the Qwen2 embeddings
  * forward and pool also take --tokens-file F (same ids from a file); forward, embed and pool take
  * --threads N / --simd P (bitwise the same results), --hugepages (blob copied into huge-page memory);
- * forward takes --ctx N (instance context) and --rope-scaling yarn:FACTOR:ORIG (rope.h).
+ * forward takes --ctx N (instance context), --rope-scaling yarn:FACTOR:ORIG (rope.h), and --decode-from N
+ * (later ids one call each: the decode path) with --kv-pages PAGE:BUDGET (kv_pages.h).
  *   recall heads   BLOB --q F.npy [--emb E.npy]          prints the gate score and bridge score
  * Only this file prints; the library returns errors as values. */
 #include "bert.h"
@@ -25,8 +26,9 @@
 
 
 typedef struct {
-    const char *blob, *ids, *tokens_file, *dump, *file, *q, *emb;
+    const char *blob, *ids, *tokens_file, *dump, *file, *q, *emb, *decode_from;
     cli_exec_args x;
+    rc_kv_pages_opts kvp; /* forward only */
 } model_args;
 
 /* Returns 0 ok, 1 help printed, 2 usage error. */
@@ -40,6 +42,7 @@ static int parse_args(int argc, char **argv, const char *usage, model_args *a) {
             return 1;
         }
         int xf = cli_exec_flag(argv[0], argc, argv, &i, &a->x);
+        if (!xf && !strcmp(argv[0], "forward")) xf = cli_kv_pages_flag(argv[0], argc, argv, &i, &a->kvp);
         if (xf < 0) return 2;
         if (xf > 0) continue;
         if (!strcmp(s, "--ids")) slot = &a->ids;
@@ -48,6 +51,7 @@ static int parse_args(int argc, char **argv, const char *usage, model_args *a) {
         else if (!strcmp(s, "--file")) slot = &a->file;
         else if (!strcmp(s, "--q")) slot = &a->q;
         else if (!strcmp(s, "--emb")) slot = &a->emb;
+        else if (!strcmp(s, "--decode-from") && !strcmp(argv[0], "forward")) slot = &a->decode_from;
         else if (s[0] != '-' && !a->blob) {
             a->blob = s;
             continue;
@@ -91,6 +95,7 @@ static recall_status read_npy_f32(const char *path, float **out, size_t *n, reca
 static const char FORWARD_USAGE[] =
     "usage: recall forward BLOB (--ids '[1,2,3]' | --tokens-file F) [--dump OUT.npz] [--threads N]\n"
     "                      [--simd scalar|avx2|avx512|neon] [--ctx N] [--rope-scaling yarn:FACTOR:ORIG]\n"
+    "                      [--decode-from N [--kv-pages PAGE:BUDGET [--kv-pages-random SEED]]]\n"
     "One Qwen2 prefill of the ids from an empty cache (F: a JSON array of ids or whitespace-separated\n"
     "ids). Prints the context and the KV cache bytes the prefill allocated. --ctx N: the instance\n"
     "context (default: the number of ids; at most the trained positions, which a longer request\n"
@@ -99,7 +104,42 @@ static const char FORWARD_USAGE[] =
     "--dump writes ids [T] (int32), logits [T,V],\n"
     "hidden_last [layers+1,H] (HF hidden_states at the last position) and q_layers [n_gate,T,heads*head_dim]\n"
     "(q_proj outputs after bias, before RoPE, at the gate layers). Without --dump: prints the argmax\n"
-    "of the last logits.\n";
+    "of the last logits.\n"
+    "--decode-from N: ids 0..N-1 in one prefill, then each later id in its own call (the decode\n"
+    "path; the logits are bitwise those of one prefill unless --kv-pages is given).\n"
+    "--kv-pages PAGE:BUDGET [--kv-pages-random SEED]: page-sparse attention for those decode steps\n"
+    "(an approximation: page 0, the last two pages and the best BUDGET/PAGE pages ranked by a key\n"
+    "bound, or as many drawn at random with the seed); prefill rows stay dense.\n";
+
+/* The forward itself: ids[0..n0) in one call, then one call per id (the decode path); every
+ * row's logits into logits[T][V], its gate-layer q into q[n_gate][T][QD], hid at the last row. */
+static recall_status forward_rows(rc_qwen2 *m, const int32_t *ids, int T, int n0, float *logits, float *hid, float *q,
+                                  recall_err *err) {
+    const rc_qwen2_config *c = rc_qwen2_cfg(m);
+    const size_t V = (size_t)c->vocab, QD = (size_t)c->heads * (size_t)c->head_dim;
+    if (n0 >= T) {
+        rc_qwen2_fwd f = {.ids = ids, .n = T, .logits_all = logits, .hidden_last = hid, .q_all = q};
+        return rc_qwen2_forward(m, &f, err);
+    }
+    float *q0 = malloc(((size_t)c->n_gate * (size_t)(n0 ? n0 : 1) * QD) * sizeof(float));
+    if (!q0) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
+    recall_status st = RECALL_OK;
+    if (n0) {
+        rc_qwen2_fwd f = {.ids = ids, .n = n0, .logits_all = logits, .q_all = q0};
+        st = rc_qwen2_forward(m, &f, err);
+        for (int g = 0; !st && g < c->n_gate; g++)
+            memcpy(q + (size_t)g * T * QD, q0 + (size_t)g * n0 * QD, (size_t)n0 * QD * sizeof(float));
+    }
+    for (int t = n0; !st && t < T; t++) {
+        rc_qwen2_fwd f = {.ids = ids + t, .n = 1, .logits_last = logits + (size_t)t * V,
+                          .hidden_last = t == T - 1 ? hid : NULL};
+        st = rc_qwen2_forward(m, &f, err);
+        for (int g = 0; !st && g < c->n_gate; g++)
+            memcpy(q + ((size_t)g * T + (size_t)t) * QD, rc_qwen2_gate_q(m) + (size_t)g * QD, QD * sizeof(float));
+    }
+    free(q0);
+    return st;
+}
 
 int cli_forward(int argc, char **argv) {
     model_args a;
@@ -107,6 +147,20 @@ int cli_forward(int argc, char **argv) {
     if (pr) return pr == 1 ? 0 : 2;
     if (!a.ids && !a.tokens_file) {
         fprintf(stderr, "recall forward: --ids or --tokens-file is required\n");
+        return 2;
+    }
+    if (cli_kv_pages_check("forward", &a.kvp)) return 2;
+    long n0 = -1;
+    if (a.decode_from) {
+        char *end;
+        n0 = strtol(a.decode_from, &end, 10);
+        if (end == a.decode_from || *end || n0 < 0 || n0 > (1L << 24)) {
+            fprintf(stderr, "recall forward: --decode-from %s: expected a position >= 0\n", a.decode_from);
+            return 2;
+        }
+    }
+    if (a.kvp.page && n0 < 0) {
+        fprintf(stderr, "recall forward: --kv-pages acts on decode steps only: add --decode-from N\n");
         return 2;
     }
     recall_err err = {0};
@@ -127,7 +181,9 @@ int cli_forward(int argc, char **argv) {
         rc_fail(&err, RECALL_E_LIMIT, "%d positions requested, the context holds %d (--ctx)", T, ctx);
         goto out;
     }
-    if (cli_exec_open(&a.x, &ex, &err) || rc_qwen2_open_ex(b, ctx, ex, &m, &err)) goto out;
+    if (cli_exec_open(&a.x, &ex, &err) || rc_qwen2_open_ex(b, ctx, ex, &m, &err) ||
+        rc_qwen2_set_kv_pages(m, &a.kvp, &err))
+        goto out;
     const rc_qwen2_config *c = rc_qwen2_cfg(m);
     const size_t V = (size_t)c->vocab, H = (size_t)c->hidden, QD = (size_t)c->heads * (size_t)c->head_dim;
     logits = malloc((size_t)T * V * sizeof(float));
@@ -137,12 +193,16 @@ int cli_forward(int argc, char **argv) {
         rc_fail(&err, RECALL_E_NOMEM, "out of memory");
         goto out;
     }
-    rc_qwen2_fwd f = {.ids = ids, .n = T, .logits_all = logits, .hidden_last = hid, .q_all = q};
-    if (rc_qwen2_forward(m, &f, &err)) goto out;
+    if (forward_rows(m, ids, T, n0 < 0 || n0 > T ? T : (int)n0, logits, hid, q, &err)) goto out;
     {
         char prof[256];
         rc_rope_describe(&c->rope, c->max_pos, prof, sizeof prof);
         printf("context %d of %d trained positions, rope %s\n", rc_qwen2_max_ctx(m), c->trained_pos, prof);
+        if (n0 >= 0 && n0 < T) {
+            char kvp[128];
+            cli_kv_pages_describe(&a.kvp, kvp, sizeof kvp);
+            printf("prefill %ld ids, decode %ld, attention %s\n", n0, T - n0, kvp);
+        }
     }
     printf("kv_bytes %zu (%d positions allocated for %d in use)\n", rc_qwen2_kv_bytes(m), rc_qwen2_kv_capacity(m),
            rc_qwen2_n_cached(m));

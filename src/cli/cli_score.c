@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---------------------------------------------------------------- shared CLI helpers */
 
@@ -83,6 +84,53 @@ int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args 
         x->simd = v;
     }
     return 1;
+}
+
+int cli_kv_pages_flag(const char *cmd, int argc, char **argv, int *i, rc_kv_pages_opts *o) {
+    const char *a = argv[*i];
+    const int is_pages = !strcmp(a, "--kv-pages"), is_random = !strcmp(a, "--kv-pages-random");
+    if (!is_pages && !is_random) return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "recall %s: %s needs a value\n", cmd, a);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    if (is_pages) {
+        recall_err e = {0};
+        if (rc_kvp_parse(v, o, &e)) {
+            fprintf(stderr, "recall %s: --kv-pages: %s\n", cmd, e.msg);
+            return -1;
+        }
+        return 1;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long seed = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-') {
+        fprintf(stderr, "recall %s: --kv-pages-random %s: expected a decimal seed\n", cmd, v);
+        return -1;
+    }
+    o->random = 1;
+    o->seed = (uint64_t)seed;
+    return 1;
+}
+
+int cli_kv_pages_check(const char *cmd, const rc_kv_pages_opts *o) {
+    if (o->random && !o->page) {
+        fprintf(stderr, "recall %s: --kv-pages-random needs --kv-pages PAGE:BUDGET\n", cmd);
+        return -1;
+    }
+    return 0;
+}
+
+void cli_kv_pages_describe(const rc_kv_pages_opts *o, char *buf, size_t n) {
+    if (!o->page)
+        snprintf(buf, n, "dense");
+    else if (o->random)
+        snprintf(buf, n, "page %d, budget %d, random pages (seed %llu)", o->page, o->budget,
+                 (unsigned long long)o->seed);
+    else
+        snprintf(buf, n, "page %d, budget %d, ranked by key bounds", o->page, o->budget);
 }
 
 unsigned cli_blob_flags(const cli_exec_args *x, unsigned base) {
@@ -219,6 +267,7 @@ recall_status cli_get_ids(const char *inline_ids, const char *tokens_file, int32
 static const char SCORE_USAGE[] =
     "usage: recall score BLOB (--tokens-file F | --ids '[...]') [--ctx N] [--bos] [--json OUT]\n"
     "                    [--per-position] [--threads N] [--simd scalar|avx2|avx512|neon]\n"
+    "                    [--scoring-rows R] [--kv-pages PAGE:BUDGET [--kv-pages-random SEED]]\n"
     "Teacher-forced scoring: per-position negative log-likelihood (natural log, double from the fp32\n"
     "logits) and greedy token, and perplexity with llama-perplexity's protocol: the ids are cut into\n"
     "chunks of N (default: all ids, at most the model's trained positions), each chunk is evaluated\n"
@@ -232,6 +281,14 @@ static const char SCORE_USAGE[] =
     "                   default: on iff the blob says tok.add_bos = 1)\n"
     "  --per-position   print (and write to --json) every position: chunk, pos, target, nll, greedy\n"
     "  --json OUT       the results as JSON\n"
+    "  --scoring-rows R rows per forward call from position N/2 on (the scored ones; 1..64, default\n"
+    "                   64); the unscored first half is always prefilled in calls of 64 rows.\n"
+    "                   R = 1 scores every position through the decode path (bitwise the same NLLs\n"
+    "                   as prefill when attention is dense) and reports the decode tok/s\n"
+    "  --kv-pages PAGE:BUDGET  page-sparse decode attention (an approximation, with R = 1 only): each\n"
+    "                   decode step attends to page 0, the last two pages and the best BUDGET/PAGE\n"
+    "                   other pages of PAGE positions, ranked by a per-page bound of q.k\n"
+    "  --kv-pages-random SEED  the control: the same number of pages, drawn at random (seeded)\n"
     "  --threads N / --simd P   execution (defaults: RECALL_THREADS / RECALL_SIMD); bitwise the same\n"
     "  --hugepages              copy the blob into huge-page memory (faster decode, slower start)\n"
     "Prefill progress goes to stderr.\n";
@@ -258,7 +315,9 @@ typedef struct {
     const char *blob_path, *ids_s, *tokens_file, *json_path;
     long ctx_req; /* 0: the default chunk */
     int per_pos, bos_flag;
+    int rows;     /* --scoring-rows: rows per call over the scored positions */
     cli_exec_args xa;
+    rc_kv_pages_opts kvp;
 } score_opts;
 
 /* Fills o from argv; returns -1 to go on, else the exit code (0 after --help). */
@@ -279,8 +338,20 @@ static int score_parse_args(int argc, char **argv, score_opts *o) {
             continue;
         }
         int x = cli_exec_flag("score", argc, argv, &i, &o->xa);
+        if (!x) x = cli_kv_pages_flag("score", argc, argv, &i, &o->kvp);
         if (x < 0) return 2;
         if (x > 0) continue;
+        if (!strcmp(a, "--scoring-rows")) {
+            char *end;
+            long r = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || end == argv[i + 1] || *end || r < 1 || r > SCORE_BATCH) {
+                fprintf(stderr, "recall score: --scoring-rows needs a value in 1..%d\n", SCORE_BATCH);
+                return 2;
+            }
+            o->rows = (int)r;
+            i++;
+            continue;
+        }
         const char **slot = !strcmp(a, "--ids") ? &o->ids_s : !strcmp(a, "--tokens-file") ? &o->tokens_file
                           : !strcmp(a, "--json") ? &o->json_path : NULL;
         if (slot) {
@@ -300,6 +371,12 @@ static int score_parse_args(int argc, char **argv, score_opts *o) {
         fprintf(stderr, "recall score: needs BLOB and --tokens-file or --ids\n%s", SCORE_USAGE);
         return 2;
     }
+    if (cli_kv_pages_check("score", &o->kvp)) return 2;
+    if (o->kvp.page && o->rows != 1) {
+        fprintf(stderr, "recall score: --kv-pages acts on decode steps only: add --scoring-rows 1\n");
+        return 2;
+    }
+    if (!o->rows) o->rows = SCORE_BATCH;
     o->ctx_req = o->xa.ctx; /* --ctx (cli_exec_flag) */
     if (o->ctx_req && o->ctx_req < 3) {
         fprintf(stderr, "recall score: --ctx %ld: expected an integer >= 3\n", o->ctx_req);
@@ -327,6 +404,8 @@ typedef struct {
     uint64_t hash;
     long count;
     double nll, nll2;
+    double decode_tps; /* --scoring-rows 1: the speed of the latest full window of SCORE_TPS_WINDOW */
+    int tps_rows;      /* decode rows (or of the only, shorter, window) */
 } score_run;
 
 static void score_close(score_run *s) {
@@ -359,6 +438,7 @@ static recall_status score_open(const score_opts *o, score_run *s, recall_err *e
     if (s->n_ctx < 3) return rc_fail(err, RECALL_E_ARG, "%s: %d tokens; scoring needs a chunk of at least 3", s->src, n);
     RC_TRY(cli_exec_open(&o->xa, &s->ex, err));
     RC_TRY(rc_qwen2_open_ex(s->b, s->n_ctx, s->ex, &s->m, err));
+    RC_TRY(rc_qwen2_set_kv_pages(s->m, &o->kvp, err));
     if (n < s->n_ctx)
         return rc_fail(err, RECALL_E_ARG, "%s: %d tokens is shorter than one chunk of %d (--ctx)", s->src, n, s->n_ctx);
     /* a request of known size: reserve the chunk once instead of growing by doubling */
@@ -385,6 +465,22 @@ static recall_status score_open(const score_opts *o, score_run *s, recall_err *e
 }
 
 /* Every chunk from an empty cache, SCORE_BATCH rows per forward; prints the running PPL per chunk. */
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Rows of the call starting at r0: SCORE_BATCH, or --scoring-rows from the first scored one on
+ * (the unscored rows before it in prefill calls that stop there). */
+static int score_call_rows(const score_opts *o, const score_run *s, int r0) {
+    int nr = SCORE_BATCH;
+    if (o->rows != SCORE_BATCH) nr = r0 < s->first ? (s->first - r0 < SCORE_BATCH ? s->first - r0 : SCORE_BATCH) : o->rows;
+    return s->n_ctx - r0 < nr ? s->n_ctx - r0 : nr;
+}
+
+#define SCORE_TPS_WINDOW 256 /* decode rows per tok/s report */
+
 static recall_status score_chunks(const score_opts *o, score_run *s, recall_err *err) {
     const int n_ctx = s->n_ctx;
     const long rows_total = (long)s->n_chunk * n_ctx;
@@ -394,10 +490,24 @@ static recall_status score_chunks(const score_opts *o, score_run *s, recall_err 
         memcpy(s->chunk_ids, tok, (size_t)n_ctx * sizeof(int32_t));
         if (s->use_bos) s->chunk_ids[0] = (int32_t)s->bos_id;
         RC_TRY(rc_qwen2_crop(s->m, 0, err));
-        for (int r0 = 0; r0 < n_ctx; r0 += SCORE_BATCH) {
-            const int nr = n_ctx - r0 < SCORE_BATCH ? n_ctx - r0 : SCORE_BATCH;
+        double t_win = now_s();
+        int n_win = 0;
+        for (int r0 = 0, nr; r0 < n_ctx; r0 += nr) {
+            nr = score_call_rows(o, s, r0);
             rc_qwen2_fwd f = {.ids = s->chunk_ids + r0, .n = nr, .logits_all = s->logits};
+            if (r0 == s->first) t_win = now_s();
             RC_TRY(rc_qwen2_forward(s->m, &f, err));
+            /* decode speed per SCORE_TPS_WINDOW rows, and over the chunk's last (partial) window */
+            if (o->rows == 1 && r0 >= s->first && (++n_win == SCORE_TPS_WINDOW || r0 + 1 == n_ctx)) {
+                const double t = now_s();
+                if (n_win == SCORE_TPS_WINDOW || s->tps_rows < SCORE_TPS_WINDOW) {
+                    s->decode_tps = (double)n_win / (t - t_win);
+                    s->tps_rows = n_win;
+                }
+                fprintf(stderr, "score: decode rows %d..%d: %.2f tok/s\n", r0 + 1 - n_win, r0, (double)n_win / (t - t_win));
+                t_win = t;
+                n_win = 0;
+            }
             for (int t = 0; t < nr; t++) {
                 const int j = r0 + t;
                 if (j >= n_ctx - 1) break; /* the last row has no target inside the chunk */
@@ -413,9 +523,9 @@ static recall_status score_chunks(const score_opts *o, score_run *s, recall_err 
                 if (o->per_pos) s->pp[s->ip++] = (score_pos){ch, j, target, greedy, scored, v};
             }
             rows_done += nr;
-            if (rows_done % 1024 < (long)nr || r0 + nr == n_ctx)
-                fprintf(stderr, "score: prefill %ld/%ld rows (chunk %d/%d)\n", rows_done, rows_total, ch + 1,
-                        s->n_chunk);
+            if (rows_done % 1024 < (long)nr || r0 + nr == n_ctx || (o->rows == 1 && r0 + nr == s->first))
+                fprintf(stderr, "score: %s %ld/%ld rows (chunk %d/%d)\n", o->rows == 1 && r0 >= s->first ? "decode" : "prefill",
+                        rows_done, rows_total, ch + 1, s->n_chunk);
         }
         s->chunk_ppl[ch] = exp(s->nll / (double)s->count);
         printf("[%d]%.4f,", ch + 1, s->chunk_ppl[ch]);
@@ -436,7 +546,10 @@ static recall_status score_write_json(const score_opts *o, const score_run *s, d
             s->n, (unsigned long long)s->hash, s->n_ctx, s->n_chunk, s->first, s->use_bos ? "true" : "false",
             s->count, mean, ppl, ppl_err, rc_qwen2_kv_bytes(s->m));
     for (int i = 0; i < s->n_chunk; i++) fprintf(jf, "%s%.17g", i ? ", " : "", s->chunk_ppl[i]);
-    fputs("]", jf);
+    char kvp[128];
+    cli_kv_pages_describe(&o->kvp, kvp, sizeof kvp);
+    fprintf(jf, "], \"scoring_rows\": %d, \"attention\": \"%s\"", o->rows, kvp);
+    if (s->decode_tps > 0) fprintf(jf, ", \"decode_tok_s\": %.6g, \"decode_tok_s_rows\": %d", s->decode_tps, s->tps_rows);
     if (o->per_pos) {
         fputs(", \"positions\": [", jf);
         for (size_t i = 0; i < s->ip; i++)
@@ -462,6 +575,8 @@ static recall_status score_report(const score_opts *o, const score_run *s, recal
     printf("scored %ld positions, mean nll %.9f\n", s->count, mean);
     printf("kv_bytes %zu (%d positions allocated, context %d)\n", rc_qwen2_kv_bytes(s->m), rc_qwen2_kv_capacity(s->m),
            rc_qwen2_max_ctx(s->m));
+    if (s->decode_tps > 0)
+        printf("decode %.2f tok/s over the last %d positions of the last chunk\n", s->decode_tps, s->tps_rows);
     if (o->per_pos)
         for (size_t i = 0; i < s->ip; i++)
             printf("chunk %d pos %d target %d nll %.9f greedy %d%s\n", s->pp[i].chunk, s->pp[i].pos, s->pp[i].target,
@@ -479,8 +594,11 @@ int cli_score(int argc, char **argv) {
     rc = 1;
     if (!score_open(&o, &s, &err)) {
         printf("tokens %d xxh64 %016llx\n", s.n, (unsigned long long)s.hash);
+        char kvp[128];
+        cli_kv_pages_describe(&o.kvp, kvp, sizeof kvp);
         printf("n_ctx %d chunks %d scored_per_chunk %d bos %s\n", s.n_ctx, s.n_chunk, s.n_ctx - s.first - 1,
                s.use_bos ? "replaced" : "off");
+        printf("scoring rows per call %d, attention %s\n", o.rows, kvp);
         fflush(stdout);
         if (!score_chunks(&o, &s, &err) && !score_report(&o, &s, &err)) rc = 0;
     }
