@@ -11,10 +11,10 @@ int rc_draft_lookup(const int32_t *hist, int n, int k, int32_t *out) {
         /* the most recent j with hist[j..j+g) == suffix, followed by at least one token */
         for (int j = n - g - 1; j >= lo; j--) {
             if (hist[j] != suf[0] || memcmp(hist + j, suf, (size_t)g * sizeof *hist)) continue;
-            int m = n - (j + g);
-            if (m > k) m = k;
-            memcpy(out, hist + j + g, (size_t)m * sizeof *out);
-            return m;
+            /* hist[n + i] is guessed as hist[j + g + i]; past the history's end that is itself
+             * a guess (the repeat continues with period n - g - j) */
+            for (int i = 0; i < k; i++) out[i] = j + g + i < n ? hist[j + g + i] : out[j + g + i - n];
+            return k;
         }
     }
     return 0;

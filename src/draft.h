@@ -2,9 +2,10 @@
  *
  * Input: the token history hist[0..n) (the conversation so far, the newest greedy token last).
  * Lookup: for g = RC_DRAFT_NGRAM down to 1, the suffix hist[n-g..n) is searched for its most
- * recent earlier occurrence hist[j..j+g) (j + g < n); the first g that occurs proposes the
- * tokens that followed it there, hist[j+g ..], at most k of them (fewer where the history
- * ends). No occurrence: no draft. The proposals are only guesses: the caller verifies each one
+ * recent earlier occurrence hist[j..j+g) (j + g < n); the first g that occurs proposes k
+ * tokens continuing as they did there: out[i] = hist[j+g+i], which past the history's end is
+ * out[j+g+i-n] (the repeat goes on with period n-g-j, so a loop drafts its whole length).
+ * No occurrence: no draft. The proposals are only guesses: the caller verifies each one
  * against the model's own greedy choice (recall.c), so they change speed, never results.
  *
  * Length: rc_drafter adapts k to the acceptance: it doubles after a fully accepted draft (up
@@ -22,7 +23,7 @@
 #define RC_DRAFT_MAX 32     /* the largest --draft */
 #define RC_DRAFT_SPAN 65536 /* history positions searched back from the end */
 
-/* Up to k proposals into out[0..k); returns how many (0 = none). */
+/* k proposals into out[0..k); returns k, or 0 when the history has no earlier occurrence. */
 int rc_draft_lookup(const int32_t *hist, int n, int k, int32_t *out);
 
 typedef struct {

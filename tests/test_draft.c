@@ -42,20 +42,22 @@ Test(draft, lookup_exact_proposals) {
         cr_assert_eq(lookup(h, 10, 2, out), 2);
         cr_assert(out[0] == 4 && out[1] == 9);
     }
-    { /* the most recent occurrence; the continuation may run into the suffix itself */
+    { /* the most recent occurrence; past the history's end the repeat goes on (period 3) */
         const int32_t h[] = {1, 2, 10, 1, 2, 20, 1, 2};
-        cr_assert_eq(lookup(h, 8, 8, out), 3);
-        cr_assert(out[0] == 20 && out[1] == 1 && out[2] == 2);
+        const int32_t want[8] = {20, 1, 2, 20, 1, 2, 20, 1};
+        cr_assert_eq(lookup(h, 8, 8, out), 8);
+        cr_assert(!memcmp(out, want, sizeof want));
     }
-    { /* a 1-gram: proposals stop where the history ends */
+    { /* a 1-gram, period 2 */
         const int32_t h[] = {4, 5, 4};
-        cr_assert_eq(lookup(h, 3, 8, out), 2);
-        cr_assert(out[0] == 5 && out[1] == 4);
+        const int32_t want[5] = {5, 4, 5, 4, 5};
+        cr_assert_eq(lookup(h, 3, 5, out), 5);
+        cr_assert(!memcmp(out, want, sizeof want));
     }
-    { /* a period-1 loop proposes itself */
+    { /* a period-1 loop drafts itself to the full length */
         const int32_t h[] = {3, 3, 3, 3};
-        cr_assert_eq(lookup(h, 4, 4, out), 1);
-        cr_assert_eq(out[0], 3);
+        cr_assert_eq(lookup(h, 4, 4, out), 4);
+        cr_assert(out[0] == 3 && out[1] == 3 && out[2] == 3 && out[3] == 3);
     }
     { /* nothing repeats, too short, or k = 0: no draft */
         const int32_t h[] = {1, 2, 3, 4};
@@ -63,7 +65,7 @@ Test(draft, lookup_exact_proposals) {
         cr_assert_eq(lookup(h, 1, 4, out), 0);
         const int32_t g[] = {1, 1};
         cr_assert_eq(lookup(g, 2, 0, out), 0);
-        cr_assert_eq(lookup(g, 2, 1, out), 1);
+        cr_assert_eq(lookup(g, 2, 3, out), 3);
     }
 }
 
