@@ -5,8 +5,9 @@
  * problem 0), on the fast and the reference schedule: every reply id, gate / fire / rebuild
  * record, rebuild top-5, greedy margin, low-margin entry and streamed event bitwise the same
  * (draft 0 is test_recall.c's golden run; its replies and final history are re-checked here
- * against the golden file), with drafts actually accepted. The FULL arm likewise, and `chat`'s
- * stream through the public API (recall_turn's token events) on a copy-heavy conversation. */
+ * against the golden file), with drafts both accepted and rejected. The FULL arm likewise;
+ * the chat stream through the public API (recall_turn's token events) and through `recall chat`
+ * (stdout and --trace bytes). */
 #include "draft.h"
 #include "fixture.h"
 #include "json.h"
@@ -368,4 +369,27 @@ Test(draft, chat_streams_same_ids, .timeout = 600) {
     cr_assert_eq(recall_loop_open(m, &o, &l, &err), RECALL_E_ARG);
     cr_assert(strstr(err.msg, "draft 33"), "%s", err.msg);
     recall_close(m);
+}
+
+/* `recall chat --draft 8` prints the bytes `recall chat` prints (two piped turns, with --trace:
+ * rebuilds, gate scores and fires too), and a bad --draft is a usage error naming the range. */
+Test(draft, cli_chat_same_stream, .timeout = 300) {
+    const char *blob = fixture_worldA_blob("f32");
+    cr_assert(blob);
+    char cmd[1024], *out[2];
+    for (int d = 0; d < 2; d++) {
+        snprintf(cmd, sizeof cmd,
+                 "printf '%%s\\n' 'Say it back: the badge id is JL412, the badge id is JL412.' 'Again, once more.' | "
+                 "./recall chat %s --trace --max-turn-tokens 48 --draft %d 2>&1",
+                 blob, d ? 8 : 0);
+        cr_assert_eq(fixture_sh(cmd, &out[d]), 0, "%s", out[d]);
+    }
+    cr_assert_gt(strlen(out[0]), 0);
+    cr_assert_str_eq(out[0], out[1]);
+    free(out[0]);
+    free(out[1]);
+    snprintf(cmd, sizeof cmd, "./recall replay %s --bench x --problem 0 --trace y --draft 33 2>&1", blob);
+    cr_assert_eq(fixture_sh(cmd, &out[0]), 2);
+    cr_expect(strstr(out[0], "--draft 33") && strstr(out[0], "0..32"), "%s", out[0]);
+    free(out[0]);
 }

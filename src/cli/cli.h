@@ -43,6 +43,8 @@ typedef struct {
  * (advancing *i) and returns 1; returns 0 for any other argument and -1 (message printed) for a
  * bad value. */
 int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args *x);
+/* --draft N: an integer in 0..RC_DRAFT_MAX (draft.h) into *out; 0, or 2 after printing why not. */
+int cli_parse_draft(const char *cmd, const char *v, int *out);
 /* rc_blob_open with cli_blob_flags(x, base), then the --rope-scaling profile attached. */
 recall_status cli_blob_open(const cli_exec_args *x, const char *path, unsigned base, struct rc_blob **out,
                             recall_err *err);

@@ -11,7 +11,6 @@
 #include "problems.h"
 #include "blob.h"
 #include "cli.h"
-#include "draft.h"
 #include "rope.h"
 #include "recall_loop.h"
 #include "session.h"
@@ -247,7 +246,7 @@ static int chat_open_model(chat_state *c) {
         (ca->floor_s && parse_float("chat", "--floor", ca->floor_s, &o->floor)) ||
         (ca->hyst_s && parse_int("chat", "--hysteresis", ca->hyst_s, 0, 1000000, &o->hysteresis)) ||
         (ca->cap_s && parse_int("chat", "--max-turn-tokens", ca->cap_s, 0, 1000000, &o->turn_cap)) ||
-        (ca->draft_s && parse_int("chat", "--draft", ca->draft_s, 0, RC_DRAFT_MAX, &o->draft)))
+        (ca->draft_s && cli_parse_draft("chat", ca->draft_s, &o->draft)))
         return 2;
     o->fire_once = ca->fire_once;
     o->threads = ca->xa.threads;

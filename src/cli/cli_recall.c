@@ -3,7 +3,6 @@
 #include "problems.h"
 #include "blob.h"
 #include "cli.h"
-#include "draft.h"
 #include "recall_loop.h"
 #include "tokenize_bpe.h"
 
@@ -201,13 +200,7 @@ static int replay_parse_args(int argc, char **argv, replay_opts *o) {
             if (slot) {
                 *slot = argv[++i];
             } else if (!strcmp(a, "--draft")) {
-                char *end;
-                long d = strtol(argv[++i], &end, 10);
-                if (!*argv[i] || *end || d < 0 || d > RC_DRAFT_MAX) {
-                    fprintf(stderr, "recall replay: --draft %s: expected an integer in 0..%d\n", argv[i], RC_DRAFT_MAX);
-                    return 2;
-                }
-                o->draft = (int)d;
+                if (cli_parse_draft("replay", argv[++i], &o->draft)) return 2;
             } else {
                 char *end;
                 o->problem = strtol(argv[++i], &end, 10);
