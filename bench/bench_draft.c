@@ -9,13 +9,17 @@
  *           then the passage again: the reply repeats what follows the passage (see bench/NOTES.md
  *           for what a random-weight model does with that)
  *   random  L random ids (below the special tokens)
+ *   rows    the verify forward's cost: n = 1, 2, 3, 5, 9, 17 rows after 512 cached positions, logits
+ *           of every row (what a verify computes), median of 5 interleaved rounds; n / time is
+ *           the decode rate when every draft of n - 1 tokens is accepted (teacher-forced bound)
  *
- * usage: bench_draft BLOB BENCH.json [--case bench|copy|random|all] [--draft N] [--reps R]
+ * usage: bench_draft BLOB BENCH.json [--case bench|copy|random|rows|all] [--draft N] [--reps R]
  *                    [--problem P] [--turns T] [--len L] [--cap C] [--show]
  * (RECALL_THREADS / RECALL_SIMD pick threads and path; RECALL_BENCH_LOAD=huge the blob's loading)
  */
 #include "problems.h"
 #include "blob.h"
+#include "qwen2.h"
 #include "recall_loop.h"
 
 #include <stdio.h>
@@ -117,6 +121,66 @@ static void run_problem(const rc_blob *b, int draft, int cap, const rc_problem *
     rc_recall_close(r);
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The verify forward's cost curve (the `rows` case). */
+static void rows_curve(const rc_blob *b, const int32_t *ids, int eos) {
+    enum { CTX = 512, NN = 6, ROUNDS = 5 };
+    const int ns[NN] = {1, 2, 3, 5, 9, 17};
+    recall_err err = {0};
+    rc_exec *ex;
+    rc_qwen2 *m;
+    rc_exec_opts xo = {0, NULL};
+    if (rc_exec_open(&xo, &ex, &err) || rc_qwen2_open_ex(b, CTX + 32, ex, &m, &err) ||
+        rc_qwen2_reserve(m, CTX + 32, &err)) {
+        fprintf(stderr, "bench_draft: %s\n", err.msg);
+        exit(1);
+    }
+    const int V = rc_qwen2_cfg(m)->vocab;
+    int32_t *prompt = malloc(CTX * sizeof *prompt);
+    for (int i = 0; i < CTX; i++) prompt[i] = (int32_t)(((uint32_t)i * 2654435761u) % (uint32_t)eos);
+    float *logits = malloc((size_t)17 * V * sizeof *logits);
+    rc_qwen2_fwd f;
+    memset(&f, 0, sizeof f);
+    f.ids = prompt;
+    f.n = CTX;
+    f.logits_last = logits;
+    double t[NN][ROUNDS];
+    int s = rc_qwen2_forward(m, &f, &err);
+    for (int r = 0; r < ROUNDS && !s; r++)
+        for (int i = 0; i < NN && !s; i++) {
+            memset(&f, 0, sizeof f);
+            f.ids = ids;
+            f.n = ns[i];
+            f.logits_all = logits;
+            double t0 = now_s();
+            s = rc_qwen2_forward(m, &f, &err);
+            t[i][r] = now_s() - t0;
+            if (!s) s = rc_qwen2_crop(m, CTX, &err);
+        }
+    if (s) {
+        fprintf(stderr, "bench_draft: %s\n", err.msg);
+        exit(1);
+    }
+    printf("verify forward after %d positions, %s, %d thread(s), median of %d:\n", CTX, ex->k.name, ex->threads, ROUNDS);
+    printf("| rows | ms | vs 1 row | ms per row | tok/s if all accepted | vs 1 row |\n|---|---|---|---|---|---|\n");
+    double base = 0;
+    for (int i = 0; i < NN; i++) {
+        qsort(t[i], ROUNDS, sizeof t[i][0], cmp_double);
+        const double med = t[i][ROUNDS / 2];
+        if (i == 0) base = med;
+        printf("| %d | %.1f | %.2fx | %.1f | %.2f | %.2fx |\n", ns[i], 1e3 * med, med / base, 1e3 * med / ns[i],
+               ns[i] / med, ns[i] * base / med);
+    }
+    free(prompt);
+    free(logits);
+    rc_qwen2_close(m);
+    rc_exec_close(ex);
+}
+
 static void show(const char *what, const int32_t *ids, int n) {
     printf("%s (%d):", what, n);
     for (int i = 0; i < n; i++) printf(" %d", ids[i]);
@@ -125,7 +189,7 @@ static void show(const char *what, const int32_t *ids, int n) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: bench_draft BLOB BENCH.json [--case bench|copy|random|all] [--draft N] [--reps R]\n"
+        fprintf(stderr, "usage: bench_draft BLOB BENCH.json [--case bench|copy|random|rows|all] [--draft N] [--reps R]\n"
                         "                   [--problem P] [--turns T] [--len L] [--cap C] [--show]\n");
         return 2;
     }
@@ -168,9 +232,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     /* random ids below the special tokens (a fixed LCG: the same feed every run) */
-    int32_t *rnd = malloc((size_t)len * sizeof *rnd);
+    int32_t *rnd = malloc((size_t)(len > 17 ? len : 17) * sizeof *rnd);
     uint64_t s = 0x9E3779B97F4A7C15ull;
-    for (int i = 0; i < len; i++) {
+    for (int i = 0; i < (len > 17 ? len : 17); i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         rnd[i] = (int32_t)((s >> 33) % (uint64_t)eos);
     }
@@ -189,6 +253,8 @@ int main(int argc, char **argv) {
         if (show_ids) show("copy passage's reply", g.reply, g.n_reply);
         free(g.reply);
     }
+    if (!strcmp(which, "rows") || !strcmp(which, "all")) rows_curve(b, rnd, (int)eos);
+    if (!strcmp(which, "rows")) which = "none";
     const char *names[3] = {"bench", "copy", "random"};
     printf("bench_draft %s: draft %d vs 0, %d reps interleaved, FULL arm\n", argv[1], draft, reps);
     printf("| case | feed | tokens | tok/s plain | tok/s draft %d | speed ratio | drafted | accepted | accept rate | "
