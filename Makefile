@@ -86,6 +86,7 @@ help:
 	@echo "  demo        convert the bundled tiny worldA model and run the main job on it"
 	@echo "  realshape   64-token prefill + 16 decode steps on the synth blob (BENCH_ARGS='--simd avx2 --threads 2')"
 	@echo "  bench-loop  fast vs reference loop schedule on worldA problem 0 (rows and time per turn)"
+	@echo "  bench-draft plain vs --draft N decode tok/s + acceptance on the synth blob (BENCH_ARGS='--draft 8')"
 	@echo "  soak        200 worldA chat turns via recall chat --session, SIGKILLed at seeded points (SOAK_ARGS=)"
 	@echo "  soak-lsan   a shorter soak with ./recall built with ASan + LeakSanitizer (build-asan/recall)"
 	@echo "  bench-tok   tokenizer MB/s (BPE encode/decode, WordPiece encode), 1 thread, no blob needed"
@@ -284,6 +285,12 @@ realshape: $(BUILD)/realshape
 	./$(BUILD)/realshape $(SYNTH)/r1-1.5b-nf4.blob $(BENCH_ARGS)
 bench-loop: $(BUILD)/bench_loop $(BUILD)/worldA-f32.blob
 	./$(BUILD)/bench_loop $(BUILD)/worldA-f32.blob tests/golden/recall_bench.json $(BENCH_ARGS)
+# Exact speculative decoding (bench/bench_draft.c): plain vs --draft N decode tok/s and acceptance on
+# the real-shape synth blob (benchmark replies, a copy-heavy feed, random ids), interleaved.
+$(BUILD)/bench_draft: bench/bench_draft.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+bench-draft: $(BUILD)/bench_draft
+	./$(BUILD)/bench_draft $(SYNTH)/r1-1.5b-nf4.blob tests/golden/recall_bench.json $(BENCH_ARGS)
 
 # Long-running sessions (bench/soak.c, not part of `make test`): an uninterrupted reference chat,
 # then the same chat SIGKILLed at seeded points and restarted from the session file; checks every

@@ -58,19 +58,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_loop: %s\n", err.msg);
         return 1;
     }
-    /* keep only the first `turns` generated turns */
-    int gen = 0;
-    for (int i = 0; i < p.n; i++)
-        if ((p.steps[i].kind == RC_STEP_PROBE || p.steps[i].kind == RC_STEP_Q) && ++gen > turns) {
-            for (int j = i; j < p.n; j++) {
-                free(p.steps[j].user);
-                free(p.steps[j].assistant);
-                free(p.steps[j].kw);
-                free(p.steps[j].val);
-            }
-            p.n = i;
-            break;
-        }
+    rc_problem_keep_turns(&p, turns); /* only the first `turns` generated turns */
     rc_problem_run runs[2];
     timing tm[2];
     double total[2];

@@ -11,6 +11,7 @@
 
 #include "problems.h"
 #include "blob.h"
+#include "draft.h"
 #include "qwen2.h"
 #include "recall_loop.h"
 #include "rope.h"
@@ -364,6 +365,7 @@ void recall_loop_opts_init(const recall_model *m, recall_loop_opts *o) {
     o->floor = r.floor;
     o->reference_schedule = r.reference_schedule;
     o->max_feed = 0;
+    o->draft = r.draft;
 }
 
 /* The engine's own size checks (recall.c) take ints; the bounds here keep every product they form
@@ -377,6 +379,8 @@ static recall_status loop_estimate(const recall_model *m, const recall_loop_opts
                        "recall_loop_open: window %d, block %d, chunk %d (1..%d), k %d (1..8), turn_cap %d (0..%d), "
                        "buf_min %d (1..%d)",
                        o->window, o->block, o->chunk, lim, o->k, o->turn_cap, lim, o->buf_min, lim);
+    if (o->draft < 0 || o->draft > RC_DRAFT_MAX)
+        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: draft %d (0..%d)", o->draft, RC_DRAFT_MAX);
     if ((unsigned)o->mode > 1 || (unsigned)o->arm > 2)
         return rc_fail(err, RECALL_E_ARG, "recall_loop_open: mode %d / arm %d unknown", (int)o->mode, (int)o->arm);
     int64_t n_sp = o->arm == RECALL_ARM_FULL ? 0 : cfg_i64(m->blob, "pooler.n_sp", 0);
@@ -389,6 +393,8 @@ static recall_status loop_estimate(const recall_model *m, const recall_loop_opts
     if (o->arm == RECALL_ARM_FULL) ctx = o->max_ctx > 0 ? o->max_ctx : m->info.max_pos;
     uint64_t b = qwen2_bytes(m->blob, ctx);
     if (o->arm == RECALL_ARM_RC_BGE && o->mode == RECALL_MODE_FAITHFUL) b = sat_add(b, qwen2_bytes(m->blob, o->block));
+    if (o->draft > 0) /* the verify forward's logits of up to min(draft + 1, chunk) rows */
+        b = sat_add(b, (uint64_t)(o->draft < o->chunk ? o->draft + 1 : o->chunk) * (uint64_t)m->info.vocab * 4u);
     *bytes = b;
     return RECALL_OK;
 }
@@ -433,6 +439,7 @@ recall_status recall_loop_open(recall_model *m, const recall_loop_opts *o, recal
     r.threads = o->threads;
     r.simd = o->simd;
     r.max_ctx = o->max_ctx;
+    r.draft = o->draft;
     recall_status s = rc_recall_open(m->blob, &r, &l->r, err);
     if (s) {
         m->reserved -= need;

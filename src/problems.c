@@ -178,14 +178,28 @@ static char *format(const char *tpl, const char *kw, const char *val) {
     return o;
 }
 
-void rc_problem_free(rc_problem *p) {
-    for (int i = 0; i < p->n; i++) {
+static void free_steps(rc_problem *p, int from) {
+    for (int i = from; i < p->n; i++) {
         free(p->steps[i].user);
         free(p->steps[i].assistant);
         free(p->steps[i].kw);
         free(p->steps[i].val);
     }
+    p->n = from;
+}
+
+void rc_problem_free(rc_problem *p) {
+    free_steps(p, 0);
     memset(p, 0, sizeof *p);
+}
+
+void rc_problem_keep_turns(rc_problem *p, int turns) {
+    int gen = 0;
+    for (int i = 0; i < p->n; i++)
+        if ((p->steps[i].kind == RC_STEP_PROBE || p->steps[i].kind == RC_STEP_Q) && ++gen > turns) {
+            free_steps(p, i);
+            return;
+        }
 }
 
 const char *rc_step_kind_name(rc_step_kind k) {

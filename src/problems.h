@@ -34,6 +34,8 @@ recall_status rc_bench_load(const char *path, rc_bench **out, recall_err *err);
 void rc_bench_free(rc_bench *b);
 recall_status rc_bench_problem(const rc_bench *b, uint32_t seed, rc_problem *out, recall_err *err);
 void rc_problem_free(rc_problem *p);
+/* Keeps the steps before the (turns+1)-th generated (probe / q) step: the first `turns` turns. */
+void rc_problem_keep_turns(rc_problem *p, int turns);
 const char *rc_step_kind_name(rc_step_kind k);
 
 /* CPython-compatible MT19937 (exposed for tests). */

@@ -1,5 +1,6 @@
 /* recall.c - the recall loop, one turn at a time (recall_loop.h; RECALL_SPEC §3). */
 #include "recall_loop.h"
+#include "draft.h"
 #include "rope.h"
 
 #include "heads.h"
@@ -29,6 +30,10 @@ struct rc_recall {
     float *past;                   /* pooler input rows, grown on demand */
     size_t cap_past;
     struct loop_state *st;         /* carried between turns by the fast schedule */
+    /* speculative decoding (opts.draft > 0): the verify forward's rows and outputs */
+    rc_drafter dr;
+    int32_t *vrows;                /* [1 + draft] the pending token, then the drafted ones */
+    float *vlogits, *vq;           /* [1 + draft][V], [n_gate][1 + draft][NH*D] */
 };
 
 typedef struct loop_state loop_state;
@@ -72,6 +77,9 @@ void rc_recall_close(rc_recall *r) {
     free(r->gq);
     free(r->rows);
     free(r->past);
+    free(r->vrows);
+    free(r->vlogits);
+    free(r->vq);
     free(r);
 }
 
@@ -83,9 +91,10 @@ int rc_recall_threads(const rc_recall *r) { return r->ex->threads; }
 recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recall **out, recall_err *err) {
     *out = NULL;
     if (o->window < 1 || o->block < 1 || o->chunk < 1 || o->k < 1 || o->k > RC_MAX_K || o->turn_cap < 0 ||
-        o->buf_min < 1)
-        return rc_fail(err, RECALL_E_ARG, "recall: window %d, block %d, chunk %d, k %d (1..%d), turn cap %d invalid",
-                       o->window, o->block, o->chunk, o->k, RC_MAX_K, o->turn_cap);
+        o->buf_min < 1 || o->draft < 0 || o->draft > RC_DRAFT_MAX)
+        return rc_fail(err, RECALL_E_ARG,
+                       "recall: window %d, block %d, chunk %d, k %d (1..%d), turn cap %d, draft %d (0..%d) invalid",
+                       o->window, o->block, o->chunk, o->k, RC_MAX_K, o->turn_cap, o->draft, RC_DRAFT_MAX);
     rc_recall *r = calloc(1, sizeof *r);
     if (!r) return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
     r->blob = b;
@@ -145,6 +154,14 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
         r->prime_last = malloc((size_t)r->V * sizeof *r->prime_last);
         r->gq = calloc((size_t)(r->gate_dim ? r->gate_dim : 1), sizeof *r->gq);
         if (!r->last || !r->prime_last || !r->gq) s = rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
+    }
+    if (!s && o->draft > 0) { /* a draft never reaches past the chunk: at most chunk rows verified */
+        const size_t n = (size_t)(o->draft < o->chunk ? o->draft + 1 : o->chunk);
+        rc_drafter_init(&r->dr, o->draft);
+        r->vrows = malloc(n * sizeof *r->vrows);
+        r->vlogits = malloc(n * (size_t)r->V * sizeof *r->vlogits);
+        r->vq = malloc(n * (size_t)(r->gate_dim ? r->gate_dim : 1) * sizeof *r->vq);
+        if (!r->vrows || !r->vlogits || !r->vq) s = rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
     }
     if (s) {
         rc_recall_close(r);
@@ -613,12 +630,12 @@ static recall_status force(rc_recall *r, loop_state *st, const int32_t *ids, int
     return RECALL_OK;
 }
 
-/* One greedy step: argmax of `last` (margins recorded); EOS or the turn cap ends the turn (that
- * token is not kept), otherwise the token is streamed, appended and run. */
-static recall_status greedy_step(rc_recall *r, loop_state *st, feed_cursor *fc, const events *ev, rc_turn *turn,
-                                 recall_err *err) {
+/* The greedy choice from `logits` (margins recorded): EOS or the turn cap ends the turn (that
+ * token is not kept, fc->done), otherwise the token is streamed and appended to gen (not run). */
+static recall_status choose(rc_recall *r, loop_state *st, feed_cursor *fc, const float *logits, const events *ev,
+                            rc_turn *turn, int32_t *tok, recall_err *err) {
     float mg;
-    int32_t t = greedy(r->last, r->V, &mg);
+    int32_t t = greedy(logits, r->V, &mg);
     if (mg < turn->min_margin) turn->min_margin = mg;
     if (mg < 1e-3f) {
         rc_margin_rec *lm = PUSH(turn, low);
@@ -633,15 +650,92 @@ static recall_status greedy_step(rc_recall *r, loop_state *st, feed_cursor *fc, 
     fc->newtok++;
     RC_TRY(emit(ev, st, RC_EV_TOKEN, NULL, t, err));
     st->gen[st->n_gen++] = t;
+    *tok = t;
+    return RECALL_OK;
+}
+
+/* One greedy step: the choice from `last`, then the chosen token is run. */
+static recall_status greedy_step(rc_recall *r, loop_state *st, feed_cursor *fc, const events *ev, rc_turn *turn,
+                                 recall_err *err) {
+    int32_t t = 0;
+    RC_TRY(choose(r, st, fc, r->last, ev, turn, &t, err));
+    if (fc->done) return RECALL_OK;
     RC_TRY(forward_ids(r, r->llm, &t, 1, r->last, err));
     if (!push_key(st, t, -1)) return oom(err);
     turn->rows_computed += 1;
     return RECALL_OK;
 }
 
+/* Rows 0..n-1 of vrows through the model in one forward: logits and gate-layer q of every row. */
+static recall_status verify_forward(rc_recall *r, int n, recall_err *err) {
+    rc_qwen2_fwd f;
+    memset(&f, 0, sizeof f);
+    f.ids = r->vrows;
+    f.n = n;
+    f.logits_all = r->vlogits;
+    f.q_all = r->gate_dim ? r->vq : NULL;
+    return rc_qwen2_forward(r->llm, &f, err);
+}
+
+/* The cache, `last` and the gate feature as if row a (of n verified) had been the latest forward:
+ * rows after it are cropped, so rejected drafts leave no trace. */
+static recall_status keep_rows(rc_recall *r, int base, int a, int n, recall_err *err) {
+    if (a + 1 < n) RC_TRY(rc_qwen2_crop(r->llm, base + a + 1, err));
+    memcpy(r->last, r->vlogits + (size_t)a * r->V, (size_t)r->V * sizeof *r->last);
+    const rc_qwen2_config *c = rc_qwen2_cfg(r->llm);
+    const size_t qd = (size_t)c->heads * c->head_dim;
+    for (int g = 0; g < c->n_gate; g++)
+        memcpy(r->gq + g * qd, r->vq + ((size_t)g * n + a) * qd, qd * sizeof *r->gq);
+    return RECALL_OK;
+}
+
+/* (4b) The greedy steps from `*step` to the chunk's end (or the turn's), speculatively: the
+ * chosen, not yet run token goes through one forward together with up to k tokens drafted by
+ * prompt lookup (draft.h). A row's logits do not depend on the rows run with it (qwen2.h), so
+ * the choice from row i is bitwise plain decoding's; the choices are taken one by one, with
+ * all their records and events, while each equals the draft's next token (then that row is
+ * already run). The first disagreeing choice is kept and runs first in the next forward. k
+ * stops at the chunk's end (a rebuild follows; the choice after the chunk's last step comes
+ * from it) and at the turn cap, so no row is run that plain decoding would not run. */
+static recall_status spec_steps(rc_recall *r, loop_state *st, feed_cursor *fc, int *step, const events *ev,
+                                rc_turn *turn, recall_err *err) {
+    int32_t t = 0;
+    RC_TRY(choose(r, st, fc, r->last, ev, turn, &t, err));
+    while (!fc->done) { /* t: chosen at step *step, appended, not run */
+        const int room = r->o.chunk - *step - 1, cap_left = r->o.turn_cap - fc->newtok;
+        int k = room < cap_left ? room : cap_left;
+        if (k > 0) {
+            const int len = rc_drafter_len(&r->dr);
+            k = rc_draft_lookup(st->gen, st->n_gen, k < len ? k : len, r->vrows + 1);
+        }
+        r->vrows[0] = t;
+        const int base = rc_qwen2_n_cached(r->llm), n = k + 1;
+        RC_TRY(verify_forward(r, n, err));
+        turn->rows_computed += n;
+        int a = 0; /* drafted rows accepted */
+        for (;;) { /* row a is the sequence's: its step is done */
+            if (!push_key(st, r->vrows[a], -1)) return oom(err);
+            if (++*step == r->o.chunk) break;
+            RC_TRY(choose(r, st, fc, r->vlogits + (size_t)a * r->V, ev, turn, &t, err));
+            if (fc->done || a == k || t != r->vrows[a + 1]) break;
+            a++;
+        }
+        RC_TRY(keep_rows(r, base, a, n, err));
+        if (k > 0) {
+            rc_drafter_update(&r->dr, k, a);
+            turn->drafted += k;
+            turn->accepted += a;
+            turn->verifies++;
+        }
+        if (*step == r->o.chunk) break;
+    }
+    return RECALL_OK;
+}
+
 /* (4) The chunk from its step `step` on: feed tokens are teacher-forced (the fast schedule runs
  * all of the chunk's forced tokens in one multi-row forward), then greedy steps until EOS or the
- * turn cap. A feed longer than a chunk simply continues in the next chunk, after a rebuild. */
+ * turn cap (speculatively with opts.draft). A feed longer than a chunk simply continues in the
+ * next chunk, after a rebuild. */
 static recall_status run_chunk(rc_recall *r, loop_state *st, feed_cursor *fc, int step, const events *ev,
                                rc_turn *turn, recall_err *err) {
     const rc_recall_opts *o = &r->o;
@@ -653,6 +747,8 @@ static recall_status run_chunk(rc_recall *r, loop_state *st, feed_cursor *fc, in
             s = force(r, st, fc->ids + fc->fi, m, turn, err);
             fc->fi += m;
             step += m;
+        } else if (o->draft > 0) {
+            s = spec_steps(r, st, fc, &step, ev, turn, err);
         } else {
             s = greedy_step(r, st, fc, ev, turn, err);
             if (!fc->done) step++;

@@ -138,6 +138,11 @@ typedef struct {
      * what the conversation uses). 0 = the model's max_pos; above max_pos the open fails with
      * RECALL_E_LIMIT naming both numbers. */
     int max_ctx;
+    /* Exact speculative decoding: up to `draft` tokens guessed by prompt lookup (the longest
+     * recent n-gram of the conversation, continued as it continued before) are verified in one
+     * multi-row forward; the longest prefix that the greedy choices confirm is kept. 0 = off,
+     * at most 32. Replies, events and margins are bitwise those of draft 0; only speed differs. */
+    int draft;
 } recall_loop_opts;
 
 typedef struct recall_loop recall_loop;

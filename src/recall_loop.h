@@ -14,6 +14,9 @@
  *     rebuild: crop to [BOS]; forward [SP = pooler(embed(kept))][embed(injected)][embed(window)]
  *     run_chunk: `chunk` single-token steps: feed tokens are teacher-forced, then greedy argmax
  *              until EOS (not kept) or turn_cap generated tokens
+ *              (opts.draft > 0: several greedy steps share one forward that verifies a
+ *              drafted continuation, draft.h; drafts never cross the chunk's end, so never a
+ *              rebuild, nor the turn cap; every record is plain decoding's)
  *   finish_turn: the reply is gen after the feed.
  * A feed of any length works on the recall arms: a message longer than the window is forced
  * through chunk by chunk while the window slides over it, and what scrolls out goes to the gist
@@ -56,6 +59,10 @@ typedef struct {
     /* FULL arm: the instance context (positions its KV cache may grow to); 0 = the positions the
      * model was trained for (rope.h). Above them the open fails naming both numbers. */
     int max_ctx;
+    /* Exact speculative decoding (draft.h): greedy steps verify up to `draft` tokens proposed by
+     * prompt lookup in one multi-row forward and keep the longest agreeing prefix. 0 = off
+     * (one forward per token), at most RC_DRAFT_MAX. Every output and record is the same bits. */
+    int draft;
 } rc_recall_opts;
 
 typedef struct { int c0; float score; int fired; } rc_gate_rec;
@@ -102,6 +109,8 @@ typedef struct {
      * rows (their q is the gate feature) and the generated tokens they are a turn's floor. */
     long rows_new_gist, rows_seal;
     int bert_encodes;   /* candidate blocks run through BERT */
+    long drafted, accepted; /* draft tokens verified / accepted (opts.draft > 0) */
+    int verifies;           /* multi-row forwards that verified a draft */
 } rc_turn;
 
 void rc_turn_free(rc_turn *t);

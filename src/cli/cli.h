@@ -51,6 +51,8 @@ int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args 
 int cli_kv_pages_flag(const char *cmd, int argc, char **argv, int *i, rc_kv_pages_opts *o);
 int cli_kv_pages_check(const char *cmd, const rc_kv_pages_opts *o);
 void cli_kv_pages_describe(const rc_kv_pages_opts *o, char *buf, size_t n);
+/* --draft N: an integer in 0..RC_DRAFT_MAX (draft.h) into *out; 0, or 2 after printing why not. */
+int cli_parse_draft(const char *cmd, const char *v, int *out);
 /* rc_blob_open with cli_blob_flags(x, base), then the --rope-scaling profile attached. */
 recall_status cli_blob_open(const cli_exec_args *x, const char *path, unsigned base, struct rc_blob **out,
                             recall_err *err);

@@ -30,7 +30,7 @@ static void chat_usage(FILE *f) {
     fprintf(f,
             "usage: recall chat BLOB [--session FILE] [--mode faithful|clean] [--arm RC_bge|SP|FULL]\n"
             "                   [--threshold T] [--trace] [--fire-once] [--hysteresis N] [--floor F]\n"
-            "                   [--max-turn-tokens N] [--threads N] [--simd scalar|avx2|avx512|neon]\n"
+            "                   [--max-turn-tokens N] [--draft N] [--threads N] [--simd scalar|avx2|avx512|neon]\n"
             "\n"
             "Multi-turn chat through the recall loop. Reads one user message per line from stdin (a\n"
             "prompt is shown only when stdin is a terminal; piped input works too) and streams each\n"
@@ -49,6 +49,8 @@ static void chat_usage(FILE *f) {
             "  --hysteresis N       inject only after N consecutive gate scores above the threshold\n"
             "  --floor F            inject only if the best bridge score is >= F (fires still logged)\n"
             "  --max-turn-tokens N  reply cap per turn (default: the blob's loop.turn_cap)\n"
+            "  --draft N            exact speculative decoding: verify up to N tokens guessed by prompt\n"
+            "                       lookup per forward (0 = off, default; at most 32); same reply bits\n"
             "  --threads N          worker threads (default: RECALL_THREADS, else 1); same bits for any N\n"
             "  --ctx N              FULL arm context (default: the trained positions; more is refused)\n"
             "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
@@ -159,7 +161,7 @@ static int parse_float(const char *cmd, const char *flag, const char *v, float *
 /* ---- the steps of `recall chat` ---- */
 
 typedef struct {
-    const char *blob_path, *session_path, *mode, *arm, *thr, *floor_s, *hyst_s, *cap_s;
+    const char *blob_path, *session_path, *mode, *arm, *thr, *floor_s, *hyst_s, *cap_s, *draft_s;
     int trace, fire_once;
     cli_exec_args xa;
 } chat_args;
@@ -190,7 +192,8 @@ static int chat_parse_args(int argc, char **argv, chat_args *ca) {
         const char **slot = !strcmp(a, "--session") ? &ca->session_path : !strcmp(a, "--mode") ? &ca->mode
                           : !strcmp(a, "--arm") ? &ca->arm : !strcmp(a, "--threshold") ? &ca->thr
                           : !strcmp(a, "--floor") ? &ca->floor_s : !strcmp(a, "--hysteresis") ? &ca->hyst_s
-                          : !strcmp(a, "--max-turn-tokens") ? &ca->cap_s : NULL;
+                          : !strcmp(a, "--max-turn-tokens") ? &ca->cap_s : !strcmp(a, "--draft") ? &ca->draft_s
+                          : NULL;
         if (slot) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "recall chat: %s needs a value\n", a);
@@ -242,7 +245,8 @@ static int chat_open_model(chat_state *c) {
         (ca->thr && parse_float("chat", "--threshold", ca->thr, &o->threshold)) ||
         (ca->floor_s && parse_float("chat", "--floor", ca->floor_s, &o->floor)) ||
         (ca->hyst_s && parse_int("chat", "--hysteresis", ca->hyst_s, 0, 1000000, &o->hysteresis)) ||
-        (ca->cap_s && parse_int("chat", "--max-turn-tokens", ca->cap_s, 0, 1000000, &o->turn_cap)))
+        (ca->cap_s && parse_int("chat", "--max-turn-tokens", ca->cap_s, 0, 1000000, &o->turn_cap)) ||
+        (ca->draft_s && cli_parse_draft("chat", ca->draft_s, &o->draft)))
         return 2;
     o->fire_once = ca->fire_once;
     o->threads = ca->xa.threads;

@@ -349,7 +349,7 @@ static int score_problem(FILE *f, const rc_bpe *bpe, const rc_problem *p, uint32
 static void eval_usage(FILE *f) {
     fprintf(f,
             "usage: recall eval BLOB --bench FILE [--problems 0-7] [--arms SP,RC_bge@-2.0,...]\n"
-            "                   [--mode faithful|clean] [--json OUT.json] [--shard K/N]\n"
+            "                   [--mode faithful|clean] [--json OUT.json] [--shard K/N] [--draft N]\n"
             "       recall eval --merge SHARD.json... [--json OUT.json]\n"
             "\n"
             "The reference multi-fact recall benchmark (RECALL_SPEC 8.1): every arm replays each problem\n"
@@ -362,6 +362,8 @@ static void eval_usage(FILE *f) {
             "                   :rFLOOR: relevance floor on the best bridge score (e.g. RC_bge@-3.5:r-21.3)\n"
             "  --mode M         faithful (default) or clean\n"
             "  --json OUT       per-problem, per-turn details (reply text, fires, scores)\n"
+            "  --draft N        exact speculative decoding: verify up to N tokens guessed by prompt lookup\n"
+            "                   per forward (0 = off, default; at most 32); the results are the same bits\n"
             "  --threads N      worker threads (default: RECALL_THREADS, else 1); same bits for any N\n"
             "  --ctx N          FULL arm context (default: the trained positions; more is refused)\n"
             "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
@@ -390,7 +392,7 @@ static double now_s(void) {
 /* ---------------------------------------------------------------- options */
 
 typedef struct {
-    const char *blob_path, *bench_path, *problems_s, *arms_s, *mode, *json_path, *shard_s;
+    const char *blob_path, *bench_path, *problems_s, *arms_s, *mode, *json_path, *shard_s, *draft_s;
     cli_exec_args xa;
     int shard_k, shard_n; /* 1/1 without --shard */
 } eval_opts;
@@ -439,7 +441,8 @@ static int eval_parse_args(int argc, char **argv, eval_opts *o) {
         if (xf > 0) continue;
         const char **slot = !strcmp(a, "--bench") ? &o->bench_path : !strcmp(a, "--problems") ? &o->problems_s
                           : !strcmp(a, "--arms") ? &o->arms_s : !strcmp(a, "--mode") ? &o->mode
-                          : !strcmp(a, "--json") ? &o->json_path : !strcmp(a, "--shard") ? &o->shard_s : NULL;
+                          : !strcmp(a, "--json") ? &o->json_path : !strcmp(a, "--shard") ? &o->shard_s
+                          : !strcmp(a, "--draft") ? &o->draft_s : NULL;
         if (slot) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "recall eval: %s needs a value\n", a);
@@ -546,6 +549,7 @@ static int eval_open(eval_run *r) {
     r->base.max_ctx = r->o->xa.ctx;
     r->base.simd = r->o->xa.simd;
     if (cli_parse_mode_arm("eval", r->o->mode, NULL, &r->base)) return 2;
+    if (r->o->draft_s && cli_parse_draft("eval", r->o->draft_s, &r->base.draft)) return 2;
     for (int a = 0; a < r->p->n_arms; a++) {
         const arm_spec *s = &r->p->arms[a];
         eval_arm_info *in = &r->info[a];

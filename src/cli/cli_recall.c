@@ -107,7 +107,7 @@ static void write_turn(FILE *f, const rc_bpe *bpe, const rc_problem_turn *pt) {
 static void replay_usage(FILE *f) {
     fprintf(f,
             "usage: recall replay BLOB --bench FILE --problem N [--mode faithful|clean]\n"
-            "                     [--arm RC_bge|SP|FULL] [--threshold T] [--reference-schedule]\n"
+            "                     [--arm RC_bge|SP|FULL] [--threshold T] [--reference-schedule] [--draft N]\n"
             "                     [--threads N] [--simd scalar|avx2|avx512|neon] --trace OUT.json\n"
             "\n"
             "Runs benchmark problem N (built with CPython's random.Random(N), as the reference does)\n"
@@ -118,6 +118,8 @@ static void replay_usage(FILE *f) {
             "  --threshold T    gate threshold (default: the gate file's thresh)\n"
             "  --reference-schedule  run the plain reference schedule (one forward per token, every\n"
             "                   turn replayed from BOS); the default fast schedule gives the same bits\n"
+            "  --draft N        exact speculative decoding: verify up to N tokens guessed by prompt lookup\n"
+            "                   per forward (0 = off, default; at most 32); the trace is the same bits\n"
             "  --trace OUT      trace JSON, written to OUT.tmp then renamed\n"
             "  --threads N      worker threads (default: RECALL_THREADS, else 1); results are bitwise the same\n"
             "  --ctx N          FULL arm context (default: the trained positions; more is refused)\n"
@@ -134,6 +136,9 @@ static void on_turn(void *ctx, int index, const rc_problem_turn *t) {
     fprintf(stderr, "turn %d (%s): feed %d tokens, reply %d tokens, %d gate checks, %d fires, %ld decoder rows\n",
             index + 1, rc_step_kind_name(t->kind), t->feed_len, t->turn.n_reply, t->turn.n_gates, fires,
             t->turn.rows_computed);
+    if (t->turn.verifies)
+        fprintf(stderr, "  draft: %d verify forwards, %ld drafted, %ld accepted\n", t->turn.verifies, t->turn.drafted,
+                t->turn.accepted);
 }
 
 int cli_parse_mode_arm(const char *cmd, const char *mode, const char *arm, rc_recall_opts *o);
@@ -161,7 +166,7 @@ int cli_parse_mode_arm(const char *cmd, const char *mode, const char *arm, rc_re
 typedef struct {
     const char *blob_path, *bench_path, *trace, *mode, *arm, *thr;
     long problem;
-    int reference;
+    int reference, draft;
     cli_exec_args xa;
 } replay_opts;
 
@@ -187,13 +192,15 @@ static int replay_parse_args(int argc, char **argv, replay_opts *o) {
         const char **slot = !strcmp(a, "--bench") ? &o->bench_path : !strcmp(a, "--trace") ? &o->trace
                           : !strcmp(a, "--mode") ? &o->mode : !strcmp(a, "--arm") ? &o->arm
                           : !strcmp(a, "--threshold") ? &o->thr : NULL;
-        if (slot || !strcmp(a, "--problem")) {
+        if (slot || !strcmp(a, "--problem") || !strcmp(a, "--draft")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "recall replay: %s needs a value\n", a);
                 return 2;
             }
             if (slot) {
                 *slot = argv[++i];
+            } else if (!strcmp(a, "--draft")) {
+                if (cli_parse_draft("replay", argv[++i], &o->draft)) return 2;
             } else {
                 char *end;
                 o->problem = strtol(argv[++i], &end, 10);
@@ -220,6 +227,7 @@ static int replay_parse_args(int argc, char **argv, replay_opts *o) {
 static int replay_loop_opts(const replay_opts *ro, const rc_blob *b, rc_recall_opts *o) {
     rc_recall_defaults(b, o);
     o->reference_schedule = ro->reference;
+    o->draft = ro->draft;
     o->threads = ro->xa.threads;
     o->max_ctx = ro->xa.ctx;
     o->simd = ro->xa.simd;

@@ -21,6 +21,7 @@
  * Only this file (and the other cli_*.c) print; the library returns errors as values. */
 #include "blob.h"
 #include "checksum.h"
+#include "draft.h"
 #include "cli.h"
 #include "json.h"
 #include "pool.h"
@@ -35,6 +36,18 @@
 #include <time.h>
 
 /* ---------------------------------------------------------------- shared CLI helpers */
+
+int cli_parse_draft(const char *cmd, const char *v, int *out) {
+    char *end;
+    errno = 0;
+    long d = strtol(v, &end, 10);
+    if (!*v || *end || errno || d < 0 || d > RC_DRAFT_MAX) {
+        fprintf(stderr, "recall %s: --draft %s: expected an integer in 0..%d\n", cmd, v, RC_DRAFT_MAX);
+        return 2;
+    }
+    *out = (int)d;
+    return 0;
+}
 
 int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args *x) {
     const char *a = argv[*i];

@@ -1,0 +1,395 @@
+/* test_draft.c - exact speculative decoding (--draft, draft.h + recall.c's spec_steps).
+ *
+ * The prompt-lookup drafter on hand-made histories (exact proposals) and its adaptive length;
+ * then the recall loop with draft 1, 4 and 8 against draft 0 on the worldA goldens (benchmark
+ * problem 0), on the fast and the reference schedule: every reply id, gate / fire / rebuild
+ * record, rebuild top-5, greedy margin, low-margin entry and streamed event bitwise the same
+ * (draft 0 is test_recall.c's golden run; its replies and final history are re-checked here
+ * against the golden file), with drafts both accepted and rejected. The FULL arm likewise;
+ * the chat stream through the public API (recall_turn's token events) and through `recall chat`
+ * (stdout and --trace bytes). */
+#include "draft.h"
+#include "fixture.h"
+#include "json.h"
+#include "problems.h"
+#include "recall.h"
+#include "recall_loop.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the drafter ------------------------------------------------------------------------- */
+
+#define POISON (-7)
+
+static int lookup(const int32_t *h, int n, int k, int32_t *out) {
+    for (int i = 0; i < 16; i++) out[i] = POISON;
+    int m = rc_draft_lookup(h, n, k, out);
+    for (int i = m; i < 16; i++) cr_assert_eq(out[i], POISON, "proposal %d written past the %d returned", i, m);
+    return m;
+}
+
+Test(draft, lookup_exact_proposals) {
+    int32_t out[16];
+    { /* the 3-gram suffix [5 6 7] occurred at 0: continue as it did there */
+        const int32_t h[] = {5, 6, 7, 8, 9, 5, 6, 7};
+        cr_assert_eq(lookup(h, 8, 3, out), 3);
+        cr_assert(out[0] == 8 && out[1] == 9 && out[2] == 5);
+    }
+    { /* the longest n-gram wins over a more recent shorter one: [2 3] at 1, not [3] at 5 */
+        const int32_t h[] = {1, 2, 3, 4, 9, 3, 5, 7, 2, 3};
+        cr_assert_eq(lookup(h, 10, 2, out), 2);
+        cr_assert(out[0] == 4 && out[1] == 9);
+    }
+    { /* the most recent occurrence; past the history's end the repeat goes on (period 3) */
+        const int32_t h[] = {1, 2, 10, 1, 2, 20, 1, 2};
+        const int32_t want[8] = {20, 1, 2, 20, 1, 2, 20, 1};
+        cr_assert_eq(lookup(h, 8, 8, out), 8);
+        cr_assert(!memcmp(out, want, sizeof want));
+    }
+    { /* a 1-gram, period 2 */
+        const int32_t h[] = {4, 5, 4};
+        const int32_t want[5] = {5, 4, 5, 4, 5};
+        cr_assert_eq(lookup(h, 3, 5, out), 5);
+        cr_assert(!memcmp(out, want, sizeof want));
+    }
+    { /* a period-1 loop drafts itself to the full length */
+        const int32_t h[] = {3, 3, 3, 3};
+        cr_assert_eq(lookup(h, 4, 4, out), 4);
+        cr_assert(out[0] == 3 && out[1] == 3 && out[2] == 3 && out[3] == 3);
+    }
+    { /* nothing repeats, too short, or k = 0: no draft */
+        const int32_t h[] = {1, 2, 3, 4};
+        cr_assert_eq(lookup(h, 4, 4, out), 0);
+        cr_assert_eq(lookup(h, 1, 4, out), 0);
+        const int32_t g[] = {1, 1};
+        cr_assert_eq(lookup(g, 2, 0, out), 0);
+        cr_assert_eq(lookup(g, 2, 3, out), 3);
+    }
+}
+
+Test(draft, adaptive_length) {
+    rc_drafter d;
+    rc_drafter_init(&d, 0);
+    cr_assert_eq(rc_drafter_len(&d), 0);
+    rc_drafter_init(&d, 8);
+    cr_assert_eq(rc_drafter_len(&d), 8);
+    rc_drafter_update(&d, 8, 3); /* partial: accepted + 1 */
+    cr_assert_eq(rc_drafter_len(&d), 4);
+    rc_drafter_update(&d, 4, 4); /* full: doubles, up to the maximum */
+    cr_assert_eq(rc_drafter_len(&d), 8);
+    rc_drafter_update(&d, 8, 8);
+    cr_assert_eq(rc_drafter_len(&d), 8);
+    rc_drafter_update(&d, 8, 0); /* a miss: halve, wait 1 step */
+    cr_assert_eq(rc_drafter_len(&d), 0);
+    cr_assert_eq(rc_drafter_len(&d), 4);
+    rc_drafter_update(&d, 4, 0); /* a second miss: wait 3 */
+    for (int i = 0; i < 3; i++) cr_assert_eq(rc_drafter_len(&d), 0, "step %d", i);
+    cr_assert_eq(rc_drafter_len(&d), 2);
+    rc_drafter_update(&d, 2, 1); /* a hit ends the misses */
+    cr_assert_eq(rc_drafter_len(&d), 2);
+    rc_drafter_update(&d, 2, 0);
+    cr_assert_eq(rc_drafter_len(&d), 0);
+    cr_assert_eq(rc_drafter_len(&d), 1);
+    rc_drafter_init(&d, 1000);
+    cr_assert_eq(rc_drafter_len(&d), RC_DRAFT_MAX);
+}
+
+/* ---- the loop: draft N against draft 0 --------------------------------------------------- */
+
+typedef struct {
+    int kind, token, c0;
+    float score;
+} ev_rec;
+
+typedef struct {
+    ev_rec *ev;
+    int n, cap;
+} ev_log;
+
+static int record(void *ctx, const rc_event *e) {
+    ev_log *l = ctx;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 1024;
+        l->ev = realloc(l->ev, (size_t)l->cap * sizeof *l->ev);
+        cr_assert(l->ev);
+    }
+    ev_rec *r = &l->ev[l->n++];
+    memset(r, 0, sizeof *r);
+    r->kind = (int)e->kind;
+    r->token = e->token;
+    if (e->kind == RC_EV_GATE) r->c0 = ((const rc_gate_rec *)e->rec)->c0, r->score = ((const rc_gate_rec *)e->rec)->score;
+    if (e->kind == RC_EV_FIRE) r->c0 = ((const rc_fire_rec *)e->rec)->c0, r->score = ((const rc_fire_rec *)e->rec)->score;
+    if (e->kind == RC_EV_REBUILD) r->c0 = ((const rc_rebuild_rec *)e->rec)->c0;
+    return 0;
+}
+
+#define SAME(a, b, what, ...) cr_assert(!memcmp(&(a), &(b), sizeof(a)), what, __VA_ARGS__)
+
+/* Every record a turn leaves (rc_turn, golden schema) bitwise equal. */
+static void expect_same_turn(const rc_turn *x, const rc_turn *y, const char *tag, int t) {
+    cr_assert_eq(x->n_reply, y->n_reply, "%s turn %d: reply length", tag, t);
+    cr_assert(!memcmp(x->reply, y->reply, (size_t)x->n_reply * sizeof *x->reply), "%s turn %d: reply", tag, t);
+    cr_assert(x->n_gates == y->n_gates && x->n_fires == y->n_fires && x->n_rebuilds == y->n_rebuilds &&
+                  x->n_top5 == y->n_top5 && x->n_low == y->n_low,
+              "%s turn %d: record counts", tag, t);
+    for (int i = 0; i < x->n_gates; i++) SAME(x->gates[i], y->gates[i], "%s turn %d gate %d", tag, t, i);
+    for (int i = 0; i < x->n_rebuilds; i++) {
+        const rc_rebuild_rec *a = &x->rebuilds[i], *b = &y->rebuilds[i];
+        cr_assert(a->c0 == b->c0 && a->has_sp == b->has_sp && a->inj_len == b->inj_len && a->window_len == b->window_len,
+                  "%s turn %d rebuild %d", tag, t, i);
+    }
+    for (int i = 0; i < x->n_top5; i++) SAME(x->top5[i], y->top5[i], "%s turn %d top5 %d", tag, t, i);
+    for (int i = 0; i < x->n_low; i++) SAME(x->low[i], y->low[i], "%s turn %d low margin %d", tag, t, i);
+    for (int i = 0; i < x->n_fires; i++) {
+        const rc_fire_rec *f = &x->fires[i], *g = &y->fires[i];
+        cr_assert(f->c0 == g->c0 && f->ncand == g->ncand && f->ntop == g->ntop && f->nrid == g->nrid &&
+                      f->injected == g->injected && !memcmp(&f->score, &g->score, sizeof f->score),
+                  "%s turn %d fire %d", tag, t, i);
+        cr_assert(!memcmp(f->bridge, g->bridge, (size_t)f->ncand * sizeof *f->bridge) &&
+                      !memcmp(f->top, g->top, sizeof f->top) && !memcmp(f->rid, g->rid, (size_t)f->nrid * sizeof *f->rid),
+                  "%s turn %d fire %d retrieval", tag, t, i);
+    }
+    SAME(x->min_margin, y->min_margin, "%s turn %d min margin", tag, t);
+}
+
+typedef struct {
+    rc_problem_run run;
+    ev_log log;
+    long drafted, accepted;
+} loop_run;
+
+static void run_loop(const rc_blob *b, const rc_problem *p, rc_loop_mode mode, rc_arm arm, int sched, int draft,
+                     loop_run *out) {
+    memset(out, 0, sizeof *out);
+    rc_recall_opts o;
+    rc_recall_defaults(b, &o);
+    o.mode = mode;
+    o.arm = arm;
+    o.reference_schedule = sched;
+    o.draft = draft;
+    rc_recall *r;
+    recall_err err = {0};
+    cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_run_problem(r, p, record, NULL, &out->log, &out->run, &err), RECALL_OK, "%s", err.msg);
+    for (int t = 0; t < out->run.n_turns; t++) {
+        out->drafted += out->run.turns[t].turn.drafted;
+        out->accepted += out->run.turns[t].turn.accepted;
+    }
+    rc_recall_close(r);
+}
+
+static void free_run(loop_run *l) {
+    rc_problem_run_free(&l->run);
+    free(l->log.ev);
+}
+
+static void expect_same_run(const loop_run *a, const loop_run *b, const char *tag) {
+    cr_assert_eq(a->run.n_turns, b->run.n_turns, "%s", tag);
+    cr_assert_eq(a->run.n_history, b->run.n_history, "%s", tag);
+    cr_assert(!memcmp(a->run.history, b->run.history, (size_t)a->run.n_history * sizeof *a->run.history), "%s", tag);
+    for (int t = 0; t < a->run.n_turns; t++) expect_same_turn(&a->run.turns[t].turn, &b->run.turns[t].turn, tag, t);
+    cr_assert_eq(a->log.n, b->log.n, "%s: %d events vs %d", tag, a->log.n, b->log.n);
+    for (int i = 0; i < a->log.n; i++) SAME(a->log.ev[i], b->log.ev[i], "%s: event %d", tag, i);
+}
+
+static rc_problem load_problem(rc_bench **bench) {
+    recall_err err = {0};
+    cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", bench, &err), RECALL_OK, "%s", err.msg);
+    rc_problem p;
+    cr_assert_eq(rc_bench_problem(*bench, 0, &p, &err), RECALL_OK, "%s", err.msg);
+    return p;
+}
+
+/* draft 1, 4, 8 against draft 0 on both schedules (the reference one on the first two generated
+ * turns); draft 0's replies and final history against the golden file (test_recall.c checks the
+ * rest of it on both schedules). */
+static void golden_drafts(const char *golden, const char *weights, rc_loop_mode mode) {
+    const char *path = fixture_worldA_blob(weights);
+    cr_assert(path);
+    rc_blob *b;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    char *text;
+    size_t len;
+    cr_assert_eq(rc_read_file(golden, &text, &len, &err), RECALL_OK, "%s", err.msg);
+    json_doc *doc;
+    cr_assert_eq(json_parse(text, len, golden, &doc, &err), RECALL_OK, "%s", err.msg);
+    free(text);
+    rc_bench *bench;
+    rc_problem p = load_problem(&bench);
+    const int drafts[] = {1, 4, 8};
+    for (int sched = 0; sched < 2; sched++) {
+        if (sched) rc_problem_keep_turns(&p, 2);
+        loop_run base;
+        run_loop(b, &p, mode, RC_ARM_RC_BGE, sched, 0, &base);
+        const json_value *turns = json_get(json_root(doc), "turns"), *fh = json_get(json_root(doc), "final_history");
+        cr_assert_eq(base.run.n_turns, sched ? 2 : (int)turns->len);
+        for (int t = 0; t < base.run.n_turns; t++) {
+            const json_value *reply = json_get(&turns->items[t], "reply");
+            cr_assert_eq((int)reply->len, base.run.turns[t].turn.n_reply, "turn %d", t);
+            for (size_t i = 0; i < reply->len; i++)
+                cr_assert_eq(base.run.turns[t].turn.reply[i], (int32_t)reply->items[i].num, "turn %d id %zu", t, i);
+        }
+        if (!sched) {
+            cr_assert_eq((int)fh->len, base.run.n_history);
+            for (size_t i = 0; i < fh->len; i++) cr_assert_eq(base.run.history[i], (int32_t)fh->items[i].num);
+        }
+        cr_assert_eq(base.drafted, 0);
+        for (int d = 0; d < 3; d++) {
+            loop_run x;
+            run_loop(b, &p, mode, RC_ARM_RC_BGE, sched, drafts[d], &x);
+            char tag[160];
+            snprintf(tag, sizeof tag, "%s, %s schedule, draft %d", golden, sched ? "reference" : "fast", drafts[d]);
+            expect_same_run(&base, &x, tag);
+            cr_log_info("%s: %ld drafted, %ld accepted", tag, x.drafted, x.accepted);
+            cr_assert_gt(x.accepted, 0, "%s: no draft was accepted, nothing was tested", tag);
+            cr_assert_lt(x.accepted, x.drafted, "%s: no draft was rejected, the crop was not tested", tag);
+            free_run(&x);
+        }
+        free_run(&base);
+    }
+    rc_problem_free(&p);
+    rc_bench_free(bench);
+    json_free(doc);
+    rc_blob_close(b);
+}
+
+Test(draft_golden, faithful_fp32, .timeout = 900) {
+    golden_drafts("tests/golden/worldA/loop_A_seed0_faithful_fp32.json", "f32", RC_MODE_FAITHFUL);
+}
+Test(draft_golden, clean_fp32, .timeout = 900) {
+    golden_drafts("tests/golden/worldA/loop_A_seed0_clean_fp32.json", "f32", RC_MODE_CLEAN);
+}
+Test(draft_golden, faithful_nf4, .timeout = 900) {
+    golden_drafts("tests/golden/worldA/loop_A_seed0_faithful_nf4.json", "nf4", RC_MODE_FAITHFUL);
+}
+Test(draft_golden, clean_nf4, .timeout = 900) {
+    golden_drafts("tests/golden/worldA/loop_A_seed0_clean_nf4.json", "nf4", RC_MODE_CLEAN);
+}
+
+/* The FULL arm (no eviction: the whole conversation in the cache) on the fast schedule. */
+Test(draft, full_arm_same_bits, .timeout = 600) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    rc_blob *b;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    rc_bench *bench;
+    rc_problem p = load_problem(&bench);
+    loop_run base, x;
+    run_loop(b, &p, RC_MODE_FAITHFUL, RC_ARM_FULL, 0, 0, &base);
+    run_loop(b, &p, RC_MODE_FAITHFUL, RC_ARM_FULL, 0, 8, &x);
+    expect_same_run(&base, &x, "FULL arm, draft 8");
+    cr_log_info("FULL arm, draft 8: %ld drafted, %ld accepted", x.drafted, x.accepted);
+    cr_assert_gt(x.accepted, 0);
+    free_run(&base);
+    free_run(&x);
+    rc_problem_free(&p);
+    rc_bench_free(bench);
+    rc_blob_close(b);
+}
+
+/* ---- chat: the public API streams the same ids ------------------------------------------- */
+
+typedef struct {
+    int32_t ids[512];
+    int n;
+} stream;
+
+static int on_token(void *ctx, const recall_event *ev) {
+    stream *s = ctx;
+    if (ev->kind == RECALL_EV_TOKEN) {
+        cr_assert_lt(s->n, 512);
+        s->ids[s->n++] = ev->token;
+    }
+    return 0;
+}
+
+/* Two chat turns (the second extends the first's conversation, as `chat` does) whose user text
+ * repeats a passage, so that prompt lookup has something to draft from. */
+static void chat_turns(recall_model *m, int draft, stream out[2], float margin[2]) {
+    recall_loop_opts o;
+    recall_loop_opts_init(m, &o);
+    o.draft = draft;
+    o.turn_cap = 96;
+    recall_loop *l;
+    recall_err err = {0};
+    cr_assert_eq(recall_loop_open(m, &o, &l, &err), RECALL_OK, "%s", err.msg);
+    const char *user[2] = {"Say it back: the badge id is JL412, the badge id is JL412, the badge id is JL412.",
+                           "Again, and once more: the badge id is JL412, the badge id is JL412."};
+    int32_t *conv = NULL;
+    size_t n_conv = 0;
+    for (int t = 0; t < 2; t++) {
+        int32_t *seg;
+        size_t n_seg;
+        cr_assert_eq(recall_chat_segment(m, t > 0, user[t], NULL, &seg, &n_seg, &err), RECALL_OK, "%s", err.msg);
+        conv = realloc(conv, (n_conv + n_seg + 512) * sizeof *conv);
+        memcpy(conv + n_conv, seg, n_seg * sizeof *seg);
+        n_conv += n_seg;
+        recall_free(m, seg);
+        memset(&out[t], 0, sizeof out[t]);
+        recall_reply rep;
+        cr_assert_eq(recall_turn(l, conv, n_conv, on_token, &out[t], &rep, &err), RECALL_OK, "%s", err.msg);
+        cr_assert_eq((int)rep.n_ids, out[t].n);
+        cr_assert(!memcmp(rep.ids, out[t].ids, rep.n_ids * sizeof *rep.ids));
+        margin[t] = rep.min_margin;
+        memcpy(conv + n_conv, rep.ids, rep.n_ids * sizeof *rep.ids);
+        n_conv += rep.n_ids;
+        recall_reply_free(l, &rep);
+    }
+    free(conv);
+    recall_loop_close(l);
+}
+
+Test(draft, chat_streams_same_ids, .timeout = 600) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    recall_model *m;
+    recall_err err = {0};
+    cr_assert_eq(recall_open(path, NULL, &m, &err), RECALL_OK, "%s", err.msg);
+    stream plain[2], spec[2];
+    float mp[2], ms[2];
+    chat_turns(m, 0, plain, mp);
+    chat_turns(m, 8, spec, ms);
+    for (int t = 0; t < 2; t++) {
+        cr_assert_gt(plain[t].n, 0, "turn %d streamed nothing", t);
+        cr_assert_eq(plain[t].n, spec[t].n, "turn %d: %d ids plain, %d with draft 8", t, plain[t].n, spec[t].n);
+        cr_assert(!memcmp(plain[t].ids, spec[t].ids, (size_t)plain[t].n * sizeof *plain[t].ids), "turn %d ids", t);
+        cr_assert(!memcmp(&mp[t], &ms[t], sizeof mp[t]), "turn %d min margin", t);
+    }
+    /* out of range is refused at open, naming the number */
+    recall_loop_opts o;
+    recall_loop_opts_init(m, &o);
+    cr_assert_eq(o.draft, 0);
+    o.draft = RC_DRAFT_MAX + 1;
+    recall_loop *l = NULL;
+    cr_assert_eq(recall_loop_open(m, &o, &l, &err), RECALL_E_ARG);
+    cr_assert(strstr(err.msg, "draft 33"), "%s", err.msg);
+    recall_close(m);
+}
+
+/* `recall chat --draft 8` prints the bytes `recall chat` prints (two piped turns, with --trace:
+ * rebuilds, gate scores and fires too), and a bad --draft is a usage error naming the range. */
+Test(draft, cli_chat_same_stream, .timeout = 300) {
+    const char *blob = fixture_worldA_blob("f32");
+    cr_assert(blob);
+    char cmd[1024], *out[2];
+    for (int d = 0; d < 2; d++) {
+        snprintf(cmd, sizeof cmd,
+                 "printf '%%s\\n' 'Say it back: the badge id is JL412, the badge id is JL412.' 'Again, once more.' | "
+                 "./recall chat %s --trace --max-turn-tokens 48 --draft %d 2>&1",
+                 blob, d ? 8 : 0);
+        cr_assert_eq(fixture_sh(cmd, &out[d]), 0, "%s", out[d]);
+    }
+    cr_assert_gt(strlen(out[0]), 0);
+    cr_assert_str_eq(out[0], out[1]);
+    free(out[0]);
+    free(out[1]);
+    snprintf(cmd, sizeof cmd, "./recall replay %s --bench x --problem 0 --trace y --draft 33 2>&1", blob);
+    cr_assert_eq(fixture_sh(cmd, &out[0]), 2);
+    cr_expect(strstr(out[0], "--draft 33") && strstr(out[0], "0..32"), "%s", out[0]);
+    free(out[0]);
+}
