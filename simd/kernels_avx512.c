@@ -522,24 +522,6 @@ static void pf_decode_row(const rc_mat *w, rc_dtype dt, int64_t r, size_t k0, si
     }
 }
 
-/* Software prefetch of rows [r, r + nr), columns [k0, k0 + kc): the weights of the NEXT panel
- * block, issued while this one is computed (thousands of cycles). Each row contributes only a
- * few cache lines per block, too short a run for the hardware prefetcher: without this the panel
- * decode waited on memory (a profile of prefill-512 put 11 % of the matmul time there). */
-static void pf_prefetch(const rc_mat *w, rc_dtype dt, int64_t r, int nr, size_t k0, size_t kc) {
-    const size_t n = (size_t)w->cols, esz2 = dt == RC_DT_F32 ? 8 : dt == RC_DT_BF16 ? 4 : 1; /* 2 x bytes/weight */
-    for (int q = 0; q < nr; q++) {
-        const size_t e0 = (size_t)(r + q) * n + k0;
-        const char *b = (const char *)w->data + e0 * esz2 / 2, *end = (const char *)w->data + (e0 + kc) * esz2 / 2;
-        for (; b < end; b += 64) _mm_prefetch(b, _MM_HINT_T0);
-        _mm_prefetch((const char *)(end - 1), _MM_HINT_T0);
-        if (dt == RC_DT_NF4) {
-            _mm_prefetch((const char *)(w->absmax + (e0 >> 6)), _MM_HINT_T0);
-            _mm_prefetch((const char *)(w->absmax + ((e0 + kc - 1) >> 6)), _MM_HINT_T0);
-        }
-    }
-}
-
 /* Rows [r0, r1) x nt inputs (nt <= PF_ACC_FLOATS / 16 / PF_MR), weights f32 / bf16 / nf4.
  * scratch: PF_SCRATCH_FLOATS, 64-byte aligned (the decoded panel, then the lanes). */
 static void pf_block(const rc_mat *w, rc_dtype dt, const float *bias, const float *X, size_t ldx, int nt, float *Y,
@@ -557,8 +539,6 @@ static void pf_block(const rc_mat *w, rc_dtype dt, const float *bias, const floa
         for (size_t k0 = 0; k0 < n16; k0 += PF_KC) {
             const size_t kc = n16 - k0 < PF_KC ? n16 - k0 : PF_KC;
             const int first = k0 == 0, finish = !tail && k0 + kc == n16;
-            if (k0 + kc < n16) pf_prefetch(w, dt, p, pr, k0 + kc, n16 - k0 - kc < PF_KC ? n16 - k0 - kc : PF_KC);
-            else if (p + pr < r1) pf_prefetch(w, dt, p + pr, r1 - p - pr < (int64_t)pr_max ? (int)(r1 - p - pr) : (int)pr_max, 0, n16 < PF_KC ? n16 : PF_KC);
             /* group q0 (mr rows) packed at wbuf + q0*kc: row q0+j's columns 16s.. at + s*16*mr + 16*j */
             for (int q0 = 0; q0 < pr; q0 += PF_MR) {
                 const int mr = pr - q0 < PF_MR ? pr - q0 : PF_MR;
