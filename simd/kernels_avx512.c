@@ -10,7 +10,9 @@
  * single fp32 product as the reference). f16 weights and nf4 rows whose length is not a
  * multiple of 16 use the scalar reference.
  *
- * matmul loop nest (none of it changes an output's order, only when it is computed):
+ * matmul, nt >= RC_PF_MIN_NT (prefill) with the caller's scratch: see pf_matmul below (each weight
+ *   panel decoded once per call into the scratch, then 6 rows x 4 inputs f32 register tiles).
+ * matmul, nt < RC_PF_MIN_NT (none of it changes an output's order, only when it is computed):
  *   weight rows in L2-sized panels > input tiles of 4 rows (kept in L1) > groups of 4 weight rows
  *   > columns; each decoded weight vector feeds 4 inputs from a register (16 zmm accumulators,
  *   one per output). One input: bf16/f32 4 weight rows at once, 4 independent FMA chains, and
@@ -474,22 +476,22 @@ static void pf_tile_any(int mr, int mt, int first, int finish, const pf_args *g)
     }
     switch (mr * 16 + mt) {
 #define PF_CASE(R, T)                                                                                                  \
-    case (R) * 16 + (T): pf_tile((R) < PF_MR ? (R) : PF_MR, (T) < PF_MT ? (T) : PF_MT, first, finish, g); return;
-#define PF_CASES_T(R) PF_CASE(R, 1) PF_CASE(R, 2) PF_CASE(R, 3) PF_CASE(R, 4) PF_CASE(R, 5) PF_CASE(R, 6)
+    case (R) * 16 + (T): /* clamped: a smaller PF_MR / PF_MT leaves these cases unreachable */                    \
+        pf_tile((R) < PF_MR ? (R) : PF_MR, (T) < PF_MT ? (T) : PF_MT, first, finish, g);                               \
+        return;
+#define PF_CASES_T(R) PF_CASE(R, 1) PF_CASE(R, 2) PF_CASE(R, 3) PF_CASE(R, 4)
         PF_CASES_T(1)
         PF_CASES_T(2)
         PF_CASES_T(3)
         PF_CASES_T(4)
         PF_CASES_T(5)
         PF_CASES_T(6)
-        PF_CASES_T(7)
-        PF_CASES_T(8)
 #undef PF_CASES_T
 #undef PF_CASE
     default: break;
     }
 }
-_Static_assert(PF_MR <= 8 && PF_MT <= 6, "pf_tile_any covers the tile edges up to 8 x 6");
+_Static_assert(PF_MR <= 6 && PF_MT <= 4, "pf_tile_any covers the tile edges up to 6 x 4");
 
 /* exact fp32 weights of row r, columns [k0, k0 + kc) (kc % 16 == 0): 16 columns at a time, the
  * block of columns 16s .. 16s+15 at dst + s*stride */
