@@ -6,7 +6,7 @@
  *   decode tok/s and prefill tok/s (512 rows) on the synthetic 1.5B nf4 blob, 1 and 2 threads;
  *   bge-base encode of one 128-token block (ms); one recall rebuild (pooler over 256 injected
  *     rows + a forward of [SP 32][injected 256][window 512] = 800 rows) (ms).
- * usage: bench [blob] [--quick] [--kernels-only | --models-only | --micro] (blob default build/synth/r1-1.5b-nf4.blob; made by `make synth`).
+ * usage: bench [blob] [--quick] [--kernels-only | --models-only | --micro | --prefill-micro] (blob default build/synth/r1-1.5b-nf4.blob; made by `make synth`).
  * RECALL_BENCH_PATHS=avx2,avx512 restricts the SIMD paths timed. */
 #include "bert.h"
 #include "blob.h"
@@ -529,6 +529,139 @@ static void model_bench(const char *path, int quick) {
     rc_blob_close(b);
 }
 
+/* ---- prefill micro-benchmark (--prefill-micro): the matmul at prefill input counts against the FMA peak ----
+ * The FMA peak of one core: 12 independent chains of register-only FMAs (AVX-512: 16 lanes, AVX2: 8),
+ * best of 5 by thread CPU time. Then the real prefill shapes (nf4 qwen2 1.5B: 1536x1536, 256x1536,
+ * 8960x1536, 1536x8960; f32 bge-base: 768x768, 3072x768, 768x3072) at nt = 64, 128, 512 inputs
+ * (RECALL_MICRO_NT overrides), 1 thread, min of 3 calls, GFLOP/s and % of the path's peak. The output
+ * is first compared bitwise with the same path called with 8 inputs at a time (the register-tile
+ * kernel, which tests/simd_selftest.c checks against scalar; the scalar path itself would take
+ * minutes here). */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define PEAK_ITERS 20000000L
+/* 12 named accumulators (an array would live on the stack through the asm barrier) */
+#define PEAK_LOOP(V, FMA)                                                                                              \
+    V a0 = init, a1 = init, a2 = init, a3 = init, a4 = init, a5 = init, a6 = init, a7 = init, a8 = init, a9 = init,    \
+      a10 = init, a11 = init;                                                                                          \
+    const double t0 = cpu_now();                                                                                       \
+    for (long i = 0; i < PEAK_ITERS; i++) {                                                                            \
+        a0 = FMA(a0, m, c), a1 = FMA(a1, m, c), a2 = FMA(a2, m, c), a3 = FMA(a3, m, c), a4 = FMA(a4, m, c);            \
+        a5 = FMA(a5, m, c), a6 = FMA(a6, m, c), a7 = FMA(a7, m, c), a8 = FMA(a8, m, c), a9 = FMA(a9, m, c);            \
+        a10 = FMA(a10, m, c), a11 = FMA(a11, m, c);                                                                    \
+        __asm__("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8),         \
+                "+v"(a9), "+v"(a10), "+v"(a11));                                                                       \
+    }                                                                                                                  \
+    const double dt = cpu_now() - t0;                                                                                  \
+    V sum = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;                                               \
+    float s0;                                                                                                          \
+    memcpy(&s0, &sum, 4);                                                                                              \
+    if (s0 == 12345.0f) printf(" ");
+__attribute__((target("avx512f,fma"))) static double peak_avx512(void) {
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f), init = _mm512_set1_ps(1.0f);
+    PEAK_LOOP(__m512, _mm512_fmadd_ps)
+    return 2.0 * 16 * 12 * (double)PEAK_ITERS / dt * 1e-9;
+}
+__attribute__((target("avx2,fma"))) static double peak_avx2(void) {
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f), init = _mm256_set1_ps(1.0f);
+    PEAK_LOOP(__m256, _mm256_fmadd_ps)
+    return 2.0 * 8 * 12 * (double)PEAK_ITERS / dt * 1e-9;
+}
+static double fma_peak(rc_simd_path p) {
+    double best = 0.0;
+    for (int r = 0; r < 5; r++) {
+        const double g = p == RC_SIMD_AVX512 ? peak_avx512() : p == RC_SIMD_AVX2 ? peak_avx2() : 0.0;
+        if (g > best) best = g;
+    }
+    return best;
+}
+#else
+static double fma_peak(rc_simd_path p) {
+    (void)p;
+    return 0.0;
+}
+#endif
+
+static void prefill_micro(void) {
+    static const struct {
+        rc_dtype dt;
+        int64_t rows, cols;
+        const char *what;
+    } shapes[] = {
+        {RC_DT_NF4, 1536, 1536, "nf4 q/o 1536x1536"},  {RC_DT_NF4, 256, 1536, "nf4 k/v 256x1536"},
+        {RC_DT_NF4, 8960, 1536, "nf4 gate/up 8960x1536"}, {RC_DT_NF4, 1536, 8960, "nf4 down 1536x8960"},
+        {RC_DT_F32, 768, 768, "f32 bge 768x768"},       {RC_DT_F32, 3072, 768, "f32 bge 3072x768"},
+        {RC_DT_F32, 768, 3072, "f32 bge 768x3072"},
+    };
+    int nts[16] = {64, 128, 512}, nnt = 3;
+    const char *env = getenv("RECALL_MICRO_NT");
+    if (env && *env) {
+        nnt = 0;
+        for (const char *c = env; *c && nnt < 16; c = strchr(c, ',') ? strchr(c, ',') + 1 : c + strlen(c)) {
+            int v = atoi(c);
+            if (v > 0 && v <= 512) nts[nnt++] = v;
+        }
+    }
+    const size_t maxw = (size_t)8960 * 1536;
+    uint8_t *codes = malloc(maxw / 2);
+    float *absmax = malloc(maxw / 64 * sizeof(float)), *wf = malloc((size_t)3072 * 768 * sizeof(float));
+    float *X = malloc(maxw / 1536 * 512 * sizeof(float)); /* 512 inputs of up to 8960 columns */
+    float *y0 = malloc((size_t)8960 * 512 * sizeof(float)), *y = malloc((size_t)8960 * 512 * sizeof(float));
+    float *bias = malloc(8960 * sizeof(float));
+    if (!codes || !absmax || !wf || !X || !y0 || !y || !bias) die("out of memory", NULL);
+    uint64_t st = 7;
+    for (size_t i = 0; i < maxw / 2; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        codes[i] = (uint8_t)(st >> 56);
+    }
+    for (size_t i = 0; i < maxw / 64; i++) absmax[i] = 0.01f + (float)(i % 97) * 0.001f;
+    for (size_t i = 0; i < (size_t)3072 * 768; i++) wf[i] = (float)((i * 2654435761u) % 2001) * 1e-4f - 0.1f;
+    for (size_t i = 0; i < (size_t)8960 * 512; i++) X[i] = (float)((i * 7919) % 2001 - 1000) * 0.001f;
+    for (size_t i = 0; i < 8960; i++) bias[i] = (float)(i % 13) * 0.01f;
+    for (int p = 1; p < RC_SIMD_COUNT; p++) {
+        if (!path_wanted((rc_simd_path)p)) continue;
+        rc_kernels k;
+        recall_err err = {0};
+        if (rc_simd_select(rc_simd_name((rc_simd_path)p), &k, &err)) die("simd", &err);
+        const double peak = fma_peak((rc_simd_path)p);
+        printf("%-24s        %-7s FMA peak %7.1f GFLOP/s (12 register chains, best of 5)\n", "1 core", k.name, peak);
+        float *scratch = k.matmul_scratch ? aligned_alloc(64, k.matmul_scratch * sizeof(float)) : NULL;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const rc_mat w = {shapes[s].dt, shapes[s].dt == RC_DT_NF4 ? (void *)codes : (void *)wf,
+                              shapes[s].dt == RC_DT_NF4 ? absmax : NULL, shapes[s].rows, shapes[s].cols};
+            const size_t rows = (size_t)w.rows, cols = (size_t)w.cols;
+            for (int ni = 0; ni < nnt; ni++) {
+                const int nt = nts[ni];
+                for (int t = 0; t < nt; t += 8)
+                    k.matmul(&w, bias, X + (size_t)t * cols, cols, nt - t < 8 ? nt - t : 8, y0 + (size_t)t * rows, rows,
+                             0, (int64_t)rows, scratch);
+                memset(y, 0, rows * (size_t)nt * sizeof(float));
+                k.matmul(&w, bias, X, cols, nt, y, rows, 0, (int64_t)rows, scratch);
+                if (!same_bits(y, y0, rows * (size_t)nt, shapes[s].what)) exit(1);
+                double best = 1e30;
+                for (int r = 0; r < 3; r++) {
+                    const double t0 = cpu_now();
+                    k.matmul(&w, bias, X, cols, nt, y, rows, 0, (int64_t)rows, scratch);
+                    const double dt = cpu_now() - t0;
+                    if (dt < best) best = dt;
+                }
+                const double gf = 2.0 * (double)(rows * cols) * nt / best * 1e-9;
+                printf("%-24s nt=%-3d %-7s %9.1f us %7.1f GFLOP/s %5.1f %% of peak\n", shapes[s].what, nt, k.name,
+                       best * 1e6, gf, peak > 0 ? 100.0 * gf / peak : 0.0);
+                fflush(stdout);
+            }
+        }
+        free(scratch);
+    }
+    free(codes);
+    free(absmax);
+    free(wf);
+    free(X);
+    free(y0);
+    free(y);
+    free(bias);
+}
+
 int main(int argc, char **argv) {
     const char *path = "build/synth/r1-1.5b-nf4.blob";
     int quick = 0, models = 1, kernels = 1;
@@ -539,14 +672,19 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--micro")) {
             micro();
             return 0;
+        } else if (!strcmp(argv[i], "--prefill-micro")) {
+            prefill_micro();
+            return 0;
         }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: bench [blob] [--quick] [--kernels-only | --models-only | --micro]\n"
+            printf("usage: bench [blob] [--quick] [--kernels-only | --models-only | --micro | --prefill-micro]\n"
                    "  blob            the synthetic 1.5B nf4 blob (default %s; `make synth` makes it)\n"
                    "  --quick         8 decode steps instead of 32; prefill and the rebuild at 2 threads only\n"
                    "  --kernels-only  read bandwidth and the nf4 matvec table only\n"
                    "  --models-only   decode, prefill, bge-base and the recall rebuild only\n"
                    "  --micro         the matmul kernel alone, 1 thread (RECALL_MICRO_NT=1,16,64 picks input counts)\n"
+                   "  --prefill-micro the FMA peak of one core, then the matmul at the real prefill shapes (nf4 qwen2,\n"
+                   "                  f32 bge) at 64, 128, 512 inputs (RECALL_MICRO_NT overrides), 1 thread, %% of peak\n"
                    "environment: RECALL_BENCH_PATHS=avx2,avx512 restricts the SIMD paths timed;\n"
                    "  RECALL_BENCH_LOAD=huge copies the blob into huge-page-advised memory first\n"
                    "every timed kernel and model is first checked bitwise against the scalar path\n",

@@ -10,7 +10,9 @@
  * single fp32 product as the reference). f16 weights and nf4 rows whose length is not a
  * multiple of 16 use the scalar reference.
  *
- * matmul loop nest (none of it changes an output's order, only when it is computed):
+ * matmul, nt >= RC_PF_MIN_NT (prefill) with the caller's scratch: see pf_matmul below (each weight
+ *   panel decoded once per call into the scratch, then 6 rows x 4 inputs f32 register tiles).
+ * matmul, nt < RC_PF_MIN_NT (none of it changes an output's order, only when it is computed):
  *   weight rows in L2-sized panels > input tiles of 4 rows (kept in L1) > groups of 4 weight rows
  *   > columns; each decoded weight vector feeds 4 inputs from a register (16 zmm accumulators,
  *   one per output). One input: bf16/f32 4 weight rows at once, 4 independent FMA chains, and
@@ -368,9 +370,234 @@ static void mm_nf4(const rc_mat *w, const float *bias, const float *X, size_t ld
     mm_dtype(w, RC_DT_NF4, bias, X, ldx, nt, Y, ldy, r0, r1);
 }
 
+static void avx512_nf4_dequant(const uint8_t *codes, const float *absmax, size_t start, size_t n, float *out) {
+    size_t i = 0;
+    for (; i < n && ((start + i) & 15); i++) out[i] = rc_nf4_value(codes, absmax, start + i);
+    const __m512 cb = _mm512_loadu_ps(RC_NF4_CODEBOOK);
+    for (; i + 16 <= n; i += 16) {
+        size_t e = start + i;
+        __m512 table = _mm512_mul_ps(cb, _mm512_set1_ps(absmax[e >> 6]));
+        _mm512_storeu_ps(out + i, nf4_lookup16(table, codes + (e >> 1)));
+    }
+    for (; i < n; i++) out[i] = rc_nf4_value(codes, absmax, start + i);
+}
+
+/* ---- prefill (nt >= RC_PF_MIN_NT): decode a panel once, then an f32 register tile ----
+ * The weights of up to PF_PR_MAX rows x PF_KC columns are decoded ONCE per call (exact fp32, the
+ * same values as value_at; f32 weights copied) into the caller's scratch, packed in the order the
+ * tile reads them: per group of PF_MR rows, per 16 columns, the group's rows one after another.
+ * The panel stays in L1 with the input tile. Every tile of PF_MT inputs (read in place from X)
+ * then meets every group of the panel: PF_MR x PF_MT = 24 zmm accumulators, per 16 columns
+ * PF_MT x loads (kept in registers) + PF_MR w loads feed 24 FMAs, and the registers hold it
+ * without a spill (24 + 4 x + 1-2 w of 32). Every output still owns its 16 canonical lanes
+ * (one zmm), filled in column order: between column blocks the lanes wait in acc_buf (exact
+ * fp32 stores); the last block does the tree and the bias from registers; an n % 16 tail is
+ * added on the first lanes at the end, as in row_block. So the bits are those of the scalar
+ * path; only the order in which outputs are computed differs (the AVX2 prefill path is the same
+ * design with 8-lane halves).
+ * Below RC_PF_MIN_NT inputs the decode (stored, then reloaded) costs more than it saves, and
+ * row_block (decode into registers, 4 rows x 4 inputs) is used; so is it without scratch. */
+#ifndef PF_KC
+#define PF_KC 512 /* columns per block (a multiple of 64, so nf4 blocks stay whole) */
+#endif
+#ifndef PF_MR
+#define PF_MR 6 /* weight rows per tile */
+#endif
+#ifndef PF_MT
+#define PF_MT 4 /* inputs per tile */
+#endif
+#ifndef PF_PR_MAX
+#define PF_PR_MAX 12 /* rows per panel (a multiple of PF_MR): 12 x 512 decoded = 24 KB, L1 with the X tile */
+#endif
+#define PF_WBUF_FLOATS ((size_t)PF_PR_MAX * PF_KC)
+#define PF_ACC_FLOATS ((size_t)32768) /* 16 lanes of up to 2048 outputs (panel rows x inputs): 128 KB */
+#define PF_SCRATCH_FLOATS (PF_WBUF_FLOATS + PF_ACC_FLOATS)
+_Static_assert(PF_WBUF_FLOATS % 16 == 0 && PF_SCRATCH_FLOATS % 16 == 0, "scratch parts stay 64-byte aligned");
+_Static_assert(PF_PR_MAX % PF_MR == 0 && PF_KC % 64 == 0, "panel geometry");
+#ifndef RC_PF_MIN_NT
+#define RC_PF_MIN_NT 16
+#endif
+
+typedef struct {
+    const float *wp; /* the group's packed weights: column block s of row q at wp + s*16*MR + 16*q */
+    const float *xp; /* MT inputs, stride ldx */
+    size_t ldx;
+    size_t kc;       /* columns, a multiple of 16 */
+    float *acc;      /* lanes of output (q, t) at acc + q*acc_ld + 16*t */
+    size_t acc_ld;
+    float *y;        /* finish: output (q, t) at y[t*ldy + q] (+ bias[q]) */
+    size_t ldy;
+    const float *bias;
+} pf_args;
+
+/* One tile: MR weight rows x MT inputs over kc columns.
+ * first: the lanes start at +0.0f (else from acc); finish: tree + bias into y (else into acc). */
+AINLINE void pf_tile(const int MR, const int MT, int first, int finish, const pf_args *g) {
+    const float *wp = g->wp, *xp = g->xp;
+    const size_t ldx = g->ldx, kc = g->kc;
+    __m512 a[PF_MR][PF_MT];
+    RC_UNROLL
+    for (int q = 0; q < MR; q++)
+        RC_UNROLL
+        for (int t = 0; t < MT; t++)
+            a[q][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(g->acc + (size_t)q * g->acc_ld + 16 * t);
+    for (size_t i = 0; i < kc; i += 16, wp += 16 * MR) {
+        __m512 xv[PF_MT];
+        RC_UNROLL
+        for (int t = 0; t < MT; t++) {
+            xv[t] = _mm512_loadu_ps(xp + (size_t)t * ldx + i);
+            __asm__("" : "+v"(xv[t])); /* one load per x vector: gcc would fold it into every FMA */
+        }
+        RC_UNROLL
+        for (int q = 0; q < MR; q++) {
+            const __m512 wv = _mm512_load_ps(wp + 16 * q);
+            RC_UNROLL
+            for (int t = 0; t < MT; t++) a[q][t] = _mm512_fmadd_ps(wv, xv[t], a[q][t]);
+        }
+    }
+    RC_UNROLL
+    for (int q = 0; q < MR; q++)
+        RC_UNROLL
+        for (int t = 0; t < MT; t++) {
+            if (finish) {
+                const float d = tree_v(a[q][t]);
+                g->y[(size_t)t * g->ldy + (size_t)q] = g->bias ? d + g->bias[q] : d;
+            } else {
+                _mm512_store_ps(g->acc + (size_t)q * g->acc_ld + 16 * t, a[q][t]);
+            }
+        }
+}
+
+/* the edges: the panel's last rows (mr < PF_MR), the last inputs (mt < PF_MT) */
+static void pf_tile_any(int mr, int mt, int first, int finish, const pf_args *g) {
+    if (mr == PF_MR && mt == PF_MT) {
+        pf_tile(PF_MR, PF_MT, first, finish, g);
+        return;
+    }
+    switch (mr * 16 + mt) {
+#define PF_CASE(R, T)                                                                                                  \
+    case (R) * 16 + (T): /* clamped: a smaller PF_MR / PF_MT leaves these cases unreachable */                    \
+        pf_tile((R) < PF_MR ? (R) : PF_MR, (T) < PF_MT ? (T) : PF_MT, first, finish, g);                               \
+        return;
+#define PF_CASES_T(R) PF_CASE(R, 1) PF_CASE(R, 2) PF_CASE(R, 3) PF_CASE(R, 4)
+        PF_CASES_T(1)
+        PF_CASES_T(2)
+        PF_CASES_T(3)
+        PF_CASES_T(4)
+        PF_CASES_T(5)
+        PF_CASES_T(6)
+#undef PF_CASES_T
+#undef PF_CASE
+    default: break;
+    }
+}
+_Static_assert(PF_MR <= 6 && PF_MT <= 4, "pf_tile_any covers the tile edges up to 6 x 4");
+
+/* exact fp32 weights of row r, columns [k0, k0 + kc) (kc % 16 == 0): 16 columns at a time, the
+ * block of columns 16s .. 16s+15 at dst + s*stride */
+static void pf_decode_row(const rc_mat *w, rc_dtype dt, int64_t r, size_t k0, size_t kc, float *dst, size_t stride) {
+    const size_t e0 = (size_t)r * (size_t)w->cols + k0;
+    if (dt == RC_DT_F32) {
+        const float *p = (const float *)w->data + e0;
+        for (size_t i = 0; i < kc; i += 16, dst += stride) _mm512_store_ps(dst, _mm512_loadu_ps(p + i));
+    } else if (dt == RC_DT_BF16) {
+        const uint16_t *p = (const uint16_t *)w->data + e0;
+        for (size_t i = 0; i < kc; i += 16, dst += stride) {
+            __m256i h = _mm256_loadu_si256((const __m256i *)(p + i));
+            _mm512_store_ps(dst, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+        }
+    } else if ((e0 & 63) == 0) { /* nf4, whole 64-blocks (kc % 64 == 0 then too): one table per block */
+        const uint8_t *codes = (const uint8_t *)w->data;
+        const __m512 cb = _mm512_loadu_ps(RC_NF4_CODEBOOK);
+        for (size_t i = 0; i < kc; i += 64) {
+            const size_t e = e0 + i;
+            const __m512 table = _mm512_mul_ps(cb, _mm512_set1_ps(w->absmax[e >> 6]));
+            RC_UNROLL
+            for (int s = 0; s < 4; s++, dst += stride) _mm512_store_ps(dst, nf4_lookup16(table, codes + (e >> 1) + 8 * s));
+        }
+    } else {
+        float tmp[16];
+        for (size_t i = 0; i < kc; i += 16, dst += stride) {
+            avx512_nf4_dequant((const uint8_t *)w->data, w->absmax, e0 + i, 16, tmp);
+            _mm512_store_ps(dst, _mm512_loadu_ps(tmp));
+        }
+    }
+}
+
+/* Rows [r0, r1) x nt inputs (nt <= PF_ACC_FLOATS / 16 / PF_MR), weights f32 / bf16 / nf4.
+ * scratch: PF_SCRATCH_FLOATS, 64-byte aligned (the decoded panel, then the lanes). */
+static void pf_block(const rc_mat *w, rc_dtype dt, const float *bias, const float *X, size_t ldx, int nt, float *Y,
+                     size_t ldy, int64_t r0, int64_t r1, float *scratch) {
+    float *wbuf = scratch, *acc_buf = scratch + PF_WBUF_FLOATS; /* PF_WBUF_FLOATS % 16 == 0: aligned */
+    const size_t n = (size_t)w->cols, n16 = n - n % 16;
+    const int tail = n16 != n;
+    /* panel rows: their lanes fit acc_buf */
+    size_t pr_max = PF_ACC_FLOATS / 16 / (size_t)nt;
+    if (pr_max > PF_PR_MAX) pr_max = PF_PR_MAX;
+    pr_max -= pr_max % PF_MR; /* >= PF_MR: nt <= PF_ACC_FLOATS / 16 / PF_MR (pf_matmul) */
+    const size_t acc_ld = 16 * (size_t)nt; /* acc_buf: [panel row][input][16 lanes] */
+    for (int64_t p = r0; p < r1; p += (int64_t)pr_max) {
+        const int pr = r1 - p < (int64_t)pr_max ? (int)(r1 - p) : (int)pr_max;
+        for (size_t k0 = 0; k0 < n16; k0 += PF_KC) {
+            const size_t kc = n16 - k0 < PF_KC ? n16 - k0 : PF_KC;
+            const int first = k0 == 0, finish = !tail && k0 + kc == n16;
+            /* group q0 (mr rows) packed at wbuf + q0*kc: row q0+j's columns 16s.. at + s*16*mr + 16*j */
+            for (int q0 = 0; q0 < pr; q0 += PF_MR) {
+                const int mr = pr - q0 < PF_MR ? pr - q0 : PF_MR;
+                for (int j = 0; j < mr; j++)
+                    pf_decode_row(w, dt, p + q0 + j, k0, kc, wbuf + (size_t)q0 * kc + 16 * (size_t)j, 16 * (size_t)mr);
+            }
+            pf_args g;
+            g.kc = kc;
+            g.acc_ld = acc_ld;
+            g.ldy = ldy;
+            g.ldx = ldx;
+            for (int t = 0; t < nt; t += PF_MT) {
+                const int mt = nt - t < PF_MT ? nt - t : PF_MT;
+                g.xp = X + (size_t)t * ldx + k0;
+                for (int q = 0; q < pr; q += PF_MR) {
+                    const int mr = pr - q < PF_MR ? pr - q : PF_MR;
+                    g.wp = wbuf + (size_t)q * kc;
+                    g.acc = acc_buf + (size_t)q * acc_ld + 16 * (size_t)t;
+                    g.y = Y + (size_t)t * ldy + (size_t)(p + q);
+                    g.bias = bias ? bias + p + q : NULL;
+                    pf_tile_any(mr, mt, first, finish, &g);
+                }
+            }
+        }
+        if (!tail && n16) continue;
+        /* the n % 16 tail on the first lanes, then the tree and the bias */
+        for (int q = 0; q < pr; q++) {
+            const int64_t r = p + q;
+            const size_t off = (size_t)r * n;
+            for (int t = 0; t < nt; t++) {
+                float lanes[16];
+                if (n16) memcpy(lanes, acc_buf + (size_t)q * acc_ld + 16 * (size_t)t, sizeof lanes);
+                else memset(lanes, 0, sizeof lanes);
+                const float *x = X + (size_t)t * ldx;
+                for (size_t k = n16; k < n; k++) lanes[k - n16] = fmaf(value_at(w, dt, off + k), x[k], lanes[k - n16]);
+                const float d = tree16(lanes);
+                Y[(size_t)t * ldy + (size_t)r] = bias ? d + bias[r] : d;
+            }
+        }
+    }
+}
+
+static void pf_matmul(const rc_mat *w, rc_dtype dt, const float *bias, const float *X, size_t ldx, int nt, float *Y,
+                      size_t ldy, int64_t r0, int64_t r1, float *scratch) {
+    /* inputs per block: at most PF_ACC_FLOATS / 16 / PF_MR, so that a panel holds >= PF_MR rows */
+    const int ntb_max = (int)(PF_ACC_FLOATS / 16 / PF_MR);
+    for (int t = 0; t < nt; t += ntb_max)
+        pf_block(w, dt, bias, X + (size_t)t * ldx, ldx, nt - t < ntb_max ? nt - t : ntb_max, Y + (size_t)t * ldy, ldy,
+                 r0, r1, scratch);
+}
+
 static void avx512_matmul(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y,
                           size_t ldy, int64_t r0, int64_t r1, float *scratch) {
-    (void)scratch; /* register tiles only */
+    if (scratch && nt >= RC_PF_MIN_NT && (w->dtype == RC_DT_F32 || w->dtype == RC_DT_BF16 || w->dtype == RC_DT_NF4)) {
+        pf_matmul(w, w->dtype, bias, X, ldx, nt, Y, ldy, r0, r1, scratch);
+        return;
+    }
     switch (w->dtype) {
     case RC_DT_F32: mm_f32(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
     case RC_DT_BF16: mm_bf16(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
@@ -393,25 +620,13 @@ static void avx512_matmul(const rc_mat *w, const float *bias, const float *X, si
         }
 }
 
-static void avx512_nf4_dequant(const uint8_t *codes, const float *absmax, size_t start, size_t n, float *out) {
-    size_t i = 0;
-    for (; i < n && ((start + i) & 15); i++) out[i] = rc_nf4_value(codes, absmax, start + i);
-    const __m512 cb = _mm512_loadu_ps(RC_NF4_CODEBOOK);
-    for (; i + 16 <= n; i += 16) {
-        size_t e = start + i;
-        __m512 table = _mm512_mul_ps(cb, _mm512_set1_ps(absmax[e >> 6]));
-        _mm512_storeu_ps(out + i, nf4_lookup16(table, codes + (e >> 1)));
-    }
-    for (; i < n; i++) out[i] = rc_nf4_value(codes, absmax, start + i);
-}
-
 int RC_KERNELS_AVX512_FN(rc_kernels *k) {
     k->path = RC_SIMD_AVX512;
     k->name = "avx512";
     k->dot_f32 = avx512_dot_f32;
     k->sumsq_f32 = avx512_sumsq_f32;
     k->matmul = avx512_matmul;
-    k->matmul_scratch = 0;
+    k->matmul_scratch = PF_SCRATCH_FLOATS;
     k->attn_scores = avx512_attn_scores;
     k->attn_wsum = avx512_attn_wsum;
     k->nf4_dequant = avx512_nf4_dequant;

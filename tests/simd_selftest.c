@@ -196,8 +196,9 @@ static void check_matmul(tally *t, const rc_kernels *k, lcg *g) {
         free_mat(&tm);
     }
     /* the x86 prefill kernels (nt >= 16): column blocks of 512 with and without a tail, panels of
-     * 12 rows with 1-2 rows left, input tiles of 4 with 1-3 inputs left, nf4 rows that do not
-     * start a 16-block, fewer than 16 columns, more inputs than one accumulator block (341) */
+     * 12 rows with 1-5 rows left (AVX-512 groups of 6 rows, AVX2 of 3), input tiles of 4 with 1-3
+     * inputs left, nf4 rows that do not start a 16-block or a 64-block, fewer than 16 columns,
+     * more inputs than one accumulator block (AVX-512 341, AVX2 682) */
     static const struct {
         rc_dtype dt;
         int64_t rows, cols;
@@ -205,7 +206,7 @@ static void check_matmul(tally *t, const rc_kernels *k, lcg *g) {
     } prefill[] = {
         {RC_DT_F32, 29, 1100, 16}, {RC_DT_F32, 14, 48, 17},  {RC_DT_BF16, 10, 1030, 18}, {RC_DT_NF4, 17, 1088, 23},
         {RC_DT_NF4, 6, 1048, 16},  {RC_DT_NF4, 5, 64, 345}, {RC_DT_F32, 4, 7, 20},      {RC_DT_NF4, 13, 2048, 32},
-        {RC_DT_BF16, 7, 512, 21},
+        {RC_DT_BF16, 7, 512, 21}, {RC_DT_NF4, 11, 1040, 19}, {RC_DT_F32, 9, 768, 64},
     };
     for (size_t s = 0; s < sizeof prefill / sizeof prefill[0]; s++) {
         test_mat tm;
