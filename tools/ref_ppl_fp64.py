@@ -21,11 +21,17 @@ j in [N/2, N-1) predict id j+1; nll = logsumexp(logits) - logits[target]; PPL = 
 
 usage: env -u OPENBLAS_CORETYPE /usr/bin/python3 tools/ref_ppl_fp64.py BLOB --tokens-file IDS
            --ctx N [--chunks K] [--bos] [--json OUT] [--compare RECALL_SCORE.json]
+           [--llama LLAMA_PERPLEXITY_LOG ...] [--load FP64.json]
   --tokens-file   a JSON array of ids, or ids separated by whitespace (as `recall score`)
   --chunks K      score only the first K chunks (default: all)
   --json OUT      per-chunk PPL and per-position nll / greedy argmax
-  --compare F     a `recall score --per-position --json` file of the same ids and --ctx: prints
+  --compare F     a `recall score --per-position --json` file of the same ids (or a prefix of
+                  them) and --ctx (targets checked position by position): prints
                   mean and max |dNLL|, greedy agreement and both PPLs per chunk
+  --llama LOG     (repeatable) a llama-perplexity log of the same text and -c N: its running
+                  estimates "[k]PPL," give each chunk's PPL (equal scored counts per chunk:
+                  chunk k's mean nll = k ln P_k - (k-1) ln P_(k-1)); printed beside the others
+  --load F        take the fp64 results from an earlier --json F instead of computing them
 Only numpy; OpenBLAS threads follow OPENBLAS_NUM_THREADS (use 2 on a shared machine).
 """
 import argparse
@@ -230,6 +236,43 @@ def xxh64_ids(ids):
     return f"{h:016x}"
 
 
+def compute(b, cfg, kv, ids, N, n_chunk, first, bos):
+    out = dict(n_tokens=len(ids), ids_xxh64=xxh64_ids(ids), n_ctx=N, n_chunks=n_chunk, first=first, bos=bos,
+               chunk_ppl=[], positions=[])
+    all_nll = []
+    for c in range(n_chunk):
+        t0 = time.time()
+        chunk = list(ids[c * N:(c + 1) * N])
+        if bos:
+            chunk[0] = kv["tok.bos"]
+        hn = forward_chunk(b, cfg, chunk, first, log=lambda s: print(f"  chunk {c}: {s}", file=sys.stderr, flush=True))
+        targets = np.asarray(chunk[first + 1:N], dtype=np.int64)
+        nll, greedy = score_rows(b, hn, targets)
+        all_nll.extend(nll.tolist())
+        ppl = math.exp(float(np.mean(nll)))
+        out["chunk_ppl"].append(ppl)
+        for j in range(len(nll)):
+            out["positions"].append(dict(chunk=c, pos=first + j, target=int(targets[j]), nll=float(nll[j]),
+                                         greedy=int(greedy[j])))
+        print(f"chunk {c}: ppl {ppl:.6f} (mean nll {np.mean(nll):.9f}), {time.time() - t0:.1f} s", flush=True)
+    out["mean_nll"] = float(np.mean(all_nll))
+    out["ppl"] = math.exp(out["mean_nll"])
+    print(f"fp64 PPL {out['ppl']:.6f} over {len(all_nll)} positions")
+    return out
+
+
+def llama_chunk_ppl(path):
+    """Per-chunk PPL from llama-perplexity's running estimates "[k]P," (k = 1, 2, ...)."""
+    import re
+    est = [float(v) for _, v in re.findall(r"\[(\d+)\]([0-9.]+),", open(path, errors="replace").read())]
+    out, prev = [], 0.0
+    for k, p in enumerate(est, 1):
+        cur = k * math.log(p)
+        out.append(math.exp(cur - prev))
+        prev = cur
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("blob")
@@ -239,6 +282,8 @@ def main():
     ap.add_argument("--bos", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--compare")
+    ap.add_argument("--llama", action="append", default=[])
+    ap.add_argument("--load")
     a = ap.parse_args()
     b = Blob(a.blob)
     kv = b.kv
@@ -256,37 +301,32 @@ def main():
         raise SystemExit(f"{len(ids)} ids: shorter than one chunk of {N}")
     first = N // 2
     print(f"ids {len(ids)} xxh64 {xxh64_ids(ids)}; ctx {N}; chunks {n_chunk}; scored per chunk {N - first - 1}", flush=True)
-    out = dict(n_tokens=len(ids), ids_xxh64=xxh64_ids(ids), n_ctx=N, n_chunks=n_chunk, first=first, bos=a.bos,
-               chunk_ppl=[], positions=[])
-    all_nll = []
-    for c in range(n_chunk):
-        t0 = time.time()
-        chunk = list(ids[c * N:(c + 1) * N])
-        if a.bos:
-            chunk[0] = kv["tok.bos"]
-        hn = forward_chunk(b, cfg, chunk, first, log=lambda s: print(f"  chunk {c}: {s}", file=sys.stderr, flush=True))
-        targets = np.asarray(chunk[first + 1:N], dtype=np.int64)
-        nll, greedy = score_rows(b, hn, targets)
-        all_nll.extend(nll.tolist())
-        ppl = math.exp(float(np.mean(nll)))
-        out["chunk_ppl"].append(ppl)
-        for j in range(len(nll)):
-            out["positions"].append(dict(chunk=c, pos=first + j, target=int(targets[j]), nll=float(nll[j]),
-                                         greedy=int(greedy[j])))
-        print(f"chunk {c}: ppl {ppl:.6f} (mean nll {np.mean(nll):.9f}), {time.time() - t0:.1f} s", flush=True)
-    out["mean_nll"] = float(np.mean(all_nll))
-    out["ppl"] = math.exp(out["mean_nll"])
-    print(f"fp64 PPL {out['ppl']:.6f} over {len(all_nll)} positions")
-    if a.json:
+    if a.load:
+        out = json.load(open(a.load))
+        if out["ids_xxh64"] != xxh64_ids(ids) or out["n_ctx"] != N or out["bos"] != a.bos:
+            raise SystemExit(f"{a.load}: other ids, ctx or bos")
+        n_chunk = min(n_chunk, out["n_chunks"])
+    else:
+        out = compute(b, cfg, kv, ids, N, n_chunk, first, a.bos)
+    if a.json and not a.load:
         with open(a.json + ".tmp", "w") as f:
             json.dump(out, f)
         import os
         os.replace(a.json + ".tmp", a.json)
+    llama = [(path, llama_chunk_ppl(path)) for path in a.llama]
+    for path, ppl in llama:
+        print(f"llama-perplexity {path}: per-chunk PPL " + ", ".join(f"{p:.4f}" for p in ppl))
     if a.compare:
         ours = json.load(open(a.compare))
-        if ours["n_ctx"] != N or ours["ids_xxh64"] != out["ids_xxh64"]:
-            raise SystemExit(f"{a.compare}: other ids or ctx ({ours['ids_xxh64']}, {ours['n_ctx']})")
+        if ours["n_ctx"] != N or ours["bos"] != a.bos:
+            raise SystemExit(f"{a.compare}: another --ctx or --bos ({ours['n_ctx']}, {ours['bos']})")
         mine = {(p["chunk"], p["pos"]): p for p in out["positions"]}
+        # same ids (the recall run may have had a prefix of these ids): every target must match
+        if any((p["chunk"], p["pos"]) in mine and mine[(p["chunk"], p["pos"])]["target"] != p["target"]
+               for p in ours["positions"]):
+            raise SystemExit(f"{a.compare}: other ids")
+        print("| chunk | fp64 PPL | recall PPL (rel. to fp64) | mean / max \\|dNLL\\| | greedy = fp64 | "
+              + " | ".join(f"llama.cpp {path} (rel.)" for path, _ in llama) + " |")
         for c in range(n_chunk):
             d, agree, n, onll = [], 0, 0, []
             for p in ours["positions"]:
@@ -297,9 +337,11 @@ def main():
                 onll.append(p["nll"])
                 agree += p["greedy"] == r["greedy"]
                 n += 1
-            print(f"chunk {c}: recall PPL {math.exp(np.mean(onll)):.6f} fp64 PPL {out['chunk_ppl'][c]:.6f}; "
-                  f"|dNLL| mean {np.mean(d):.3g} max {np.max(d):.3g}; greedy agree {agree}/{n}")
-
+            ref = out["chunk_ppl"][c]
+            rp = math.exp(np.mean(onll))
+            cells = [f"{lp[c]:.4f} ({(lp[c] / ref - 1) * 100:+.3f} %)" if c < len(lp) else "-" for _, lp in llama]
+            print(f"| {c} | {ref:.4f} | {rp:.4f} ({(rp / ref - 1) * 100:+.5f} %) | {np.mean(d):.2g} / {np.max(d):.2g} | "
+                  f"{agree}/{n} | " + " | ".join(cells) + " |")
 
 if __name__ == "__main__":
     main()
