@@ -73,7 +73,7 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = realshape bench-loop soak soak-lsan bench-tok bench-kv-pages
+PHONY_EXTRA = realshape bench-loop bench-long soak soak-lsan bench-tok bench-kv-pages bench-draft bench-screen
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
   cross-test-s390x fuzz fuzz-merge $(NEED_TARGETS)
@@ -87,6 +87,7 @@ help:
 	@echo "  realshape   64-token prefill + 16 decode steps on the synth blob (BENCH_ARGS='--simd avx2 --threads 2')"
 	@echo "  bench-loop  fast vs reference loop schedule on worldA problem 0 (rows and time per turn)"
 	@echo "  bench-draft plain vs --draft N decode tok/s + acceptance on the synth blob (BENCH_ARGS='--draft 8')"
+	@echo "  bench-long  prefill/decode tok/s, KV bytes, peak RSS at 4k..32k on the synth blob (LONG_LENS=..)"
 	@echo "  soak        200 worldA chat turns via recall chat --session, SIGKILLed at seeded points (SOAK_ARGS=)"
 	@echo "  soak-lsan   a shorter soak with ./recall built with ASan + LeakSanitizer (build-asan/recall)"
 	@echo "  bench-tok   tokenizer MB/s (BPE encode/decode, WordPiece encode), 1 thread, no blob needed"
@@ -291,6 +292,14 @@ $(BUILD)/bench_draft: bench/bench_draft.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 bench-draft: $(BUILD)/bench_draft
 	./$(BUILD)/bench_draft $(SYNTH)/r1-1.5b-nf4.blob tests/golden/recall_bench.json $(BENCH_ARGS)
+# Long context on the synth blob (bench/longctx_bench.c): per length a fresh process (peak RSS per
+# length): prefill tok/s, decode tok/s at the end of the context, KV bytes, peak RSS.
+# LONG_LENS='4096 8192' to pick lengths; BENCH_ARGS='--threads 2 --decode 16'; RECALL_BENCH_LOAD=huge.
+LONG_LENS ?= 4096 8192 16384 32768
+$(BUILD)/longctx_bench: bench/longctx_bench.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+bench-long: $(BUILD)/longctx_bench
+	@for n in $(LONG_LENS); do ./$(BUILD)/longctx_bench $(SYNTH)/r1-1.5b-nf4.blob --len $$n $(BENCH_ARGS) || exit 1; done
 
 # Long-running sessions (bench/soak.c, not part of `make test`): an uninterrupted reference chat,
 # then the same chat SIGKILLed at seeded points and restarted from the session file; checks every

@@ -1,0 +1,157 @@
+/* longctx_bench.c - the decoder at one long context length N on a real-shape blob: reserve the KV
+ * cache for N positions, prefill N-D ids (pseudo-random, below the specials), then D greedy decode
+ * steps that end at position N-1; reports prefill tok/s, decode tok/s at the end of the context,
+ * the KV bytes (rc_qwen2_kv_bytes) and the process's peak RSS (getrusage ru_maxrss), plus the
+ * RSS before the prefill and the CPU seconds of each phase. Run one N per process (`make
+ * bench-long` does) so the peak is per N: peak RSS minus KV bytes staying flat across N shows the
+ * prefill memory is linear in N (the per-row score buffer is N floats per worker, the RoPE tables
+ * N x D; no N x N matrix).
+ *
+ * usage: longctx_bench BLOB --len N [--decode D] [--threads T] [--simd PATH] [--chunk R]
+ * (RECALL_BENCH_LOAD=huge copies the blob into huge-page-advised memory, as the other benches)
+ * Prefill progress goes to stderr; the result is one line on stdout ("longctx N=... ").
+ */
+#include "blob.h"
+#include "pool.h"
+#include "qwen2.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double peak_rss_mib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0; /* Linux: KiB */
+}
+
+/* CPU seconds (user + system, all threads) this process has used: on a shared machine, tok per
+ * CPU-second is the figure that other processes' load disturbs least. */
+static double cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* Current resident set (VmRSS) in MiB, or -1 where /proc is missing. */
+static double rss_now_mib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) kb = atof(line + 6);
+    fclose(f);
+    return kb < 0 ? -1 : kb / 1024.0;
+}
+
+static int argmax(const float *x, int n) {
+    int t = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[t]) t = i;
+    return t;
+}
+
+int main(int argc, char **argv) {
+    const char *usage = "usage: longctx_bench BLOB --len N [--decode D] [--threads T] [--simd PATH] [--chunk R]\n";
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fprintf(argc < 2 ? stderr : stdout, "%s", usage);
+        return argc < 2 ? 2 : 0;
+    }
+    rc_exec_opts eo = {0, NULL};
+    int N = 4096, D = 16, R = 512;
+    for (int i = 2; i < argc; i += 2) {
+        if (i + 1 >= argc) {
+            fprintf(stderr, "longctx_bench: %s needs a value\n%s", argv[i], usage);
+            return 2;
+        }
+        if (!strcmp(argv[i], "--len")) N = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--decode")) D = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--chunk")) R = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--threads")) eo.threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--simd")) eo.simd = argv[i + 1];
+        else {
+            fprintf(stderr, "longctx_bench: unexpected argument '%s'\n%s", argv[i], usage);
+            return 2;
+        }
+    }
+    if (D < 1 || R < 1 || N < D + 1) {
+        fprintf(stderr, "longctx_bench: need --len > --decode >= 1 and --chunk >= 1\n");
+        return 2;
+    }
+    const char *load = getenv("RECALL_BENCH_LOAD");
+    const unsigned flags = load && !strcmp(load, "huge") ? RC_OPEN_HUGEPAGES : 0;
+    recall_err err = {0};
+    rc_blob *b;
+    rc_exec *ex;
+    rc_qwen2 *m;
+    if (rc_blob_open(argv[1], flags, &b, &err) || rc_exec_open(&eo, &ex, &err) ||
+        rc_qwen2_open_ex(b, N, ex, &m, &err) || rc_qwen2_reserve(m, N, &err)) {
+        fprintf(stderr, "longctx_bench: %s\n", err.msg);
+        return 1;
+    }
+    const rc_qwen2_config *c = rc_qwen2_cfg(m);
+    const int V = c->vocab, P = N - D;
+    int32_t *ids = malloc((size_t)P * sizeof *ids);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    if (!ids || !logits) {
+        fprintf(stderr, "longctx_bench: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < P; i++) ids[i] = (int32_t)(((int64_t)i * 7919 + 13) % 151643); /* below the specials */
+    for (int i = 0; i < V; i++) logits[i] = NAN; /* poisoned: a skipped row would stay NaN */
+    const double rss_before = rss_now_mib();
+    rc_qwen2_fwd f;
+    memset(&f, 0, sizeof f);
+    double t0 = now_s(), c0 = cpu_s();
+    for (int at = 0; at < P; at += R) {
+        f.ids = ids + at;
+        f.n = P - at < R ? P - at : R;
+        f.logits_last = at + f.n == P ? logits : NULL; /* lm_head only for the last row */
+        if (rc_qwen2_forward(m, &f, &err)) {
+            fprintf(stderr, "longctx_bench: %s\n", err.msg);
+            return 1;
+        }
+        double t = now_s() - t0;
+        fprintf(stderr, "\rprefill %d/%d positions, %.1f s, %.2f tok/s   ", at + f.n, P, t, (at + f.n) / t);
+    }
+    const double t_prefill = now_s() - t0, c_prefill = cpu_s() - c0;
+    fprintf(stderr, "\n");
+    int ok = rc_qwen2_n_cached(m) == P && isfinite(logits[argmax(logits, V)]);
+    double t1 = now_s(), c1 = cpu_s();
+    for (int s = 0; s < D && ok; s++) {
+        int32_t t = argmax(logits, V);
+        for (int i = 0; i < V; i++) logits[i] = NAN;
+        f.ids = &t;
+        f.n = 1;
+        f.logits_last = logits;
+        if (rc_qwen2_forward(m, &f, &err)) {
+            fprintf(stderr, "longctx_bench: %s\n", err.msg);
+            return 1;
+        }
+        ok = rc_qwen2_n_cached(m) == P + s + 1 && isfinite(logits[argmax(logits, V)]);
+    }
+    const double t_decode = now_s() - t1, c_decode = cpu_s() - c1;
+    const double kv_mib = rc_qwen2_kv_bytes(m) / 1048576.0, peak = peak_rss_mib();
+    printf("longctx N=%d simd=%s threads=%d load=%s: prefill %d tok %.1f s %.2f tok/s (cpu %.1f s); decode %d steps "
+           "at %d..%d %.3f s %.2f tok/s (cpu %.3f s); kv %.1f MiB (%zu B, capacity %d); rss before prefill %.1f MiB; peak rss %.1f MiB; "
+           "peak-kv %.1f MiB; finite %s\n",
+           N, ex->k.name, ex->threads, flags ? "huge" : "mmap", P, t_prefill, P / t_prefill, c_prefill, D, P, N - 1,
+           t_decode, D / t_decode, c_decode, kv_mib, rc_qwen2_kv_bytes(m), rc_qwen2_kv_capacity(m), rss_before, peak, peak - kv_mib,
+           ok ? "yes" : "NO");
+    free(ids);
+    free(logits);
+    rc_qwen2_close(m);
+    rc_exec_close(ex);
+    rc_blob_close(b);
+    return ok ? 0 : 1;
+}
