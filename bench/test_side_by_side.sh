@@ -31,6 +31,10 @@ bash -n "$S" && ok "bash -n" || no "bash -n"
 cat >"$T/llama-bench" <<'EOF'
 #!/usr/bin/env bash
 case " $* " in *" -m "*bad.gguf*) echo "llama_model_load: error loading model"; echo "main: error: failed to load model 'bad.gguf'" >&2; exit 1 ;; esac
+case " $* " in *" -m "*stall.gguf*" -pg "*) # its -p 512 run stalled: pg512+64 (9 s) below pp512 (10 s)
+    echo '{"n_prompt": 512, "n_gen": 0, "avg_ns": 10000000000, "stddev_ns": 0, "avg_ts": 51.2, "stddev_ts": 0}'
+    echo '{"n_prompt": 0, "n_gen": 64, "avg_ns": 2000000000, "stddev_ns": 0, "avg_ts": 32.0, "stddev_ts": 0}'
+    echo '{"n_prompt": 512, "n_gen": 64, "avg_ns": 9000000000, "stddev_ns": 0, "avg_ts": 64.0, "stddev_ts": 0}'; exit 0 ;; esac
 case " $* " in *" -p 0 -n 1 "*) echo '{"n_prompt": 0, "n_gen": 1, "avg_ns": 1000, "stddev_ns": 0, "avg_ts": 1.0, "stddev_ts": 0}'; exit 0 ;; esac
 echo '{"build_commit": "fake", "n_threads": 2, "n_prompt": 512, "n_gen": 0, "avg_ns": 10000000000, "stddev_ns": 0, "avg_ts": 51.200000, "stddev_ts": 0.500000, "samples_ns": [ 1 ]}'
 echo '{"build_commit": "fake", "n_threads": 2, "n_prompt": 0, "n_gen": 64, "avg_ns": 2000000000, "stddev_ns": 0, "avg_ts": 32.000000, "stddev_ts": 0.250000, "samples_ns": [ 1 ]}'
@@ -94,6 +98,13 @@ grep -qE '^1 +q4 +51\.20 ± 0\.50 +32\.00 ± 0\.25 +16\.00 ± 0\.00' <<<"$out" &
     no "raw llama row: $out"
 grep -q "^host    : " <<<"$out" && ok "host line" || no "no host line: $out"
 [ -f "$T/raw/round2-q4.jsonl" ] && ok "--raw keeps the jsonl" || no "--raw: no round2-q4.jsonl"
+
+: >"$T/stall.gguf"
+rm -f "$T/count"
+out=$("$S" "${B[@]}" --llama-bench "$T/llama-bench" --gguf "$T/stall.gguf" --rounds 1 --reps 1 2>&1)
+st=$?
+[ $st = 0 ] && grep -qF "no tg64@512 this round" <<<"$out" && grep -qxF "| tg64@512 | 8.00 [8.00-8.00] | - | - |" <<<"$out" &&
+    ok "a stalled pp512 leaves tg64@512 out of that round" || no "stalled pp512 (exit $st): $out"
 
 echo "test_side_by_side: $fails failure(s)"
 [ "$fails" = 0 ]
