@@ -73,7 +73,7 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = realshape bench-loop bench-long soak soak-lsan bench-tok bench-kv-pages bench-draft bench-screen
+PHONY_EXTRA = realshape bench-loop bench-long soak soak-lsan bench-tok bench-kv-pages bench-draft bench-screen test-sbs
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
   cross-test-s390x fuzz fuzz-merge $(NEED_TARGETS)
@@ -92,6 +92,7 @@ help:
 	@echo "  soak-lsan   a shorter soak with ./recall built with ASan + LeakSanitizer (build-asan/recall)"
 	@echo "  bench-tok   tokenizer MB/s (BPE encode/decode, WordPiece encode), 1 thread, no blob needed"
 	@echo "  bench-kv-pages  --kv-pages PPL vs budget + decode tok/s at the end (KVP_IDS, KVP_N, KVP_ARGS)"
+	@echo "  test-sbs    bench/side_by_side.sh (recall vs llama-bench / an older tree) checked with fake engines"
 	@echo "  synth       generate the real-shape synthetic world (random weights) and convert it to nf4"
 	@echo "  bench       kernel + model benchmarks (checked bitwise vs scalar) on the synth blob"
 	@echo "  cross-test-aarch64  NEON kernels vs scalar: Debian cross gcc + qemu-aarch64-static"
@@ -135,6 +136,12 @@ $(BUILD)/run_tests: $(TEST_OBJ) $(BUILD)/librecall.a
 test: $(RECALL_BIN) $(BUILD)/run_tests $(BUILD)/api_example $(BUILD)/worldA-f32.blob
 	./$(BUILD)/run_tests $(TEST_ARGS)
 	./$(BUILD)/api_example $(BUILD)/worldA-f32.blob $(WORLDA)/loop_A_seed0_faithful_fp32.json
+	@bash bench/test_side_by_side.sh >$(BUILD)/test_side_by_side.log 2>&1 || \
+	  (cat $(BUILD)/test_side_by_side.log; exit 1)
+	@tail -1 $(BUILD)/test_side_by_side.log
+# bench/side_by_side.sh checked with fake engines (no llama.cpp needed; also part of `make test`)
+test-sbs:
+	bash bench/test_side_by_side.sh
 
 # ---- public library: shared object, pkg-config file, install, the API example ------------------
 PREFIX  ?= /usr/local
@@ -275,6 +282,9 @@ $(BUILD)/bench_kv_pages: bench/bench_kv_pages.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 bench-kv-pages: $(BUILD)/bench_kv_pages
 	./$(BUILD)/bench_kv_pages $(SYNTH)/r1-1.5b-nf4.blob $(KVP_IDS) $(KVP_N) $(KVP_ARGS)
+# recall's side of bench/side_by_side.sh (llama-bench's tests and protocol, jsonl lines).
+$(BUILD)/bench_sbs: bench/bench_sbs.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 
 # Real-shape decoder smoke (64-token prefill + 16 decode steps, finite logits) and the loop's fast
 # vs reference schedule (rows and wall time per turn, outputs checked bitwise).
