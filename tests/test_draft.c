@@ -161,11 +161,21 @@ typedef struct {
     long drafted, accepted;
 } loop_run;
 
-static void run_loop(const rc_blob *b, const rc_problem *p, rc_loop_mode mode, rc_arm arm, int sched, int draft,
-                     loop_run *out) {
+/* Loop geometry for a run; chunk 0 = the blob's defaults. */
+typedef struct {
+    int window, block, chunk, turn_cap;
+} geometry;
+static void run_loop(const rc_blob *b, const rc_problem *p, const geometry *g, rc_loop_mode mode, rc_arm arm, int sched,
+                     int draft, loop_run *out) {
     memset(out, 0, sizeof *out);
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
+    if (g) {
+        o.window = g->window;
+        o.block = g->block;
+        o.chunk = g->chunk;
+        o.turn_cap = g->turn_cap;
+    }
     o.mode = mode;
     o.arm = arm;
     o.reference_schedule = sched;
@@ -224,7 +234,7 @@ static void golden_drafts(const char *golden, const char *weights, rc_loop_mode 
     for (int sched = 0; sched < 2; sched++) {
         if (sched) rc_problem_keep_turns(&p, 2);
         loop_run base;
-        run_loop(b, &p, mode, RC_ARM_RC_BGE, sched, 0, &base);
+        run_loop(b, &p, NULL, mode, RC_ARM_RC_BGE, sched, 0, &base);
         const json_value *turns = json_get(json_root(doc), "turns"), *fh = json_get(json_root(doc), "final_history");
         cr_assert_eq(base.run.n_turns, sched ? 2 : (int)turns->len);
         for (int t = 0; t < base.run.n_turns; t++) {
@@ -240,7 +250,7 @@ static void golden_drafts(const char *golden, const char *weights, rc_loop_mode 
         cr_assert_eq(base.drafted, 0);
         for (int d = 0; d < 3; d++) {
             loop_run x;
-            run_loop(b, &p, mode, RC_ARM_RC_BGE, sched, drafts[d], &x);
+            run_loop(b, &p, NULL, mode, RC_ARM_RC_BGE, sched, drafts[d], &x);
             char tag[160];
             snprintf(tag, sizeof tag, "%s, %s schedule, draft %d", golden, sched ? "reference" : "fast", drafts[d]);
             expect_same_run(&base, &x, tag);
@@ -280,13 +290,46 @@ Test(draft, full_arm_same_bits, .timeout = 600) {
     rc_bench *bench;
     rc_problem p = load_problem(&bench);
     loop_run base, x;
-    run_loop(b, &p, RC_MODE_FAITHFUL, RC_ARM_FULL, 0, 0, &base);
-    run_loop(b, &p, RC_MODE_FAITHFUL, RC_ARM_FULL, 0, 8, &x);
+    run_loop(b, &p, NULL, RC_MODE_FAITHFUL, RC_ARM_FULL, 0, 0, &base);
+    run_loop(b, &p, NULL, RC_MODE_FAITHFUL, RC_ARM_FULL, 0, 8, &x);
     expect_same_run(&base, &x, "FULL arm, draft 8");
     cr_log_info("FULL arm, draft 8: %ld drafted, %ld accepted", x.drafted, x.accepted);
     cr_assert_gt(x.accepted, 0);
     free_run(&base);
     free_run(&x);
+    rc_problem_free(&p);
+    rc_bench_free(bench);
+    rc_blob_close(b);
+}
+
+/* Small odd loop geometry (window 48, block 16, chunk 7, cap 23): many chunk ends, turn caps,
+ * evictions, seals and gate checks inside a few turns, each a place where a draft must stop. */
+Test(draft, odd_geometry_same_bits, .timeout = 600) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    rc_blob *b;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    rc_bench *bench;
+    rc_problem p = load_problem(&bench);
+    rc_problem_keep_turns(&p, 3);
+    const geometry g = {48, 16, 7, 23};
+    for (int mode = 0; mode < 2; mode++) {
+        loop_run base, x;
+        run_loop(b, &p, &g, (rc_loop_mode)mode, RC_ARM_RC_BGE, 0, 0, &base);
+        for (int d = 2; d <= 32; d *= 4) {
+            run_loop(b, &p, &g, (rc_loop_mode)mode, RC_ARM_RC_BGE, 0, d, &x);
+            char tag[64];
+            snprintf(tag, sizeof tag, "odd geometry, mode %d, draft %d", mode, d);
+            expect_same_run(&base, &x, tag);
+            cr_assert_gt(x.accepted, 0, "%s", tag);
+            free_run(&x);
+        }
+        int gates = 0;
+        for (int t = 0; t < base.run.n_turns; t++) gates += base.run.turns[t].turn.n_gates;
+        cr_assert_gt(gates, 0, "the gate never ran: the geometry tests nothing of it");
+        free_run(&base);
+    }
     rc_problem_free(&p);
     rc_bench_free(bench);
     rc_blob_close(b);
