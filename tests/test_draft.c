@@ -76,21 +76,28 @@ Test(draft, adaptive_length) {
     cr_assert_eq(rc_drafter_len(&d), 0);
     rc_drafter_init(&d, 8);
     cr_assert_eq(rc_drafter_len(&d), 8);
-    rc_drafter_update(&d, 8, 3); /* partial: accepted + 1 */
+    rc_drafter_update(&d, 8, 4); /* half accepted: accepted + 1 */
+    cr_assert_eq(rc_drafter_len(&d), 5);
+    rc_drafter_update(&d, 5, 5); /* full: doubles, up to the maximum */
+    cr_assert_eq(rc_drafter_len(&d), 8);
+    rc_drafter_update(&d, 8, 3); /* less than half: a miss; min(accepted + 1, len / 2), wait 1 */
+    cr_assert_eq(rc_drafter_len(&d), 0);
     cr_assert_eq(rc_drafter_len(&d), 4);
-    rc_drafter_update(&d, 4, 4); /* full: doubles, up to the maximum */
+    rc_drafter_update(&d, 4, 4); /* a full one ends the misses */
     cr_assert_eq(rc_drafter_len(&d), 8);
     rc_drafter_update(&d, 8, 8);
     cr_assert_eq(rc_drafter_len(&d), 8);
-    rc_drafter_update(&d, 8, 0); /* a miss: halve, wait 1 step */
+    rc_drafter_update(&d, 8, 0); /* nothing accepted: length 1, wait 1 step */
     cr_assert_eq(rc_drafter_len(&d), 0);
-    cr_assert_eq(rc_drafter_len(&d), 4);
-    rc_drafter_update(&d, 4, 0); /* a second miss: wait 3 */
+    cr_assert_eq(rc_drafter_len(&d), 1);
+    rc_drafter_update(&d, 1, 0); /* a second miss: wait 3 */
     for (int i = 0; i < 3; i++) cr_assert_eq(rc_drafter_len(&d), 0, "step %d", i);
+    cr_assert_eq(rc_drafter_len(&d), 1);
+    rc_drafter_update(&d, 1, 1); /* a hit ends the misses and doubles */
     cr_assert_eq(rc_drafter_len(&d), 2);
-    rc_drafter_update(&d, 2, 1); /* a hit ends the misses */
+    rc_drafter_update(&d, 2, 1); /* half: accepted + 1 */
     cr_assert_eq(rc_drafter_len(&d), 2);
-    rc_drafter_update(&d, 2, 0);
+    rc_drafter_update(&d, 2, 0); /* the first miss after a hit waits 1 again */
     cr_assert_eq(rc_drafter_len(&d), 0);
     cr_assert_eq(rc_drafter_len(&d), 1);
     rc_drafter_init(&d, 1000);
