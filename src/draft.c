@@ -41,11 +41,11 @@ void rc_drafter_update(rc_drafter *d, int k, int accepted) {
     if (accepted >= k) {
         d->miss = 0;
         d->len = d->len * 2 > d->max ? d->max : d->len * 2;
-    } else if (accepted > 0) {
+    } else if (2 * accepted >= k) {
         d->miss = 0;
         d->len = accepted + 1 > d->max ? d->max : accepted + 1;
-    } else {
-        d->len = d->len / 2 > 1 ? d->len / 2 : 1;
+    } else { /* less than half accepted: the extra rows cost more than they saved */
+        d->len = accepted + 1 < d->len / 2 ? accepted + 1 : d->len / 2 > 1 ? d->len / 2 : 1;
         d->wait = (1 << (d->miss < 6 ? d->miss + 1 : 6)) - 1;
         d->miss++;
     }

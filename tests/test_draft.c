@@ -76,21 +76,28 @@ Test(draft, adaptive_length) {
     cr_assert_eq(rc_drafter_len(&d), 0);
     rc_drafter_init(&d, 8);
     cr_assert_eq(rc_drafter_len(&d), 8);
-    rc_drafter_update(&d, 8, 3); /* partial: accepted + 1 */
+    rc_drafter_update(&d, 8, 4); /* half accepted: accepted + 1 */
+    cr_assert_eq(rc_drafter_len(&d), 5);
+    rc_drafter_update(&d, 5, 5); /* full: doubles, up to the maximum */
+    cr_assert_eq(rc_drafter_len(&d), 8);
+    rc_drafter_update(&d, 8, 3); /* less than half: a miss; min(accepted + 1, len / 2), wait 1 */
+    cr_assert_eq(rc_drafter_len(&d), 0);
     cr_assert_eq(rc_drafter_len(&d), 4);
-    rc_drafter_update(&d, 4, 4); /* full: doubles, up to the maximum */
+    rc_drafter_update(&d, 4, 4); /* a full one ends the misses */
     cr_assert_eq(rc_drafter_len(&d), 8);
     rc_drafter_update(&d, 8, 8);
     cr_assert_eq(rc_drafter_len(&d), 8);
-    rc_drafter_update(&d, 8, 0); /* a miss: halve, wait 1 step */
+    rc_drafter_update(&d, 8, 0); /* nothing accepted: length 1, wait 1 step */
     cr_assert_eq(rc_drafter_len(&d), 0);
-    cr_assert_eq(rc_drafter_len(&d), 4);
-    rc_drafter_update(&d, 4, 0); /* a second miss: wait 3 */
+    cr_assert_eq(rc_drafter_len(&d), 1);
+    rc_drafter_update(&d, 1, 0); /* a second miss: wait 3 */
     for (int i = 0; i < 3; i++) cr_assert_eq(rc_drafter_len(&d), 0, "step %d", i);
+    cr_assert_eq(rc_drafter_len(&d), 1);
+    rc_drafter_update(&d, 1, 1); /* a hit ends the misses and doubles */
     cr_assert_eq(rc_drafter_len(&d), 2);
-    rc_drafter_update(&d, 2, 1); /* a hit ends the misses */
+    rc_drafter_update(&d, 2, 1); /* half: accepted + 1 */
     cr_assert_eq(rc_drafter_len(&d), 2);
-    rc_drafter_update(&d, 2, 0);
+    rc_drafter_update(&d, 2, 0); /* the first miss after a hit waits 1 again */
     cr_assert_eq(rc_drafter_len(&d), 0);
     cr_assert_eq(rc_drafter_len(&d), 1);
     rc_drafter_init(&d, 1000);
@@ -161,11 +168,21 @@ typedef struct {
     long drafted, accepted;
 } loop_run;
 
-static void run_loop(const rc_blob *b, const rc_problem *p, rc_loop_mode mode, rc_arm arm, int sched, int draft,
-                     loop_run *out) {
+/* Loop geometry for a run; chunk 0 = the blob's defaults. */
+typedef struct {
+    int window, block, chunk, turn_cap;
+} geometry;
+static void run_loop(const rc_blob *b, const rc_problem *p, const geometry *g, rc_loop_mode mode, rc_arm arm, int sched,
+                     int draft, loop_run *out) {
     memset(out, 0, sizeof *out);
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
+    if (g) {
+        o.window = g->window;
+        o.block = g->block;
+        o.chunk = g->chunk;
+        o.turn_cap = g->turn_cap;
+    }
     o.mode = mode;
     o.arm = arm;
     o.reference_schedule = sched;
@@ -195,6 +212,15 @@ static void expect_same_run(const loop_run *a, const loop_run *b, const char *ta
     for (int i = 0; i < a->log.n; i++) SAME(a->log.ev[i], b->log.ev[i], "%s: event %d", tag, i);
 }
 
+static rc_blob *open_blob(const char *weights) {
+    const char *path = fixture_worldA_blob(weights);
+    cr_assert(path);
+    rc_blob *b;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    return b;
+}
+
 static rc_problem load_problem(rc_bench **bench) {
     recall_err err = {0};
     cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", bench, &err), RECALL_OK, "%s", err.msg);
@@ -207,11 +233,8 @@ static rc_problem load_problem(rc_bench **bench) {
  * turns); draft 0's replies and final history against the golden file (test_recall.c checks the
  * rest of it on both schedules). */
 static void golden_drafts(const char *golden, const char *weights, rc_loop_mode mode) {
-    const char *path = fixture_worldA_blob(weights);
-    cr_assert(path);
-    rc_blob *b;
+    rc_blob *b = open_blob(weights);
     recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
     char *text;
     size_t len;
     cr_assert_eq(rc_read_file(golden, &text, &len, &err), RECALL_OK, "%s", err.msg);
@@ -224,7 +247,7 @@ static void golden_drafts(const char *golden, const char *weights, rc_loop_mode 
     for (int sched = 0; sched < 2; sched++) {
         if (sched) rc_problem_keep_turns(&p, 2);
         loop_run base;
-        run_loop(b, &p, mode, RC_ARM_RC_BGE, sched, 0, &base);
+        run_loop(b, &p, NULL, mode, RC_ARM_RC_BGE, sched, 0, &base);
         const json_value *turns = json_get(json_root(doc), "turns"), *fh = json_get(json_root(doc), "final_history");
         cr_assert_eq(base.run.n_turns, sched ? 2 : (int)turns->len);
         for (int t = 0; t < base.run.n_turns; t++) {
@@ -240,7 +263,7 @@ static void golden_drafts(const char *golden, const char *weights, rc_loop_mode 
         cr_assert_eq(base.drafted, 0);
         for (int d = 0; d < 3; d++) {
             loop_run x;
-            run_loop(b, &p, mode, RC_ARM_RC_BGE, sched, drafts[d], &x);
+            run_loop(b, &p, NULL, mode, RC_ARM_RC_BGE, sched, drafts[d], &x);
             char tag[160];
             snprintf(tag, sizeof tag, "%s, %s schedule, draft %d", golden, sched ? "reference" : "fast", drafts[d]);
             expect_same_run(&base, &x, tag);
@@ -272,21 +295,46 @@ Test(draft_golden, clean_nf4, .timeout = 900) {
 
 /* The FULL arm (no eviction: the whole conversation in the cache) on the fast schedule. */
 Test(draft, full_arm_same_bits, .timeout = 600) {
-    const char *path = fixture_worldA_blob("f32");
-    cr_assert(path);
-    rc_blob *b;
-    recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    rc_blob *b = open_blob("f32");
     rc_bench *bench;
     rc_problem p = load_problem(&bench);
     loop_run base, x;
-    run_loop(b, &p, RC_MODE_FAITHFUL, RC_ARM_FULL, 0, 0, &base);
-    run_loop(b, &p, RC_MODE_FAITHFUL, RC_ARM_FULL, 0, 8, &x);
+    run_loop(b, &p, NULL, RC_MODE_FAITHFUL, RC_ARM_FULL, 0, 0, &base);
+    run_loop(b, &p, NULL, RC_MODE_FAITHFUL, RC_ARM_FULL, 0, 8, &x);
     expect_same_run(&base, &x, "FULL arm, draft 8");
     cr_log_info("FULL arm, draft 8: %ld drafted, %ld accepted", x.drafted, x.accepted);
     cr_assert_gt(x.accepted, 0);
     free_run(&base);
     free_run(&x);
+    rc_problem_free(&p);
+    rc_bench_free(bench);
+    rc_blob_close(b);
+}
+
+/* Small odd loop geometry (window 48, block 16, chunk 7, cap 23): many chunk ends, turn caps,
+ * evictions, seals and gate checks inside a few turns, each a place where a draft must stop. */
+Test(draft, odd_geometry_same_bits, .timeout = 600) {
+    rc_blob *b = open_blob("f32");
+    rc_bench *bench;
+    rc_problem p = load_problem(&bench);
+    rc_problem_keep_turns(&p, 3);
+    const geometry g = {48, 16, 7, 23};
+    for (int mode = 0; mode < 2; mode++) {
+        loop_run base, x;
+        run_loop(b, &p, &g, (rc_loop_mode)mode, RC_ARM_RC_BGE, 0, 0, &base);
+        for (int d = 2; d <= 32; d *= 4) {
+            run_loop(b, &p, &g, (rc_loop_mode)mode, RC_ARM_RC_BGE, 0, d, &x);
+            char tag[64];
+            snprintf(tag, sizeof tag, "odd geometry, mode %d, draft %d", mode, d);
+            expect_same_run(&base, &x, tag);
+            cr_assert_gt(x.accepted, 0, "%s", tag);
+            free_run(&x);
+        }
+        int gates = 0;
+        for (int t = 0; t < base.run.n_turns; t++) gates += base.run.turns[t].turn.n_gates;
+        cr_assert_gt(gates, 0, "the gate never ran: the geometry tests nothing of it");
+        free_run(&base);
+    }
     rc_problem_free(&p);
     rc_bench_free(bench);
     rc_blob_close(b);
