@@ -3,6 +3,7 @@
 #include "rope.h"
 
 #include "heads.h"
+#include "lm_screen.h"
 #include "pooler.h"
 #include "qwen2.h"
 #include "retriever.h"
@@ -24,6 +25,9 @@ struct rc_recall {
     rc_wp *wp;
     int H, V, bos, eos, n_sp, gate_dim;
     float *last, *prime_last, *gq; /* [V], [V], [gate_dim] */
+    rc_lmscreen *scr;              /* lm_head screening (lm_screen.h), or NULL: picks read `last` */
+    float *last_h, *prime_h;       /* with screening: the final-normed rows the picks read, [H] each */
+    rc_lm_stats lm;
     float *rows;                   /* rebuild input rows, grown on demand */
     size_t cap_rows;
     float *past;                   /* pooler input rows, grown on demand */
@@ -63,12 +67,15 @@ void rc_recall_close(rc_recall *r) {
     rc_pooler_close(r->pooler);
     rc_bert_close(r->bert);
     rc_heads_close(r->heads);
+    rc_lmscreen_close(r->scr);
     rc_exec_close(r->ex); /* after every model that borrows it */
     state_free(r->st);
     rc_bpe_free(r->bpe);
     rc_wp_free(r->wp);
     free(r->last);
     free(r->prime_last);
+    free(r->last_h);
+    free(r->prime_h);
     free(r->gq);
     free(r->rows);
     free(r->past);
@@ -79,6 +86,37 @@ const struct rc_bpe *rc_recall_bpe(const rc_recall *r) { return r->bpe; }
 int rc_recall_eos(const rc_recall *r) { return r->eos; }
 const char *rc_recall_simd_name(const rc_recall *r) { return rc_simd_name(r->ex->k.path); }
 int rc_recall_threads(const rc_recall *r) { return r->ex->threads; }
+void rc_recall_lm_stats(const rc_recall *r, rc_lm_stats *out) { *out = r->lm; }
+
+int rc_lm_screen_parse(const char *s) {
+    if (!s) return -1;
+    if (!strcmp(s, "auto")) return RC_LM_SCREEN_AUTO;
+    if (!strcmp(s, "on")) return RC_LM_SCREEN_ON;
+    if (!strcmp(s, "off")) return RC_LM_SCREEN_OFF;
+    return -1;
+}
+
+/* Screening on or off (rc_recall_opts.lm_screen), and its buffers. */
+static recall_status open_screen(rc_recall *r, const rc_blob *b, recall_err *err) {
+    int mode = r->o.lm_screen;
+    const char *env = getenv("RECALL_LM_SCREEN");
+    if (mode == RC_LM_SCREEN_AUTO && env && *env) {
+        mode = rc_lm_screen_parse(env);
+        if (mode < 0)
+            return rc_fail(err, RECALL_E_ARG, "RECALL_LM_SCREEN=%s: expected on, off or auto", env);
+    }
+    if (mode == RC_LM_SCREEN_OFF) return RECALL_OK;
+    if (mode < 0 || mode > RC_LM_SCREEN_OFF) return rc_fail(err, RECALL_E_ARG, "recall: lm_screen %d invalid", mode);
+    RC_TRY(rc_lmscreen_open(b, r->ex, &r->scr, err));
+    if (!r->scr && mode == RC_LM_SCREEN_ON)
+        return rc_fail(err, RECALL_E_MISSING, "%s: lm_head screening asked for but the blob has no %s (convert "
+                       "--lm-head-screen)", rc_blob_path(b), RC_LM_SCREEN_Q);
+    if (!r->scr) return RECALL_OK;
+    r->lm.screening = 1;
+    r->last_h = malloc((size_t)r->H * sizeof *r->last_h);
+    r->prime_h = malloc((size_t)r->H * sizeof *r->prime_h);
+    return r->last_h && r->prime_h ? RECALL_OK : rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
+}
 
 recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recall **out, recall_err *err) {
     *out = NULL;
@@ -140,6 +178,7 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
             s = rc_fail(err, RECALL_E_SHAPE, "%s: gate expects %d features, the model captures %d", rc_blob_path(b),
                         rc_gate_dim(r->heads), r->gate_dim);
     }
+    if (!s) s = open_screen(r, b, err);
     if (!s) {
         r->last = malloc((size_t)r->V * sizeof *r->last);
         r->prime_last = malloc((size_t)r->V * sizeof *r->prime_last);
@@ -198,11 +237,29 @@ static float *grow_rows(float **p, size_t *cap, size_t n) {
     return *p;
 }
 
-/* Top-5 of the logits, descending: torch.topk(logits, 5) on CPU, ties included (topk.h; a real
- * vocabulary takes the partial_sort path, so the scratch is 5 pairs; below 320 ids, at most 319). */
-static void top5(const float *x, int V, rc_top5_rec *rec) {
-    rc_topk_pair scratch[64 * 5];
-    rc_topk(x, V, V < 5 ? V : 5, scratch, rec->ids, rec->logits);
+/* A forward's last row goes where the picks read it: `out` is r->last or r->prime_last (the
+ * logits), or NULL (not needed); with screening the final-normed row goes to last_h / prime_h
+ * instead and lm_head is skipped. */
+static void last_out(const rc_recall *r, rc_qwen2_fwd *f, float *out) {
+    if (!out) return;
+    if (r->scr) f->normed_last = out == r->prime_last ? r->prime_h : r->last_h;
+    else f->logits_last = out;
+}
+
+/* The pick of the latest `last` (lm_screen.h): argmax, margin and, k = 5, torch.topk's top-5. */
+static recall_status pick_last(rc_recall *r, int k, rc_lm_pick *pk, recall_err *err) {
+    if (!r->scr) {
+        rc_lm_pick_full(r->last, r->V, k, pk);
+        r->lm.picks++;
+        return RECALL_OK;
+    }
+    RC_TRY(rc_lmscreen_pick(r->scr, r->last_h, k, pk, err));
+    r->lm.picks++;
+    r->lm.exact_rows += pk->n_exact;
+    r->lm.full += pk->full;
+    r->lm.bytes += rc_lmscreen_bytes(r->scr, pk);
+    r->lm.full_bytes += rc_lmscreen_full_bytes(r->scr);
+    return RECALL_OK;
 }
 
 /* A cache position's input, to prove two prefixes identical: a token row (the embedding of id)
@@ -237,7 +294,7 @@ static recall_status forward_ids(rc_recall *r, rc_qwen2 *m, const int32_t *ids, 
     memset(&f, 0, sizeof f);
     f.ids = ids;
     f.n = n;
-    f.logits_last = logits;
+    last_out(r, &f, logits);
     RC_TRY(rc_qwen2_forward(m, &f, err));
     memcpy(r->gq, rc_qwen2_gate_q(m), (size_t)r->gate_dim * sizeof *r->gq);
     return RECALL_OK;
@@ -325,17 +382,6 @@ static int set_rid(loop_state *st, const int32_t *rid, int n) {
     st->rid = c;
     st->nrid = n;
     return 1;
-}
-
-/* Greedy pick with the margin bookkeeping of the goldens: first maximum wins. */
-static int32_t greedy(const float *x, int V, float *margin) {
-    int b1 = 0, b2 = -1;
-    for (int i = 1; i < V; i++)
-        if (x[i] > x[b1]) b1 = i;
-    for (int i = 0; i < V; i++)
-        if (i != b1 && (b2 < 0 || x[i] > x[b2])) b2 = i;
-    *margin = b2 >= 0 ? x[b1] - x[b2] : INFINITY;
-    return b1;
 }
 
 static recall_status oom(recall_err *err) { return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory"); }
@@ -561,7 +607,7 @@ static recall_status rebuild_forward(rc_recall *r, loop_state *st, int c0, int R
     memset(&f, 0, sizeof f);
     f.embeds = r->rows;
     f.n = n_new;
-    f.logits_last = r->last;
+    last_out(r, &f, r->last);
     RC_TRY(rc_qwen2_forward(r->llm, &f, err));
     memcpy(r->gq, rc_qwen2_gate_q(r->llm), (size_t)r->gate_dim * sizeof *r->gq);
     return RECALL_OK;
@@ -585,7 +631,8 @@ static recall_status rebuild(rc_recall *r, loop_state *st, int c0, int R, const 
     rb->reused = keep;
     if (rows == 0) { /* c0 = 0: nothing to run, `last` is the primed BOS's */
         RC_TRY(rc_qwen2_crop(r->llm, MQ, err));
-        memcpy(r->last, r->prime_last, (size_t)r->V * sizeof *r->last);
+        if (r->scr) memcpy(r->last_h, r->prime_h, (size_t)r->H * sizeof *r->last_h);
+        else memcpy(r->last, r->prime_last, (size_t)r->V * sizeof *r->last);
     } else if (keep < rows) {
         RC_TRY(rebuild_forward(r, st, c0, R, n_sp, keep, err));
         turn->rows_computed += rows - keep;
@@ -596,7 +643,10 @@ static recall_status rebuild(rc_recall *r, loop_state *st, int c0, int R, const 
     rc_top5_rec *t5 = PUSH(turn, top5);
     if (!t5) return oom(err);
     t5->c0 = c0;
-    top5(r->last, r->V, t5);
+    rc_lm_pick pk;
+    RC_TRY(pick_last(r, 5, &pk, err));
+    memcpy(t5->ids, pk.ids, sizeof t5->ids);
+    memcpy(t5->logits, pk.logits, sizeof t5->logits);
     st->c0_last = c0;
     st->step = 0;
     return RECALL_OK;
@@ -617,8 +667,10 @@ static recall_status force(rc_recall *r, loop_state *st, const int32_t *ids, int
  * token is not kept), otherwise the token is streamed, appended and run. */
 static recall_status greedy_step(rc_recall *r, loop_state *st, feed_cursor *fc, const events *ev, rc_turn *turn,
                                  recall_err *err) {
-    float mg;
-    int32_t t = greedy(r->last, r->V, &mg);
+    rc_lm_pick pk;
+    RC_TRY(pick_last(r, 0, &pk, err));
+    const float mg = pk.margin;
+    const int32_t t = pk.argmax;
     if (mg < turn->min_margin) turn->min_margin = mg;
     if (mg < 1e-3f) {
         rc_margin_rec *lm = PUSH(turn, low);
