@@ -273,6 +273,8 @@ $(BUILD)/realshape: bench/realshape.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 $(BUILD)/bench_loop: bench/bench_loop.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+$(BUILD)/bench_screen: bench/bench_screen.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 realshape: $(BUILD)/realshape
 	./$(BUILD)/realshape $(SYNTH)/r1-1.5b-nf4.blob $(BENCH_ARGS)
 bench-loop: $(BUILD)/bench_loop $(BUILD)/worldA-f32.blob

@@ -16,7 +16,7 @@
 #define SCR_MAXH 16384 /* |p| of h lives on the stack */
 
 /* the 8 group sums of v[0..7] (8 int32 each), lane j = sum of v[j] */
-static inline __m256i hsum8(const __m256i *v) {
+static inline __attribute__((always_inline)) __m256i hsum8(const __m256i *v) {
     const __m256i k0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
     const __m256i k1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
     return _mm256_add_epi32(_mm256_permute2x128_si256(k0, k1, 0x20), _mm256_permute2x128_si256(k0, k1, 0x31));
@@ -29,6 +29,20 @@ static float tree_v(__m256 a0, __m256 a1) {
     return rc_tree16(acc);
 }
 
+/* one group: 8 int32 partial sums of q * p over 64 columns */
+static inline __attribute__((always_inline)) __m256i dot64(const int8_t *q, const int8_t *p, const int8_t *pabs) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i s0 = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)q), _mm256_loadu_si256((const __m256i *)p));
+    const __m256i s1 =
+        _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(q + 32)), _mm256_loadu_si256((const __m256i *)(p + 32)));
+    const __m256i d0 = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)pabs), s0);
+    const __m256i d1 = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(pabs + 32)), s1);
+    return _mm256_add_epi32(_mm256_madd_epi16(d0, ones), _mm256_madd_epi16(d1, ones));
+}
+
+/* the rows ahead whose codes are prefetched (the int8 copy streams from DRAM, as lm_head does) */
+#define SCR_PF_ROWS 4
+
 static void avx2_screen_i8(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,
                            int64_t r1, float *A) {
     if (H > SCR_MAXH) {
@@ -39,7 +53,7 @@ static void avx2_screen_i8(const int8_t *Q, const float *S, size_t H, const int8
     _Alignas(32) int8_t pabs[SCR_MAXH];
     for (size_t i = 0; i < H; i += 32)
         _mm256_store_si256((__m256i *)(pabs + i), _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(p + i))));
-    const __m256i ones = _mm256_set1_epi16(1);
+    const size_t pf = SCR_PF_ROWS * H;
     for (int64_t r = r0; r < r1; r++) {
         const int8_t *qr = Q + (size_t)r * H;
         const float *sr = S + (size_t)r * G;
@@ -47,29 +61,24 @@ static void avx2_screen_i8(const int8_t *Q, const float *S, size_t H, const int8
         for (size_t g0 = 0; g0 < G; g0 += 8) {
             const size_t nb = G - g0 < 8 ? G - g0 : 8;
             __m256i v[8];
-            for (size_t j = 0; j < 8; j++) {
-                if (j >= nb) {
-                    v[j] = _mm256_setzero_si256();
-                    continue;
-                }
-                const size_t c = (g0 + j) * RC_LM_SCREEN_GROUP;
-                const __m256i s0 = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(qr + c)),
-                                                    _mm256_loadu_si256((const __m256i *)(p + c)));
-                const __m256i s1 = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(qr + c + 32)),
-                                                    _mm256_loadu_si256((const __m256i *)(p + c + 32)));
-                const __m256i d0 = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(pabs + c)), s0);
-                const __m256i d1 = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(pabs + c + 32)), s1);
-                v[j] = _mm256_add_epi32(_mm256_madd_epi16(d0, ones), _mm256_madd_epi16(d1, ones));
-            }
             __m256 sc, tc;
             if (nb == 8) {
+                _Pragma("GCC unroll 8") for (size_t j = 0; j < 8; j++) {
+                    const size_t c = (g0 + j) * RC_LM_SCREEN_GROUP;
+                    _mm_prefetch((const char *)(qr + c + pf), _MM_HINT_T0);
+                    v[j] = dot64(qr + c, p + c, pabs + c);
+                }
                 sc = _mm256_loadu_ps(sr + g0);
                 tc = _mm256_loadu_ps(t + g0);
-            } else {
+            } else { /* zero vectors pad; their lanes add +0 * +0 */
                 float sb[8] = {0}, tb[8] = {0};
-                for (size_t j = 0; j < nb; j++) {
-                    sb[j] = sr[g0 + j];
-                    tb[j] = t[g0 + j];
+                for (size_t j = 0; j < 8; j++) {
+                    const size_t c = (g0 + j) * RC_LM_SCREEN_GROUP;
+                    v[j] = j < nb ? dot64(qr + c, p + c, pabs + c) : _mm256_setzero_si256();
+                    if (j < nb) {
+                        sb[j] = sr[g0 + j];
+                        tb[j] = t[g0 + j];
+                    }
                 }
                 sc = _mm256_loadu_ps(sb);
                 tc = _mm256_loadu_ps(tb);

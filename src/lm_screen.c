@@ -257,9 +257,9 @@ static void pass1(void *ctx, int64_t r0, int64_t r1, int worker) {
     for (int64_t r = r0; r < r1; r++) {
         const float a = s->approx[r];
         const double b = row_bound(s, r, a), lo = (double)a - b, hi = (double)a + b;
-        float fl = (float)lo, fh = (float)hi;
-        if ((double)fl > lo) fl = nextafterf(fl, -INFINITY);
-        if ((double)fh < hi) fh = nextafterf(fh, INFINITY);
+        /* to float, outward: widened by 2^-22 relative + 2^-140 first, more than the conversion's
+         * rounding (half an ulp: 2^-24 relative, or 2^-150 below the normal range) can undo */
+        float fl = (float)(lo - fabs(lo) * 0x1p-22 - 0x1p-140), fh = (float)(hi + fabs(hi) * 0x1p-22 + 0x1p-140);
         if (!isfinite(fl) || !isfinite(fh)) {
             fl = -INFINITY;
             fh = INFINITY;

@@ -124,6 +124,9 @@ static void replay_usage(FILE *f) {
             "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
             "  --hugepages      copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P         kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
+            "  --lm-head-screen M on, off or auto (default: RECALL_LM_SCREEN, else on when the\n"
+            "                 blob has convert --lm-head-screen's int8 lm_head): greedy picks read\n"
+            "                 it and recompute exactly only rows that can win; same tokens\n"
             "Progress goes to stderr: the SIMD path and thread count, then one line per generated turn.\n");
 }
 
@@ -223,6 +226,7 @@ static int replay_loop_opts(const replay_opts *ro, const rc_blob *b, rc_recall_o
     o->threads = ro->xa.threads;
     o->max_ctx = ro->xa.ctx;
     o->simd = ro->xa.simd;
+    o->lm_screen = ro->xa.lm_screen;
     if (cli_parse_mode_arm("replay", ro->mode, ro->arm, o)) return 2;
     if (ro->thr) {
         char *end;
