@@ -307,6 +307,12 @@ int cli_replay(int argc, char **argv) {
     fprintf(stderr, "replay: problem %ld, simd %s, %d thread%s\n", ro.problem, rc_recall_simd_name(r),
             rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s");
     if (rc_run_problem(r, &p, NULL, on_turn, NULL, &run, &err)) goto fail;
+    rc_lm_stats lm;
+    rc_recall_lm_stats(r, &lm);
+    if (lm.screening && lm.picks > 0)
+        fprintf(stderr, "lm_head screening: %ld greedy picks, %.1f exact rows per pick, %ld fell back to all logits; "
+                "%.1f MB of lm_head data per pick (%.1f MB unscreened)\n", lm.picks, (double)lm.exact_rows / lm.picks,
+                lm.full, lm.bytes / lm.picks / 1e6, lm.full_bytes / lm.picks / 1e6);
     rc = write_trace(ro.trace, ro.problem, &o, &p, &run, rc_recall_bpe(r));
     goto out;
 fail:
