@@ -10,12 +10,15 @@
  *   bound_random: |exact - approx| <= bound on random and hostile matrices (wide dynamic range,
  *     zeros, subnormals) and inputs.
  *   build_matches_blob / missing_tensors: the blob's tensors are rc_lmscreen_build of its lm_head;
- *     a blob without them runs unscreened on auto and refuses "on". */
+ *     a blob without them runs unscreened on auto and refuses "on".
+ *   multi_row_forward: the rows of a multi-row forward (normed_all) picked through the screen give
+ *     the picks of its logits_all rows (what a k+1-row verify forward needs). */
 #include "blob.h"
 #include "fixture.h"
 #include "json.h"
 #include "lm_screen.h"
 #include "problems.h"
+#include "qwen2.h"
 #include "recall_loop.h"
 
 #include <criterion/criterion.h>
@@ -391,5 +394,54 @@ Test(lm_screen, missing_tensors, .timeout = 300) {
     cr_assert_eq(rc_lm_screen_parse("off"), RC_LM_SCREEN_OFF);
     cr_assert_eq(rc_lm_screen_parse("auto"), RC_LM_SCREEN_AUTO);
     cr_assert_eq(rc_lm_screen_parse("yes"), -1);
+    rc_blob_close(b);
+}
+
+/* The multi-row use (a verify forward of several rows): normed_all's rows picked through the
+ * screen give the picks of logits_all's rows, and normed_last is normed_all's last row. */
+Test(lm_screen, multi_row_forward, .timeout = 300) {
+    const char *path = fixture_worldA_screen_blob("f32");
+    cr_assert(path);
+    rc_blob *b;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    rc_exec *ex;
+    cr_assert_eq(rc_exec_open(NULL, &ex, &err), RECALL_OK, "%s", err.msg);
+    rc_qwen2 *m;
+    cr_assert_eq(rc_qwen2_open_ex(b, 64, ex, &m, &err), RECALL_OK, "%s", err.msg);
+    rc_lmscreen *scr;
+    cr_assert_eq(rc_lmscreen_open(b, ex, &scr, &err), RECALL_OK, "%s", err.msg);
+    cr_assert(scr);
+    const int H = rc_qwen2_cfg(m)->hidden, V = rc_qwen2_cfg(m)->vocab, n = 9;
+    int32_t ids[9] = {1027, 5, 17, 300, 301, 5, 999, 42, 7};
+    float *lg = malloc((size_t)n * V * sizeof *lg), *hs = malloc((size_t)n * H * sizeof *hs), *hl = malloc((size_t)H * 4);
+    for (int i = 0; i < n * H; i++) hs[i] = NAN;
+    rc_qwen2_fwd f;
+    memset(&f, 0, sizeof f);
+    f.ids = ids;
+    f.n = n;
+    f.logits_all = lg;
+    f.normed_all = hs;
+    f.normed_last = hl;
+    cr_assert_eq(rc_qwen2_forward(m, &f, &err), RECALL_OK, "%s", err.msg);
+    cr_assert(!memcmp(hl, hs + (size_t)(n - 1) * H, (size_t)H * 4));
+    int screened = 0;
+    for (int t = 0; t < n; t++)
+        for (int k = 0; k <= 5; k += 5) {
+            rc_lm_pick got, want;
+            rc_lm_pick_full(lg + (size_t)t * V, V, k, &want);
+            cr_assert_eq(rc_lmscreen_pick(scr, hs + (size_t)t * H, k, &got, &err), RECALL_OK, "%s", err.msg);
+            char what[32];
+            snprintf(what, sizeof what, "row %d k %d", t, k);
+            expect_same_pick(&got, &want, k, what);
+            screened += !got.full;
+        }
+    cr_assert_gt(screened, n);
+    free(lg);
+    free(hs);
+    free(hl);
+    rc_lmscreen_close(scr);
+    rc_qwen2_close(m);
+    rc_exec_close(ex);
     rc_blob_close(b);
 }
