@@ -24,8 +24,8 @@ CFLAGS_ALL = $(CSTD) $(OPT) -g $(WARN) $(FPFLAGS) $(FMA_FLAG) $(DEFS) $(INC) $(E
 # targets x86-64 (the files are empty elsewhere); simd/simd.c picks a path at run time (cpuid),
 # so the rest of the binary keeps the baseline flags. NEON needs no flag on aarch64.
 ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine 2>/dev/null)),)
-$(BUILD)/simd/kernels_avx2.o $(BUILD)/simd/act_avx2.o: SIMD_FLAGS = -mavx2 -mfma
-$(BUILD)/simd/kernels_avx512.o $(BUILD)/simd/act_avx512.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mfma
+$(BUILD)/simd/kernels_avx2.o $(BUILD)/simd/act_avx2.o $(BUILD)/simd/screen_avx2.o: SIMD_FLAGS = -mavx2 -mfma
+$(BUILD)/simd/kernels_avx512.o $(BUILD)/simd/act_avx512.o $(BUILD)/simd/screen_avx512.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mfma
 $(BUILD)/simd/kernels_avx512vbmi.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512vbmi -mfma
 endif
 LDLIBS   = -lm -lpthread
@@ -73,7 +73,7 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = realshape bench-loop bench-long soak soak-lsan bench-tok bench-kv-pages bench-draft bench-screen test-sbs
+PHONY_EXTRA = realshape bench-loop bench-long soak soak-lsan bench-tok bench-kv-pages bench-draft test-sbs
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
   cross-test-s390x fuzz fuzz-merge $(NEED_TARGETS)
@@ -291,6 +291,8 @@ $(BUILD)/bench_sbs: bench/bench_sbs.c $(BUILD)/librecall.a
 $(BUILD)/realshape: bench/realshape.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 $(BUILD)/bench_loop: bench/bench_loop.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+$(BUILD)/bench_screen: bench/bench_screen.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 realshape: $(BUILD)/realshape
 	./$(BUILD)/realshape $(SYNTH)/r1-1.5b-nf4.blob $(BENCH_ARGS)

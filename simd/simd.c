@@ -4,6 +4,7 @@
  * x86-64; NEON is architectural on aarch64). RECALL_SIMD=scalar|avx2|avx512|neon overrides. */
 #include "simd.h"
 
+#include "lm_screen.h"
 #include "nf4.h"
 
 #include <stdlib.h>
@@ -54,6 +55,7 @@ int rc_kernels_scalar(rc_kernels *k) {
     k->silu_mul = rc_silu_mul_f32;
     k->gelu = rc_gelu_f32;
     k->softmax = rc_softmax;
+    k->screen_i8 = rc_screen_i8_ref;
     return 1;
 }
 
@@ -89,10 +91,11 @@ static int fill(rc_simd_path p, rc_kernels *k) {
     rc_kernels_scalar(k); /* every entry a path does not override stays the reference */
     switch (p) {
     case RC_SIMD_SCALAR: return 1;
-    case RC_SIMD_AVX2: return rc_kernels_avx2(k) && rc_act_avx2(k);
+    case RC_SIMD_AVX2: return rc_kernels_avx2(k) && rc_act_avx2(k) && rc_screen_avx2(k);
     case RC_SIMD_AVX512:
-        return ((cpu_vbmi() && rc_kernels_avx512vbmi(k)) || rc_kernels_avx512(k)) && rc_act_avx512(k);
-    case RC_SIMD_NEON: return rc_kernels_neon(k) && rc_act_neon(k);
+        return ((cpu_vbmi() && rc_kernels_avx512vbmi(k)) || rc_kernels_avx512(k)) && rc_act_avx512(k) &&
+               rc_screen_avx512(k);
+    case RC_SIMD_NEON: return rc_kernels_neon(k) && rc_act_neon(k) && rc_screen_neon(k);
     default: return 0;
     }
 }

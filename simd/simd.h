@@ -60,6 +60,12 @@ typedef struct {
     void (*silu_mul)(float *g, const float *u, size_t n);
     void (*gelu)(float *x, size_t n);
     void (*softmax)(float *s, size_t n);
+    /* lm_head screening (src/lm_screen.h, rc_screen_i8_ref): A[r - r0] for rows [r0, r1) of the
+     * int8 copy Q [.][H] with scales S [.][H/64], against the int8 h codes p [H], scales t [H/64]:
+     * per 64-column group an exact int32 dot, then acc[g % 16] = fmaf((float)isum, S*t, acc) and
+     * the canonical tree. H % 64 == 0. */
+    void (*screen_i8)(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,
+                      int64_t r1, float *A);
 } rc_kernels;
 
 /* Which paths this binary was compiled with AND this CPU can run (scalar always). */
@@ -84,5 +90,9 @@ int rc_kernels_neon(rc_kernels *k);
 int rc_act_avx2(rc_kernels *k);
 int rc_act_avx512(rc_kernels *k);
 int rc_act_neon(rc_kernels *k);
+/* The lm_head screening kernel of a path (simd/screen_*.c; 0 when not compiled in: the reference stays). */
+int rc_screen_avx2(rc_kernels *k);
+int rc_screen_avx512(rc_kernels *k);
+int rc_screen_neon(rc_kernels *k);
 
 #endif

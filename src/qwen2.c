@@ -606,6 +606,8 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
     }
     for (int t = 0; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, m->final_norm, c->rms_eps, X + (size_t)t * H, (size_t)H);
     if (hid && last_chunk) memcpy(hid + (size_t)NL * H, X + (size_t)(nr - 1) * H, (size_t)H * sizeof(float));
+    if (f->normed_all) memcpy(f->normed_all + (size_t)row0 * H, X, (size_t)nr * H * sizeof(float));
+    if (f->normed_last && last_chunk) memcpy(f->normed_last, X + (size_t)(nr - 1) * H, (size_t)H * sizeof(float));
     const size_t V = (size_t)c->vocab;
     if (f->logits_all) matmul_rows(m, &m->lm_head, NULL, X, nr, f->logits_all + (size_t)row0 * V);
     if (f->logits_last && last_chunk) {

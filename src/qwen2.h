@@ -68,6 +68,8 @@ typedef struct {
     float *hidden_last;   /* [NL+1][H] or NULL: HF hidden_states at the last row (0 = embeddings,
                              i = input of layer i, NL = after the final norm) */
     float *q_all;         /* [n_gate][n][NH*D] or NULL: q_proj outputs of every row */
+    float *normed_all;    /* [n][H] or NULL: every row after the final norm (the lm_head input) */
+    float *normed_last;   /* [H] or NULL: the last row after the final norm (lm_screen.h picks from it) */
 } rc_qwen2_fwd;
 
 /* max_ctx: the most positions the context may hold (1 .. trained_pos); a request above the trained

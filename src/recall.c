@@ -4,6 +4,7 @@
 #include "rope.h"
 
 #include "heads.h"
+#include "lm_screen.h"
 #include "pooler.h"
 #include "qwen2.h"
 #include "retriever.h"
@@ -25,6 +26,9 @@ struct rc_recall {
     rc_wp *wp;
     int H, V, bos, eos, n_sp, gate_dim;
     float *last, *prime_last, *gq; /* [V], [V], [gate_dim] */
+    rc_lmscreen *scr;              /* lm_head screening (lm_screen.h), or NULL: picks read `last` */
+    float *last_h, *prime_h;       /* with screening: the final-normed rows the picks read, [H] each */
+    rc_lm_stats lm;
     float *rows;                   /* rebuild input rows, grown on demand */
     size_t cap_rows;
     float *past;                   /* pooler input rows, grown on demand */
@@ -33,7 +37,7 @@ struct rc_recall {
     /* speculative decoding (opts.draft > 0): the verify forward's rows and outputs */
     rc_drafter dr;
     int32_t *vrows;                /* [1 + draft] the pending token, then the drafted ones */
-    float *vlogits, *vq;           /* [1 + draft][V], [n_gate][1 + draft][NH*D] */
+    float *vlogits, *vnormed, *vq; /* [1 + draft][V] (or, with screening, [1 + draft][H]), [n_gate][1 + draft][NH*D] */
 };
 
 typedef struct loop_state loop_state;
@@ -68,17 +72,21 @@ void rc_recall_close(rc_recall *r) {
     rc_pooler_close(r->pooler);
     rc_bert_close(r->bert);
     rc_heads_close(r->heads);
+    rc_lmscreen_close(r->scr);
     rc_exec_close(r->ex); /* after every model that borrows it */
     state_free(r->st);
     rc_bpe_free(r->bpe);
     rc_wp_free(r->wp);
     free(r->last);
     free(r->prime_last);
+    free(r->last_h);
+    free(r->prime_h);
     free(r->gq);
     free(r->rows);
     free(r->past);
     free(r->vrows);
     free(r->vlogits);
+    free(r->vnormed);
     free(r->vq);
     free(r);
 }
@@ -87,6 +95,37 @@ const struct rc_bpe *rc_recall_bpe(const rc_recall *r) { return r->bpe; }
 int rc_recall_eos(const rc_recall *r) { return r->eos; }
 const char *rc_recall_simd_name(const rc_recall *r) { return rc_simd_name(r->ex->k.path); }
 int rc_recall_threads(const rc_recall *r) { return r->ex->threads; }
+void rc_recall_lm_stats(const rc_recall *r, rc_lm_stats *out) { *out = r->lm; }
+
+int rc_lm_screen_parse(const char *s) {
+    if (!s) return -1;
+    if (!strcmp(s, "auto")) return RC_LM_SCREEN_AUTO;
+    if (!strcmp(s, "on")) return RC_LM_SCREEN_ON;
+    if (!strcmp(s, "off")) return RC_LM_SCREEN_OFF;
+    return -1;
+}
+
+/* Screening on or off (rc_recall_opts.lm_screen), and its buffers. */
+static recall_status open_screen(rc_recall *r, const rc_blob *b, recall_err *err) {
+    int mode = r->o.lm_screen;
+    const char *env = getenv("RECALL_LM_SCREEN");
+    if (mode == RC_LM_SCREEN_AUTO && env && *env) {
+        mode = rc_lm_screen_parse(env);
+        if (mode < 0)
+            return rc_fail(err, RECALL_E_ARG, "RECALL_LM_SCREEN=%s: expected on, off or auto", env);
+    }
+    if (mode == RC_LM_SCREEN_OFF) return RECALL_OK;
+    if (mode < 0 || mode > RC_LM_SCREEN_OFF) return rc_fail(err, RECALL_E_ARG, "recall: lm_screen %d invalid", mode);
+    RC_TRY(rc_lmscreen_open(b, r->ex, &r->scr, err));
+    if (!r->scr && mode == RC_LM_SCREEN_ON)
+        return rc_fail(err, RECALL_E_MISSING, "%s: lm_head screening asked for but the blob has no %s (convert "
+                       "--lm-head-screen)", rc_blob_path(b), RC_LM_SCREEN_Q);
+    if (!r->scr) return RECALL_OK;
+    r->lm.screening = 1;
+    r->last_h = malloc((size_t)r->H * sizeof *r->last_h);
+    r->prime_h = malloc((size_t)r->H * sizeof *r->prime_h);
+    return r->last_h && r->prime_h ? RECALL_OK : rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
+}
 
 recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recall **out, recall_err *err) {
     *out = NULL;
@@ -149,6 +188,7 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
             s = rc_fail(err, RECALL_E_SHAPE, "%s: gate expects %d features, the model captures %d", rc_blob_path(b),
                         rc_gate_dim(r->heads), r->gate_dim);
     }
+    if (!s) s = open_screen(r, b, err);
     if (!s) {
         r->last = malloc((size_t)r->V * sizeof *r->last);
         r->prime_last = malloc((size_t)r->V * sizeof *r->prime_last);
@@ -159,9 +199,11 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
         const size_t n = (size_t)(o->draft < o->chunk ? o->draft + 1 : o->chunk);
         rc_drafter_init(&r->dr, o->draft);
         r->vrows = malloc(n * sizeof *r->vrows);
-        r->vlogits = malloc(n * (size_t)r->V * sizeof *r->vlogits);
+        /* with screening the verify rows stay final-normed hidden states: lm_head runs per pick */
+        if (r->scr) r->vnormed = malloc(n * (size_t)r->H * sizeof *r->vnormed);
+        else r->vlogits = malloc(n * (size_t)r->V * sizeof *r->vlogits);
         r->vq = malloc(n * (size_t)(r->gate_dim ? r->gate_dim : 1) * sizeof *r->vq);
-        if (!r->vrows || !r->vlogits || !r->vq) s = rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
+        if (!r->vrows || !(r->vlogits || r->vnormed) || !r->vq) s = rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
     }
     if (s) {
         rc_recall_close(r);
@@ -215,11 +257,36 @@ static float *grow_rows(float **p, size_t *cap, size_t n) {
     return *p;
 }
 
-/* Top-5 of the logits, descending: torch.topk(logits, 5) on CPU, ties included (topk.h; a real
- * vocabulary takes the partial_sort path, so the scratch is 5 pairs; below 320 ids, at most 319). */
-static void top5(const float *x, int V, rc_top5_rec *rec) {
-    rc_topk_pair scratch[64 * 5];
-    rc_topk(x, V, V < 5 ? V : 5, scratch, rec->ids, rec->logits);
+/* A forward's last row goes where the picks read it: `out` is r->last or r->prime_last (the
+ * logits), or NULL (not needed); with screening the final-normed row goes to last_h / prime_h
+ * instead and lm_head is skipped. */
+static void last_out(const rc_recall *r, rc_qwen2_fwd *f, float *out) {
+    if (!out) return;
+    if (r->scr) f->normed_last = out == r->prime_last ? r->prime_h : r->last_h;
+    else f->logits_last = out;
+}
+
+/* The pick of one row (lm_screen.h): argmax, margin and, k = 5, torch.topk's top-5. The row is
+ * its logits [V] without screening, its final-normed hidden state [H] with it (the other is unused). */
+static recall_status pick_row(rc_recall *r, const float *logits, const float *normed, int k, rc_lm_pick *pk,
+                              recall_err *err) {
+    if (!r->scr) {
+        rc_lm_pick_full(logits, r->V, k, pk);
+        r->lm.picks++;
+        return RECALL_OK;
+    }
+    RC_TRY(rc_lmscreen_pick(r->scr, normed, k, pk, err));
+    r->lm.picks++;
+    r->lm.exact_rows += pk->n_exact;
+    r->lm.full += pk->full;
+    r->lm.bytes += rc_lmscreen_bytes(r->scr, pk);
+    r->lm.full_bytes += rc_lmscreen_full_bytes(r->scr);
+    return RECALL_OK;
+}
+
+/* The pick of the latest forward's last row (`last` / `last_h`). */
+static recall_status pick_last(rc_recall *r, int k, rc_lm_pick *pk, recall_err *err) {
+    return pick_row(r, r->last, r->last_h, k, pk, err);
 }
 
 /* A cache position's input, to prove two prefixes identical: a token row (the embedding of id)
@@ -254,7 +321,7 @@ static recall_status forward_ids(rc_recall *r, rc_qwen2 *m, const int32_t *ids, 
     memset(&f, 0, sizeof f);
     f.ids = ids;
     f.n = n;
-    f.logits_last = logits;
+    last_out(r, &f, logits);
     RC_TRY(rc_qwen2_forward(m, &f, err));
     memcpy(r->gq, rc_qwen2_gate_q(m), (size_t)r->gate_dim * sizeof *r->gq);
     return RECALL_OK;
@@ -342,17 +409,6 @@ static int set_rid(loop_state *st, const int32_t *rid, int n) {
     st->rid = c;
     st->nrid = n;
     return 1;
-}
-
-/* Greedy pick with the margin bookkeeping of the goldens: first maximum wins. */
-static int32_t greedy(const float *x, int V, float *margin) {
-    int b1 = 0, b2 = -1;
-    for (int i = 1; i < V; i++)
-        if (x[i] > x[b1]) b1 = i;
-    for (int i = 0; i < V; i++)
-        if (i != b1 && (b2 < 0 || x[i] > x[b2])) b2 = i;
-    *margin = b2 >= 0 ? x[b1] - x[b2] : INFINITY;
-    return b1;
 }
 
 static recall_status oom(recall_err *err) { return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory"); }
@@ -578,7 +634,7 @@ static recall_status rebuild_forward(rc_recall *r, loop_state *st, int c0, int R
     memset(&f, 0, sizeof f);
     f.embeds = r->rows;
     f.n = n_new;
-    f.logits_last = r->last;
+    last_out(r, &f, r->last);
     RC_TRY(rc_qwen2_forward(r->llm, &f, err));
     memcpy(r->gq, rc_qwen2_gate_q(r->llm), (size_t)r->gate_dim * sizeof *r->gq);
     return RECALL_OK;
@@ -602,7 +658,8 @@ static recall_status rebuild(rc_recall *r, loop_state *st, int c0, int R, const 
     rb->reused = keep;
     if (rows == 0) { /* c0 = 0: nothing to run, `last` is the primed BOS's */
         RC_TRY(rc_qwen2_crop(r->llm, MQ, err));
-        memcpy(r->last, r->prime_last, (size_t)r->V * sizeof *r->last);
+        if (r->scr) memcpy(r->last_h, r->prime_h, (size_t)r->H * sizeof *r->last_h);
+        else memcpy(r->last, r->prime_last, (size_t)r->V * sizeof *r->last);
     } else if (keep < rows) {
         RC_TRY(rebuild_forward(r, st, c0, R, n_sp, keep, err));
         turn->rows_computed += rows - keep;
@@ -613,7 +670,10 @@ static recall_status rebuild(rc_recall *r, loop_state *st, int c0, int R, const 
     rc_top5_rec *t5 = PUSH(turn, top5);
     if (!t5) return oom(err);
     t5->c0 = c0;
-    top5(r->last, r->V, t5);
+    rc_lm_pick pk;
+    RC_TRY(pick_last(r, 5, &pk, err));
+    memcpy(t5->ids, pk.ids, sizeof t5->ids);
+    memcpy(t5->logits, pk.logits, sizeof t5->logits);
     st->c0_last = c0;
     st->step = 0;
     return RECALL_OK;
@@ -630,12 +690,12 @@ static recall_status force(rc_recall *r, loop_state *st, const int32_t *ids, int
     return RECALL_OK;
 }
 
-/* The greedy choice from `logits` (margins recorded): EOS or the turn cap ends the turn (that
- * token is not kept, fc->done), otherwise the token is streamed and appended to gen (not run). */
-static recall_status choose(rc_recall *r, loop_state *st, feed_cursor *fc, const float *logits, const events *ev,
+/* The greedy choice from one row's pick (margins recorded): EOS or the turn cap ends the turn
+ * (that token is not kept, fc->done), otherwise the token is streamed and appended to gen (not run). */
+static recall_status choose(rc_recall *r, loop_state *st, feed_cursor *fc, const rc_lm_pick *pk, const events *ev,
                             rc_turn *turn, int32_t *tok, recall_err *err) {
-    float mg;
-    int32_t t = greedy(logits, r->V, &mg);
+    const float mg = pk->margin;
+    const int32_t t = pk->argmax;
     if (mg < turn->min_margin) turn->min_margin = mg;
     if (mg < 1e-3f) {
         rc_margin_rec *lm = PUSH(turn, low);
@@ -658,7 +718,9 @@ static recall_status choose(rc_recall *r, loop_state *st, feed_cursor *fc, const
 static recall_status greedy_step(rc_recall *r, loop_state *st, feed_cursor *fc, const events *ev, rc_turn *turn,
                                  recall_err *err) {
     int32_t t = 0;
-    RC_TRY(choose(r, st, fc, r->last, ev, turn, &t, err));
+    rc_lm_pick pk;
+    RC_TRY(pick_last(r, 0, &pk, err));
+    RC_TRY(choose(r, st, fc, &pk, ev, turn, &t, err));
     if (fc->done) return RECALL_OK;
     RC_TRY(forward_ids(r, r->llm, &t, 1, r->last, err));
     if (!push_key(st, t, -1)) return oom(err);
@@ -666,13 +728,15 @@ static recall_status greedy_step(rc_recall *r, loop_state *st, feed_cursor *fc, 
     return RECALL_OK;
 }
 
-/* Rows 0..n-1 of vrows through the model in one forward: logits and gate-layer q of every row. */
+/* Rows 0..n-1 of vrows through the model in one forward: the rows the picks read (logits, or the
+ * final-normed rows with screening) and gate-layer q of every row. */
 static recall_status verify_forward(rc_recall *r, int n, recall_err *err) {
     rc_qwen2_fwd f;
     memset(&f, 0, sizeof f);
     f.ids = r->vrows;
     f.n = n;
-    f.logits_all = r->vlogits;
+    if (r->scr) f.normed_all = r->vnormed;
+    else f.logits_all = r->vlogits;
     f.q_all = r->gate_dim ? r->vq : NULL;
     return rc_qwen2_forward(r->llm, &f, err);
 }
@@ -681,7 +745,8 @@ static recall_status verify_forward(rc_recall *r, int n, recall_err *err) {
  * rows after it are cropped, so rejected drafts leave no trace. */
 static recall_status keep_rows(rc_recall *r, int base, int a, int n, recall_err *err) {
     if (a + 1 < n) RC_TRY(rc_qwen2_crop(r->llm, base + a + 1, err));
-    memcpy(r->last, r->vlogits + (size_t)a * r->V, (size_t)r->V * sizeof *r->last);
+    if (r->scr) memcpy(r->last_h, r->vnormed + (size_t)a * r->H, (size_t)r->H * sizeof *r->last_h);
+    else memcpy(r->last, r->vlogits + (size_t)a * r->V, (size_t)r->V * sizeof *r->last);
     const rc_qwen2_config *c = rc_qwen2_cfg(r->llm);
     const size_t qd = (size_t)c->heads * c->head_dim;
     for (int g = 0; g < c->n_gate; g++)
@@ -700,7 +765,9 @@ static recall_status keep_rows(rc_recall *r, int base, int a, int n, recall_err 
 static recall_status spec_steps(rc_recall *r, loop_state *st, feed_cursor *fc, int *step, const events *ev,
                                 rc_turn *turn, recall_err *err) {
     int32_t t = 0;
-    RC_TRY(choose(r, st, fc, r->last, ev, turn, &t, err));
+    rc_lm_pick pk;
+    RC_TRY(pick_last(r, 0, &pk, err));
+    RC_TRY(choose(r, st, fc, &pk, ev, turn, &t, err));
     while (!fc->done) { /* t: chosen at step *step, appended, not run */
         const int room = r->o.chunk - *step - 1, cap_left = r->o.turn_cap - fc->newtok;
         int k = room < cap_left ? room : cap_left;
@@ -716,7 +783,10 @@ static recall_status spec_steps(rc_recall *r, loop_state *st, feed_cursor *fc, i
         for (;;) { /* row a is the sequence's: its step is done */
             if (!push_key(st, r->vrows[a], -1)) return oom(err);
             if (++*step == r->o.chunk) break;
-            RC_TRY(choose(r, st, fc, r->vlogits + (size_t)a * r->V, ev, turn, &t, err));
+            const float *lg = r->scr ? NULL : r->vlogits + (size_t)a * r->V;
+            const float *nm = r->scr ? r->vnormed + (size_t)a * r->H : NULL;
+            RC_TRY(pick_row(r, lg, nm, 0, &pk, err));
+            RC_TRY(choose(r, st, fc, &pk, ev, turn, &t, err));
             if (fc->done || a == k || t != r->vrows[a + 1]) break;
             a++;
         }

@@ -63,7 +63,12 @@ typedef struct {
      * prompt lookup in one multi-row forward and keep the longest agreeing prefix. 0 = off
      * (one forward per token), at most RC_DRAFT_MAX. Every output and record is the same bits. */
     int draft;
+    /* lm_head screening of the greedy picks (lm_screen.h; the same bits either way):
+     * RC_LM_SCREEN_AUTO (0) = RECALL_LM_SCREEN=on|off|auto if set, else on when the blob holds the
+     * int8 copy; RC_LM_SCREEN_ON = required (an error without it); RC_LM_SCREEN_OFF = never. */
+    int lm_screen;
 } rc_recall_opts;
+enum { RC_LM_SCREEN_AUTO = 0, RC_LM_SCREEN_ON = 1, RC_LM_SCREEN_OFF = 2 };
 
 typedef struct { int c0; float score; int fired; } rc_gate_rec;
 typedef struct {
@@ -144,5 +149,17 @@ int rc_recall_eos(const rc_recall *r);
 /* The active SIMD path name and thread count (for --trace and progress lines). */
 const char *rc_recall_simd_name(const rc_recall *r);
 int rc_recall_threads(const rc_recall *r);
+
+/* What the greedy picks read since open: picks made, whether screening is on, rows whose exact
+ * logit was computed, picks that fell back to all V logits, and lm_head bytes read (screening
+ * only: int8 copy + scales + norms + exact rows; 0 when off). */
+typedef struct {
+    int screening;
+    long picks, exact_rows, full;
+    double bytes, full_bytes; /* full_bytes: what the same picks read without screening */
+} rc_lm_stats;
+void rc_recall_lm_stats(const rc_recall *r, rc_lm_stats *out);
+/* "on|off|auto" -> RC_LM_SCREEN_*; -1 when unknown (CLI and environment parsing). */
+int rc_lm_screen_parse(const char *s);
 
 #endif

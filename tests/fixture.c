@@ -21,11 +21,11 @@ static int newer_than_exe(const char *path) {
     return sb.st_mtime >= se.st_mtime;
 }
 
-const char *fixture_worldA_blob(const char *weights) {
+static const char *worldA_blob(const char *weights, int screen) {
     const char *path;
-    if (!strcmp(weights, "f32")) path = "build/fixture_worldA_f32.blob";
-    else if (!strcmp(weights, "bf16")) path = "build/fixture_worldA_bf16.blob";
-    else if (!strcmp(weights, "nf4")) path = "build/fixture_worldA_nf4.blob";
+    if (!strcmp(weights, "f32")) path = screen ? "build/fixture_worldA_f32_screen.blob" : "build/fixture_worldA_f32.blob";
+    else if (!strcmp(weights, "bf16")) path = screen ? "build/fixture_worldA_bf16_screen.blob" : "build/fixture_worldA_bf16.blob";
+    else if (!strcmp(weights, "nf4")) path = screen ? "build/fixture_worldA_nf4_screen.blob" : "build/fixture_worldA_nf4.blob";
     else return NULL;
     if (newer_than_exe(path)) return path;
     mkdir("build", 0777);
@@ -39,6 +39,7 @@ const char *fixture_worldA_blob(const char *weights) {
     o.gate_path = WA "gate.npz";
     o.bridge_path = WA "bge_head.npz";
     o.weights = weights;
+    o.lm_head_screen = screen;
     o.out_path = tmp;
     recall_err err = {0};
     if (rc_convert(&o, &err) != RECALL_OK) {
@@ -52,6 +53,9 @@ const char *fixture_worldA_blob(const char *weights) {
     }
     return path;
 }
+
+const char *fixture_worldA_blob(const char *weights) { return worldA_blob(weights, 0); }
+const char *fixture_worldA_screen_blob(const char *weights) { return worldA_blob(weights, 1); }
 
 static rc_npy get(const char *path, const char *key, rc_npz **z) {
     recall_err err = {0};

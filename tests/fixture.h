@@ -9,6 +9,8 @@
  * (the reason is printed to stderr). Safe to call from parallel test processes: each converts to a
  * unique temporary name and renames it into place. */
 const char *fixture_worldA_blob(const char *weights);
+/* The same blob with the int8 lm_head screening copy (convert --lm-head-screen). */
+const char *fixture_worldA_screen_blob(const char *weights);
 
 /* Reads a golden .npz array as float32 (malloc'd, numel in *n). Aborts the test on failure. */
 float *fixture_npz_f32(const char *path, const char *key, size_t *n);

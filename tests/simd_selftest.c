@@ -7,6 +7,7 @@
  * A failure prints the kernel, the case, the first differing index and both values as hex bits. */
 #include "simd_selftest.h"
 
+#include "lm_screen.h"
 #include "nf4.h"
 #include "ops.h"
 #include "simd.h"
@@ -328,6 +329,47 @@ static void check_act(tally *t, const rc_kernels *k, lcg *g) {
     free(want);
 }
 
+/* screen_i8: the lm_head screening approximation, on widths of 1 .. 40 groups (every tail of the
+ * 8- and 16-group blocks), codes of every magnitude including +-127 and 0, zero scales (zero
+ * groups), negative products, and row sub-ranges; the output row after the range stays NaN. */
+static void check_screen(tally *t, const rc_kernels *k, lcg *g) {
+    static const size_t groups[] = {1, 2, 7, 8, 9, 15, 16, 17, 24, 31, 33, 40};
+    const int64_t rows = 37;
+    for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++) {
+        const size_t G = groups[gi], H = G * RC_LM_SCREEN_GROUP;
+        int8_t *Q = malloc((size_t)rows * H), *p = malloc(H);
+        float *S = malloc((size_t)rows * G * sizeof(float)), *tt = malloc(G * sizeof(float));
+        float *got = malloc((size_t)(rows + 1) * sizeof(float)), *want = malloc((size_t)(rows + 1) * sizeof(float));
+        for (size_t i = 0; i < (size_t)rows * H; i++) {
+            uint32_t u = next_u32(g);
+            Q[i] = (int8_t)((u >> 8) % 5 == 0 ? ((u & 1) ? 127 : -127) : (int)((u >> 16) % 255) - 127);
+        }
+        for (size_t i = 0; i < H; i++) {
+            uint32_t u = next_u32(g);
+            p[i] = (int8_t)((u >> 8) % 7 == 0 ? 0 : (u >> 8) % 5 == 0 ? ((u & 1) ? 127 : -127) : (int)((u >> 16) % 255) - 127);
+        }
+        for (size_t i = 0; i < (size_t)rows * G; i++) S[i] = (next_u32(g) % 11 == 0) ? 0.0f : fabsf(next_f(g));
+        for (size_t i = 0; i < G; i++) tt[i] = fabsf(next_f(g)) * 1e-3f;
+        static const int64_t r0s[] = {0, 3, 36};
+        for (size_t ri = 0; ri < sizeof r0s / sizeof r0s[0]; ri++) {
+            const int64_t r0 = r0s[ri], r1 = ri == 2 ? rows : rows - 2;
+            poison(got, (size_t)rows + 1);
+            poison(want, (size_t)rows + 1);
+            k->screen_i8(Q, S, H, p, tt, r0, r1, got);
+            rc_screen_i8_ref(Q, S, H, p, tt, r0, r1, want);
+            char what[64];
+            snprintf(what, sizeof what, "groups=%zu rows=[%lld,%lld)", G, (long long)r0, (long long)r1);
+            check(t, "screen_i8", what, got, want, (size_t)rows + 1);
+        }
+        free(Q);
+        free(p);
+        free(S);
+        free(tt);
+        free(got);
+        free(want);
+    }
+}
+
 int rc_simd_selftest(int path, int *passed, int *failed) {
     rc_kernels k;
     recall_err err = {0};
@@ -343,6 +385,7 @@ int rc_simd_selftest(int path, int *passed, int *failed) {
     check_attn(&t, &k, &g);
     check_dequant(&t, &k, &g);
     check_act(&t, &k, &g);
+    check_screen(&t, &k, &g);
     *passed = t.passed;
     *failed = t.failed;
     return 0;

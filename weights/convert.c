@@ -16,6 +16,7 @@
 
 #include "blob.h"
 #include "json.h"
+#include "lm_screen.h"
 #include "nf4.h"
 #include "npy.h"
 #include "pickle.h"
@@ -332,6 +333,51 @@ static recall_status qwen2_config(conv *c, const char *dir, qwen2_cfg *q) {
     return s;
 }
 
+/* The int8 screening copy of lm_head (src/lm_screen.h), built from the values the blob stores
+ * (bf16-rounded when lm_head is written as bf16): codes, scales and the two norms per row. */
+static recall_status put_screen(conv *c, const rc_st *st, enum store how) {
+    const rc_st_tensor *t = rc_st_find(st, "lm_head.weight");
+    if (!t || t->ndim != 2) return rc_fail(c->err, RECALL_E_MISSING, "lm_head screen: no 2-D lm_head.weight");
+    float *f;
+    RC_TRY(rc_st_to_f32(t, &f, c->err));
+    const int64_t V = t->shape[0], H = t->shape[1], G = H / RC_LM_SCREEN_GROUP;
+    if (how == ST_BF16)
+        for (int64_t i = 0; i < V * H; i++) {
+            uint32_t u = (uint32_t)f32_to_bf16_rne(f[i]) << 16;
+            memcpy(&f[i], &u, 4);
+        }
+    const rc_mat w = {RC_DT_F32, f, NULL, V, H};
+    int8_t *q = malloc((size_t)(V * H));
+    float *sc = malloc((size_t)(V * (G ? G : 1)) * sizeof *sc), *nm = malloc((size_t)V * 2 * sizeof *nm);
+    recall_status s = q && sc && nm ? rc_lmscreen_build(&w, q, sc, nm, c->err)
+                                    : rc_fail(c->err, RECALL_E_NOMEM, "lm_head screen: out of memory");
+    free(f);
+    if (s) {
+        free(q);
+        free(sc);
+        free(nm);
+        return s;
+    }
+    const int64_t sq[2] = {V, H}, ss[2] = {V, G}, sn[2] = {V, 2};
+    s = rc_writer_tensor(c->w, RC_LM_SCREEN_Q, RC_DT_U8, 2, sq, q, (size_t)(V * H), c->err);
+    if (s) {
+        free(sc);
+        free(nm);
+        return s;
+    }
+    s = rc_writer_tensor(c->w, RC_LM_SCREEN_SCALE, RC_DT_F32, 2, ss, sc, (size_t)(V * G) * 4, c->err);
+    if (s) {
+        free(nm);
+        return s;
+    }
+    RC_TRY(rc_writer_tensor(c->w, RC_LM_SCREEN_NORM, RC_DT_F32, 2, sn, nm, (size_t)V * 8, c->err));
+    c->n_done += 3;
+    char idx[32];
+    snprintf(idx, sizeof idx, "%d", c->n_done);
+    progress(c, "  [%s] %s (+ scale, norm)", idx, RC_LM_SCREEN_Q);
+    return RECALL_OK;
+}
+
 static recall_status qwen2_tensors(conv *c, const char *dir, const qwen2_cfg *q) {
     rc_st *st;
     RC_TRY(rc_st_open(dir, &st, c->err));
@@ -368,6 +414,7 @@ static recall_status qwen2_tensors(conv *c, const char *dir, const qwen2_cfg *q)
     PUT("model.norm.weight", ST_F32, 1, H);
     PUT("lm_head.weight", emb, 2, V, H);
 #undef PUT
+    if (!s && c->o->lm_head_screen) s = put_screen(c, st, emb);
     rc_st_close(st);
     return s;
 }

@@ -12,7 +12,7 @@
 static void convert_usage(FILE *f) {
     fprintf(f,
             "usage: recall convert --qwen2 DIR --bge DIR --pooler FILE --gate FILE --bridge FILE\n"
-            "                      [--weights f32|bf16|nf4] [--pooler-heads N] -o OUT.blob\n"
+            "                      [--weights f32|bf16|nf4] [--pooler-heads N] [--lm-head-screen] -o OUT.blob\n"
             "       recall convert --tokenizers-only --qwen2 DIR --bge DIR -o OUT.blob\n"
             "\n"
             "Turns the original artifacts into one recall blob.\n"
@@ -25,6 +25,9 @@ static void convert_usage(FILE *f) {
             "  --bridge FILE     bridge head .npz (qdim, kdim, d, Wq.*, Wk.*)\n"
             "  --weights W       decoder Linear weights: f32 (default), bf16 or nf4\n"
             "  --pooler-heads N  pooler attention heads (default: the checkpoint's args.heads, else 8)\n"
+            "  --lm-head-screen  also store an int8 copy of lm_head (one scale per 64 columns, 1 byte per\n"
+            "                    weight) so greedy decoding reads it instead of lm_head and recomputes\n"
+            "                    exactly only the rows that can win: the same tokens, fewer bytes per step\n"
             "  --tokenizers-only write only the two tokenizers (folders need no weights)\n"
             "  -o OUT            output path; written to OUT.tmp.PID then renamed\n"
             "Progress goes to stderr, one line per tensor.\n");
@@ -47,6 +50,9 @@ int cli_convert(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--tokenizers-only")) {
             o.tokenizers_only = 1;
+            continue;
+        } else if (!strcmp(a, "--lm-head-screen")) {
+            o.lm_head_screen = 1;
             continue;
         } else if (!strcmp(a, "--quiet")) {
             o.progress = NULL;

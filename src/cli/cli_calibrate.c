@@ -272,6 +272,7 @@ int cli_calibrate(int argc, char **argv) {
     o.threads = co.xa.threads;
     o.max_ctx = co.xa.ctx;
     o.simd = co.xa.simd;
+    o.lm_screen = co.xa.lm_screen;
     o.threshold = INFINITY; /* score every check, fire none */
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
     if (calibrate_collect(r, bench, &co, &g)) goto out;

@@ -56,6 +56,9 @@ static void chat_usage(FILE *f) {
             "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
             "  --hugepages          copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P             kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
+            "  --lm-head-screen M on, off or auto (default: RECALL_LM_SCREEN, else on when the\n"
+            "                     blob has convert --lm-head-screen's int8 lm_head): greedy picks read\n"
+            "                     it and recompute exactly only rows that can win; same tokens\n"
             "A message longer than the window slides through it (what scrolls out goes to the gist and\n"
             "the archive). On the FULL arm a context beyond the model's trained positions is refused\n"
             "with both numbers; the turn is skipped and the exit status is 1.\n"
@@ -251,6 +254,7 @@ static int chat_open_model(chat_state *c) {
     o->fire_once = ca->fire_once;
     o->threads = ca->xa.threads;
     o->simd = ca->xa.simd;
+    o->lm_screen = ca->xa.lm_screen;
     o->max_ctx = ca->xa.ctx;
     o->use_floor = ca->floor_s != NULL;
     c->vocab = (uint32_t)vocab64;

@@ -369,6 +369,9 @@ static void eval_usage(FILE *f) {
             "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
             "  --hugepages      copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P         kernel path scalar|avx2|avx512|neon (default: RECALL_SIMD, else the best)\n"
+            "  --lm-head-screen M on, off or auto (default: RECALL_LM_SCREEN, else on when the\n"
+            "                 blob has convert --lm-head-screen's int8 lm_head): greedy picks read\n"
+            "                 it and recompute exactly only rows that can win; same tokens\n"
             "  --shard K/N      run shard K of N (K = 1..N): the jobs j with j %% N == K-1, where job\n"
             "                   j = arm index * number of problems + problem index (the order of one\n"
             "                   run); needs --json, which then also records what --merge checks\n"
@@ -548,6 +551,7 @@ static int eval_open(eval_run *r) {
     r->base.threads = r->o->xa.threads;
     r->base.max_ctx = r->o->xa.ctx;
     r->base.simd = r->o->xa.simd;
+    r->base.lm_screen = r->o->xa.lm_screen;
     if (cli_parse_mode_arm("eval", r->o->mode, NULL, &r->base)) return 2;
     if (r->o->draft_s && cli_parse_draft("eval", r->o->draft_s, &r->base.draft)) return 2;
     for (int a = 0; a < r->p->n_arms; a++) {

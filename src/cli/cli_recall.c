@@ -126,6 +126,9 @@ static void replay_usage(FILE *f) {
             "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
             "  --hugepages      copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P         kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
+            "  --lm-head-screen M on, off or auto (default: RECALL_LM_SCREEN, else on when the\n"
+            "                 blob has convert --lm-head-screen's int8 lm_head): greedy picks read\n"
+            "                 it and recompute exactly only rows that can win; same tokens\n"
             "Progress goes to stderr: the SIMD path and thread count, then one line per generated turn.\n");
 }
 
@@ -231,6 +234,7 @@ static int replay_loop_opts(const replay_opts *ro, const rc_blob *b, rc_recall_o
     o->threads = ro->xa.threads;
     o->max_ctx = ro->xa.ctx;
     o->simd = ro->xa.simd;
+    o->lm_screen = ro->xa.lm_screen;
     if (cli_parse_mode_arm("replay", ro->mode, ro->arm, o)) return 2;
     if (ro->thr) {
         char *end;
@@ -311,6 +315,12 @@ int cli_replay(int argc, char **argv) {
     fprintf(stderr, "replay: problem %ld, simd %s, %d thread%s\n", ro.problem, rc_recall_simd_name(r),
             rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s");
     if (rc_run_problem(r, &p, NULL, on_turn, NULL, &run, &err)) goto fail;
+    rc_lm_stats lm;
+    rc_recall_lm_stats(r, &lm);
+    if (lm.screening && lm.picks > 0)
+        fprintf(stderr, "lm_head screening: %ld greedy picks, %.1f exact rows per pick, %ld fell back to all logits; "
+                "%.1f MB of lm_head data per pick (%.1f MB unscreened)\n", lm.picks, (double)lm.exact_rows / lm.picks,
+                lm.full, lm.bytes / lm.picks / 1e6, lm.full_bytes / lm.picks / 1e6);
     rc = write_trace(ro.trace, ro.problem, &o, &p, &run, rc_recall_bpe(r));
     goto out;
 fail:

@@ -23,6 +23,7 @@
 #include "checksum.h"
 #include "draft.h"
 #include "cli.h"
+#include "recall_loop.h"
 #include "json.h"
 #include "pool.h"
 #include "qwen2.h"
@@ -56,14 +57,20 @@ int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args 
         return 1;
     }
     int is_threads = !strcmp(a, "--threads"), is_simd = !strcmp(a, "--simd"), is_rope = !strcmp(a, "--rope-scaling");
-    int is_ctx = !strcmp(a, "--ctx");
-    if (!is_threads && !is_simd && !is_rope && !is_ctx) return 0;
+    int is_ctx = !strcmp(a, "--ctx"), is_screen = !strcmp(a, "--lm-head-screen");
+    if (!is_threads && !is_simd && !is_rope && !is_ctx && !is_screen) return 0;
     if (*i + 1 >= argc) {
         fprintf(stderr, "recall %s: %s needs a value\n", cmd, a);
         return -1;
     }
     const char *v = argv[++*i];
-    if (is_rope) {
+    if (is_screen) {
+        if (rc_lm_screen_parse(v) < 0) {
+            fprintf(stderr, "recall %s: --lm-head-screen %s: expected on, off or auto\n", cmd, v);
+            return -1;
+        }
+        x->lm_screen = rc_lm_screen_parse(v);
+    } else if (is_rope) {
         rc_rope_profile p;
         recall_err e = {0};
         if (rc_rope_parse(v, &p, &e)) {

@@ -1,0 +1,105 @@
+/* screen_avx2.c - the lm_head screening kernel (src/lm_screen.h) for AVX2 (x86-64; compiled with
+ * -mavx2 -mfma, empty of code elsewhere). The same bits as rc_screen_i8_ref: the int32 group sums
+ * are exact whatever the order (vpsignb moves the sign of p onto q, vpmaddubsw |p| * q into int16
+ * pairs of at most 2 * 127 * 127, vpmaddwd into int32, then a vphaddd tree over 8 groups), and
+ * the fp32 part is the canonical lane rule: groups g0..g0+7 are lanes g % 16 of two ymm
+ * accumulators (lanes 0-7, 8-15); padded tail lanes add +0 * +0, which leaves an accumulator that
+ * is never -0 unchanged. */
+#include "simd.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
+
+#include "lm_screen.h"
+
+#include <immintrin.h>
+
+#define SCR_MAXH 16384 /* |p| of h lives on the stack */
+
+/* the 8 group sums of v[0..7] (8 int32 each), lane j = sum of v[j] */
+static inline __attribute__((always_inline)) __m256i hsum8(const __m256i *v) {
+    const __m256i k0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i k1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(k0, k1, 0x20), _mm256_permute2x128_si256(k0, k1, 0x31));
+}
+
+static float tree_v(__m256 a0, __m256 a1) {
+    float acc[16];
+    _mm256_storeu_ps(acc, a0);
+    _mm256_storeu_ps(acc + 8, a1);
+    return rc_tree16(acc);
+}
+
+/* one group: 8 int32 partial sums of q * p over 64 columns */
+static inline __attribute__((always_inline)) __m256i dot64(const int8_t *q, const int8_t *p, const int8_t *pabs) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i s0 = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)q), _mm256_loadu_si256((const __m256i *)p));
+    const __m256i s1 =
+        _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(q + 32)), _mm256_loadu_si256((const __m256i *)(p + 32)));
+    const __m256i d0 = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)pabs), s0);
+    const __m256i d1 = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(pabs + 32)), s1);
+    return _mm256_add_epi32(_mm256_madd_epi16(d0, ones), _mm256_madd_epi16(d1, ones));
+}
+
+/* the rows ahead whose codes are prefetched (the int8 copy streams from DRAM, as lm_head does) */
+#define SCR_PF_ROWS 4
+
+static void avx2_screen_i8(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,
+                           int64_t r1, float *A) {
+    if (H > SCR_MAXH) {
+        rc_screen_i8_ref(Q, S, H, p, t, r0, r1, A);
+        return;
+    }
+    const size_t G = H / RC_LM_SCREEN_GROUP;
+    _Alignas(32) int8_t pabs[SCR_MAXH];
+    for (size_t i = 0; i < H; i += 32)
+        _mm256_store_si256((__m256i *)(pabs + i), _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(p + i))));
+    const size_t pf = SCR_PF_ROWS * H;
+    for (int64_t r = r0; r < r1; r++) {
+        const int8_t *qr = Q + (size_t)r * H;
+        const float *sr = S + (size_t)r * G;
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (size_t g0 = 0; g0 < G; g0 += 8) {
+            const size_t nb = G - g0 < 8 ? G - g0 : 8;
+            __m256i v[8];
+            __m256 sc, tc;
+            if (nb == 8) {
+                _Pragma("GCC unroll 8") for (size_t j = 0; j < 8; j++) {
+                    const size_t c = (g0 + j) * RC_LM_SCREEN_GROUP;
+                    _mm_prefetch((const char *)(qr + c + pf), _MM_HINT_T0);
+                    v[j] = dot64(qr + c, p + c, pabs + c);
+                }
+                sc = _mm256_loadu_ps(sr + g0);
+                tc = _mm256_loadu_ps(t + g0);
+            } else { /* zero vectors pad; their lanes add +0 * +0 */
+                float sb[8] = {0}, tb[8] = {0};
+                for (size_t j = 0; j < 8; j++) {
+                    const size_t c = (g0 + j) * RC_LM_SCREEN_GROUP;
+                    v[j] = j < nb ? dot64(qr + c, p + c, pabs + c) : _mm256_setzero_si256();
+                    if (j < nb) {
+                        sb[j] = sr[g0 + j];
+                        tb[j] = t[g0 + j];
+                    }
+                }
+                sc = _mm256_loadu_ps(sb);
+                tc = _mm256_loadu_ps(tb);
+            }
+            const size_t a = (g0 / 8) & 1;
+            acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8(v)), _mm256_mul_ps(sc, tc), acc[a]);
+        }
+        A[r - r0] = tree_v(acc[0], acc[1]);
+    }
+}
+
+int rc_screen_avx2(rc_kernels *k) {
+    k->screen_i8 = avx2_screen_i8;
+    return 1;
+}
+
+#else
+
+int rc_screen_avx2(rc_kernels *k) {
+    (void)k;
+    return 0;
+}
+
+#endif

@@ -1,0 +1,102 @@
+/* screen_avx512.c - the lm_head screening kernel (src/lm_screen.h) for AVX-512 F/BW/VL (x86-64;
+ * compiled with -mavx512f -mavx512bw -mavx512vl -mfma, empty of code elsewhere). The same bits as
+ * rc_screen_i8_ref: the int32 group sums are exact whatever the order (a masked byte subtract
+ * moves the sign of p onto q, vpmaddubsw |p| * q into int16 pairs of at most 2 * 127 * 127,
+ * vpmaddwd into int32, then an unpack / shuffle tree turns 16 groups' vectors into one vector of
+ * their sums), and the fp32 part is the canonical lane rule: group g is lane g % 16 of one zmm
+ * accumulator; masked-off tail lanes keep their value. */
+#include "simd.h"
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__)
+
+#include "lm_screen.h"
+
+#include <immintrin.h>
+
+#define SCR_MAXH 16384 /* |p| and the sign masks of h live on the stack */
+
+/* lane j = the sum of the 16 int32 of v[j] */
+static inline __attribute__((always_inline)) __m512i hsum16(const __m512i *v) {
+    __m512i w[8], z[4];
+    for (int k = 0; k < 8; k++) /* per 128-bit lane: (a0+a2, b0+b2, a1+a3, b1+b3) */
+        w[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]),
+                                _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
+    for (int k = 0; k < 4; k++) /* per 128-bit lane: the partial sums of v[4k .. 4k+3] */
+        z[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(w[2 * k], w[2 * k + 1]),
+                                _mm512_unpackhi_epi64(w[2 * k], w[2 * k + 1]));
+    const __m512i u01 = _mm512_add_epi32(_mm512_shuffle_i32x4(z[0], z[1], 0x88), _mm512_shuffle_i32x4(z[0], z[1], 0xDD));
+    const __m512i u23 = _mm512_add_epi32(_mm512_shuffle_i32x4(z[2], z[3], 0x88), _mm512_shuffle_i32x4(z[2], z[3], 0xDD));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(u01, u23, 0x88), _mm512_shuffle_i32x4(u01, u23, 0xDD));
+}
+
+/* one group: 16 int32 partial sums of q * p over 64 columns */
+static inline __attribute__((always_inline)) __m512i dot64(const int8_t *q, const int8_t *pabs, __mmask64 neg) {
+    const __m512i qv = _mm512_loadu_si512(q);
+    const __m512i qs = _mm512_mask_sub_epi8(qv, neg, _mm512_setzero_si512(), qv); /* q * sign(p) where p < 0 */
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_load_si512(pabs), qs), _mm512_set1_epi16(1));
+}
+
+/* the rows ahead whose codes are prefetched (the int8 copy streams from DRAM, as lm_head does) */
+#define SCR_PF_ROWS 4
+
+static void avx512_screen_i8(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,
+                             int64_t r1, float *A) {
+    if (H > SCR_MAXH) {
+        rc_screen_i8_ref(Q, S, H, p, t, r0, r1, A);
+        return;
+    }
+    const size_t G = H / RC_LM_SCREEN_GROUP;
+    _Alignas(64) int8_t pabs[SCR_MAXH];
+    __mmask64 neg[SCR_MAXH / RC_LM_SCREEN_GROUP];
+    for (size_t g = 0; g < G; g++) {
+        const __m512i pv = _mm512_loadu_si512(p + g * RC_LM_SCREEN_GROUP);
+        _mm512_store_si512(pabs + g * RC_LM_SCREEN_GROUP, _mm512_abs_epi8(pv));
+        neg[g] = _mm512_movepi8_mask(pv);
+    }
+    const size_t pf = SCR_PF_ROWS * H;
+    for (int64_t r = r0; r < r1; r++) {
+        const int8_t *qr = Q + (size_t)r * H;
+        const float *sr = S + (size_t)r * G;
+        __m512 acc = _mm512_setzero_ps();
+        size_t g0 = 0;
+        for (; g0 + 16 <= G; g0 += 16) {
+            __m512i v[16];
+            _Pragma("GCC unroll 16") for (size_t j = 0; j < 16; j++) {
+                const size_t c = (g0 + j) * RC_LM_SCREEN_GROUP;
+                _mm_prefetch((const char *)(qr + c + pf), _MM_HINT_T0);
+                v[j] = dot64(qr + c, pabs + c, neg[g0 + j]);
+            }
+            const __m512 c = _mm512_mul_ps(_mm512_loadu_ps(sr + g0), _mm512_loadu_ps(t + g0));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hsum16(v)), c, acc);
+        }
+        if (g0 < G) { /* the last G % 16 groups: zero vectors pad, masked lanes keep acc */
+            const size_t nb = G - g0;
+            __m512i v[16];
+            for (size_t j = 0; j < 16; j++) {
+                const size_t c = (g0 + j) * RC_LM_SCREEN_GROUP;
+                if (j < nb) _mm_prefetch((const char *)(qr + c + pf), _MM_HINT_T0);
+                v[j] = j < nb ? dot64(qr + c, pabs + c, neg[g0 + j]) : _mm512_setzero_si512();
+            }
+            const __mmask16 m = (__mmask16)((1u << nb) - 1u);
+            const __m512 c = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, sr + g0), _mm512_maskz_loadu_ps(m, t + g0));
+            acc = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(hsum16(v)), c, acc, m);
+        }
+        float lanes[16];
+        _mm512_storeu_ps(lanes, acc);
+        A[r - r0] = rc_tree16(lanes);
+    }
+}
+
+int rc_screen_avx512(rc_kernels *k) {
+    k->screen_i8 = avx512_screen_i8;
+    return 1;
+}
+
+#else
+
+int rc_screen_avx512(rc_kernels *k) {
+    (void)k;
+    return 0;
+}
+
+#endif
