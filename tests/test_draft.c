@@ -166,14 +166,15 @@ typedef struct {
     rc_problem_run run;
     ev_log log;
     long drafted, accepted;
+    int screening; /* lm_head screening was on (lm_screen.h) */
 } loop_run;
 
 /* Loop geometry for a run; chunk 0 = the blob's defaults. */
 typedef struct {
     int window, block, chunk, turn_cap;
 } geometry;
-static void run_loop(const rc_blob *b, const rc_problem *p, const geometry *g, rc_loop_mode mode, rc_arm arm, int sched,
-                     int draft, loop_run *out) {
+static void run_loop_ex(const rc_blob *b, const rc_problem *p, const geometry *g, rc_loop_mode mode, rc_arm arm,
+                        int sched, int draft, int lm_screen, loop_run *out) {
     memset(out, 0, sizeof *out);
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
@@ -187,6 +188,7 @@ static void run_loop(const rc_blob *b, const rc_problem *p, const geometry *g, r
     o.arm = arm;
     o.reference_schedule = sched;
     o.draft = draft;
+    o.lm_screen = lm_screen;
     rc_recall *r;
     recall_err err = {0};
     cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
@@ -195,7 +197,15 @@ static void run_loop(const rc_blob *b, const rc_problem *p, const geometry *g, r
         out->drafted += out->run.turns[t].turn.drafted;
         out->accepted += out->run.turns[t].turn.accepted;
     }
+    rc_lm_stats st;
+    rc_recall_lm_stats(r, &st);
+    out->screening = st.screening;
     rc_recall_close(r);
+}
+
+static void run_loop(const rc_blob *b, const rc_problem *p, const geometry *g, rc_loop_mode mode, rc_arm arm, int sched,
+                     int draft, loop_run *out) {
+    run_loop_ex(b, p, g, mode, arm, sched, draft, RC_LM_SCREEN_AUTO, out);
 }
 
 static void free_run(loop_run *l) {
@@ -292,6 +302,40 @@ Test(draft_golden, faithful_nf4, .timeout = 900) {
 Test(draft_golden, clean_nf4, .timeout = 900) {
     golden_drafts("tests/golden/worldA/loop_A_seed0_clean_nf4.json", "nf4", RC_MODE_CLEAN);
 }
+
+/* Speculative decoding with lm_head screening: the verify rows are final-normed hidden states
+ * picked through the screen one by one (recall.c pick_row), and must give plain, unscreened
+ * decoding's bits on both schedules. */
+static void screened_drafts(const char *weights, rc_loop_mode mode) {
+    const char *path = fixture_worldA_screen_blob(weights);
+    cr_assert(path);
+    rc_blob *b;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    rc_bench *bench;
+    rc_problem p = load_problem(&bench);
+    for (int sched = 0; sched < 2; sched++) {
+        if (sched) rc_problem_keep_turns(&p, 2);
+        loop_run base, x;
+        run_loop_ex(b, &p, NULL, mode, RC_ARM_RC_BGE, sched, 0, RC_LM_SCREEN_OFF, &base);
+        run_loop_ex(b, &p, NULL, mode, RC_ARM_RC_BGE, sched, 8, RC_LM_SCREEN_ON, &x);
+        cr_assert_eq(base.screening, 0);
+        cr_assert_eq(x.screening, 1);
+        char tag[160];
+        snprintf(tag, sizeof tag, "%s weights, %s schedule, draft 8 + screening", weights, sched ? "reference" : "fast");
+        expect_same_run(&base, &x, tag);
+        cr_assert_gt(x.accepted, 0, "%s: no draft was accepted, nothing was tested", tag);
+        cr_assert_lt(x.accepted, x.drafted, "%s: no draft was rejected, the crop was not tested", tag);
+        free_run(&base);
+        free_run(&x);
+    }
+    rc_problem_free(&p);
+    rc_bench_free(bench);
+    rc_blob_close(b);
+}
+
+Test(draft_screen, faithful_nf4, .timeout = 900) { screened_drafts("nf4", RC_MODE_FAITHFUL); }
+Test(draft_screen, clean_f32, .timeout = 900) { screened_drafts("f32", RC_MODE_CLEAN); }
 
 /* The FULL arm (no eviction: the whole conversation in the cache) on the fast schedule. */
 Test(draft, full_arm_same_bits, .timeout = 600) {
