@@ -16,6 +16,7 @@
  *   IDS_FILE: decimal ids separated by whitespace; C: dense | PAGE:BUDGET | PAGE:BUDGET:rSEED
  *   (the seeded random control). Results go to stdout, progress to stderr. */
 #include "blob.h"
+#include "ops.h"
 #include "kv_pages.h"
 #include "pool.h"
 #include "qwen2.h"
@@ -41,19 +42,6 @@ static double now_s(void) {
 static void die(const char *what, const recall_err *e) {
     fprintf(stderr, "bench_kv_pages: %s: %s\n", what, e ? e->msg : "");
     exit(1);
-}
-
-/* -(logit[target] - logsumexp), double from the fp32 logits (cli_score.c's definition); the
- * argmax (lowest id on ties) into *greedy */
-static double nll(const float *lg, size_t V, int target, int *greedy) {
-    size_t best = 0;
-    for (size_t i = 1; i < V; i++)
-        if (lg[i] > lg[best]) best = i;
-    const double mx = (double)lg[best];
-    double s = 0.0;
-    for (size_t i = 0; i < V; i++) s += exp((double)lg[i] - mx);
-    *greedy = (int)best;
-    return -((double)lg[target] - (mx + log(s)));
 }
 
 static int32_t *read_ids(const char *path, int *n) {
@@ -101,7 +89,7 @@ static void feed(run *r, int from, int to, int rows, int last, double *sum, doub
         if (rc_qwen2_forward(r->m, &f, &err)) die("forward", &err);
         for (int t = 0; sum && t < nr; t++)
             if (j + t < last) {
-                const double v = nll(r->logits + (size_t)t * r->V, r->V, r->ids[j + t + 1], &r->pos_greedy[j + t]);
+                const double v = rc_row_nll(r->logits + (size_t)t * r->V, r->V, r->ids[j + t + 1], &r->pos_greedy[j + t]);
                 r->pos_nll[j + t] = v;
                 *sum += v;
                 *sum2 += v * v;

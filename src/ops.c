@@ -440,3 +440,14 @@ void rc_l2_normalize(const float *x, float floor, float scale, float *y, size_t 
     if (nrm < floor) nrm = floor;
     for (size_t i = 0; i < n; i++) y[i] = (x[i] / nrm) * scale;
 }
+
+double rc_row_nll(const float *lg, size_t V, int target, int *greedy) {
+    size_t best = 0;
+    for (size_t i = 1; i < V; i++)
+        if (lg[i] > lg[best]) best = i;
+    const double mx = (double)lg[best];
+    double s = 0.0;
+    for (size_t i = 0; i < V; i++) s += exp((double)lg[i] - mx);
+    *greedy = (int)best;
+    return -((double)lg[target] - (mx + log(s)));
+}

@@ -129,4 +129,9 @@ void rc_layernorm(const float *x, const float *w, const float *b, float eps, flo
 /* y = x / max(||x||_2, floor) * scale, ||x|| = sqrtf(canonical sumsq). */
 void rc_l2_normalize(const float *x, float floor, float scale, float *y, size_t n);
 
+/* Teacher-forced negative log-likelihood of `target` under one row of fp32 logits [V], in double:
+ * -(logit[target] - (max + log sum exp(logit - max))), sums in ascending id order; the argmax
+ * (lowest id on ties) goes to *greedy. `recall score` and bench_kv_pages use the same definition. */
+double rc_row_nll(const float *logits, size_t V, int target, int *greedy);
+
 #endif

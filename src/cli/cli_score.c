@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "recall_loop.h"
 #include "json.h"
+#include "ops.h"
 #include "pool.h"
 #include "qwen2.h"
 #include "rope.h"
@@ -320,17 +321,6 @@ typedef struct {
     double nll;
 } score_pos;
 
-static double row_nll(const float *lg, size_t V, int target, int *greedy) {
-    size_t best = 0;
-    for (size_t i = 1; i < V; i++)
-        if (lg[i] > lg[best]) best = i;
-    const double mx = (double)lg[best];
-    double s = 0.0;
-    for (size_t i = 0; i < V; i++) s += exp((double)lg[i] - mx);
-    *greedy = (int)best;
-    return -((double)lg[target] - (mx + log(s)));
-}
-
 typedef struct {
     const char *blob_path, *ids_s, *tokens_file, *json_path;
     long ctx_req; /* 0: the default chunk */
@@ -533,7 +523,7 @@ static recall_status score_chunks(const score_opts *o, score_run *s, recall_err 
                 if (j >= n_ctx - 1) break; /* the last row has no target inside the chunk */
                 int greedy;
                 const int target = tok[j + 1]; /* in range: checked in score_open */
-                const double v = row_nll(s->logits + (size_t)t * s->V, s->V, target, &greedy);
+                const double v = rc_row_nll(s->logits + (size_t)t * s->V, s->V, target, &greedy);
                 const int scored = j >= s->first;
                 if (scored) {
                     s->nll += v;
