@@ -1,5 +1,6 @@
 # recall - pure-C reference engine for on-device recall.
 # `make` builds ./recall and build/librecall.a; `make help` lists every target.
+.DEFAULT_GOAL := all
 # Never fast-math (neither the -f flag nor -O fast): bit-exactness depends on IEEE semantics and a fixed reduction
 # order. -ffp-contract=off stops the compiler from fusing a*b+c on its own; fmaf() is written
 # explicitly wherever the canonical order uses a fused multiply-add.

@@ -4,14 +4,17 @@
  * the KV bytes (rc_qwen2_kv_bytes) and the process's peak RSS (getrusage ru_maxrss), plus the
  * RSS before the prefill and the CPU seconds of each phase. Run one N per process (`make
  * bench-long` does) so the peak is per N: peak RSS minus KV bytes staying flat across N shows the
- * prefill memory is linear in N (the per-row score buffer is N floats per worker, the RoPE tables
- * N x D; no N x N matrix).
+ * prefill memory is linear in N (the score buffer is N floats per (head, row) pair of a worker's
+ * attention block, the RoPE tables N x D; no N x N matrix).
  *
- * usage: longctx_bench BLOB --len N [--decode D] [--threads T] [--simd PATH] [--chunk R]
+ * usage: longctx_bench BLOB --len N [--decode D] [--threads T] [--simd PATH] [--chunk R] [--attn PAIRS:TILE]
+ * --attn sets the attention blocking (qwen2.h; 1:0 = one row at a time, the loop before blocking):
+ * the result line carries an XXH64 of the last logits, equal for every setting.
  * (RECALL_BENCH_LOAD=huge copies the blob into huge-page-advised memory, as the other benches)
  * Prefill progress goes to stderr; the result is one line on stdout ("longctx N=... ").
  */
 #include "blob.h"
+#include "checksum.h"
 #include "pool.h"
 #include "qwen2.h"
 
@@ -62,13 +65,13 @@ static int argmax(const float *x, int n) {
 }
 
 int main(int argc, char **argv) {
-    const char *usage = "usage: longctx_bench BLOB --len N [--decode D] [--threads T] [--simd PATH] [--chunk R]\n";
+    const char *usage = "usage: longctx_bench BLOB --len N [--decode D] [--threads T] [--simd PATH] [--chunk R] [--attn PAIRS:TILE]\n";
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fprintf(argc < 2 ? stderr : stdout, "%s", usage);
         return argc < 2 ? 2 : 0;
     }
     rc_exec_opts eo = {0, NULL};
-    int N = 4096, D = 16, R = 512;
+    int N = 4096, D = 16, R = 512, pairs = RC_QWEN2_ATT_PAIRS, tile = RC_QWEN2_ATT_TILE;
     for (int i = 2; i < argc; i += 2) {
         if (i + 1 >= argc) {
             fprintf(stderr, "longctx_bench: %s needs a value\n%s", argv[i], usage);
@@ -79,7 +82,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--chunk")) R = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) eo.threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--simd")) eo.simd = argv[i + 1];
-        else {
+        else if (!strcmp(argv[i], "--attn")) {
+            if (sscanf(argv[i + 1], "%d:%d", &pairs, &tile) != 2 || pairs < 1 || tile < 0) {
+                fprintf(stderr, "longctx_bench: --attn wants PAIRS:TILE (PAIRS >= 1, TILE >= 0), got '%s'\n", argv[i + 1]);
+                return 2;
+            }
+        } else {
             fprintf(stderr, "longctx_bench: unexpected argument '%s'\n%s", argv[i], usage);
             return 2;
         }
@@ -99,6 +107,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "longctx_bench: %s\n", err.msg);
         return 1;
     }
+    rc_qwen2_set_attn_blocking(m, pairs, tile);
     const rc_qwen2_config *c = rc_qwen2_cfg(m);
     const int V = c->vocab, P = N - D;
     int32_t *ids = malloc((size_t)P * sizeof *ids);
@@ -142,12 +151,12 @@ int main(int argc, char **argv) {
     }
     const double t_decode = now_s() - t1, c_decode = cpu_s() - c1;
     const double kv_mib = rc_qwen2_kv_bytes(m) / 1048576.0, peak = peak_rss_mib();
-    printf("longctx N=%d simd=%s threads=%d load=%s: prefill %d tok %.1f s %.2f tok/s (cpu %.1f s); decode %d steps "
+    printf("longctx N=%d simd=%s threads=%d attn=%d:%d load=%s: prefill %d tok %.1f s %.2f tok/s (cpu %.1f s); decode %d steps "
            "at %d..%d %.3f s %.2f tok/s (cpu %.3f s); kv %.1f MiB (%zu B, capacity %d); rss before prefill %.1f MiB; peak rss %.1f MiB; "
-           "peak-kv %.1f MiB; finite %s\n",
-           N, ex->k.name, ex->threads, flags ? "huge" : "mmap", P, t_prefill, P / t_prefill, c_prefill, D, P, N - 1,
+           "peak-kv %.1f MiB; finite %s; last logits xxh64 %016llx\n",
+           N, ex->k.name, ex->threads, pairs, tile, flags ? "huge" : "mmap", P, t_prefill, P / t_prefill, c_prefill, D, P, N - 1,
            t_decode, D / t_decode, c_decode, kv_mib, rc_qwen2_kv_bytes(m), rc_qwen2_kv_capacity(m), rss_before, peak, peak - kv_mib,
-           ok ? "yes" : "NO");
+           ok ? "yes" : "NO", (unsigned long long)rc_xxh64(logits, (size_t)V * sizeof *logits, 0));
     free(ids);
     free(logits);
     rc_qwen2_close(m);

@@ -96,7 +96,7 @@ static void avx2_attn_wsum(const float *p, const float *V, size_t ldv, int n, si
     size_t i0 = 0;
     for (; i0 + 64 <= D; i0 += 64) { /* 8 ymm accumulators stay in registers over all j */
         __m256 acc[8];
-        for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
+        for (int k = 0; k < 8; k++) acc[k] = _mm256_loadu_ps(out + i0 + 8 * k);
         for (int j = 0; j < n; j++) {
             const __m256 pj = _mm256_set1_ps(p[j]);
             const float *v = V + (size_t)j * ldv + i0;
@@ -105,13 +105,13 @@ static void avx2_attn_wsum(const float *p, const float *V, size_t ldv, int n, si
         for (int k = 0; k < 8; k++) _mm256_storeu_ps(out + i0 + 8 * k, acc[k]);
     }
     for (; i0 + 8 <= D; i0 += 8) {
-        __m256 acc = _mm256_setzero_ps();
+        __m256 acc = _mm256_loadu_ps(out + i0);
         for (int j = 0; j < n; j++)
             acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(V + (size_t)j * ldv + i0), acc);
         _mm256_storeu_ps(out + i0, acc);
     }
     for (; i0 < D; i0++) {
-        float o = 0.0f;
+        float o = out[i0];
         for (int j = 0; j < n; j++) o = fmaf(p[j], V[(size_t)j * ldv + i0], o);
         out[i0] = o;
     }

@@ -97,7 +97,7 @@ static void avx512_attn_wsum(const float *p, const float *V, size_t ldv, int n, 
     size_t i0 = 0;
     for (; i0 + 128 <= D; i0 += 128) { /* 8 zmm accumulators stay in registers over all j */
         __m512 acc[8];
-        for (int k = 0; k < 8; k++) acc[k] = _mm512_setzero_ps();
+        for (int k = 0; k < 8; k++) acc[k] = _mm512_loadu_ps(out + i0 + 16 * k);
         for (int j = 0; j < n; j++) {
             const __m512 pj = _mm512_set1_ps(p[j]);
             const float *v = V + (size_t)j * ldv + i0;
@@ -106,13 +106,13 @@ static void avx512_attn_wsum(const float *p, const float *V, size_t ldv, int n, 
         for (int k = 0; k < 8; k++) _mm512_storeu_ps(out + i0 + 16 * k, acc[k]);
     }
     for (; i0 + 16 <= D; i0 += 16) {
-        __m512 acc = _mm512_setzero_ps();
+        __m512 acc = _mm512_loadu_ps(out + i0);
         for (int j = 0; j < n; j++)
             acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(V + (size_t)j * ldv + i0), acc);
         _mm512_storeu_ps(out + i0, acc);
     }
     for (; i0 < D; i0++) {
-        float o = 0.0f;
+        float o = out[i0];
         for (int j = 0; j < n; j++) o = fmaf(p[j], V[(size_t)j * ldv + i0], o);
         out[i0] = o;
     }

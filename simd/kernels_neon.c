@@ -83,7 +83,7 @@ static void neon_attn_wsum(const float *p, const float *V, size_t ldv, int n, si
     size_t i0 = 0;
     for (; i0 + 64 <= D; i0 += 64) {
         float32x4_t acc[16];
-        for (int k = 0; k < 16; k++) acc[k] = vdupq_n_f32(0.0f);
+        for (int k = 0; k < 16; k++) acc[k] = vld1q_f32(out + i0 + 4 * k);
         for (int j = 0; j < n; j++) {
             const float32x4_t pj = vdupq_n_f32(p[j]);
             const float *v = V + (size_t)j * ldv + i0;
@@ -92,12 +92,12 @@ static void neon_attn_wsum(const float *p, const float *V, size_t ldv, int n, si
         for (int k = 0; k < 16; k++) vst1q_f32(out + i0 + 4 * k, acc[k]);
     }
     for (; i0 + 4 <= D; i0 += 4) {
-        float32x4_t acc = vdupq_n_f32(0.0f);
+        float32x4_t acc = vld1q_f32(out + i0);
         for (int j = 0; j < n; j++) acc = vfmaq_f32(acc, vdupq_n_f32(p[j]), vld1q_f32(V + (size_t)j * ldv + i0));
         vst1q_f32(out + i0, acc);
     }
     for (; i0 < D; i0++) {
-        float o = 0.0f;
+        float o = out[i0];
         for (int j = 0; j < n; j++) o = fmaf(p[j], V[(size_t)j * ldv + i0], o);
         out[i0] = o;
     }

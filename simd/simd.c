@@ -38,7 +38,6 @@ static void scalar_attn_scores(const float *q, const float *K, size_t ldk, int n
 }
 
 static void scalar_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {
-    for (size_t i = 0; i < D; i++) out[i] = 0.0f;
     for (int j = 0; j < n; j++) rc_axpy(p[j], V + (size_t)j * ldv, out, D);
 }
 

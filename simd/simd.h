@@ -51,7 +51,9 @@ typedef struct {
     size_t matmul_scratch; /* floats of working memory matmul wants, a multiple of 16 (0: none) */
     /* scores[j] = dot(q, K + j*ldk, D) * scale for j in [0, n) (attention scores of one head). */
     void (*attn_scores)(const float *q, const float *K, size_t ldk, int n, size_t D, float scale, float *scores);
-    /* out[i] = sum over j ascending of fmaf(p[j], V[j*ldv + i], .) starting at +0.0f, i < D. */
+    /* out[i] = sum over j ascending of fmaf(p[j], V[j*ldv + i], .), continuing from the current
+     * out[i], i < D. Callers start out at +0.0f, so keys split over several calls (tiles, in
+     * ascending order) give the bits of one call. */
     void (*attn_wsum)(const float *p, const float *V, size_t ldv, int n, size_t D, float *out);
     /* out[i] = exact fp32 value of nf4 flat element start + i, i < n. */
     void (*nf4_dequant)(const uint8_t *codes, const float *absmax, size_t start, size_t n, float *out);

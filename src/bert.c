@@ -172,7 +172,9 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
             const float *qh = m->Q + (size_t)t * H + (size_t)h * hd;
             m->ex->k.attn_scores(qh, m->K + (size_t)h * hd, (size_t)H, j->n, (size_t)hd, j->scale, s);
             m->ex->k.softmax(s, (size_t)j->n);
-            m->ex->k.attn_wsum(s, m->V + (size_t)h * hd, (size_t)H, j->n, (size_t)hd, m->ctx + (size_t)t * H + (size_t)h * hd);
+            float *o = m->ctx + (size_t)t * H + (size_t)h * hd;
+            memset(o, 0, (size_t)hd * sizeof(float)); /* attn_wsum accumulates from out */
+            m->ex->k.attn_wsum(s, m->V + (size_t)h * hd, (size_t)H, j->n, (size_t)hd, o);
         }
 }
 

@@ -225,7 +225,9 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
             const float *qh = j->Q + (size_t)t * H + (size_t)h * hd;
             k->attn_scores(qh, j->K + (size_t)h * hd, (size_t)H, j->nk, (size_t)hd, j->scale, s);
             k->softmax(s, (size_t)j->nk);
-            k->attn_wsum(s, j->V + (size_t)h * hd, (size_t)H, j->nk, (size_t)hd, j->att + (size_t)t * H + (size_t)h * hd);
+            float *o = j->att + (size_t)t * H + (size_t)h * hd;
+            memset(o, 0, (size_t)hd * sizeof(float)); /* attn_wsum accumulates from out */
+            k->attn_wsum(s, j->V + (size_t)h * hd, (size_t)H, j->nk, (size_t)hd, o);
         }
 }
 

@@ -31,6 +31,7 @@ struct rc_qwen2 {
     float *final_norm;
     int max_ctx, n_cached;
     int cap;            /* positions allocated in kc / vc / rope / scores (0 .. max_ctx) */
+    int att_pairs, att_tile; /* attention blocking (rc_qwen2_set_attn_blocking) */
     float *kc, *vc;     /* [NL][cap][kvd], K after RoPE */
     float *rope_cos, *rope_sin; /* [cap][D/2] */
     float *inv_freq;    /* [D/2] */
@@ -230,6 +231,7 @@ recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex,
         return st;
     }
     m->max_ctx = max_ctx;
+    rc_qwen2_set_attn_blocking(m, RC_QWEN2_ATT_PAIRS, RC_QWEN2_ATT_TILE);
     m->qd = m->c.heads * m->c.head_dim;
     m->kvd = m->c.kv_heads * m->c.head_dim;
     m->scale = (float)(1.0 / sqrt((double)m->c.head_dim));
@@ -270,7 +272,7 @@ static recall_status grow_to(rc_qwen2 *m, int cap, recall_err *err) {
     if (rc) m->rope_cos = rc;
     float *rs = rc ? (float *)realloc(m->rope_sin, ncap * (size_t)half * sizeof(float)) : NULL;
     if (rs) m->rope_sin = rs;
-    float *sc = (float *)malloc(ncap * (size_t)m->ex->threads * sizeof(float)); /* one row per worker */
+    float *sc = (float *)malloc(ncap * RC_QWEN2_ATT_PAIRS * (size_t)m->ex->threads * sizeof(float)); /* attn_heads' rows */
     int meta_ok = 1;
     if (m->kvp.page && rc && rs) { /* page-major: the pages already folded stay where they are */
         const size_t pages = (ncap + (size_t)m->kvp.page - 1) / (size_t)m->kvp.page;
@@ -318,6 +320,11 @@ static recall_status grow_to(rc_qwen2 *m, int cap, recall_err *err) {
 }
 
 const float *rc_qwen2_inv_freq(const rc_qwen2 *m) { return m->inv_freq; }
+
+void rc_qwen2_set_attn_blocking(rc_qwen2 *m, int pairs, int tile) {
+    m->att_pairs = pairs < 1 ? 1 : pairs > RC_QWEN2_ATT_PAIRS ? RC_QWEN2_ATT_PAIRS : pairs;
+    m->att_tile = tile > 0 ? tile : 0;
+}
 
 recall_status rc_qwen2_rope_row(rc_qwen2 *m, int pos, const float **cos_row, const float **sin_row, recall_err *err) {
     if (pos < 0 || pos >= m->max_ctx)
@@ -475,14 +482,25 @@ typedef struct {
     int nr, pos0, sparse, layer;
 } attn_job;
 
+/* Blocks of up to att_pairs (query head, row) pairs that share a KV head walk the keys in tiles
+ * of att_tile: each tile of K, then of V, comes from memory once per block and is reused from
+ * L2 by every pair (one layer's K and V are 32 MiB per KV head at 32k positions; read once per
+ * row they made long prefills memory-bound). Each pair still has its own scores, its full
+ * softmax and its ascending-key weighted sum: a score does not depend on which keys share its
+ * call and attn_wsum continues from out, so the bits are those of one call per row. */
 static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
     const attn_job *j = ctx;
     const rc_qwen2 *m = j->m;
     const rc_kernels *k = &m->ex->k;
     const int D = m->c.head_dim, group = m->c.heads / m->c.kv_heads;
-    float *s = m->scores + (size_t)worker * (size_t)m->cap;
-    for (int64_t h = h0; h < h1; h++) {
-        const int kvh = (int)h / group;
+    float *sbuf = m->scores + (size_t)worker * RC_QWEN2_ATT_PAIRS * (size_t)m->cap;
+    const int P = m->att_pairs, T = m->att_tile > 0 ? m->att_tile : m->cap;
+    for (int64_t hs = h0; hs < h1;) {
+        const int kvh = (int)hs / group;
+        int64_t he = (int64_t)(kvh + 1) * group; /* heads [hs, he) share KV head kvh */
+        if (he > h1) he = h1;
+        if (he - hs > P) he = hs + P;
+        const int nh = (int)(he - hs), R = P / nh; /* rows per block */
         const float *K = j->kc + (size_t)kvh * D, *V = j->vc + (size_t)kvh * D;
         size_t ld = (size_t)m->kvd;
         if (j->sparse) {
@@ -490,13 +508,38 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
             V = m->gv + (size_t)kvh * m->gather_cap * D;
             ld = (size_t)D;
         }
-        for (int t = 0; t < j->nr; t++) {
-            const int n = j->sparse ? m->n_sel[kvh] : j->pos0 + t + 1;
-            const float *qh = m->q + (size_t)t * m->qd + (size_t)h * D;
-            k->attn_scores(qh, K, ld, n, (size_t)D, m->scale, s);
-            k->softmax(s, (size_t)n);
-            k->attn_wsum(s, V, ld, n, (size_t)D, m->att + (size_t)t * m->qd + (size_t)h * D);
+        for (int t0 = 0; t0 < j->nr; t0 += R) {
+            const int rn = j->nr - t0 < R ? j->nr - t0 : R;
+            const int nmax = j->sparse ? m->n_sel[kvh] : j->pos0 + t0 + rn; /* keys of the block's last row */
+#define PAIR_N(r) (j->sparse ? m->n_sel[kvh] : j->pos0 + t0 + (r) + 1)
+#define PAIR_S(a, r) (sbuf + ((size_t)(a) * rn + (size_t)(r)) * (size_t)m->cap)
+#define PAIR_OFF(a, r) ((size_t)(t0 + (r)) * m->qd + (size_t)(hs + (a)) * D)
+            for (int j0 = 0; j0 < nmax; j0 += T)
+                for (int a = 0; a < nh; a++)
+                    for (int r = 0; r < rn; r++) {
+                        const int n = PAIR_N(r), len = n - j0 < T ? n - j0 : T;
+                        if (len > 0)
+                            k->attn_scores(m->q + PAIR_OFF(a, r), K + (size_t)j0 * ld, ld, len, (size_t)D, m->scale,
+                                           PAIR_S(a, r) + j0);
+                    }
+            for (int a = 0; a < nh; a++)
+                for (int r = 0; r < rn; r++) {
+                    k->softmax(PAIR_S(a, r), (size_t)PAIR_N(r));
+                    memset(m->att + PAIR_OFF(a, r), 0, (size_t)D * sizeof(float));
+                }
+            for (int j0 = 0; j0 < nmax; j0 += T)
+                for (int a = 0; a < nh; a++)
+                    for (int r = 0; r < rn; r++) {
+                        const int n = PAIR_N(r), len = n - j0 < T ? n - j0 : T;
+                        if (len > 0)
+                            k->attn_wsum(PAIR_S(a, r) + j0, V + (size_t)j0 * ld, ld, len, (size_t)D,
+                                         m->att + PAIR_OFF(a, r));
+                    }
+#undef PAIR_N
+#undef PAIR_S
+#undef PAIR_OFF
         }
+        hs = he;
     }
 }
 

@@ -25,7 +25,10 @@
  * rc_qwen2_reserve sizes it once for a request of known length; rc_qwen2_kv_bytes reports it.
  * Rows are processed in chunks of RC_QWEN2_CHUNK (scratch allocated once at open); the kernels
  * come from the execution context's table (simd/simd.h, bitwise the scalar order) and the pool
- * splits weight output rows / heads, never a reduction.
+ * splits weight output rows / heads, never a reduction. Attention walks the keys in tiles shared by
+ * a block of (head, row) pairs of one KV head (cache reuse at long context); each pair keeps its
+ * own full softmax and ascending-key sums, so the blocking never changes a bit
+ * (rc_qwen2_set_attn_blocking, for tests and benchmarks).
  *
  * The faithful loop's "standalone seal forward" (no cache, from position 0) is simply a second
  * rc_qwen2 context (weights are shared zero-copy views of the blob; only cache+scratch are new).
@@ -39,7 +42,9 @@
 #include "rope.h"
 #include "status.h"
 
+#ifndef RC_QWEN2_CHUNK /* rows per chunk: a speed knob only (rows are independent) */
 #define RC_QWEN2_CHUNK 64
+#endif
 #define RC_QWEN2_MAX_GATE 8
 #define RC_QWEN2_KV_UNIT 256 /* positions: the first KV allocation and the reserve granularity */
 
@@ -107,6 +112,14 @@ const float *rc_qwen2_inv_freq(const rc_qwen2 *m);
 recall_status rc_qwen2_rope_row(rc_qwen2 *m, int pos, const float **cos_row, const float **sin_row, recall_err *err);
 /* Keeps the first n cached positions (0 <= n <= n_cached). */
 recall_status rc_qwen2_crop(rc_qwen2 *m, int n, recall_err *err);
+
+/* Attention blocking: up to `pairs` (query head, row) pairs of one KV head share each tile of
+ * `tile` keys (defaults RC_QWEN2_ATT_PAIRS, RC_QWEN2_ATT_TILE; pairs 1 and tile 0 = one whole row
+ * at a time, the unblocked loop). Pairs are clamped to [1, RC_QWEN2_ATT_PAIRS]. Same bits for any
+ * setting; exists so tests can prove that and benchmarks can time it. */
+#define RC_QWEN2_ATT_PAIRS 64
+#define RC_QWEN2_ATT_TILE 256
+void rc_qwen2_set_attn_blocking(rc_qwen2 *m, int pairs, int tile);
 
 /* Page-sparse decode attention (kv_pages.h, REQ-CTX-006): o NULL or o->page 0 = dense (the
  * default); otherwise every later forward call of exactly one row attends to the sink, the recent

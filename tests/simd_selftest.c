@@ -240,10 +240,25 @@ static void check_attn(tally *t, const rc_kernels *k, lcg *g) {
             rc_softmax(sw, (size_t)n);
             poison(og, D + 1);
             poison(ow, D + 1);
+            for (size_t i = 0; i < D; i++) og[i] = 0.0f; /* attn_wsum continues from out */
             k->attn_wsum(sw, K, ld, n, D, og);
             for (size_t i = 0; i < D; i++) ow[i] = 0.0f;
             for (int j = 0; j < n; j++) rc_axpy(sw[j], K + (size_t)j * ld, ow, D);
             check(t, "attn_wsum", what, og, ow, D + 1);
+            /* the keys split at a: two calls in ascending order give the bits of one (prefill
+             * attention walks the keys in tiles) */
+            const int a = n / 3 + 1;
+            poison(sg, (size_t)n + 1);
+            k->attn_scores(q, K, ld, a, D, scale, sg);
+            if (a < n) k->attn_scores(q, K + (size_t)a * ld, ld, n - a, D, scale, sg + a);
+            for (int j = 0; j < n; j++) sw[j] = rc_dot_f32(q, K + (size_t)j * ld, D) * scale;
+            check(t, "attn_scores split", what, sg, sw, (size_t)n + 1);
+            rc_softmax(sw, (size_t)n);
+            poison(og, D + 1);
+            for (size_t i = 0; i < D; i++) og[i] = 0.0f;
+            k->attn_wsum(sw, K, ld, a, D, og);
+            if (a < n) k->attn_wsum(sw + a, K + (size_t)a * ld, ld, n - a, D, og);
+            check(t, "attn_wsum split", what, og, ow, D + 1);
             free(q);
             free(K);
             free(sg);

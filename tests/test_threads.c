@@ -370,3 +370,66 @@ Test(threads_pool, covers_every_index_once) {
     recall_err err = {0};
     cr_assert_eq(rc_pool_create(0, &bad, &err), RECALL_E_ARG);
 }
+
+/* Attention blocking (qwen2.c attn_heads): 700 positions cross two key tiles of 256 and the
+ * row blocks; every SIMD path, 1-3 threads, the default blocking and an odd one (7 pairs, tiles
+ * of 13 keys) give the bits of the unblocked loop (one pair, one tile per row), in one prefill
+ * and in decode steps after it. Fails if a tile restarted the weighted sum or dropped a key. */
+static void qwen_normed(rc_blob *b, const rc_exec *ex, const int32_t *ids, int T, int pairs, int tile, int decode_last,
+                        float *out) {
+    recall_err err = {0};
+    rc_qwen2 *m = NULL;
+    cr_assert_eq(rc_qwen2_open_ex(b, T, ex, &m, &err), RECALL_OK, "%s", err.msg);
+    rc_qwen2_set_attn_blocking(m, pairs, tile);
+    const int H = rc_qwen2_cfg(m)->hidden, P = T - decode_last;
+    rc_qwen2_fwd f = {.ids = ids, .n = P, .normed_all = out};
+    cr_assert_eq(rc_qwen2_forward(m, &f, &err), RECALL_OK, "%s", err.msg);
+    for (int t = P; t < T; t++) {
+        rc_qwen2_fwd d = {.ids = ids + t, .n = 1, .normed_all = out + (size_t)t * H};
+        cr_assert_eq(rc_qwen2_forward(m, &d, &err), RECALL_OK, "%s", err.msg);
+    }
+    rc_qwen2_close(m);
+}
+
+Test(threads_det, attention_blocking_never_changes_bits) {
+    rc_blob *b = open_blob("nf4");
+    enum { T = 700 };
+    int32_t *ids = malloc(T * sizeof *ids);
+    rc_exec *e0 = exec_for(RC_SIMD_SCALAR, 1);
+    recall_err err = {0};
+    rc_qwen2 *probe = NULL;
+    cr_assert_eq(rc_qwen2_open_ex(b, T, e0, &probe, &err), RECALL_OK, "%s", err.msg);
+    const int V = rc_qwen2_cfg(probe)->vocab, H = rc_qwen2_cfg(probe)->hidden;
+    rc_qwen2_close(probe);
+    for (int i = 0; i < T; i++) ids[i] = (int32_t)(((unsigned)i * 2654435761u >> 9) % (unsigned)V);
+    const size_t n = (size_t)T * H;
+    float *ref = malloc(n * 4), *got = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) ref[i] = NAN;
+    qwen_normed(b, e0, ids, T, 1, 0, 0, ref);
+    static const struct {
+        int pairs, tile, decode_last;
+    } cfg[] = {{RC_QWEN2_ATT_PAIRS, RC_QWEN2_ATT_TILE, 0}, {7, 13, 0}, {RC_QWEN2_ATT_PAIRS, RC_QWEN2_ATT_TILE, 3}};
+    int runs = 0;
+    for (int p = 0; p < RC_SIMD_COUNT; p++) {
+        if (!rc_simd_available((rc_simd_path)p)) continue;
+        for (int th = 1; th <= 3; th++) {
+            rc_exec *e = exec_for((rc_simd_path)p, th);
+            for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+                for (size_t i = 0; i < n; i++) got[i] = NAN;
+                qwen_normed(b, e, ids, T, cfg[c].pairs, cfg[c].tile, cfg[c].decode_last, got);
+                char what[128];
+                snprintf(what, sizeof what, "%s x%d pairs %d tile %d decode %d vs unblocked scalar", e->k.name, th,
+                         cfg[c].pairs, cfg[c].tile, cfg[c].decode_last);
+                expect_same(got, ref, n, what);
+                runs++;
+            }
+            rc_exec_close(e);
+        }
+    }
+    cr_assert_geq(runs, 9);
+    free(ref);
+    free(got);
+    free(ids);
+    rc_exec_close(e0);
+    rc_blob_close(b);
+}
