@@ -115,9 +115,9 @@ static recall_status validate_header(rc_blob *b, recall_err *err) {
         return rc_fail(err, RECALL_E_VERSION,
                        "%s: byte-order mark 0x%08x does not match this host (blobs are little-endian; "
                        "big-endian hosts are not supported)", P, (unsigned)h->endian);
-    if (h->version != RECALL_BLOB_VERSION)
+    if (h->version < 1 || h->version > RECALL_BLOB_VERSION)
         return rc_fail(err, RECALL_E_VERSION,
-                       "%s: blob format version %u, this build reads version %u%s", P,
+                       "%s: blob format version %u, this build reads versions 1 to %u%s", P,
                        (unsigned)h->version, RECALL_BLOB_VERSION,
                        h->version > RECALL_BLOB_VERSION ? " (blob is newer: upgrade recall)" : "");
     if (rc_xxh64(h, offsetof(rc_blob_header, header_checksum), 0) != h->header_checksum)
@@ -722,7 +722,9 @@ recall_status rc_writer_write(rc_blob_writer *w, const char *path,
     rc_blob_header hdr;
     memset(&hdr, 0, sizeof hdr);
     memcpy(hdr.magic, RECALL_BLOB_MAGIC, 8);
-    hdr.version = RECALL_BLOB_VERSION;
+    hdr.version = 1;
+    for (size_t i = 0; i < w->n_kv; i++) /* a RoPE profile must not be ignored by a v1 reader */
+        if (!strncmp(w->kv[i].key, "qwen2.rope.", 11)) hdr.version = RECALL_BLOB_VERSION_ROPE;
     hdr.endian = RECALL_BLOB_ENDIAN;
     hdr.file_size = file_size;
     hdr.header_size = sizeof hdr;

@@ -22,7 +22,13 @@
 #include <assert.h>
 
 #define RECALL_BLOB_MAGIC "RECALLB\x1a" /* 8 bytes; \x1a stops `type`-style dumps */
-#define RECALL_BLOB_VERSION 1u
+/* Format versions. The writer stamps the LOWEST version whose readers interpret the blob
+ * correctly: 1 = the base format; 2 = the blob carries a RoPE scaling profile (qwen2.rope.* keys),
+ * which a version-1 reader would silently ignore (plain RoPE, wrong outputs past the original
+ * window), so such readers must refuse it. A blob without a profile stays version 1, byte for
+ * byte. This build reads versions 1 .. RECALL_BLOB_VERSION. */
+#define RECALL_BLOB_VERSION 2u
+#define RECALL_BLOB_VERSION_ROPE 2u /* the version a blob with qwen2.rope.* keys gets */
 #define RECALL_BLOB_ENDIAN 0x01020304u  /* reads as 0x04030201 on a foreign-endian host */
 #define RECALL_BLOB_ALIGN 64u
 #define RECALL_NF4_BLOCK 64u            /* weights per NF4 absmax block */
@@ -49,7 +55,7 @@ enum rc_kv_type { RC_KV_I64 = 1, RC_KV_F64 = 2, RC_KV_STR = 3 };
 
 typedef struct {
     char magic[8];           /* RECALL_BLOB_MAGIC */
-    uint32_t version;        /* RECALL_BLOB_VERSION */
+    uint32_t version;        /* 1 .. RECALL_BLOB_VERSION (see above) */
     uint32_t endian;         /* RECALL_BLOB_ENDIAN */
     uint64_t file_size;      /* total bytes; a truncated file is detected before anything else */
     uint32_t header_size;    /* sizeof(rc_blob_header) */

@@ -385,6 +385,27 @@ Test(yarn, convert_reads_both_spellings_and_refuses_other_types) {
     cleanup();
 }
 
+static uint32_t file_version(const char *path) {
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot open %s", path);
+    unsigned char h[12];
+    cr_assert_eq(fread(h, 1, sizeof h, f), sizeof h);
+    fclose(f);
+    return (uint32_t)h[8] | (uint32_t)h[9] << 8 | (uint32_t)h[10] << 16 | (uint32_t)h[11] << 24;
+}
+
+/* A version-1 reader would ignore the qwen2.rope.* keys and run plain RoPE; the writer stamps
+ * such a blob version 2 so those readers refuse it, and leaves every other blob at version 1. */
+Test(yarn, profile_blob_is_version_2_and_plain_stays_version_1) {
+    const char *yb = yarn_blob("v2", YARN5);
+    cr_assert_eq(file_version(yb), RECALL_BLOB_VERSION_ROPE);
+    rc_blob_close(open_blob(yb)); /* this build reads it */
+    const char *plain = fixture_worldA_blob("f32");
+    cr_assert(plain);
+    cr_assert_eq(file_version(plain), 1u);
+    cleanup();
+}
+
 Test(yarn, cli_info_shows_profile_and_forward_refuses_contradiction) {
     char cmd[1024], *out = NULL;
     const char *path = yarn_blob("cli", YARN5);
