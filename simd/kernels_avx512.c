@@ -585,11 +585,12 @@ static void pf_block(const rc_mat *w, rc_dtype dt, const float *bias, const floa
 
 static void pf_matmul(const rc_mat *w, rc_dtype dt, const float *bias, const float *X, size_t ldx, int nt, float *Y,
                       size_t ldy, int64_t r0, int64_t r1, float *scratch) {
-    /* inputs per block: at most PF_ACC_FLOATS / 16 / PF_MR, so that a panel holds >= PF_MR rows */
-    const int ntb_max = (int)(PF_ACC_FLOATS / 16 / PF_MR);
-    for (int t = 0; t < nt; t += ntb_max)
-        pf_block(w, dt, bias, X + (size_t)t * ldx, ldx, nt - t < ntb_max ? nt - t : ntb_max, Y + (size_t)t * ldy, ldy,
-                 r0, r1, scratch);
+    /* inputs per block: at most PF_ACC_FLOATS / 16 / PF_PR_MAX, so that a panel keeps its
+     * PF_PR_MAX rows (fewer rows per panel = X streamed more often); blocks of equal size */
+    const int cap = (int)(PF_ACC_FLOATS / 16 / PF_PR_MAX), nb = (nt + cap - 1) / cap, ntb = (nt + nb - 1) / nb;
+    for (int t = 0; t < nt; t += ntb)
+        pf_block(w, dt, bias, X + (size_t)t * ldx, ldx, nt - t < ntb ? nt - t : ntb, Y + (size_t)t * ldy, ldy, r0, r1,
+                 scratch);
 }
 
 static void avx512_matmul(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y,
