@@ -363,6 +363,7 @@ static float *page_max(const rc_qwen2 *m, int page, int l) {
 /* Refolds the key bounds of positions [pos0, n) from the cache, every layer; pos0 starts a page. */
 static void refold_pages(rc_qwen2 *m, int pos0, int n) {
     const int P = m->kvp.page;
+    if (pos0 >= n) return; /* nothing cached (the cache may not exist yet) */
     for (int l = 0; l < m->c.layers; l++) {
         const float *kc = m->kc + (size_t)l * m->cap * m->kvd;
         for (int pos = pos0; pos < n; pos++)
