@@ -8,6 +8,7 @@
  *     rows + a forward of [SP 32][injected 256][window 512] = 800 rows) (ms).
  * usage: bench [blob] [--quick] [--kernels-only | --models-only | --micro | --prefill-micro] (blob default build/synth/r1-1.5b-nf4.blob; made by `make synth`).
  * RECALL_BENCH_PATHS=avx2,avx512 restricts the SIMD paths timed. */
+#include "bench_util.h"
 #include "bert.h"
 #include "blob.h"
 #include "nf4.h"
@@ -25,12 +26,6 @@
 #ifndef BENCH_FLAGS
 #define BENCH_FLAGS "?"
 #endif
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void die(const char *what, const recall_err *err) {
     fprintf(stderr, "bench: %s: %s\n", what, err ? err->msg : "");
@@ -138,9 +133,9 @@ static double read_bw(rc_exec *e, const float *x, size_t n) {
     rc_pool_for(e->pool, pieces, 1, bw_piece, &j); /* warm */
     double best = 1e30;
     for (int rep = 0; rep < 5; rep++) {
-        double t0 = now();
+        double t0 = bench_now_s();
         rc_pool_for(e->pool, pieces, 1, bw_piece, &j);
-        double dt = now() - t0;
+        double dt = bench_now_s() - t0;
         if (dt < best) best = dt;
     }
     return (double)pieces * (double)j.per * 4.0 / best / 1e9;
@@ -193,17 +188,17 @@ static void nf4_matvec(void) {
                 /* streamed: each call a different copy; one pass = every copy once */
                 double tm = 1e30;
                 for (int pass = 0; pass < 5; pass++) {
-                    double t0 = now();
+                    double t0 = bench_now_s();
                     for (int r = 0; r < copies; r++) {
                         rc_mat wc = {RC_DT_NF4, codes + (size_t)r * (n / 2), absmax + (size_t)r * (n / 64), rows, cols};
                         rc_exec_matmul(e, &wc, NULL, x, (size_t)cols, 1, y, (size_t)rows);
                     }
-                    const double t = (now() - t0) / copies;
+                    const double t = (bench_now_s() - t0) / copies;
                     if (t < tm) tm = t;
                 }
-                double t0 = now();
+                double t0 = bench_now_s();
                 for (int r = 0; r < 50; r++) rc_exec_matmul(e, &w, NULL, x, (size_t)cols, 1, y, (size_t)rows);
-                double tc = (now() - t0) / 50;
+                double tc = (bench_now_s() - t0) / 50;
                 char shape[32];
                 snprintf(shape, sizeof shape, "%lldx%lld", (long long)rows, (long long)cols);
                 printf("%-12s %-7s %3d %10.1f %8.1f %10.1f %8.1f %8.1f %7.0f%%\n", shape, e->k.name, th, tm * 1e6,
@@ -386,14 +381,14 @@ static void model_bench(const char *path, int quick) {
      * refaulting the mapped file pages (decode spikes of 2x), which anonymous memory avoids. */
     const char *load = getenv("RECALL_BENCH_LOAD");
     const int huge = load && !strcmp(load, "huge");
-    double t_open = now();
+    double t_open = bench_now_s();
     if (rc_blob_open(path, huge ? RC_OPEN_HUGEPAGES : 0, &b, &err)) {
         fprintf(stderr, "bench: %s\n  (the synthetic 1.5B blob is made by `make synth`: ~3.6 GB of inputs, 2.4 GB blob)\n",
                 err.msg);
         exit(1);
     }
     printf("blob    : %s, %s (open %.2f s)\n", path,
-           huge ? "copied into huge-page-advised memory (RECALL_BENCH_LOAD=huge)" : "file mapping", now() - t_open);
+           huge ? "copied into huge-page-advised memory (RECALL_BENCH_LOAD=huge)" : "file mapping", bench_now_s() - t_open);
     const int NP = 512, ND = quick ? 8 : 32;
     int32_t *ids = malloc((size_t)(NP + 1 + ND) * sizeof *ids);
     for (int i = 0; i < NP + 1 + ND; i++) ids[i] = (int32_t)((i * 7919 + 13) % 150000);
@@ -435,10 +430,10 @@ static void model_bench(const char *path, int quick) {
                 double tp[3];
                 for (int r = 0; r < 3; r++) {
                     rc_qwen2_crop(m, 0, &err);
-                    double t0 = now();
+                    double t0 = bench_now_s();
                     rc_qwen2_fwd pf = {.ids = ids, .n = NP, .logits_last = got};
                     if (rc_qwen2_forward(m, &pf, &err)) die("prefill", &err);
-                    tp[r] = now() - t0;
+                    tp[r] = bench_now_s() - t0;
                 }
                 pre = NP / median(tp, 3);
             } else {
@@ -452,9 +447,9 @@ static void model_bench(const char *path, int quick) {
             double step[64], total = 0.0;
             for (int t = 0; t < ND; t++) {
                 rc_qwen2_fwd d = {.ids = ids + NP + 1 + t, .n = 1, .logits_last = got};
-                double t0 = now();
+                double t0 = bench_now_s();
                 if (rc_qwen2_forward(m, &d, &err)) die("decode", &err);
-                step[t] = now() - t0;
+                step[t] = bench_now_s() - t0;
                 total += step[t];
             }
             const double dt = total / ND, med = median(step, ND);
@@ -491,11 +486,11 @@ static void model_bench(const char *path, int quick) {
             if (rc_bert_open_ex(b, e, &mb, &err)) die("bert", &err);
             if (rc_bert_embed(mb, bids, 128, emb, &err)) die("bert", &err);
             if (!same_bits(emb, emb_ref, (size_t)rc_bert_cfg(mb)->hidden, "bge embedding")) exit(1);
-            double t0 = now();
+            double t0 = bench_now_s();
             const int reps = 3;
             for (int r = 0; r < reps; r++)
                 if (rc_bert_embed(mb, bids, 128, emb, &err)) die("bert", &err);
-            double bge = (now() - t0) / reps;
+            double bge = (bench_now_s() - t0) / reps;
             rc_bert_close(mb);
             double reb = 0.0;
             if (!quick || th == 2) {
@@ -506,12 +501,12 @@ static void model_bench(const char *path, int quick) {
                 int32_t bos = 151646;
                 rc_qwen2_fwd f0 = {.ids = &bos, .n = 1};
                 if (rc_qwen2_forward(m, &f0, &err)) die("bos", &err);
-                t0 = now();
+                t0 = bench_now_s();
                 if (rc_pooler_run(pl, past, inj, sp, &err)) die("pooler", &err);
                 memcpy(in, sp, (size_t)rc_pooler_cfg(pl)->n_sp * H * 4);
                 rc_qwen2_fwd fr = {.embeds = in, .n = rows, .logits_last = got};
                 if (rc_qwen2_forward(m, &fr, &err)) die("rebuild", &err);
-                reb = now() - t0;
+                reb = bench_now_s() - t0;
                 free(sp);
                 rc_pooler_close(pl);
                 rc_qwen2_close(m);

@@ -17,6 +17,7 @@
  *                    [--problem P] [--turns T] [--len L] [--cap C] [--show]
  * (RECALL_THREADS / RECALL_SIMD pick threads and path; RECALL_BENCH_LOAD=huge the blob's loading)
  */
+#include "bench_util.h"
 #include "problems.h"
 #include "blob.h"
 #include "qwen2.h"
@@ -27,12 +28,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Decode time of a turn: from its first token event to its end. */
 typedef struct {
     double t_first, decode_s;
@@ -42,7 +37,7 @@ typedef struct {
 static int on_event(void *ctx, const rc_event *e) {
     clock_ev *c = ctx;
     if (e->kind == RC_EV_TOKEN && !c->started) {
-        c->t_first = now_s();
+        c->t_first = bench_now_s();
         c->started = 1;
     }
     return 0;
@@ -51,7 +46,7 @@ static int on_event(void *ctx, const rc_event *e) {
 static void on_turn(void *ctx, int index, const rc_problem_turn *t) {
     (void)index;
     clock_ev *c = ctx;
-    if (c->started && t->turn.n_reply > 0) c->decode_s += now_s() - c->t_first;
+    if (c->started && t->turn.n_reply > 0) c->decode_s += bench_now_s() - c->t_first;
     c->started = 0;
 }
 
@@ -98,7 +93,7 @@ static void run_feed(const rc_blob *b, int draft, int cap, const int32_t *feed, 
         fprintf(stderr, "bench_draft: %s\n", err.msg);
         exit(1);
     }
-    res->decode_s = c.started ? now_s() - c.t_first : 0;
+    res->decode_s = c.started ? bench_now_s() - c.t_first : 0;
     add_turn(res, &t);
     rc_turn_free(&t);
     rc_recall_close(r);
@@ -156,9 +151,9 @@ static void rows_curve(const rc_blob *b, const int32_t *ids, int eos) {
             f.ids = ids;
             f.n = ns[i];
             f.logits_all = logits;
-            double t0 = now_s();
+            double t0 = bench_now_s();
             s = rc_qwen2_forward(m, &f, &err);
-            t[i][r] = now_s() - t0;
+            t[i][r] = bench_now_s() - t0;
             if (!s) s = rc_qwen2_crop(m, CTX, &err);
         }
     if (s) {
@@ -218,8 +213,7 @@ int main(int argc, char **argv) {
     rc_blob *b;
     rc_bench *bench;
     rc_problem p;
-    const char *load = getenv("RECALL_BENCH_LOAD");
-    const unsigned flags = load && !strcmp(load, "huge") ? RC_OPEN_HUGEPAGES : 0;
+    const unsigned flags = bench_open_flags();
     if (rc_blob_open(argv[1], flags, &b, &err) || rc_bench_load(argv[2], &bench, &err) ||
         rc_bench_problem(bench, (uint32_t)problem, &p, &err)) {
         fprintf(stderr, "bench_draft: %s\n", err.msg);

@@ -15,6 +15,7 @@
  *                       [--rounds R] [--lock PATH] [--no-ppl] [--dense-nll X]
  *   IDS_FILE: decimal ids separated by whitespace; C: dense | PAGE:BUDGET | PAGE:BUDGET:rSEED
  *   (the seeded random control). Results go to stdout, progress to stderr. */
+#include "bench_util.h"
 #include "blob.h"
 #include "ops.h"
 #include "kv_pages.h"
@@ -32,12 +33,6 @@
 
 #define MAX_CFG 16
 #define BATCH 64
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void die(const char *what, const recall_err *e) {
     fprintf(stderr, "bench_kv_pages: %s: %s\n", what, e ? e->msg : "");
@@ -202,16 +197,16 @@ int main(int argc, char **argv) {
     if (!r.logits || !r.pos_nll || !r.pos_greedy || !dense_nll || !dense_greedy) die("out of memory", NULL);
     printf("bench_kv_pages: N %d, dense prefill of 0..%d, scored %d..%d, threads %d, simd %s\n", N, P, P, N - 2, threads,
            ex->k.name);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     feed(&r, 0, P, BATCH, 0, NULL, NULL, NULL);
-    fprintf(stderr, "prefill 0..%d: %.0f s\n", P, now_s() - t0);
+    fprintf(stderr, "prefill 0..%d: %.0f s\n", P, bench_now_s() - t0);
     double dsum = 0, dsum2 = 0, dense_mean = dense_given;
     long dcount = 0;
     if (!dense_given) {
-        t0 = now_s();
+        t0 = bench_now_s();
         feed(&r, P, N, BATCH, N - 1, &dsum, &dsum2, &dcount);
         dense_mean = dsum / (double)dcount;
-        report_ppl("dense (prefill rows)", &r, P, N - 1, NULL, NULL, dsum, dsum2, dcount, dense_mean, now_s() - t0);
+        report_ppl("dense (prefill rows)", &r, P, N - 1, NULL, NULL, dsum, dsum2, dcount, dense_mean, bench_now_s() - t0);
         memcpy(dense_nll, r.pos_nll, (size_t)N * sizeof(double));
         memcpy(dense_greedy, r.pos_greedy, (size_t)N * sizeof(int));
     }
@@ -224,10 +219,10 @@ int main(int argc, char **argv) {
         set_pages(&r, &cfg[c]);
         double sum = 0, sum2 = 0;
         long count = 0;
-        t0 = now_s();
+        t0 = bench_now_s();
         feed(&r, P, N, 1, N - 1, &sum, &sum2, &count);
         report_ppl(nm, &r, P, N - 1, dense_given ? NULL : dense_nll, dense_greedy, sum, sum2, count, dense_mean,
-                   now_s() - t0);
+                   bench_now_s() - t0);
     }
     if (time_steps > 0) {
         /* the cache now holds N positions (the last configuration's history past P: the speed of a
@@ -249,9 +244,9 @@ int main(int argc, char **argv) {
             for (int c = 0; c < ncfg; c++) {
                 crop(&r, T0);
                 set_pages(&r, &cfg[c]);
-                const double s = now_s();
+                const double s = bench_now_s();
                 feed(&r, T0, N, 1, 0, NULL, NULL, NULL);
-                tps[c][k] = (double)time_steps / (now_s() - s);
+                tps[c][k] = (double)time_steps / (bench_now_s() - s);
             }
         for (int c = 0; c < ncfg; c++) {
             char nm[96];

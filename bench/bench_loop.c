@@ -5,6 +5,7 @@
  * usage: bench_loop BLOB BENCH.json [--problem N] [--turns T] [--mode faithful|clean]
  * (RECALL_THREADS / RECALL_SIMD pick threads and path; RECALL_BENCH_LOAD=huge the blob's loading)
  */
+#include "bench_util.h"
 #include "problems.h"
 #include "blob.h"
 #include "recall_loop.h"
@@ -14,12 +15,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 typedef struct {
     double t_prev, secs[8];
     int n;
@@ -28,7 +23,7 @@ typedef struct {
 static void on_turn(void *ctx, int index, const rc_problem_turn *t) {
     (void)t;
     timing *tm = ctx;
-    double now = now_s();
+    double now = bench_now_s();
     if (index < 8) tm->secs[index] = now - tm->t_prev;
     tm->t_prev = now;
     tm->n = index + 1;
@@ -50,9 +45,7 @@ int main(int argc, char **argv) {
     rc_blob *b;
     rc_bench *bench;
     rc_problem p;
-    /* RECALL_BENCH_LOAD=huge: copy the blob into huge-page-advised memory (see bench/bench.c) */
-    const char *load = getenv("RECALL_BENCH_LOAD");
-    const unsigned flags = load && !strcmp(load, "huge") ? RC_OPEN_HUGEPAGES : 0;
+    const unsigned flags = bench_open_flags();
     if (rc_blob_open(argv[1], flags, &b, &err) || rc_bench_load(argv[2], &bench, &err) ||
         rc_bench_problem(bench, (uint32_t)problem, &p, &err)) {
         fprintf(stderr, "bench_loop: %s\n", err.msg);
@@ -73,13 +66,13 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_loop: %s\n", err.msg);
             return 1;
         }
-        double t0 = now_s();
+        double t0 = bench_now_s();
         tm[sched].t_prev = t0;
         if (rc_run_problem(r, &p, NULL, on_turn, &tm[sched], &runs[sched], &err)) {
             fprintf(stderr, "bench_loop: %s\n", err.msg);
             return 1;
         }
-        total[sched] = now_s() - t0;
+        total[sched] = bench_now_s() - t0;
         rc_recall_close(r);
         fprintf(stderr, "%s schedule done in %.1f s\n", sched ? "reference" : "fast", total[sched]);
     }

@@ -20,6 +20,7 @@
  * usage: bench_sbs BLOB [--threads N] [--reps R] [--simd PATH] [--tests pp512,tg64,tg64@512,bge128]
  *                  [--mmap] [--tag NAME]
  */
+#include "bench_util.h"
 #include "bert.h"
 #include "blob.h"
 #include "pool.h"
@@ -32,12 +33,6 @@
 #include <time.h>
 
 enum { NP = 512, NG = 64, NB = 128, MAX_REPS = 100 };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void die(const char *what, const recall_err *err) {
     fprintf(stderr, "bench_sbs: %s%s%s\n", what, err ? ": " : "", err ? err->msg : "");
@@ -87,9 +82,9 @@ static void crop0(rc_qwen2 *m) {
 
 /* n decode steps starting at the cache's current position: wall seconds */
 static double decode(rc_qwen2 *m, const int32_t *ids, int n, float *logits) {
-    double t0 = now();
+    double t0 = bench_now_s();
     for (int t = 0; t < n; t++) forward(m, ids + t, 1, logits);
-    return now() - t0;
+    return bench_now_s() - t0;
 }
 
 int main(int argc, char **argv) {
@@ -159,9 +154,9 @@ int main(int argc, char **argv) {
             forward(m, ids, NP, logits); /* warm-up: the whole prefill */
             for (int r = 0; r < reps; r++) {
                 crop0(m);
-                double t0 = now();
+                double t0 = bench_now_s();
                 forward(m, ids, NP, logits);
-                sec[r] = now() - t0;
+                sec[r] = bench_now_s() - t0;
             }
             report(tag, "pp512", NP, 0, 0, eo.threads, simd, sec, reps, NP);
         }
@@ -200,9 +195,9 @@ int main(int argc, char **argv) {
         double sec[MAX_REPS];
         if (rc_bert_embed(mb, ids, NB, emb, &err)) die("bert", &err); /* warm-up */
         for (int r = 0; r < reps; r++) {
-            double t0 = now();
+            double t0 = bench_now_s();
             if (rc_bert_embed(mb, ids, NB, emb, &err)) die("bert", &err);
-            sec[r] = now() - t0;
+            sec[r] = bench_now_s() - t0;
         }
         report(tag, "bge128", NB, 0, 0, eo.threads, simd, sec, reps, NB);
         free(emb);

@@ -7,6 +7,7 @@
  * Prints tok/s per mode and round, the on/off ratio (median over rounds), lm_head bytes read per
  * token, exact rows per pick and fallbacks, and the stage timings.
  */
+#include "bench_util.h"
 #include "blob.h"
 #include "lm_screen.h"
 #include "pool.h"
@@ -17,12 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -50,7 +45,7 @@ static double decode(rc_qwen2 *m, rc_lmscreen *scr, const int32_t *prompt, int s
     if (scr) f.normed_last = h;
     else f.logits_last = logits;
     if (rc_qwen2_forward(m, &f, err)) return -1;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (int s = 0; s < steps; s++) {
         rc_lm_pick pk;
         if (scr) {
@@ -66,7 +61,7 @@ static double decode(rc_qwen2 *m, rc_lmscreen *scr, const int32_t *prompt, int s
         f.n = 1;
         if (rc_qwen2_forward(m, &f, err)) return -1;
     }
-    return now_s() - t0;
+    return bench_now_s() - t0;
 }
 
 int main(int argc, char **argv) {
@@ -138,20 +133,20 @@ int main(int argc, char **argv) {
     }
     double t_full = 1e30, t_scr = 1e30;
     for (int rep = 0; rep < 3; rep++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         for (int s = 0; s < steps; s++) {
             rc_lm_pick pk;
             if (rc_lmscreen_pick(scr, hs + (size_t)s * H, 0, &pk, &err)) return 1;
         }
-        double t1 = now_s();
+        double t1 = bench_now_s();
         if (t1 - t0 < t_scr) t_scr = t1 - t0;
-        t0 = now_s();
+        t0 = bench_now_s();
         for (int s = 0; s < steps; s++) { /* what the unscreened loop does: all V logits, then the pick */
             rc_lm_pick pk;
             rc_exec_matmul(ex, &w, NULL, hs + (size_t)s * H, (size_t)H, 1, logits, (size_t)V);
             rc_lm_pick_full(logits, V, 0, &pk);
         }
-        t1 = now_s();
+        t1 = bench_now_s();
         if (t1 - t0 < t_full) t_full = t1 - t0;
     }
     const double picks = (double)rounds * steps;

@@ -13,6 +13,7 @@
  * (RECALL_BENCH_LOAD=huge copies the blob into huge-page-advised memory, as the other benches)
  * Prefill progress goes to stderr; the result is one line on stdout ("longctx N=... ").
  */
+#include "bench_util.h"
 #include "blob.h"
 #include "checksum.h"
 #include "pool.h"
@@ -24,12 +25,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static double peak_rss_mib(void) {
     struct rusage ru;
@@ -96,8 +91,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "longctx_bench: need --len > --decode >= 1 and --chunk >= 1\n");
         return 2;
     }
-    const char *load = getenv("RECALL_BENCH_LOAD");
-    const unsigned flags = load && !strcmp(load, "huge") ? RC_OPEN_HUGEPAGES : 0;
+    const unsigned flags = bench_open_flags();
     recall_err err = {0};
     rc_blob *b;
     rc_exec *ex;
@@ -121,7 +115,7 @@ int main(int argc, char **argv) {
     const double rss_before = rss_now_mib();
     rc_qwen2_fwd f;
     memset(&f, 0, sizeof f);
-    double t0 = now_s(), c0 = cpu_s();
+    double t0 = bench_now_s(), c0 = cpu_s();
     for (int at = 0; at < P; at += R) {
         f.ids = ids + at;
         f.n = P - at < R ? P - at : R;
@@ -130,13 +124,13 @@ int main(int argc, char **argv) {
             fprintf(stderr, "longctx_bench: %s\n", err.msg);
             return 1;
         }
-        double t = now_s() - t0;
+        double t = bench_now_s() - t0;
         fprintf(stderr, "\rprefill %d/%d positions, %.1f s, %.2f tok/s   ", at + f.n, P, t, (at + f.n) / t);
     }
-    const double t_prefill = now_s() - t0, c_prefill = cpu_s() - c0;
+    const double t_prefill = bench_now_s() - t0, c_prefill = cpu_s() - c0;
     fprintf(stderr, "\n");
     int ok = rc_qwen2_n_cached(m) == P && isfinite(logits[argmax(logits, V)]);
-    double t1 = now_s(), c1 = cpu_s();
+    double t1 = bench_now_s(), c1 = cpu_s();
     for (int s = 0; s < D && ok; s++) {
         int32_t t = argmax(logits, V);
         for (int i = 0; i < V; i++) logits[i] = NAN;
@@ -149,7 +143,7 @@ int main(int argc, char **argv) {
         }
         ok = rc_qwen2_n_cached(m) == P + s + 1 && isfinite(logits[argmax(logits, V)]);
     }
-    const double t_decode = now_s() - t1, c_decode = cpu_s() - c1;
+    const double t_decode = bench_now_s() - t1, c_decode = cpu_s() - c1;
     const double kv_mib = rc_qwen2_kv_bytes(m) / 1048576.0, peak = peak_rss_mib();
     printf("longctx N=%d simd=%s threads=%d attn=%d:%d load=%s: prefill %d tok %.1f s %.2f tok/s (cpu %.1f s); decode %d steps "
            "at %d..%d %.3f s %.2f tok/s (cpu %.3f s); kv %.1f MiB (%zu B, capacity %d); rss before prefill %.1f MiB; peak rss %.1f MiB; "

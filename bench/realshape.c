@@ -4,6 +4,7 @@
  *
  * usage: realshape BLOB [--simd scalar|avx2|avx512|neon] [--threads N]
  */
+#include "bench_util.h"
 #include "blob.h"
 #include "pool.h"
 #include "qwen2.h"
@@ -13,12 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int all_finite(const float *x, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -55,14 +50,14 @@ int main(int argc, char **argv) {
     f.ids = ids;
     f.n = T;
     f.logits_last = logits;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     if (rc_qwen2_forward(m, &f, &err)) {
         fprintf(stderr, "realshape: %s\n", err.msg);
         return 1;
     }
-    double t_prefill = now_s() - t0;
+    double t_prefill = bench_now_s() - t0;
     int ok = all_finite(logits, (size_t)V) && rc_qwen2_n_cached(m) == T;
-    double t1 = now_s();
+    double t1 = bench_now_s();
     for (int s = 0; s < steps && ok; s++) {
         int32_t t = 0;
         for (int i = 1; i < V; i++)
@@ -76,7 +71,7 @@ int main(int argc, char **argv) {
         }
         ok = all_finite(logits, (size_t)V) && rc_qwen2_n_cached(m) == T + s + 1;
     }
-    double t_decode = now_s() - t1;
+    double t_decode = bench_now_s() - t1;
     printf("realshape %s: hidden %d, layers %d, heads %d/%d, head_dim %d, ffn %d, vocab %d; simd %s, %d thread(s)\n",
            argv[1], c->hidden, c->layers, c->heads, c->kv_heads, c->head_dim, c->ffn, V, ex->k.name, ex->threads);
     printf("prefill %d tokens: %.2f s (%.2f tok/s); decode %d steps: %.2f s (%.2f tok/s); logits finite: %s\n", T,

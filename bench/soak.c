@@ -19,6 +19,7 @@
  *    with leak detection that also means no leak), and the directory holds only the session file
  *    (the lock file and any temporary file are gone).
  * Exit status 0 when every check passed. */
+#include "bench_util.h"
 #include "session.h"
 
 #include <errno.h>
@@ -49,12 +50,6 @@ static uint64_t rnd(void) { /* splitmix64: the kill plan depends only on --seed 
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 typedef struct {
@@ -141,10 +136,10 @@ static void send_msg(child *c, const char *m) {
 
 /* Waits until the child reported `k` completed saves. */
 static void wait_saved(child *c, int k) {
-    double t0 = now();
+    double t0 = bench_now_s();
     while (count(c->e.p, SAVED) < k) {
         if (!pump(c, 1000)) die("the chat ended before save %s%ld:\n", c->e.p ? c->e.p : "", k);
-        if (now() - t0 > 600) die("%sno save %ld within 600 s", "", k);
+        if (bench_now_s() - t0 > 600) die("%sno save %ld within 600 s", "", k);
     }
 }
 
@@ -220,16 +215,16 @@ int main(int argc, char **argv) {
     size_t *ref_len = calloc((size_t)N, sizeof *ref_len), *text_at = calloc((size_t)N + 1, sizeof *text_at);
     double *ref_time = calloc((size_t)N, sizeof *ref_time);
     int32_t *ref = NULL;
-    double t_ref = now();
+    double t_ref = bench_now_s();
     child c = spawn(bin, blob, sess, cap);
     long hwm[3] = {0}, rss[3] = {0};
     size_t len_at[3] = {0};
     const int marks[3] = {20 < N ? 20 : N, 100 < N ? 100 : N, N};
     for (int t = 0; t < N; t++) {
-        double t0 = now();
+        double t0 = bench_now_s();
         send_msg(&c, msg[t]);
         wait_saved(&c, t + 1);
-        ref_time[t] = now() - t0;
+        ref_time[t] = bench_now_s() - t0;
         text_at[t + 1] = c.o.n;
         rc_session s;
         recall_err err = {0};
@@ -252,7 +247,7 @@ int main(int argc, char **argv) {
     if (!WIFEXITED(st) || WEXITSTATUS(st)) die("reference chat exit status %s%ld", c.e.p ? c.e.p : "", st);
     if (count(c.e.p, "Sanitizer")) die("reference chat: sanitizer report:\n%s%ld", c.e.p, 0);
     only_session_left(dir);
-    t_ref = now() - t_ref;
+    t_ref = bench_now_s() - t_ref;
     buf ref_out = c.o;
     free(c.e.p);
     unlink(sess);
@@ -266,7 +261,7 @@ int main(int argc, char **argv) {
     int done = 0, restarts = 0, kills_gen = 0, kills_save = 0, mid_save = 0, after_rename = 0, texts = 0;
     char tmp[80];
     snprintf(tmp, sizeof tmp, "%s.tmp", sess);
-    double t_kill = now();
+    double t_kill = bench_now_s();
     while (done < N) {
         c = spawn(bin, blob, sess, cap);
         int saved = 0, killed = 0;
@@ -277,8 +272,8 @@ int main(int argc, char **argv) {
                 int ph = kill_phase[t];
                 kill_phase[t] = 0; /* each drawn turn is interrupted once */
                 if (ph == 1) {
-                    double until = now() + ref_time[t] * (double)(rnd() % 1000) / 1000.0;
-                    while (now() < until && count(c.e.p, SAVED) == saved) pump(&c, 1);
+                    double until = bench_now_s() + ref_time[t] * (double)(rnd() % 1000) / 1000.0;
+                    while (bench_now_s() < until && count(c.e.p, SAVED) == saved) pump(&c, 1);
                     kills_gen++;
                 } else {
                     size_t want = text_at[t + 1] - text_at[t]; /* the whole reply and its newline */
@@ -315,7 +310,7 @@ int main(int argc, char **argv) {
         free(c.o.p);
         free(c.e.p);
     }
-    t_kill = now() - t_kill;
+    t_kill = bench_now_s() - t_kill;
     if (check_boundary(sess, ref, ref_len, N, N) != N) die("%sfinal session differs (%ld)", "", N);
     only_session_left(dir);
     unlink(sess);

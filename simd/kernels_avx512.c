@@ -565,21 +565,7 @@ static void pf_block(const rc_mat *w, rc_dtype dt, const float *bias, const floa
                 }
             }
         }
-        if (!tail && n16) continue;
-        /* the n % 16 tail on the first lanes, then the tree and the bias */
-        for (int q = 0; q < pr; q++) {
-            const int64_t r = p + q;
-            const size_t off = (size_t)r * n;
-            for (int t = 0; t < nt; t++) {
-                float lanes[16];
-                if (n16) memcpy(lanes, acc_buf + (size_t)q * acc_ld + 16 * (size_t)t, sizeof lanes);
-                else memset(lanes, 0, sizeof lanes);
-                const float *x = X + (size_t)t * ldx;
-                for (size_t k = n16; k < n; k++) lanes[k - n16] = fmaf(value_at(w, dt, off + k), x[k], lanes[k - n16]);
-                const float d = tree16(lanes);
-                Y[(size_t)t * ldy + (size_t)r] = bias ? d + bias[r] : d;
-            }
-        }
+        if (tail || !n16) rc_pf_finish_tail(w, acc_buf, acc_ld, X, ldx, nt, bias, Y, ldy, p, pr);
     }
 }
 

@@ -7,6 +7,7 @@
 #include "lm_screen.h"
 #include "nf4.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,23 @@ static void scalar_attn_scores(const float *q, const float *K, size_t ldk, int n
 
 static void scalar_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {
     for (int j = 0; j < n; j++) rc_axpy(p[j], V + (size_t)j * ldv, out, D);
+}
+
+void rc_pf_finish_tail(const rc_mat *w, const float *acc, size_t acc_ld, const float *X, size_t ldx, int nt,
+                       const float *bias, float *Y, size_t ldy, int64_t p, int pr) {
+    const size_t n = (size_t)w->cols, n16 = n - n % 16;
+    for (int q = 0; q < pr; q++) {
+        const int64_t r = p + q;
+        for (int t = 0; t < nt; t++) {
+            float lanes[16];
+            if (n16) memcpy(lanes, acc + (size_t)q * acc_ld + 16 * (size_t)t, sizeof lanes);
+            else memset(lanes, 0, sizeof lanes);
+            const float *x = X + (size_t)t * ldx;
+            for (size_t k = n16; k < n; k++) lanes[k - n16] = fmaf(rc_mat_get(w, r, (int64_t)k), x[k], lanes[k - n16]);
+            const float d = rc_tree16(lanes);
+            Y[(size_t)t * ldy + (size_t)r] = bias ? d + bias[r] : d;
+        }
+    }
 }
 
 int rc_kernels_scalar(rc_kernels *k) {

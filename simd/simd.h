@@ -96,5 +96,11 @@ int rc_act_neon(rc_kernels *k);
 int rc_screen_avx2(rc_kernels *k);
 int rc_screen_avx512(rc_kernels *k);
 int rc_screen_neon(rc_kernels *k);
+/* The x86 prefill paths' last step for weight rows [p, p + pr) x nt inputs when cols % 16 != 0:
+ * each output's 16 lanes waiting in acc (output (q, t) at acc + q*acc_ld + 16*t; unused when
+ * cols < 16, the lanes then start at +0.0f) take the n % 16 tail columns on their first lanes
+ * with fmaf in column order, then the tree and the bias: the canonical order (ops.h). */
+void rc_pf_finish_tail(const rc_mat *w, const float *acc, size_t acc_ld, const float *X, size_t ldx, int nt,
+                       const float *bias, float *Y, size_t ldy, int64_t p, int pr);
 
 #endif

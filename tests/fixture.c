@@ -1,6 +1,7 @@
 /* fixture.c - worldA blob cache and golden readers for the model tests (see fixture.h). */
 #include "fixture.h"
 
+#include "blob.h"
 #include "convert.h"
 #include "npy.h"
 
@@ -106,4 +107,13 @@ int fixture_sh(const char *cmd, char **out) {
     if (out) *out = buf;
     else free(buf);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+rc_blob *fixture_open_worldA(const char *weights) {
+    const char *p = fixture_worldA_blob(weights);
+    cr_assert(p, "cannot build the worldA %s blob", weights);
+    rc_blob *b = NULL;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(p, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    return b;
 }

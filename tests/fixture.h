@@ -11,6 +11,8 @@
 const char *fixture_worldA_blob(const char *weights);
 /* The same blob with the int8 lm_head screening copy (convert --lm-head-screen). */
 const char *fixture_worldA_screen_blob(const char *weights);
+/* fixture_worldA_blob(weights) opened with rc_blob_open (mapped); aborts the test on failure. */
+struct rc_blob *fixture_open_worldA(const char *weights);
 
 /* Reads a golden .npz array as float32 (malloc'd, numel in *n). Aborts the test on failure. */
 float *fixture_npz_f32(const char *path, const char *key, size_t *n);

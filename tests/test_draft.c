@@ -222,15 +222,6 @@ static void expect_same_run(const loop_run *a, const loop_run *b, const char *ta
     for (int i = 0; i < a->log.n; i++) SAME(a->log.ev[i], b->log.ev[i], "%s: event %d", tag, i);
 }
 
-static rc_blob *open_blob(const char *weights) {
-    const char *path = fixture_worldA_blob(weights);
-    cr_assert(path);
-    rc_blob *b;
-    recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
-    return b;
-}
-
 static rc_problem load_problem(rc_bench **bench) {
     recall_err err = {0};
     cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", bench, &err), RECALL_OK, "%s", err.msg);
@@ -243,7 +234,7 @@ static rc_problem load_problem(rc_bench **bench) {
  * turns); draft 0's replies and final history against the golden file (test_recall.c checks the
  * rest of it on both schedules). */
 static void golden_drafts(const char *golden, const char *weights, rc_loop_mode mode) {
-    rc_blob *b = open_blob(weights);
+    rc_blob *b = fixture_open_worldA(weights);
     recall_err err = {0};
     char *text;
     size_t len;
@@ -339,7 +330,7 @@ Test(draft_screen, clean_f32, .timeout = 900) { screened_drafts("f32", RC_MODE_C
 
 /* The FULL arm (no eviction: the whole conversation in the cache) on the fast schedule. */
 Test(draft, full_arm_same_bits, .timeout = 600) {
-    rc_blob *b = open_blob("f32");
+    rc_blob *b = fixture_open_worldA("f32");
     rc_bench *bench;
     rc_problem p = load_problem(&bench);
     loop_run base, x;
@@ -358,7 +349,7 @@ Test(draft, full_arm_same_bits, .timeout = 600) {
 /* Small odd loop geometry (window 48, block 16, chunk 7, cap 23): many chunk ends, turn caps,
  * evictions, seals and gate checks inside a few turns, each a place where a draft must stop. */
 Test(draft, odd_geometry_same_bits, .timeout = 600) {
-    rc_blob *b = open_blob("f32");
+    rc_blob *b = fixture_open_worldA("f32");
     rc_bench *bench;
     rc_problem p = load_problem(&bench);
     rc_problem_keep_turns(&p, 3);

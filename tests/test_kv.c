@@ -16,15 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static rc_blob *open_f32(void) {
-    const char *path = fixture_worldA_blob("f32");
-    cr_assert(path);
-    rc_blob *b = NULL;
-    recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
-    return b;
-}
-
 /* deterministic pseudo-random ids in [0, V) */
 static void make_ids(int32_t *ids, int n, int V, uint32_t seed) {
     uint32_t s = seed;
@@ -58,7 +49,7 @@ static void first_diff(const float *a, const float *b, size_t n, const char *wha
 }
 
 Test(kv_growth, growing_cache_matches_reserved_bitwise_with_fewer_bytes) {
-    rc_blob *b = open_f32();
+    rc_blob *b = fixture_open_worldA("f32");
     recall_err err = {0};
     const int N = 1100, MAXC = 1200;
     rc_qwen2 *grow = NULL, *full = NULL;
@@ -120,7 +111,7 @@ Test(kv_growth, growing_cache_matches_reserved_bitwise_with_fewer_bytes) {
 }
 
 Test(kv_growth, bytes_follow_the_context_in_use) {
-    rc_blob *b = open_f32();
+    rc_blob *b = fixture_open_worldA("f32");
     recall_err err = {0};
     rc_qwen2 *m = NULL;
     const int max_pos = 4096;
@@ -150,7 +141,7 @@ Test(kv_growth, bytes_follow_the_context_in_use) {
 }
 
 Test(kv_growth, context_beyond_trained_window_names_both_numbers) {
-    rc_blob *b = open_f32();
+    rc_blob *b = fixture_open_worldA("f32");
     recall_err err = {0};
     rc_qwen2 *m = NULL;
     cr_assert_eq(rc_qwen2_open(b, 4097, &m, &err), RECALL_E_LIMIT);

@@ -168,15 +168,6 @@ Test(kv_pages, random_control_draws_the_same_count_per_seed_never_sink_or_recent
 
 /* ------------------------------------------------------------------ the decoder */
 
-static rc_blob *open_f32(void) {
-    const char *path = fixture_worldA_blob("f32");
-    cr_assert(path);
-    rc_blob *b = NULL;
-    recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
-    return b;
-}
-
 #define CTX 320
 #define PREFILL 40
 
@@ -217,7 +208,7 @@ static int first_diff_step(const float *a, const float *b, int steps, size_t V) 
 }
 
 Test(kv_pages, budget_covering_the_prefix_gives_dense_logits_bitwise) {
-    rc_blob *b = open_f32();
+    rc_blob *b = fixture_open_worldA("f32");
     const int V = 1088, N = 300, S = N - PREFILL;
     int32_t ids[300];
     make_ids(ids, N, V, 5);
@@ -238,7 +229,7 @@ Test(kv_pages, budget_covering_the_prefix_gives_dense_logits_bitwise) {
 }
 
 Test(kv_pages, small_budget_changes_logits_and_random_control_is_seeded) {
-    rc_blob *b = open_f32();
+    rc_blob *b = fixture_open_worldA("f32");
     const int V = 1088, N = 300, S = N - PREFILL;
     int32_t ids[300];
     make_ids(ids, N, V, 6);
@@ -271,7 +262,7 @@ Test(kv_pages, small_budget_changes_logits_and_random_control_is_seeded) {
 }
 
 Test(kv_pages, every_simd_path_and_thread_count_gives_the_same_bits) {
-    rc_blob *b = open_f32();
+    rc_blob *b = fixture_open_worldA("f32");
     const int V = 1088, N = 200, S = N - PREFILL;
     int32_t ids[200];
     make_ids(ids, N, V, 8);
@@ -322,7 +313,7 @@ static void check_bounds_exact(const rc_qwen2 *m) {
 }
 
 Test(kv_pages, crop_then_redecode_equals_a_fresh_run_and_bounds_stay_exact) {
-    rc_blob *b = open_f32();
+    rc_blob *b = fixture_open_worldA("f32");
     recall_err err = {0};
     const int V = 1088;
     int32_t a[220], bb[220];

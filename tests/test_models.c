@@ -38,15 +38,6 @@ static double rel_err(const float *got, const float *want, size_t n) {
     return mw > 0 ? md / mw : md;
 }
 
-static rc_blob *open_blob(const char *weights) {
-    const char *p = fixture_worldA_blob(weights);
-    cr_assert(p, "cannot build the worldA %s blob", weights);
-    rc_blob *b = NULL;
-    recall_err err = {0};
-    cr_assert_eq(rc_blob_open(p, 0, &b, &err), RECALL_OK, "%s", err.msg);
-    return b;
-}
-
 static int argmax(const float *x, int n) {
     int best = 0;
     for (int i = 1; i < n; i++)
@@ -62,7 +53,7 @@ typedef struct {
 /* Runs every qwen2 golden of one npz against one blob. */
 static qwen2_errs check_qwen2(const char *weights, const char *golden) {
     qwen2_errs e = {0};
-    rc_blob *b = open_blob(weights);
+    rc_blob *b = fixture_open_worldA(weights);
     recall_err err = {0};
     rc_qwen2 *m = NULL;
     cr_assert_eq(rc_qwen2_open(b, 128, &m, &err), RECALL_OK, "%s", err.msg);
@@ -166,7 +157,7 @@ Test(models_qwen2, nf4_goldens) {
 }
 
 Test(models_pooler, goldens_all_L) {
-    rc_blob *b = open_blob("f32");
+    rc_blob *b = fixture_open_worldA("f32");
     recall_err err = {0};
     rc_pooler *p = NULL;
     rc_qwen2 *m = NULL;
@@ -212,7 +203,7 @@ Test(models_pooler, goldens_all_L) {
 }
 
 Test(models_bert, goldens_10_texts) {
-    rc_blob *b = open_blob("f32");
+    rc_blob *b = fixture_open_worldA("f32");
     recall_err err = {0};
     rc_bert *m = NULL;
     cr_assert_eq(rc_bert_open(b, &m, &err), RECALL_OK, "%s", err.msg);
@@ -254,7 +245,7 @@ Test(models_bert, goldens_10_texts) {
 static double ref_gelu(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
 
 Test(models_heads, gate_and_bridge) {
-    rc_blob *b = open_blob("f32");
+    rc_blob *b = fixture_open_worldA("f32");
     recall_err err = {0};
     rc_heads *h = NULL;
     cr_assert_eq(rc_heads_open(b, &h, &err), RECALL_OK, "%s", err.msg);
@@ -332,7 +323,7 @@ Test(models_heads, gate_and_bridge) {
 
 /* Full-vocab logits of a one-shot prefill of ids[0..T) vs other schedules: bitwise. */
 Test(models_qwen2, decode_equals_prefill_and_crop_bitwise) {
-    rc_blob *b = open_blob("nf4");
+    rc_blob *b = fixture_open_worldA("nf4");
     recall_err err = {0};
     rc_qwen2 *m = NULL;
     cr_assert_eq(rc_qwen2_open(b, 96, &m, &err), RECALL_OK, "%s", err.msg);
@@ -391,7 +382,7 @@ Test(models_qwen2, decode_equals_prefill_and_crop_bitwise) {
 }
 
 Test(models_qwen2, bf16_blob_equals_f32_blob_bitwise) {
-    rc_blob *bf = open_blob("f32"), *bb = open_blob("bf16");
+    rc_blob *bf = fixture_open_worldA("f32"), *bb = fixture_open_worldA("bf16");
     recall_err err = {0};
     rc_qwen2 *mf = NULL, *mb = NULL;
     cr_assert_eq(rc_qwen2_open(bf, 64, &mf, &err), RECALL_OK, "%s", err.msg);
@@ -431,7 +422,7 @@ Test(models_nf4, layer0_q_proj_bytes) {
     cr_assert_eq(na, 64);
     uint8_t packed[2048];
     for (size_t i = 0; i < np; i++) packed[i] = (uint8_t)packed_f[i];
-    rc_blob *bf = open_blob("f32"), *bn = open_blob("nf4");
+    rc_blob *bf = fixture_open_worldA("f32"), *bn = fixture_open_worldA("nf4");
     const rc_tensor *tf = rc_blob_find(bf, "qwen2.model.layers.0.self_attn.q_proj.weight");
     const rc_tensor *tn = rc_blob_find(bn, "qwen2.model.layers.0.self_attn.q_proj.weight");
     cr_assert(tf && tn);

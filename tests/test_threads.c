@@ -35,15 +35,6 @@ static void expect_same(const float *got, const float *want, size_t n, const cha
     }
 }
 
-static rc_blob *open_blob(const char *weights) {
-    const char *p = fixture_worldA_blob(weights);
-    cr_assert(p, "cannot build the worldA %s blob", weights);
-    rc_blob *b = NULL;
-    recall_err err = {0};
-    cr_assert_eq(rc_blob_open(p, 0, &b, &err), RECALL_OK, "%s", err.msg);
-    return b;
-}
-
 static rc_exec *exec_for(rc_simd_path path, int threads) {
     rc_exec_opts o = {threads, rc_simd_name(path)};
     rc_exec *e = NULL;
@@ -96,7 +87,7 @@ static void qwen_free(qwen_out *o) {
 }
 
 static void qwen_all_contexts(const char *weights) {
-    rc_blob *b = open_blob(weights);
+    rc_blob *b = fixture_open_worldA(weights);
     size_t n;
     int *ids_i = fixture_npz_i32(WA "qwen2_fp32.npz", "ids", &n);
     cr_assert(n >= 8 && n <= 64);
@@ -142,7 +133,7 @@ Test(threads_det, qwen2_f32_all_paths_and_threads) { qwen_all_contexts("f32"); }
 Test(threads_det, qwen2_nf4_all_paths_and_threads) { qwen_all_contexts("nf4"); }
 
 Test(threads_det, pooler_and_bert_all_paths_and_threads) {
-    rc_blob *b = open_blob("nf4");
+    rc_blob *b = fixture_open_worldA("nf4");
     recall_err err = {0};
     rc_exec *e0 = exec_for(RC_SIMD_SCALAR, 1);
     rc_pooler *p0 = NULL;
@@ -392,7 +383,7 @@ static void qwen_normed(rc_blob *b, const rc_exec *ex, const int32_t *ids, int T
 }
 
 Test(threads_det, attention_blocking_never_changes_bits) {
-    rc_blob *b = open_blob("nf4");
+    rc_blob *b = fixture_open_worldA("nf4");
     enum { T = 700 };
     int32_t *ids = malloc(T * sizeof *ids);
     rc_exec *e0 = exec_for(RC_SIMD_SCALAR, 1);
