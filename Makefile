@@ -74,7 +74,7 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = realshape bench-loop bench-long soak soak-lsan bench-tok bench-kv-pages bench-draft test-sbs
+PHONY_EXTRA = synth-copy realshape bench-loop bench-long soak soak-lsan bench-tok bench-kv-pages bench-draft test-sbs
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
   cross-test-s390x fuzz fuzz-merge $(NEED_TARGETS)
@@ -95,6 +95,7 @@ help:
 	@echo "  bench-kv-pages  --kv-pages PPL vs budget + decode tok/s at the end (KVP_IDS, KVP_N, KVP_ARGS)"
 	@echo "  test-sbs    bench/side_by_side.sh (recall vs llama-bench / an older tree) checked with fake engines"
 	@echo "  synth       generate the real-shape synthetic world (random weights) and convert it to nf4"
+	@echo "  synth-copy  the same shapes with a model that copies (bench-draft's copy-heavy case)"
 	@echo "  bench       kernel + model benchmarks (checked bitwise vs scalar) on the synth blob"
 	@echo "  cross-test-aarch64  NEON kernels vs scalar: Debian cross gcc + qemu-aarch64-static"
 	@echo "  fuzz-smoke  build the libFuzzer targets with clang + ASan/UBSan and run each briefly"
@@ -265,6 +266,15 @@ synth: need-time recall $(BUILD)/gen_synth $(BUILD)/bench_open
 	  --weights nf4 --quiet -o $(SYNTH)/r1-1.5b-nf4.blob
 	@./$(BUILD)/bench_open $(SYNTH)/r1-1.5b-nf4.blob
 	@/usr/bin/time -f "recall info: %e s wall, %M KB peak RSS" ./recall info $(SYNTH)/r1-1.5b-nf4.blob >/dev/null
+# The copy world (bench/gen_synth.c --copy-world): the same shapes, a model whose greedy replies
+# copy (for --draft's copy-heavy case); its bge / pooler / heads are the synth world's.
+SYNTH_COPY ?= $(BUILD)/synth-copy
+synth-copy: recall $(BUILD)/gen_synth
+	@test -f $(SYNTH)/r1-1.5b-nf4.blob || $(MAKE) synth
+	@test -f $(SYNTH_COPY)/qwen2/config.json || ./$(BUILD)/gen_synth --copy-world $(SYNTH_COPY) tests/golden/tokenizers
+	@test -f $(SYNTH_COPY)/r1-1.5b-nf4-copy.blob || ./recall convert --qwen2 $(SYNTH_COPY)/qwen2 --bge $(SYNTH)/bge \
+	  --pooler $(SYNTH)/pooler.safetensors --gate $(SYNTH)/gate.npz --bridge $(SYNTH)/bge_head.npz \
+	  --weights nf4 --quiet -o $(SYNTH_COPY)/r1-1.5b-nf4-copy.blob
 
 # Benchmarks (bench/bench.c; needs `make synth` for the model part). BENCH_ARGS=--quick for a
 # shorter run, RECALL_BENCH_PATHS=avx2 to time one path.
@@ -303,8 +313,13 @@ bench-loop: $(BUILD)/bench_loop $(BUILD)/worldA-f32.blob
 # the real-shape synth blob (benchmark replies, a copy-heavy feed, random ids), interleaved.
 $(BUILD)/bench_draft: bench/bench_draft.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+# The copy-heavy case also runs on the copy world (`make synth-copy`) when it is there: the random
+# world never copies, so its copy case only shows the cost of rejected drafts.
 bench-draft: $(BUILD)/bench_draft
 	./$(BUILD)/bench_draft $(SYNTH)/r1-1.5b-nf4.blob tests/golden/recall_bench.json $(BENCH_ARGS)
+	@if [ -f $(SYNTH_COPY)/r1-1.5b-nf4-copy.blob ]; then \
+	  ./$(BUILD)/bench_draft $(SYNTH_COPY)/r1-1.5b-nf4-copy.blob tests/golden/recall_bench.json --case copy $(BENCH_ARGS); \
+	else echo "bench-draft: no copy world ($(SYNTH_COPY)); make synth-copy adds the copy-heavy case on a model that copies"; fi
 # Long context on the synth blob (bench/longctx_bench.c): per length a fresh process (peak RSS per
 # length): prefill tok/s, decode tok/s at the end of the context, KV bytes, peak RSS.
 # LONG_LENS='4096 8192' to pick lengths; BENCH_ARGS='--threads 2 --decode 16'; RECALL_BENCH_LOAD=huge.

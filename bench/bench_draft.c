@@ -6,8 +6,10 @@
  * decode time runs from the first streamed token to the turn's end, so the prefill is not in it):
  *   bench   the recall benchmark problem P's first T generated turns (the loop's chat template)
  *   copy    a copy-heavy feed: a random passage of L ids, then the model's own plain reply to it,
- *           then the passage again: the reply repeats what follows the passage (see bench/NOTES.md
- *           for what a random-weight model does with that)
+ *           then the passage again: a model that copies replies what followed the passage before.
+ *           The random world never copies (every draft is rejected: this measures their cost);
+ *           the copy world (`make synth-copy`, gen_synth --copy-world: same shapes, a model
+ *           whose greedy replies cycle) is the case the drafts are for
  *   random  L random ids (below the special tokens)
  *   rows    the verify forward's cost: n = 1, 2, 3, 5, 9, 17 rows after 512 cached positions, logits
  *           of every row (what a verify computes), median of 5 interleaved rounds; n / time is

@@ -12,6 +12,14 @@
  * Nothing here is committed: `make synth` builds it under build/synth (about 3.6 GB).
  * Weights are uniform in +-0.035 (std ~0.02) from a fixed xorshift stream, so reruns are
  * byte-identical. Norm weights are 1, biases small.
+ *
+ * --copy-world writes OUT/qwen2 only: the same shapes and dtypes (so every step costs what it
+ * costs on the random world), but a model that COPIES, which random weights never do. o_proj and
+ * down_proj are scaled by 2^-12, so the residual stream stays the token's own embedding, and
+ * lm_head is the embedding with its rows rotated inside groups of 32 ids (the special tokens at
+ * the end map to themselves): greedy decoding then walks t -> 32*(t/32) + (t+1)%32, a 32-token
+ * cycle, and a reply repeats what followed the same token earlier in the prompt. bench_draft uses
+ * it to measure --draft on a copy-heavy turn (`make synth-copy`).
  */
 #include "npy.h"
 
@@ -32,7 +40,12 @@ static float urand(rng *r, float a) {
     return a * ((float)(r->s >> 40) / (float)(1u << 23) - 1.0f);
 }
 
-typedef enum { F_RAND, F_ONES } fill;
+typedef enum { F_RAND, F_ONES, F_ROT_EMBED } fill;
+
+/* --copy-world: lm_head rows are the embedding's, rotated inside groups of COPY_GROUP ids below
+ * COPY_PLAIN_FROM (the special tokens from there on keep their own row) */
+#define COPY_GROUP 32
+#define COPY_PLAIN_FROM 151616
 
 typedef struct {
     char name[160];
@@ -46,6 +59,7 @@ typedef struct {
 typedef struct {
     spec *s;
     size_t n, cap;
+    uint16_t *embed; /* --copy-world: the bf16 embedding, kept while written for F_ROT_EMBED */
 } speclist;
 
 static void add(speclist *l, const char *name, int bf16, int ndim, int64_t a, int64_t b, fill how, float scale) {
@@ -104,6 +118,16 @@ static void write_st(const char *path, speclist *l, size_t from, size_t to, rng 
     for (size_t i = from; i < to; i++) {
         spec *s = &l->s[i];
         int64_t n = numel(s);
+        if (s->how == F_ROT_EMBED) { /* row v = embedding row of v's predecessor in its group */
+            const int64_t cols = s->shape[1];
+            for (int64_t v = 0; v < s->shape[0]; v++) {
+                const int64_t g = v - v % COPY_GROUP,
+                              src = v < COPY_PLAIN_FROM ? g + (v - g + COPY_GROUP - 1) % COPY_GROUP : v;
+                if (fwrite(l->embed + src * cols, 2, (size_t)cols, f) != (size_t)cols) die(path);
+            }
+            continue;
+        }
+        uint16_t *keep = l->embed && !strcmp(s->name, "model.embed_tokens.weight") ? l->embed : NULL;
         for (int64_t done = 0; done < n;) {
             size_t m = (size_t)(n - done) < chunk ? (size_t)(n - done) : chunk;
             for (size_t k = 0; k < m; k++) buf[k] = s->how == F_ONES ? 1.0f + urand(r, s->scale) : urand(r, s->scale);
@@ -113,6 +137,7 @@ static void write_st(const char *path, speclist *l, size_t from, size_t to, rng 
                     memcpy(&u, &buf[k], 4);
                     hbuf[k] = (uint16_t)(u >> 16);
                 }
+                if (keep) memcpy(keep + done, hbuf, m * 2);
                 if (fwrite(hbuf, 2, m, f) != m) die(path);
             } else if (fwrite(buf, 4, m, f) != m) {
                 die(path);
@@ -157,25 +182,31 @@ static void npz_add_rand(rc_npz_writer *w, const char *key, int ndim, int64_t a,
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: gen_synth OUTDIR TOKENIZER_DIR\n"
-                        "  TOKENIZER_DIR holds deepseek-r1-distill-qwen/ and bge-base-en-v1.5/ (tests/golden/tokenizers)\n");
+    const int copy_world = argc == 4 && !strcmp(argv[1], "--copy-world");
+    if (argc != 3 + copy_world) {
+        fprintf(stderr, "usage: gen_synth [--copy-world] OUTDIR TOKENIZER_DIR\n"
+                        "  TOKENIZER_DIR holds deepseek-r1-distill-qwen/ and bge-base-en-v1.5/ (tests/golden/tokenizers)\n"
+                        "  --copy-world: OUTDIR/qwen2 only, a model whose greedy replies copy (see the file header)\n");
         return 2;
     }
-    const char *out = argv[1], *tokdir = argv[2];
+    const char *out = argv[1 + copy_world], *tokdir = argv[2 + copy_world];
     char p[4096], q[4096];
     mkdir(out, 0755);
     snprintf(p, sizeof p, "%s/qwen2", out);
     mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/bge", out);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/bge/1_Pooling", out);
-    mkdir(p, 0755);
+    if (!copy_world) {
+        snprintf(p, sizeof p, "%s/bge", out);
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/bge/1_Pooling", out);
+        mkdir(p, 0755);
+    }
     rng r = {0x9E3779B97F4A7C15ULL};
 
     /* Qwen2 1.5B */
     const int64_t H = 1536, L = 28, KV = 256, F = 8960, V = 151936;
     speclist ql = {0};
+    const float mix = copy_world ? 0.035f / 4096.0f : 0.035f; /* o_proj, down_proj: see the header */
+    if (copy_world && !(ql.embed = malloc((size_t)(V * H) * 2))) die("embedding copy");
     add(&ql, "model.embed_tokens.weight", 1, 2, V, H, F_RAND, 0.035f);
     char n[160];
     for (int64_t l = 0; l < L; l++) {
@@ -189,15 +220,15 @@ int main(int argc, char **argv) {
         Q("self_attn.k_proj.bias", 1, KV, 0, F_RAND, 0.1f);
         Q("self_attn.v_proj.weight", 2, KV, H, F_RAND, 0.035f);
         Q("self_attn.v_proj.bias", 1, KV, 0, F_RAND, 0.1f);
-        Q("self_attn.o_proj.weight", 2, H, H, F_RAND, 0.035f);
+        Q("self_attn.o_proj.weight", 2, H, H, F_RAND, mix);
         Q("post_attention_layernorm.weight", 1, H, 0, F_ONES, 0.05f);
         Q("mlp.gate_proj.weight", 2, F, H, F_RAND, 0.035f);
         Q("mlp.up_proj.weight", 2, F, H, F_RAND, 0.035f);
-        Q("mlp.down_proj.weight", 2, H, F, F_RAND, 0.035f);
+        Q("mlp.down_proj.weight", 2, H, F, F_RAND, mix);
 #undef Q
     }
     add(&ql, "model.norm.weight", 1, 1, H, 0, F_ONES, 0.05f);
-    add(&ql, "lm_head.weight", 1, 2, V, H, F_RAND, 0.035f);
+    add(&ql, "lm_head.weight", 1, 2, V, H, copy_world ? F_ROT_EMBED : F_RAND, 0.035f);
     size_t half = 1 + 14 * 12; /* embeddings + layers 0..13 in shard 1 */
     fprintf(stderr, "gen_synth: qwen2 shard 1/2\n");
     snprintf(p, sizeof p, "%s/qwen2/model-00001-of-00002.safetensors", out);
@@ -226,6 +257,12 @@ int main(int argc, char **argv) {
     snprintf(p, sizeof p, "%s/deepseek-r1-distill-qwen/tokenizer_config.json", tokdir);
     snprintf(q, sizeof q, "%s/qwen2/tokenizer_config.json", out);
     copy_file(p, q);
+    free(ql.embed);
+    if (copy_world) {
+        free(ql.s);
+        fprintf(stderr, "gen_synth: wrote %s/qwen2 (copy world)\n", out);
+        return 0;
+    }
 
     /* bge-base */
     const int64_t BH = 768, BL = 12, BF = 3072, BV = 30522;
