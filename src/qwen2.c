@@ -481,6 +481,7 @@ typedef struct {
     const rc_qwen2 *m;
     const float *kc, *vc;
     int nr, pos0, sparse, layer;
+    int t_first; /* rows [t_first, nr): the last layer skips rows whose output nobody reads */
 } attn_job;
 
 /* Blocks of up to att_pairs (query head, row) pairs that share a KV head walk the keys in tiles
@@ -509,7 +510,7 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
             V = m->gv + (size_t)kvh * m->gather_cap * D;
             ld = (size_t)D;
         }
-        for (int t0 = 0; t0 < j->nr; t0 += R) {
+        for (int t0 = j->t_first; t0 < j->nr; t0 += R) {
             const int rn = j->nr - t0 < R ? j->nr - t0 : R;
             const int nmax = j->sparse ? m->n_sel[kvh] : j->pos0 + t0 + rn; /* keys of the block's last row */
 #define PAIR_N(r) (j->sparse ? m->n_sel[kvh] : j->pos0 + t0 + (r) + 1)
@@ -606,6 +607,12 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
         memcpy(X, f->embeds + (size_t)row0 * H, (size_t)nr * H * sizeof(float));
     }
     float *hid = f->hidden_last;
+    /* The last layer's output feeds only the final norm and lm_head: a row whose logits / normed
+     * state nobody asked for needs that layer's K and V (the cache) but not its attention, o_proj
+     * and MLP. Rows are independent, so skipping them changes no bit of the rows kept. */
+    const int wants_all = f->logits_all || f->normed_all;
+    const int wants_last = last_chunk && (f->logits_last || f->normed_last || hid);
+    const int t_keep = wants_all ? 0 : wants_last ? nr - 1 : nr; /* the last layer keeps rows [t_keep, nr) */
     for (int l = 0; l < NL; l++) {
         const layer_w *w = &m->L[l];
         if (hid && last_chunk) memcpy(hid + (size_t)l * H, X + (size_t)(nr - 1) * H, (size_t)H * sizeof(float));
@@ -635,20 +642,23 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
                 rc_kvp_fold(page_min(m, pos / m->kvp.page, l), page_max(m, pos / m->kvp.page, l),
                             m->k + (size_t)t * m->kvd, (size_t)m->kvd, pos % m->kvp.page == 0);
         }
+        const int t0 = l == NL - 1 ? t_keep : 0, n0 = nr - t0; /* rows [t0, nr) go on */
+        if (n0 == 0) break;
         {
             /* a decode step (a call of one row) attends to the selected pages; prefill densely */
-            attn_job aj = {m, kc, vc, nr, pos0, m->kvp.page && f->n == 1, l};
+            attn_job aj = {m, kc, vc, nr, pos0, m->kvp.page && f->n == 1, l, t0};
             if (aj.sparse) rc_pool_for(m->ex->pool, c->kv_heads, 1, select_pages, &aj);
             rc_pool_for(m->ex->pool, c->heads, 1, attn_heads, &aj);
         }
-        matmul_rows(m, &w->o, NULL, m->att, nr, m->xn);
-        for (size_t i = 0; i < (size_t)nr * H; i++) X[i] = X[i] + m->xn[i];
-        for (int t = 0; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, w->ln2, c->rms_eps, m->xn + (size_t)t * H, (size_t)H);
-        rc_exec_swiglu(m->ex, &w->gate, &w->up, m->xn, (size_t)H, nr, m->g, m->u); /* g = silu(gate x) * (up x) */
-        matmul_rows(m, &w->down, NULL, m->g, nr, m->xn);
-        for (size_t i = 0; i < (size_t)nr * H; i++) X[i] = X[i] + m->xn[i];
+        float *Xr = X + (size_t)t0 * H, *xn = m->xn + (size_t)t0 * H;
+        matmul_rows(m, &w->o, NULL, m->att + (size_t)t0 * m->qd, n0, xn);
+        for (size_t i = 0; i < (size_t)n0 * H; i++) Xr[i] = Xr[i] + xn[i];
+        for (int t = 0; t < n0; t++) rc_rmsnorm(Xr + (size_t)t * H, w->ln2, c->rms_eps, xn + (size_t)t * H, (size_t)H);
+        rc_exec_swiglu(m->ex, &w->gate, &w->up, xn, (size_t)H, n0, m->g, m->u); /* g = silu(gate x) * (up x) */
+        matmul_rows(m, &w->down, NULL, m->g, n0, xn);
+        for (size_t i = 0; i < (size_t)n0 * H; i++) Xr[i] = Xr[i] + xn[i];
     }
-    for (int t = 0; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, m->final_norm, c->rms_eps, X + (size_t)t * H, (size_t)H);
+    for (int t = t_keep; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, m->final_norm, c->rms_eps, X + (size_t)t * H, (size_t)H);
     if (hid && last_chunk) memcpy(hid + (size_t)NL * H, X + (size_t)(nr - 1) * H, (size_t)H * sizeof(float));
     if (f->normed_all) memcpy(f->normed_all + (size_t)row0 * H, X, (size_t)nr * H * sizeof(float));
     if (f->normed_last && last_chunk) memcpy(f->normed_last, X + (size_t)(nr - 1) * H, (size_t)H * sizeof(float));

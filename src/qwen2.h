@@ -28,7 +28,10 @@
  * splits weight output rows / heads, never a reduction. Attention walks the keys in tiles shared by
  * a block of (head, row) pairs of one KV head (cache reuse at long context); each pair keeps its
  * own full softmax and ascending-key sums, so the blocking never changes a bit
- * (rc_qwen2_set_attn_blocking, for tests and benchmarks).
+ * (rc_qwen2_set_attn_blocking, for tests and benchmarks). The last layer computes K and V of
+ * every row (the cache) but its attention, o_proj and MLP only for the rows whose output the call
+ * asks for (logits_all / normed_all: all; logits_last / normed_last / hidden_last: the last row;
+ * none: a cache fill), as llama.cpp does: 1/28 of a 1.5B prefill that outputs one row.
  *
  * The faithful loop's "standalone seal forward" (no cache, from position 0) is simply a second
  * rc_qwen2 context (weights are shared zero-copy views of the blob; only cache+scratch are new).

@@ -381,6 +381,55 @@ Test(models_qwen2, decode_equals_prefill_and_crop_bitwise) {
     rc_blob_close(b);
 }
 
+/* The last layer runs attention, o_proj and the MLP only for rows whose output was asked for
+ * (qwen2.c forward_chunk): 150 rows = 3 chunks, asked for (a) every row, (b) the last row only,
+ * (c) nothing (a cache fill). Every output and the decode steps after each are bitwise the same. */
+Test(models_qwen2, last_layer_skip_keeps_every_output_bitwise) {
+    rc_blob *b = fixture_open_worldA("nf4");
+    recall_err err = {0};
+    enum { T = 150, STEPS = 3 };
+    rc_qwen2 *m[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) cr_assert_eq(rc_qwen2_open(b, T + STEPS, &m[i], &err), RECALL_OK, "%s", err.msg);
+    const rc_qwen2_config *c = rc_qwen2_cfg(m[0]);
+    const int V = c->vocab, H = c->hidden, NL = c->layers;
+    int32_t ids[T + STEPS];
+    uint32_t s = 7;
+    for (int i = 0; i < T + STEPS; i++) {
+        s = s * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((s >> 8) % (uint32_t)V);
+    }
+    float *all = nanbuf((size_t)T * V), *normed_all = nanbuf((size_t)T * H), *hid_a = nanbuf((size_t)(NL + 1) * H);
+    float *last = nanbuf((size_t)V), *normed_last = nanbuf((size_t)H), *hid_b = nanbuf((size_t)(NL + 1) * H);
+    rc_qwen2_fwd fa = {.ids = ids, .n = T, .logits_all = all, .normed_all = normed_all, .hidden_last = hid_a};
+    rc_qwen2_fwd fb = {.ids = ids, .n = T, .logits_last = last, .normed_last = normed_last, .hidden_last = hid_b};
+    rc_qwen2_fwd fc = {.ids = ids, .n = T};
+    cr_assert_eq(rc_qwen2_forward(m[0], &fa, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_forward(m[1], &fb, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_forward(m[2], &fc, &err), RECALL_OK, "%s", err.msg);
+    cr_expect_eq(memcmp(last, all + (size_t)(T - 1) * V, (size_t)V * 4), 0, "logits of the last row");
+    cr_expect_eq(memcmp(normed_last, normed_all + (size_t)(T - 1) * H, (size_t)H * 4), 0, "normed last row");
+    cr_expect_eq(memcmp(hid_b, hid_a, (size_t)(NL + 1) * H * 4), 0, "hidden_last");
+    /* the caches: decode steps after each agree */
+    float *dec = nanbuf((size_t)3 * V);
+    for (int k = 0; k < STEPS; k++) {
+        for (int i = 0; i < 3; i++) {
+            rc_qwen2_fwd d = {.ids = ids + T + k, .n = 1, .logits_last = dec + (size_t)i * V};
+            cr_assert_eq(rc_qwen2_forward(m[i], &d, &err), RECALL_OK, "%s", err.msg);
+        }
+        cr_expect_eq(memcmp(dec + V, dec, (size_t)V * 4), 0, "step %d after a last-row-only prefill", k);
+        cr_expect_eq(memcmp(dec + 2 * (size_t)V, dec, (size_t)V * 4), 0, "step %d after a cache fill", k);
+    }
+    free(all);
+    free(normed_all);
+    free(hid_a);
+    free(last);
+    free(normed_last);
+    free(hid_b);
+    free(dec);
+    for (int i = 0; i < 3; i++) rc_qwen2_close(m[i]);
+    rc_blob_close(b);
+}
+
 Test(models_qwen2, bf16_blob_equals_f32_blob_bitwise) {
     rc_blob *bf = fixture_open_worldA("f32"), *bb = fixture_open_worldA("bf16");
     recall_err err = {0};
