@@ -13,7 +13,7 @@
  * samples, their mean and sample standard deviation. The blob is read into huge-page-advised
  * memory (RC_OPEN_HUGEPAGES: weights in memory, as llama-bench -mmp 0), or mapped with --mmap.
  *
- * It uses only interfaces that predate issue #16 (rc_blob_open, rc_exec_open, rc_qwen2_open_ex,
+ * It uses only interfaces that 99d74db already has (rc_blob_open, rc_exec_open, rc_qwen2_open_ex,
  * rc_qwen2_forward, rc_qwen2_crop, rc_bert_open_ex, rc_bert_embed), so side_by_side.sh --old-tree
  * compiles THIS file against an older tree's headers and library: both trees run one protocol.
  *

@@ -1,5 +1,5 @@
 /* soak.c - `make soak`: a long chat through `recall chat --session`, killed by SIGKILL at seeded
- * random points and restarted from the session file (issue #17 part 4).
+ * random points and restarted from the session file.
  *
  *   soak RECALL_BIN BLOB [--turns N] [--kills K] [--seed S] [--reply-cap M]
  *

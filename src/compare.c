@@ -32,7 +32,7 @@ int64_t rc_ulp_gap(float a, float b) {
     return d < 0 ? -d : d;
 }
 
-/* One row per quantity, from the README's numerics table ("Numerics and determinism"). The
+/* One row per quantity, from the tolerance table of docs/NUMERICS.md. The
  * trace rows are the recall-loop row's float tolerances; the measured errors against the HF
  * goldens are 7.6e-6 (gate), 1.1e-5 (bridge) and 9.8e-7 (top-5 logits). */
 static const rc_cmp_tol TOLS[] = {

@@ -1,5 +1,6 @@
 /* compare.h - `recall compare A B`: an engine output (A) against a reference output (B) of the
- * same kind, judged by the README's numerics table ("Numerics and determinism").
+ * same kind, judged by the tolerance table of docs/NUMERICS.md (docs/VERIFYING.md explains the
+ * report).
  *
  *   .npz dumps (forward: ids, logits [T,V], hidden_last [L+1,H], q_layers [3,T,Hq*D];
  *   pool: sp [n_sp,H]; embed: ids, emb [H]): per array held by both files the shape, max abs
@@ -33,7 +34,7 @@
  * 1). INT64_MAX when either is NaN. */
 int64_t rc_ulp_gap(float a, float b);
 
-/* ---- the tolerance table (the README's numerics table, one row per quantity) ---- */
+/* ---- the tolerance table (docs/NUMERICS.md, one row per quantity) ---- */
 typedef enum {
     RC_TOL_EXACT = 0,   /* integers: identical */
     RC_TOL_REL_MAX = 1, /* max |A - B| / max |B| <= tol (over the array, or the trace record) */

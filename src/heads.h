@@ -1,4 +1,4 @@
-/* heads.h - the recall gate (logistic, RECALL_SPEC §5) and the bridge head (§6), scalar fp32.
+/* heads.h - the recall gate (logistic) and the bridge head (docs/LOOP.md), scalar fp32.
  *
  * Gate tensors (f32): gate.coef [F], gate.mean [F], gate.scale [F], gate.intercept (0-d),
  * gate.thresh (0-d); F = 3 * NH * D (q_proj outputs of layers 8, 14, 20 concatenated).

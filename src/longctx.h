@@ -1,7 +1,7 @@
-/* longctx.h - deterministic exact-answer cases for long context (issue #15 part 3; peer
- * requirements REQ-CTX-003 / REQ-CTX-005): a single needle, a needle among three distractor keys,
+/* longctx.h - deterministic exact-answer cases for long context (docs/LONG_CONTEXT.md,
+ * REQ-CTX-003 / REQ-CTX-005): a single needle, a needle among three distractor keys,
  * variable tracking, each hidden in a pinned haystack at a requested depth and put through the
- * reference chat template (RECALL_SPEC §1.3). `recall longctx` (src/cli/cli_longctx.c) answers
+ * reference chat template (docs/LOOP.md). `recall longctx` (src/cli/cli_longctx.c) answers
  * them greedily on the FULL, SP and RC_bge arms.
  *
  * The haystack: printable-ASCII text (tab and newline allowed; any other byte is refused), so a

@@ -1,4 +1,4 @@
-/* nf4.c - NF4 quantiser/dequantiser, exactly RECALL_SPEC §E (see nf4.h). The quantiser is the
+/* nf4.c - NF4 quantiser/dequantiser, exactly docs/NUMERICS.md, "NF4" (see nf4.h). The quantiser is the
  * converter's; the goldens' nf4_layer0_q_proj.npz pins its bytes. */
 #include "nf4.h"
 

@@ -1,6 +1,6 @@
 /* nf4.h - NF4 (bitsandbytes-compatible 4-bit NormalFloat) codebook, quantiser, dequantiser.
  *
- * Definition (RECALL_SPEC §E): a weight is flattened row-major and cut into blocks of 64.
+ * Definition (docs/NUMERICS.md, "NF4"): a weight is flattened row-major and cut into blocks of 64.
  * absmax[j] = max |x| over block j (fp32). n = x * (1.0f / absmax) in fp32; code = number of
  * midpoints m_i (i = 0..14) with m_i < n strictly, m_i = (float)(((double)c_i + (double)c_{i+1}) / 2).
  * A block whose absmax is 0 gets code 7 (value 0.0). Codes are packed two per byte, element 2j in

@@ -1,4 +1,4 @@
-/* pooler.h - AttnPoolSP, the SP pooler (RECALL_SPEC §2.2): compresses L token embeddings
+/* pooler.h - AttnPoolSP, the SP pooler (the gist of docs/LOOP.md): compresses L token embeddings
  * past[L][H] into n_sp soft-prompt rows out[n_sp][H]. Scalar fp32 reference path.
  *
  * Config keys: pooler.n_sp, pooler.hidden (H), pooler.heads, pooler.blocks, pooler.ffn,

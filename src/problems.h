@@ -1,11 +1,11 @@
-/* problems.h - the reference multi-fact recall benchmark (RECALL_SPEC §8.1).
+/* problems.h - the reference multi-fact recall benchmark (docs/LOOP.md, "The benchmark").
  *
  * Problem i is drawn exactly as the reference does with CPython's random.Random(i):
  *   facts = sample(range(12), 3); fillers = sample(CASUAL, 12); order = sample(range(3), 3).
  * CPython's generator is MT19937 seeded by init_by_array([i]); sample() on a population this
  * small uses the pool algorithm with _randbelow = rejection sampling on getrandbits(bit_length).
  * Steps: 3 fact turns, 9 filler turns (both sides forced), 2 probe turns and 3 question turns
- * (generated). The bench file is shared/data/recall_bench.json.
+ * (generated). The bench file is tests/golden/recall_bench.json.
  */
 #ifndef RECALL_PROBLEMS_H
 #define RECALL_PROBLEMS_H
@@ -54,7 +54,8 @@ uint32_t rc_pyrandom_below(rc_pyrandom *r, uint32_t n); /* random._randbelow(n),
 
 struct rc_bpe;
 
-/* The reference chat template (RECALL_SPEC §1.3), encoded without added specials:
+/* The reference chat template (docs/LOOP.md, "The turn and the chat template"), encoded without
+ * added specials:
  *   [EOS string if with_eos] "<｜User｜>" user "<｜Assistant｜>" [assistant]
  * Special strings are matched inside the text, as the reference tokenizer does. */
 recall_status rc_chat_segment(const struct rc_bpe *bpe, int eos_id, int with_eos, const char *user,

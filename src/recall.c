@@ -1,4 +1,4 @@
-/* recall.c - the recall loop, one turn at a time (recall_loop.h; RECALL_SPEC §3). */
+/* recall.c - the recall loop, one turn at a time (recall_loop.h; docs/LOOP.md). */
 #include "recall_loop.h"
 #include "draft.h"
 #include "rope.h"
@@ -496,7 +496,7 @@ static recall_status prime(rc_recall *r, loop_state *st, rc_turn *turn, recall_e
 /* (1) gen[absorbed:nd] leaves the window: into the archive (RC arm), which seals every `block`
  * ids; kept is gen[0:nd] (the pooler reads it from gen). Faithful mode runs each sealed block
  * standalone (positions 0.., no lm_head) and its q_proj capture replaces the gate feature
- * (RECALL_SPEC §3.6). */
+ * (docs/LOOP.md, "Faithful and clean mode"). */
 static recall_status evict_and_seal(rc_recall *r, loop_state *st, int nd, rc_turn *turn, recall_err *err) {
     if (nd <= st->absorbed) return RECALL_OK;
     if (r->o.arm == RC_ARM_RC_BGE) {

@@ -102,7 +102,7 @@ recall_status recall_tokenize(const recall_model *m, const char *text, size_t le
 /* Ids out of range are dropped (as Hugging Face does); *text is NUL-terminated UTF-8. */
 recall_status recall_detokenize(const recall_model *m, const int32_t *ids, size_t n_ids, int skip_special,
                                 char **text, size_t *len, recall_err *err);
-/* The reference chat template for one exchange (RECALL_SPEC §1.3):
+/* The reference chat template for one exchange (docs/LOOP.md):
  *   [EOS if with_eos] "<｜User｜>" user "<｜Assistant｜>" [assistant if not NULL]
  * A conversation's feed is the concatenation: with_eos = 0 for the first exchange, 1 after. */
 recall_status recall_chat_segment(const recall_model *m, int with_eos, const char *user, const char *assistant,

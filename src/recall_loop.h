@@ -1,4 +1,4 @@
-/* recall_loop.h - the recall loop (RECALL_SPEC §3): one assistant turn from the whole conversation.
+/* recall_loop.h - the recall loop (docs/LOOP.md): one assistant turn from the whole conversation.
  *
  * Per turn (nothing but token ids survives between turns; rc_recall_reply in recall.c is this, step
  * for step):

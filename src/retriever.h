@@ -1,4 +1,4 @@
-/* retriever.h - the block archive (token ids only) and BGE-on-demand retrieval (RECALL_SPEC §4, §6).
+/* retriever.h - the block archive (token ids only) and BGE-on-demand retrieval (docs/LOOP.md).
  *
  * Archive: evicted ids are appended to `buf`; every full `block` ids are sealed into a block.
  * Candidates at a fire: all sealed blocks (chronological) plus `buf` as a pseudo-block when it

@@ -1,4 +1,4 @@
-/* topk.h - torch.topk(v, k) on CPU, ties included (RECALL_SPEC §E, "Top-k selection").
+/* topk.h - torch.topk(v, k) on CPU, ties included (docs/NUMERICS.md, "Ties").
  *
  * Input v[n] (fp32), 1 <= k <= n. Output idx[k] (and val[k] when asked): the k greatest values in
  * descending order, with exactly the indices torch.topk returns for equal values. torch's CPU

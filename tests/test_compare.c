@@ -416,7 +416,7 @@ Test(compare, ulp_gap_and_tolerance_table) {
     cr_expect_eq(rc_ulp_gap(42.4008408f, 42.4008408f), 0);
     cr_expect_eq(rc_ulp_gap(NAN, 1.0f), INT64_MAX);
     cr_expect_eq(rc_ulp_gap(INFINITY, 3.40282347e38f), 1);
-    /* the README's numerics table */
+    /* the tolerance table of docs/NUMERICS.md */
     cr_expect_eq(rc_cmp_tolerance("logits")->tol, 1e-4);
     cr_expect_eq(rc_cmp_tolerance("q_layers")->kind, RC_TOL_REL_MAX);
     cr_expect_eq(rc_cmp_tolerance("sp")->tol, 1e-5);

@@ -1,4 +1,4 @@
-/* test_longctx.c - the exact-answer long-context tasks (issue #15 part 3; REQ-CTX-003/005,
+/* test_longctx.c - the exact-answer long-context tasks (docs/LONG_CONTEXT.md: REQ-CTX-003/005,
  * AC-CTX-005-1 and the refusal of AC-CTX-003-2) on worldA's tokenizer and model (a tiny random
  * model: its answers are wrong, exact match is only recorded):
  *   cases    the same seed gives the same cases (ids, hash, answer, text), another seed others; a

@@ -1,4 +1,4 @@
-/* test_nf4.c - NF4 quantiser rules (RECALL_SPEC §E) and the NF4 dot through a synthetic blob
+/* test_nf4.c - NF4 quantiser rules (docs/NUMERICS.md, "NF4") and the NF4 dot through a synthetic blob
  * (row-straddling blocks, nibble order). The golden bytes of worldA are in test_models.c. */
 #include "blob.h"
 #include "nf4.h"

@@ -2,7 +2,7 @@
  * faithful/clean x fp32/nf4): every reply id, gate decision, fire, injected id, rebuild and
  * rebuild top-5 id identical; gate scores within 1e-3 absolute, bridge scores and top-5 logits
  * within 1e-3 relative. The measured maxima are logged. Also checks the CPython-compatible
- * problem builder against the table in RECALL_SPEC §8.1. */
+ * problem builder against the table in docs/LOOP.md, "The benchmark". */
 #include "problems.h"
 #include "blob.h"
 #include "fixture.h"
@@ -21,7 +21,7 @@ Test(bench, cpython_random_and_problems) {
     rc_bench *b;
     recall_err err = {0};
     cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", &b, &err), RECALL_OK, "%s", err.msg);
-    /* RECALL_SPEC §8.1: question order per seed */
+    /* docs/LOOP.md, "The benchmark": question order per seed */
     const char *first_q[8] = {"reference code", "badge id", "table number", "server name",
                               "locker number", "badge id", "badge id", "flight number"};
     const char *first_fact[8] = {"ZX9043", "JL412", "Bluefin", "88231", "88231", "40718", "40718", "C12"};

@@ -1,7 +1,7 @@
-/* test_recall_long.c - a user message longer than the window on the recall arms (issue #15): the
+/* test_recall_long.c - a user message longer than the window on the recall arms: the
  * first message of a conversation, ~2,000 tokens on worldA (f32), is forced through chunk by
  * chunk while the 512-token window slides over it; what scrolls out is sealed into the archive
- * and pooled into the gist, as the reference does (RECALL_SPEC §3.4).
+ * and pooled into the gist, as the reference does (docs/LOOP.md).
  *   engine  fast vs reference schedule (rc_recall_reply): every record bitwise equal (reply, gate
  *           scores, fires with their bridge scores, rebuild layouts, top-5 logits, margins); the
  *           window slides every 64 tokens, blocks are sealed (faithful seal rows), the gist is

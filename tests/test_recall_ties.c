@@ -1,5 +1,5 @@
 /* test_recall_ties.c - the recall loop's retrieval picks tied candidates as torch.topk on CPU
- * does (RECALL_SPEC §E, "Top-k selection"), on worldA (f32), one turn with every gate check over
+ * does (docs/NUMERICS.md, "Ties"), on worldA (f32), one turn with every gate check over
  * the threshold (-1e9) so that each rebuild past the first sealed block fires.
  *
  * The dialogue is built from turns of exactly one block (128 ids; the user line of a benchmark

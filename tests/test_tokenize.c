@@ -1,6 +1,6 @@
 /* test_tokenize.c - BPE and WordPiece tokenizers against Hugging Face goldens.
  *
- * Fixtures (copied from /work/shared): tests/golden/tokenizers/{deepseek-r1-distill-qwen,
+ * Fixtures (made by Hugging Face tokenizers): tests/golden/tokenizers/{deepseek-r1-distill-qwen,
  * bge-base-en-v1.5}.json (HF tokenizers 0.23.2 encodes/decodes of the real tokenizer files),
  * tests/golden/worldA/{qwen2,bge}/ tokenizer files, bge_tokens.json and the token streams of
  * loop_A_seed0_clean_fp32.json. Every tokenizer is exercised through build -> section bytes ->
@@ -200,7 +200,7 @@ Test(tok_wp, worldA_bge_tokens) {
     rc_wp_free(t);
 }
 
-/* RECALL_SPEC §1.3: the conversation is encoded per turn (add_special_tokens=False) and the
+/* docs/LOOP.md, the chat template: the conversation is encoded per turn (add_special_tokens=False) and the
  * segments concatenated; generated turns append their reply ids. Reproduces every feed_len, the
  * final history and every reply_text (random-weight replies: partial UTF-8 included). */
 Test(tok_bpe, worldA_loop_token_streams) {

@@ -1,4 +1,4 @@
-/* test_topk.c - rc_topk against torch.topk on CPU (RECALL_SPEC §E, "Top-k selection"):
+/* test_topk.c - rc_topk against torch.topk on CPU (docs/NUMERICS.md, "Ties"):
  * the 4,000 tie-heavy cases of tests/golden/topk/torch_topk_cpu.json (made by torch 1.13 itself,
  * n = 1..300, k = 1..5, both of its paths) must give the same indices in the same order, and
  * hand-made cases pin NaN, k = n, k = 1, n = 1 and the tie orders of each path. */

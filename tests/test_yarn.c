@@ -6,7 +6,7 @@
  *   - inv_freq equals torch 1.13's float32 evaluation of transformers' _compute_yarn_parameters
  *     bitwise (hex below, made with Debian's python3-torch; truncate on and off; D = 16 and 128);
  *   - every cos / sin table row of the YaRN instance equals an fp64 evaluation of the formula,
- *     rounded to fp32, within the bound the README numerics table states: attention x
+ *     rounded to fp32, within the bound docs/NUMERICS.md states: attention x
  *     (|angle| x 2^-21 + 2^-22) (fp32 inv_freq and angle roundings grow with the position);
  *     inv_freq itself within 1 ulp of the fp64 value;
  *   - without scaling the tables are bitwise the previous fp32 expression, at every position;

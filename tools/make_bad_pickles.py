@@ -16,10 +16,11 @@ Writes (all small):
   tests/golden/pickle/<bad>.pt                 one refusal each (see BAD below)
   tests/golden/pickle/pooler_expect.txt        per-tensor name/dtype/shape/nbytes/XXH64 of
                                                worldA/pooler.safetensors (the bitwise reference)
-  tests/golden/worldA/pooler.pt                copy of the golden checkpoint
+  tests/golden/worldA/pooler.pt                copy of the golden checkpoint (from WORLDA_DIR)
   fuzz/corpus/fuzz_pickle/*.pkl                raw data.pkl seeds
 
-usage: /usr/bin/python3 tools/make_bad_pickles.py [/work/shared/goldens/worldA]   (from the repo root)
+usage: /usr/bin/python3 tools/make_bad_pickles.py [WORLDA_DIR]   (from the repo root)
+WORLDA_DIR holds the golden pooler.pt and pooler.safetensors (default tests/golden/worldA).
 """
 import argparse
 import collections
@@ -185,7 +186,7 @@ def builtins_eval():
 
 
 def main():
-    shared = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/goldens/worldA"
+    worlda = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests", "golden", "worldA")
     os.makedirs(OUT, exist_ok=True)
     os.makedirs(CORPUS, exist_ok=True)
     os.makedirs(os.path.join(ROOT, "tests", "golden", "worldA"), exist_ok=True)
@@ -223,12 +224,14 @@ def main():
             f.write(data)
 
     # the golden checkpoint and its bitwise reference
-    shutil.copyfile(os.path.join(shared, "pooler.pt"), os.path.join(ROOT, "tests", "golden", "worldA", "pooler.pt"))
-    with zipfile.ZipFile(os.path.join(shared, "pooler.pt")) as z:
+    dst = os.path.join(ROOT, "tests", "golden", "worldA", "pooler.pt")
+    if os.path.realpath(os.path.join(worlda, "pooler.pt")) != os.path.realpath(dst):
+        shutil.copyfile(os.path.join(worlda, "pooler.pt"), dst)
+    with zipfile.ZipFile(os.path.join(worlda, "pooler.pt")) as z:
         names = [n for n in z.namelist() if n.endswith("/data.pkl")]
         with open(os.path.join(CORPUS, "pooler.pkl"), "wb") as f:
             f.write(z.read(names[0]))
-    with open(os.path.join(shared, "pooler.safetensors"), "rb") as f:
+    with open(os.path.join(worlda, "pooler.safetensors"), "rb") as f:
         raw = f.read()
     (hlen,) = struct.unpack("<Q", raw[:8])
     header = json.loads(raw[8:8 + hlen])

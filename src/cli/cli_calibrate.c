@@ -1,6 +1,6 @@
-/* cli_calibrate.c - `recall calibrate`: per-build gate threshold calibration (RECALL_SPEC §5, HO §4/§7b:
- * "run ~10 short needle dialogues through the deployed model and set the threshold at about the 10th
- * percentile of gate scores at known recall positions").
+/* cli_calibrate.c - `recall calibrate`: per-build gate threshold calibration (docs/LOOP.md, "Options
+ * off by default, and the threshold": run about 10 short needle dialogues through the deployed model
+ * and set the threshold at about the 10th percentile of gate scores at known recall positions).
  *
  * Needle dialogues = the benchmark problems (3 facts, 9 fillers, 2 probes, 3 questions). Each runs
  * through the RC_bge loop with firing disabled (threshold +inf), so every gate check is scored but
@@ -76,7 +76,7 @@ static void calibrate_usage(FILE *f) {
             "                        [--mode faithful|clean] [--threads N] [--simd scalar|avx2|avx512|neon] [--hugepages]\n"
             "\n"
             "Suggests a gate threshold for this build (weights, quantisation, mode), as the reference\n"
-            "handoff prescribes: needle dialogues through the deployed model, threshold at about the\n"
+            "design prescribes: needle dialogues through the deployed model, threshold at about the\n"
             "10th percentile of gate scores at known recall positions (~90%% recall).\n"
             "  needle dialogues: the benchmark problems LIST (seeds: 0-7 default, 3, 0,2,5-6), run\n"
             "                    through the RC_bge loop with firing disabled (threshold +inf): every\n"

@@ -16,7 +16,7 @@ static void compare_usage(FILE *f) {
             "usage: recall compare A B [--json OUT] [--threshold T]\n"
             "\n"
             "Compares an engine output A with a reference output B of the same kind, judged by the\n"
-            "README's numerics table (\"Verifying against your Python reference\" explains the report).\n"
+            "tolerance table of docs/NUMERICS.md (docs/VERIFYING.md explains the report).\n"
             "  .npz dumps (recall forward / pool / embed --dump, or the same arrays from Python): per\n"
             "      array both hold: shape, max abs error, max error relative to B's max abs, the worst\n"
             "      index, the tolerance, PASS/FAIL; integer arrays must be identical; arrays only one\n"

@@ -1,4 +1,4 @@
-/* cli_eval.c - `recall eval`: the reference multi-fact recall benchmark (RECALL_SPEC §8.1).
+/* cli_eval.c - `recall eval`: the reference multi-fact recall benchmark (docs/LOOP.md, "The benchmark").
  *
  * Every arm replays every problem from scratch (rc_run_problem). Per generated turn:
  *   question turn: recall_ok    = strip(val, ", ").lower() in strip(reply_text, ", ").lower()
@@ -352,7 +352,7 @@ static void eval_usage(FILE *f) {
             "                   [--mode faithful|clean] [--json OUT.json] [--shard K/N] [--draft N]\n"
             "       recall eval --merge SHARD.json... [--json OUT.json]\n"
             "\n"
-            "The reference multi-fact recall benchmark (RECALL_SPEC 8.1): every arm replays each problem\n"
+            "The reference multi-fact recall benchmark (docs/LOOP.md): every arm replays each problem\n"
             "(built with CPython's random.Random(seed)) from scratch; 3 questions and 2 casual probes per\n"
             "problem are generated and scored.\n"
             "  --problems LIST  seeds: 0-7 (default), 3, or 0,2,5-6\n"

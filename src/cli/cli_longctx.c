@@ -1,4 +1,4 @@
-/* cli_longctx.c - `recall longctx`: the exact-answer long-context tasks (issue #15 part 3,
+/* cli_longctx.c - `recall longctx`: the exact-answer long-context tasks (docs/LONG_CONTEXT.md,
  * REQ-CTX-003 / REQ-CTX-005). Cases come from src/longctx.c (every definition is in longctx.h);
  * each case's prompt is one user message answered greedily on every arm through the recall loop
  * (rc_recall_reply, as `eval` runs its arms): FULL keeps the whole prompt in its cache, SP and

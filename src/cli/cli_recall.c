@@ -1,5 +1,5 @@
 /* cli_recall.c - `recall replay`: one benchmark problem through the recall loop, written as a
- * trace in the schema of the loop goldens (shared/goldens/README.md). */
+ * trace in the schema of the loop goldens (docs/VERIFYING.md, "Loop traces"). */
 #include "problems.h"
 #include "blob.h"
 #include "cli.h"
@@ -112,7 +112,7 @@ static void replay_usage(FILE *f) {
             "\n"
             "Runs benchmark problem N (built with CPython's random.Random(N), as the reference does)\n"
             "through the recall loop and writes a trace in the schema of the loop goldens.\n"
-            "  --bench FILE     the benchmark data (shared/data/recall_bench.json)\n"
+            "  --bench FILE     the benchmark data (tests/golden/recall_bench.json)\n"
             "  --mode M         faithful (default: the reference, seal forward included) or clean\n"
             "  --arm A          RC_bge (default), SP (no recall) or FULL (no eviction)\n"
             "  --threshold T    gate threshold (default: the gate file's thresh)\n"
