@@ -42,8 +42,8 @@ static const char *engine_trace(const char *mode, const char *weights) {
     return path;
 }
 
-/* `forward --dump` of the golden ids on the f32 blob, to `path` (one per test: the npz writer's
- * temporary name is PATH.tmp, so two tests must not write the same path at once). */
+/* `forward --dump` of the golden ids on the f32 blob, to `path` (one per test: two tests must not
+ * write the same path at once). */
 static const char *engine_forward(const char *path) {
     size_t n;
     int *ids = fixture_npz_i32(WA "qwen2_fp32.npz", "ids", &n);

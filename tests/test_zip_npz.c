@@ -959,9 +959,9 @@ static int have_numpy(void) {
 Test(zipnpz_npz, writer_round_trip) {
     char dir[] = "/tmp/recall_npz_XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    char path[128], tmp[140];
+    char path[128], tmp[160];
     snprintf(path, sizeof path, "%s/out.npz", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()); /* atomic_file.h */
 
     float a[12];
     for (int i = 0; i < 12; i++) a[i] = (float)i * 0.5f - 1.0f;
@@ -1035,7 +1035,7 @@ Test(zipnpz_npz, writer_round_trip) {
         cr_log_info("python3/numpy not available: numpy.load check skipped");
     }
 
-    /* A failed write leaves neither PATH nor PATH.tmp. */
+    /* A failed write leaves neither PATH nor PATH.tmp.PID. */
     char bad_path[160];
     snprintf(bad_path, sizeof bad_path, "%s/missing-dir/out.npz", dir);
     memset(&err, 0, sizeof err);
