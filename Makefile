@@ -178,7 +178,7 @@ install: recall $(BUILD)/librecall.a $(BUILD)/librecall.so
 	  -e 's|@VERSION@|$(VERSION)|g' recall.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/recall.pc
 
 # A user's program: only "recall.h" (src/ is where it lives in the tree) and librecall.a.
-$(BUILD)/api_example: tests/api_example.c $(BUILD)/librecall.a src/recall.h src/status.h
+$(BUILD)/api_example: tests/api_example.c tests/check.h $(BUILD)/librecall.a src/recall.h src/status.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(OPT) -g $(WARN) $(EXTRA_CFLAGS) $(CFLAGS) -Isrc -DRC_API_EXAMPLE_MAIN -o $@ $< \
 	  $(BUILD)/librecall.a $(LDLIBS)

@@ -7,6 +7,7 @@
  * lm_head); the pick is read off them, or off all V logits when the shortcut cannot be proved. */
 #include "lm_screen.h"
 
+#include "mem.h"
 #include "topk.h"
 
 #include <float.h>
@@ -106,15 +107,7 @@ recall_status rc_lmscreen_build(const rc_mat *w, int8_t *q, float *scale, float 
 
 void rc_lmscreen_close(rc_lmscreen *s) {
     if (!s) return;
-    free(s->approx);
-    free(s->lo);
-    free(s->hi);
-    free(s->logits);
-    free(s->rowout);
-    free(s->cand);
-    free(s->p);
-    free(s->t);
-    free(s);
+    RC_FREE(s->approx, s->lo, s->hi, s->logits, s->rowout, s->cand, s->p, s->t, s);
 }
 
 recall_status rc_lmscreen_new(const rc_mat *w, const int8_t *q, const float *scale, const float *norm,

@@ -22,25 +22,10 @@
 #define BENCH "tests/golden/recall_bench.json"
 #define ARMS "SP,RC_bge@-3:r-30"
 
-static char *slurp(const char *path) {
-    char *t;
-    size_t l;
-    recall_err err = {0};
-    cr_assert_eq(rc_read_file(path, &t, &l, &err), RECALL_OK, "%s", err.msg);
-    return t;
-}
-
-static void spit(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fputs(text, f);
-    cr_assert_eq(fclose(f), 0);
-}
-
 /* The document with every per-problem "seconds" value (the only timing field) blanked; asserts
  * there was at least one, so a format change cannot make the comparison vacuous. */
 static char *no_timing(const char *path) {
-    char *t = slurp(path), *o = malloc(strlen(t) + 1), *w = o;
+    char *t = fixture_read(path, NULL), *o = malloc(strlen(t) + 1), *w = o;
     cr_assert(o);
     int n = 0;
     for (const char *p = t; *p;) {
@@ -85,7 +70,7 @@ static void run_shard(const char *blob, const char *d, const char *extra, int k,
 
 /* The shard file's "jobs" equal want[0..n). */
 static void expect_jobs(const char *path, const int *want, size_t n) {
-    char *t = slurp(path);
+    char *t = fixture_read(path, NULL);
     json_doc *doc;
     recall_err err = {0};
     cr_assert_eq(json_parse(t, strlen(t), path, &doc, &err), RECALL_OK, "%s", err.msg);
@@ -182,7 +167,7 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
     expect_refused(d, files, b, "mode clean vs faithful");
     /* shard files edited to claim another blob, benchmark, problem list, job list */
     snprintf(path, sizeof path, "%s/s3_4.json", d);
-    char *s34 = slurp(path);
+    char *s34 = fixture_read(path, NULL);
     const struct { const char *from, *to, *msg; } edits[] = {
         {"\"blob_xxh64\": \"", "\"blob_xxh64\": \"f", "blob_xxh64"},
         {"\"bench_xxh64\": \"", "\"bench_xxh64\": \"f", "bench_xxh64"},
@@ -192,7 +177,7 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
         char *e = edit(s34, edits[i].from, edits[i].to);
         snprintf(b, sizeof b, "%s/edit%zu.json", d, i);
-        spit(b, e);
+        fixture_write(b, e);
         free(e);
         snprintf(files, sizeof files, "%s/s1_4.json %s/s2_4.json %s %s/s4_4.json", d, d, b, d);
         expect_refused(d, files, b, edits[i].msg);

@@ -27,17 +27,6 @@
 
 #define WA "tests/golden/worldA/"
 
-static json_doc *load_json(const char *path) {
-    char *t;
-    size_t l;
-    recall_err err = {0};
-    cr_assert_eq(rc_read_file(path, &t, &l, &err), RECALL_OK, "%s", err.msg);
-    json_doc *d = NULL;
-    cr_assert_eq(json_parse(t, l, path, &d, &err), RECALL_OK, "%s", err.msg);
-    free(t);
-    return d;
-}
-
 static double jnum(const json_value *o, const char *key) {
     const json_value *v = json_get_type(o, key, JSON_NUM);
     cr_assert(v, "JSON key %s", key);
@@ -94,7 +83,7 @@ Test(score_cli, worldA_nll_and_greedy_match_golden_logits) {
              json_path);
     char *out = NULL;
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s\n%s", cmd, out);
-    json_doc *d = load_json(json_path);
+    json_doc *d = fixture_json(json_path);
     const json_value *r = json_root(d);
     cr_assert_eq((int)jnum(r, "n_ctx"), T, "default chunk = the whole input");
     cr_assert_eq((int)jnum(r, "n_chunks"), 1);
@@ -203,7 +192,7 @@ static void check_chunked(int use_bos) {
              use_bos ? " --bos" : "", json_path, err_path);
     char *out = NULL;
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s\n%s", cmd, out);
-    json_doc *d = load_json(json_path);
+    json_doc *d = fixture_json(json_path);
     const json_value *r = json_root(d);
     cr_assert_eq((int)jnum(r, "n_chunks"), 6);
     cr_assert_eq((long)jnum(r, "scored"), count);
@@ -310,21 +299,16 @@ Test(score_cli, rejects_bad_input_naming_the_numbers) {
     cr_assert(strstr(out, want), "%s", out);
     free(out);
     /* shorter than one chunk: both numbers */
-    snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3,4,5]' --ctx 8 2>&1", blob);
-    cr_assert_eq(fixture_sh(cmd, &out), 1);
-    cr_assert(strstr(out, "5 tokens is shorter than one chunk of 8"), "%s", out);
-    free(out);
+    free(fixture_cmd(1, "5 tokens is shorter than one chunk of 8",
+                     "./recall score %s --ids '[1,2,3,4,5]' --ctx 8 2>&1", blob));
     /* beyond the trained window: both numbers */
     snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3,4,5]' --ctx 5000 2>&1", blob);
     cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_assert(strstr(out, "5000") && strstr(out, "trained on 4096"), "%s", out);
     free(out);
     /* bad --threads / --simd values are usage errors */
-    snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3]' --threads 0 2>&1", blob);
-    cr_assert_eq(fixture_sh(cmd, &out), 2);
-    free(out);
-    snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3]' --simd sse9 2>&1", blob);
-    cr_assert_eq(fixture_sh(cmd, &out), 2);
-    free(out);
+    free(fixture_cmd(2, NULL, "./recall score %s --ids '[1,2,3]' --threads 0 2>&1", blob));
+    free(fixture_cmd(2, NULL, "./recall score %s --ids '[1,2,3]' --simd sse9 2>&1", blob));
     remove(tp);
 }
+
