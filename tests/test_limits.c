@@ -418,7 +418,7 @@ Test(api_limits, cli_ctx_refuses_past_the_trained_size_and_prints_kv_bytes) {
     cr_assert(strstr(out, "16385 positions was requested but the model was trained on 16384 (rope yarn:4:4096"), "%s",
               out);
     free(out);
-    snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3,4,5]' --ctx 4097 2>&1", path);
+    snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3,4,5]' --chunk 4097 2>&1", path);
     cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_assert(strstr(out, "4097") && strstr(out, "trained on 4096"), "%s", out);
     free(out);
