@@ -204,7 +204,7 @@ $(BUILD)/abi_v1_shared: tests/abi_v1.c tests/check.h tests/abi_v1/recall.h $(BUI
 abi-check: $(BUILD)/abi_v1 $(BUILD)/abi_v1_shared $(BUILD)/worldA-f32.blob
 	./$(BUILD)/abi_v1 $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP)
 	./$(BUILD)/abi_v1_shared $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP)
-	@objdump -T $(BUILD)/abi_v1_shared | grep -q 'RECALL_0 *recall_open$$' || \
+	@objdump -T $(BUILD)/abi_v1_shared | grep -qE '[(]RECALL_0[)] +recall_open$$' || \
 	  { echo "abi_v1_shared does not bind recall_open@RECALL_0"; exit 1; }
 	@echo "abi-check: the version-1 program runs on librecall.a and librecall.so.$(SOMAJOR) (RECALL_0 symbols)"
 

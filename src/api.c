@@ -124,12 +124,14 @@ static recall_status reserve(recall_model *m, uint64_t bytes, const char *what, 
  *
  * A caller's struct holds struct_size bytes. The library reads the fields it knows that lie
  * within them; the ones beyond keep their defaults; bytes past the last field it knows must be
- * zero (a newer caller asking for something this library cannot do). The first layout of API
- * version 2 ends where the fields below end: no caller of version 2 has a smaller struct. */
-#define OPEN_OPTS_END (offsetof(recall_open_opts, rope_scaling) + sizeof(const char *))
-#define LOOP_OPTS_END (offsetof(recall_loop_opts, draft) + sizeof(int))
-#define OPEN_OPTS_MIN OPEN_OPTS_END
-#define LOOP_OPTS_MIN LOOP_OPTS_END
+ * zero (a newer caller asking for something this library cannot do).
+ * _MIN: the end of the first layout of API version 2 (its last fields, rope_scaling and draft);
+ * no caller of version 2 has a smaller struct, and these never move.
+ * _END: the end of the last field this library knows: when a field is appended, move _END to it. */
+#define OPEN_OPTS_MIN (offsetof(recall_open_opts, rope_scaling) + sizeof(const char *))
+#define LOOP_OPTS_MIN (offsetof(recall_loop_opts, draft) + sizeof(int))
+#define OPEN_OPTS_END OPEN_OPTS_MIN
+#define LOOP_OPTS_END LOOP_OPTS_MIN
 
 /* *out (holding the defaults, struct_size its own) takes the caller's known fields. */
 static recall_status take_sized(const void *caller, size_t min, size_t end, void *out, const char *what,
