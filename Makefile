@@ -76,6 +76,7 @@ NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aa
 
 PHONY_EXTRA = synth-copy realshape bench-loop bench-long soak soak-lsan bench-tok bench-kv-pages bench-draft test-sbs
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
+  abi-check cli-doc \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
   cross-test-s390x fuzz fuzz-merge $(NEED_TARGETS)
 all: recall $(BUILD)/librecall.a
@@ -105,6 +106,8 @@ help:
 	@echo "  install     recall, include/recall/{recall.h,status.h}, librecall.{a,so}, pkgconfig/recall.pc"
 	@echo "              into DESTDIR/PREFIX (PREFIX=/usr/local)"
 	@echo "  api-example tests/api_example.c (public API only, librecall.a) on worldA vs the loop golden"
+	@echo "  abi-check   tests/abi_v1.c, built against the previous public header, on librecall.a and .so"
+	@echo "  cli-doc     rewrite docs/CLI.md's generated part from ./recall help --markdown"
 	@echo "  test-nothreads / test-nommap  the suite built with -DRECALL_NO_THREADS / -DRECALL_NO_MMAP"
 	@echo "  asan / ubsan / tsan  the suite under a sanitizer (SAN_CC=clang), each in build-<name>/"
 	@echo "  cross-test  aarch64 (NEON), armhf, riscv64 under qemu-user + the big-endian s390x refusal"
@@ -135,9 +138,10 @@ $(BUILD)/run_tests: $(TEST_OBJ) $(BUILD)/librecall.a
 
 # Tests run from the repository root (fixtures live in tests/golden). After the Criterion suite,
 # the public-API example runs one worldA turn through librecall.a and checks it against the golden.
-test: $(RECALL_BIN) $(BUILD)/run_tests $(BUILD)/api_example $(BUILD)/worldA-f32.blob
+test: $(RECALL_BIN) $(BUILD)/run_tests $(BUILD)/api_example $(BUILD)/abi_v1 $(BUILD)/worldA-f32.blob
 	./$(BUILD)/run_tests $(TEST_ARGS)
 	./$(BUILD)/api_example $(BUILD)/worldA-f32.blob $(WORLDA)/loop_A_seed0_faithful_fp32.json
+	./$(BUILD)/abi_v1 $(BUILD)/worldA-f32.blob $(WORLDA)/loop_A_seed0_faithful_fp32.json
 	@bash bench/test_side_by_side.sh >$(BUILD)/test_side_by_side.log 2>&1 || \
 	  (cat $(BUILD)/test_side_by_side.log; exit 1)
 	@tail -1 $(BUILD)/test_side_by_side.log
@@ -150,14 +154,19 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 LIBDIR  ?= $(PREFIX)/lib
 INCDIR  ?= $(PREFIX)/include
-VERSION  = 0.1.0
+# VERSION and soname policy (docs/API.md): MAJOR.MINOR.PATCH; the soname is librecall.so.MAJOR and
+# changes only when a program linked against an earlier library would stop working (a symbol
+# removed, a frozen struct changed). Appending option fields or adding functions is a MINOR step.
+VERSION  = 0.2.0
+SOMAJOR  = $(firstword $(subst ., ,$(VERSION)))
 API_HEADERS = src/recall.h src/status.h
 # The shared object links position-independent copies of the library objects (build/pic/).
 # Only the public API is exported (src/librecall.map); the rule checks the dynamic symbol table.
 $(BUILD)/librecall.so: $(LIB_SRC) src/librecall.map
 	+$(MAKE) --no-print-directory BUILD=$(BUILD)/pic EXTRA_CFLAGS="$(EXTRA_CFLAGS) -fPIC" $(BUILD)/pic/librecall.a
-	$(CC) -shared -Wl,-soname,librecall.so.0 -Wl,--version-script=src/librecall.map -o $@ \
+	$(CC) -shared -Wl,-soname,librecall.so.$(SOMAJOR) -Wl,--version-script=src/librecall.map -o $@ \
 	  -Wl,--whole-archive $(BUILD)/pic/librecall.a -Wl,--no-whole-archive $(LDLIBS)
+	@ln -sf librecall.so $(BUILD)/librecall.so.$(SOMAJOR)
 	@bad=$$(nm -D --defined-only $@ | awk '$$2 ~ /^[TDBRVW]$$/ && $$3 !~ /^recall_/ {print $$3}'); \
 	  test -z "$$bad" || { echo "$@ exports non-API symbols:" $$bad; rm -f $@; exit 1; }; \
 	  echo "$@: exports $$(nm -D --defined-only $@ | grep -c ' T recall_') recall_* functions, nothing else"
@@ -172,19 +181,41 @@ install: recall $(BUILD)/librecall.a $(BUILD)/librecall.so
 	install -m 644 $(API_HEADERS) $(DESTDIR)$(INCDIR)/recall/
 	install -m 644 $(BUILD)/librecall.a $(DESTDIR)$(LIBDIR)/librecall.a
 	install -m 755 $(BUILD)/librecall.so $(DESTDIR)$(LIBDIR)/librecall.so.$(VERSION)
-	ln -sf librecall.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librecall.so.0
-	ln -sf librecall.so.0 $(DESTDIR)$(LIBDIR)/librecall.so
+	ln -sf librecall.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librecall.so.$(SOMAJOR)
+	ln -sf librecall.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/librecall.so
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' \
 	  -e 's|@VERSION@|$(VERSION)|g' recall.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/recall.pc
 
 # A user's program: only "recall.h" (src/ is where it lives in the tree) and librecall.a.
-$(BUILD)/api_example: tests/api_example.c $(BUILD)/librecall.a src/recall.h src/status.h
+$(BUILD)/api_example: tests/api_example.c tests/check.h $(BUILD)/librecall.a src/recall.h src/status.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(OPT) -g $(WARN) $(EXTRA_CFLAGS) $(CFLAGS) -Isrc -DRC_API_EXAMPLE_MAIN -o $@ $< \
 	  $(BUILD)/librecall.a $(LDLIBS)
+# The ABI promise (docs/API.md): a program compiled against the previous public header
+# (tests/abi_v1/recall.h, API version 1) runs correctly against this library, linked with
+# librecall.a (`make test`) and with librecall.so (`make abi-check`, which also lists the .so's
+# versioned symbols).
+ABI_V1_CC = $(CC) $(CSTD) $(OPT) -g $(WARN) $(EXTRA_CFLAGS) $(CFLAGS) -Itests/abi_v1 -Isrc -DRC_ABI_V1_MAIN
+$(BUILD)/abi_v1: tests/abi_v1.c tests/check.h tests/abi_v1/recall.h $(BUILD)/librecall.a
+	@mkdir -p $(dir $@)
+	$(ABI_V1_CC) -o $@ $< $(BUILD)/librecall.a $(LDLIBS)
+$(BUILD)/abi_v1_shared: tests/abi_v1.c tests/check.h tests/abi_v1/recall.h $(BUILD)/librecall.so
+	$(ABI_V1_CC) -o $@ $< -L$(BUILD) -l:librecall.so.$(SOMAJOR) -Wl,-rpath,$(abspath $(BUILD)) $(LDLIBS)
+abi-check: $(BUILD)/abi_v1 $(BUILD)/abi_v1_shared $(BUILD)/worldA-f32.blob
+	./$(BUILD)/abi_v1 $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP)
+	./$(BUILD)/abi_v1_shared $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP)
+	@objdump -T $(BUILD)/abi_v1_shared | grep -qE '[(]RECALL_0[)] +recall_open$$' || \
+	  { echo "abi_v1_shared does not bind recall_open@RECALL_0"; exit 1; }
+	@echo "abi-check: the version-1 program runs on librecall.a and librecall.so.$(SOMAJOR) (RECALL_0 symbols)"
+
 $(BUILD)/worldA-f32.blob: $(RECALL_BIN)
 	./$(RECALL_BIN) convert --qwen2 $(WORLDA)/qwen2 --bge $(WORLDA)/bge --pooler $(WORLDA)/pooler.pt \
 	  --gate $(WORLDA)/gate.npz --bridge $(WORLDA)/bge_head.npz --quiet -o $@
+# docs/CLI.md: its generated part is `recall help --markdown` (tests/test_cli_opts.c checks it).
+cli-doc: $(RECALL_BIN)
+	@{ sed '/^<!-- generated by `recall help --markdown`/q' docs/CLI.md; ./$(RECALL_BIN) help --markdown; \
+	   sed -n '/^<!-- end of the generated part -->/,$$p' docs/CLI.md; } > docs/CLI.md.tmp && \
+	  mv docs/CLI.md.tmp docs/CLI.md && echo "docs/CLI.md: generated part rewritten"
 api-example: $(BUILD)/api_example $(BUILD)/worldA-f32.blob
 	./$(BUILD)/api_example $(BUILD)/worldA-f32.blob $(WORLDA)/loop_A_seed0_faithful_fp32.json
 

@@ -1,15 +1,14 @@
-/* screen_avx2.c - the lm_head screening kernel (src/lm_screen.h) for AVX2 (x86-64; compiled with
- * -mavx2 -mfma, empty of code elsewhere). The same bits as rc_screen_i8_ref: the int32 group sums
- * are exact whatever the order (vpsignb moves the sign of p onto q, vpmaddubsw |p| * q into int16
- * pairs of at most 2 * 127 * 127, vpmaddwd into int32, then a vphaddd tree over 8 groups), and
- * the fp32 part is the canonical lane rule: groups g0..g0+7 are lanes g % 16 of two ymm
- * accumulators (lanes 0-7, 8-15); padded tail lanes add +0 * +0, which leaves an accumulator that
- * is never -0 unchanged. */
+/* screen_avx2.c - the lm_head screening kernel (the screen: src/lm_screen.h; the scalar reference
+ * rc_screen_i8_ref: src/ops.c) for AVX2 (x86-64; compiled with -mavx2 -mfma, empty of code
+ * elsewhere). The same bits as rc_screen_i8_ref: the int32 group sums are exact whatever the order
+ * (vpsignb moves the sign of p onto q, vpmaddubsw |p| * q into int16 pairs of at most 2 * 127 *
+ * 127, vpmaddwd into int32, then a vphaddd tree over 8 groups), and the fp32 part is the canonical
+ * lane rule: groups g0..g0+7 are lanes g % 16 of two ymm accumulators (lanes 0-7, 8-15); padded
+ * tail lanes add +0 * +0, which leaves an accumulator that is never -0 unchanged. */
 #include "simd.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 
-#include "lm_screen.h"
 
 #include <immintrin.h>
 
@@ -49,7 +48,7 @@ static void avx2_screen_i8(const int8_t *Q, const float *S, size_t H, const int8
         rc_screen_i8_ref(Q, S, H, p, t, r0, r1, A);
         return;
     }
-    const size_t G = H / RC_LM_SCREEN_GROUP;
+    const size_t G = H / RC_SCREEN_GROUP;
     _Alignas(32) int8_t pabs[SCR_MAXH];
     for (size_t i = 0; i < H; i += 32)
         _mm256_store_si256((__m256i *)(pabs + i), _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(p + i))));
@@ -64,7 +63,7 @@ static void avx2_screen_i8(const int8_t *Q, const float *S, size_t H, const int8
             __m256 sc, tc;
             if (nb == 8) {
                 _Pragma("GCC unroll 8") for (size_t j = 0; j < 8; j++) {
-                    const size_t c = (g0 + j) * RC_LM_SCREEN_GROUP;
+                    const size_t c = (g0 + j) * RC_SCREEN_GROUP;
                     _mm_prefetch((const char *)(qr + c + pf), _MM_HINT_T0);
                     v[j] = dot64(qr + c, p + c, pabs + c);
                 }
@@ -73,7 +72,7 @@ static void avx2_screen_i8(const int8_t *Q, const float *S, size_t H, const int8
             } else { /* zero vectors pad; their lanes add +0 * +0 */
                 float sb[8] = {0}, tb[8] = {0};
                 for (size_t j = 0; j < 8; j++) {
-                    const size_t c = (g0 + j) * RC_LM_SCREEN_GROUP;
+                    const size_t c = (g0 + j) * RC_SCREEN_GROUP;
                     v[j] = j < nb ? dot64(qr + c, p + c, pabs + c) : _mm256_setzero_si256();
                     if (j < nb) {
                         sb[j] = sr[g0 + j];

@@ -1,15 +1,15 @@
-/* screen_avx512.c - the lm_head screening kernel (src/lm_screen.h) for AVX-512 F/BW/VL (x86-64;
- * compiled with -mavx512f -mavx512bw -mavx512vl -mfma, empty of code elsewhere). The same bits as
- * rc_screen_i8_ref: the int32 group sums are exact whatever the order (a masked byte subtract
- * moves the sign of p onto q, vpmaddubsw |p| * q into int16 pairs of at most 2 * 127 * 127,
- * vpmaddwd into int32, then an unpack / shuffle tree turns 16 groups' vectors into one vector of
- * their sums), and the fp32 part is the canonical lane rule: group g is lane g % 16 of one zmm
- * accumulator; masked-off tail lanes keep their value. */
+/* screen_avx512.c - the lm_head screening kernel (the screen: src/lm_screen.h; the scalar
+ * reference rc_screen_i8_ref: src/ops.c) for AVX-512 F/BW/VL (x86-64; compiled with -mavx512f
+ * -mavx512bw -mavx512vl -mfma, empty of code elsewhere). The same bits as rc_screen_i8_ref: the
+ * int32 group sums are exact whatever the order (a masked byte subtract moves the sign of p onto
+ * q, vpmaddubsw |p| * q into int16 pairs of at most 2 * 127 * 127, vpmaddwd into int32, then an
+ * unpack / shuffle tree turns 16 groups' vectors into one vector of their sums), and the fp32 part
+ * is the canonical lane rule: group g is lane g % 16 of one zmm accumulator; masked-off tail lanes
+ * keep their value. */
 #include "simd.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__)
 
-#include "lm_screen.h"
 
 #include <immintrin.h>
 
@@ -45,12 +45,12 @@ static void avx512_screen_i8(const int8_t *Q, const float *S, size_t H, const in
         rc_screen_i8_ref(Q, S, H, p, t, r0, r1, A);
         return;
     }
-    const size_t G = H / RC_LM_SCREEN_GROUP;
+    const size_t G = H / RC_SCREEN_GROUP;
     _Alignas(64) int8_t pabs[SCR_MAXH];
-    __mmask64 neg[SCR_MAXH / RC_LM_SCREEN_GROUP];
+    __mmask64 neg[SCR_MAXH / RC_SCREEN_GROUP];
     for (size_t g = 0; g < G; g++) {
-        const __m512i pv = _mm512_loadu_si512(p + g * RC_LM_SCREEN_GROUP);
-        _mm512_store_si512(pabs + g * RC_LM_SCREEN_GROUP, _mm512_abs_epi8(pv));
+        const __m512i pv = _mm512_loadu_si512(p + g * RC_SCREEN_GROUP);
+        _mm512_store_si512(pabs + g * RC_SCREEN_GROUP, _mm512_abs_epi8(pv));
         neg[g] = _mm512_movepi8_mask(pv);
     }
     const size_t pf = SCR_PF_ROWS * H;
@@ -62,7 +62,7 @@ static void avx512_screen_i8(const int8_t *Q, const float *S, size_t H, const in
         for (; g0 + 16 <= G; g0 += 16) {
             __m512i v[16];
             _Pragma("GCC unroll 16") for (size_t j = 0; j < 16; j++) {
-                const size_t c = (g0 + j) * RC_LM_SCREEN_GROUP;
+                const size_t c = (g0 + j) * RC_SCREEN_GROUP;
                 _mm_prefetch((const char *)(qr + c + pf), _MM_HINT_T0);
                 v[j] = dot64(qr + c, pabs + c, neg[g0 + j]);
             }
@@ -73,7 +73,7 @@ static void avx512_screen_i8(const int8_t *Q, const float *S, size_t H, const in
             const size_t nb = G - g0;
             __m512i v[16];
             for (size_t j = 0; j < 16; j++) {
-                const size_t c = (g0 + j) * RC_LM_SCREEN_GROUP;
+                const size_t c = (g0 + j) * RC_SCREEN_GROUP;
                 if (j < nb) _mm_prefetch((const char *)(qr + c + pf), _MM_HINT_T0);
                 v[j] = j < nb ? dot64(qr + c, pabs + c, neg[g0 + j]) : _mm512_setzero_si512();
             }

@@ -1,26 +1,26 @@
-/* screen_neon.c - the lm_head screening kernel (src/lm_screen.h) for NEON (aarch64 only; empty of
- * code elsewhere). The same bits as rc_screen_i8_ref: each 64-column group's int32 sum is exact
- * (vmull_s8 products of at most 127 * 127 in int16, pairwise-accumulated into int32 by vpadalq),
- * and the fp32 part is the reference's scalar lane rule and tree. */
+/* screen_neon.c - the lm_head screening kernel (the screen: src/lm_screen.h; the scalar reference
+ * rc_screen_i8_ref: src/ops.c) for NEON (aarch64 only; empty of code elsewhere). The same bits as
+ * rc_screen_i8_ref: each 64-column group's int32 sum is exact (vmull_s8 products of at most 127 *
+ * 127 in int16, pairwise-accumulated into int32 by vpadalq), and the fp32 part is the reference's
+ * scalar lane rule and tree. */
 #include "simd.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON)
 
-#include "lm_screen.h"
 
 #include <arm_neon.h>
 #include <math.h>
 
 static void neon_screen_i8(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,
                            int64_t r1, float *A) {
-    const size_t G = H / RC_LM_SCREEN_GROUP;
+    const size_t G = H / RC_SCREEN_GROUP;
     for (int64_t r = r0; r < r1; r++) {
         const int8_t *qr = Q + (size_t)r * H;
         float acc[16] = {0};
         for (size_t g = 0; g < G; g++) {
-            const size_t c = g * RC_LM_SCREEN_GROUP;
+            const size_t c = g * RC_SCREEN_GROUP;
             int32x4_t s = vdupq_n_s32(0);
-            for (size_t i = 0; i < RC_LM_SCREEN_GROUP; i += 16) {
+            for (size_t i = 0; i < RC_SCREEN_GROUP; i += 16) {
                 const int8x16_t q = vld1q_s8(qr + c + i), x = vld1q_s8(p + c + i);
                 s = vpadalq_s16(s, vmull_s8(vget_low_s8(q), vget_low_s8(x)));
                 s = vpadalq_s16(s, vmull_high_s8(q, x));

@@ -4,7 +4,6 @@
  * x86-64; NEON is architectural on aarch64). RECALL_SIMD=scalar|avx2|avx512|neon overrides. */
 #include "simd.h"
 
-#include "lm_screen.h"
 #include "nf4.h"
 
 #include <math.h>

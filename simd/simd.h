@@ -62,8 +62,9 @@ typedef struct {
     void (*silu_mul)(float *g, const float *u, size_t n);
     void (*gelu)(float *x, size_t n);
     void (*softmax)(float *s, size_t n);
-    /* lm_head screening (src/lm_screen.h, rc_screen_i8_ref): A[r - r0] for rows [r0, r1) of the
-     * int8 copy Q [.][H] with scales S [.][H/64], against the int8 h codes p [H], scales t [H/64]:
+    /* lm_head screening (src/lm_screen.h; the reference rc_screen_i8_ref is in ops.h): A[r - r0]
+     * for rows [r0, r1) of the int8 copy Q [.][H] with scales S [.][H/64], against the int8 h codes
+     * p [H], scales t [H/64]:
      * per 64-column group an exact int32 dot, then acc[g % 16] = fmaf((float)isum, S*t, acc) and
      * the canonical tree. H % 64 == 0. */
     void (*screen_i8)(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,

@@ -12,6 +12,8 @@
 #include "problems.h"
 #include "blob.h"
 #include "draft.h"
+#include "eval.h"
+#include "longctx.h"
 #include "qwen2.h"
 #include "recall_loop.h"
 #include "rope.h"
@@ -19,6 +21,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,7 +120,53 @@ static recall_status reserve(recall_model *m, uint64_t bytes, const char *what, 
 
 /* ---- models ------------------------------------------------------------------------------------ */
 
-void recall_open_opts_init(recall_open_opts *o) { memset(o, 0, sizeof *o); }
+/* ---- ABI: option structs as their callers were compiled (recall.h, docs/API.md) ----------------
+ *
+ * A caller's struct holds struct_size bytes. The library reads the fields it knows that lie
+ * within them; the ones beyond keep their defaults; bytes past the last field it knows must be
+ * zero (a newer caller asking for something this library cannot do).
+ * _MIN: the end of the first layout of API version 2 (its last fields, rope_scaling and draft);
+ * no caller of version 2 has a smaller struct, and these never move.
+ * _END: the end of the last field this library knows: when a field is appended, move _END to it. */
+#define OPEN_OPTS_MIN (offsetof(recall_open_opts, rope_scaling) + sizeof(const char *))
+#define LOOP_OPTS_MIN (offsetof(recall_loop_opts, draft) + sizeof(int))
+#define OPEN_OPTS_END OPEN_OPTS_MIN
+#define LOOP_OPTS_END LOOP_OPTS_MIN
+
+/* *out (holding the defaults, struct_size its own) takes the caller's known fields. */
+static recall_status take_sized(const void *caller, size_t min, size_t end, void *out, const char *what,
+                                recall_err *err) {
+    const size_t size = *(const size_t *)caller; /* struct_size is the first member */
+    const unsigned char *c = caller;
+    if (size < min)
+        return rc_fail(err, RECALL_E_ARG, "%s: struct_size %zu is below the %zu bytes of this API's options (set it "
+                       "with the _init macro of recall.h)", what, size, min);
+    for (size_t i = end; i < size; i++)
+        if (c[i])
+            return rc_fail(err, RECALL_E_VERSION, "%s: the caller's options of %zu bytes set byte %zu, past the %zu "
+                           "bytes this library knows (built against a newer recall.h)", what, size, i, end);
+    memcpy((char *)out + sizeof(size_t), c + sizeof(size_t), (size < end ? size : end) - sizeof(size_t));
+    return RECALL_OK;
+}
+
+/* Zeroes the caller's size bytes and copies the defaults d (of this library's size) into them. */
+static void give_sized(void *o, size_t size, void *d, size_t end) {
+    *(size_t *)d = size;
+    memset(o, 0, size);
+    memcpy(o, d, size < end ? size : end);
+}
+
+void recall_open_opts_init2(recall_open_opts *o, size_t struct_size) {
+    recall_open_opts d;
+    memset(&d, 0, sizeof d);
+    give_sized(o, struct_size, &d, OPEN_OPTS_END);
+}
+
+/* The options of an open, from the caller's struct (NULL: the defaults). */
+static recall_status open_opts(const recall_open_opts *o, recall_open_opts *out, recall_err *err) {
+    recall_open_opts_init2(out, sizeof *out);
+    return o ? take_sized(o, OPEN_OPTS_MIN, OPEN_OPTS_END, out, "recall_open_opts", err) : RECALL_OK;
+}
 
 static recall_status model_new(const recall_open_opts *o, recall_model **out, recall_err *err) {
     const recall_allocator *al = o && o->allocator ? o->allocator : &std_allocator;
@@ -163,11 +212,13 @@ static recall_status model_finish(recall_model *m, recall_err *err) {
     return RECALL_OK;
 }
 
-recall_status recall_open_mem(const void *buf, size_t len, const recall_open_opts *o, recall_model **out,
-                              recall_err *err) {
+recall_status recall_open_mem2(const void *buf, size_t len, const recall_open_opts *caller, recall_model **out,
+                               recall_err *err) {
     if (!out) return rc_fail(err, RECALL_E_ARG, "recall_open_mem: out is NULL");
     *out = NULL;
     if (!buf) return rc_fail(err, RECALL_E_ARG, "recall_open_mem: buf is NULL");
+    recall_open_opts opts, *o = &opts;
+    RC_TRY(open_opts(caller, &opts, err));
     recall_model *m;
     RC_TRY(model_new(o, &m, err));
     unsigned fl = o && (o->flags & RECALL_OPEN_VERIFY) ? RC_OPEN_VERIFY : 0;
@@ -214,10 +265,12 @@ static recall_status read_file(recall_model *m, const char *path, size_t *len, r
     return RECALL_OK;
 }
 
-recall_status recall_open(const char *path, const recall_open_opts *o, recall_model **out, recall_err *err) {
+recall_status recall_open2(const char *path, const recall_open_opts *caller, recall_model **out, recall_err *err) {
     if (!out) return rc_fail(err, RECALL_E_ARG, "recall_open: out is NULL");
     *out = NULL;
     if (!path) return rc_fail(err, RECALL_E_ARG, "recall_open: path is NULL");
+    recall_open_opts opts, *o = &opts;
+    RC_TRY(open_opts(caller, &opts, err));
     recall_model *m;
     RC_TRY(model_new(o, &m, err));
     unsigned fl = o && (o->flags & RECALL_OPEN_VERIFY) ? RC_OPEN_VERIFY : 0;
@@ -346,26 +399,23 @@ recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, floa
 
 /* ---- the recall loop --------------------------------------------------------------------------- */
 
-void recall_loop_opts_init(const recall_model *m, recall_loop_opts *o) {
+/* The fields recall_loop_opts shares with the engine's rc_recall_opts (recall_loop.h), by name;
+ * mode and arm are enums of their own on each side. */
+#define LOOP_FIELDS(X)                                                                                     \
+    X(window) X(block) X(chunk) X(k) X(turn_cap) X(buf_min) X(threshold) X(fire_once) X(hysteresis)       \
+    X(use_floor) X(floor) X(reference_schedule) X(threads) X(simd) X(max_ctx) X(draft)
+
+void recall_loop_opts_init2(const recall_model *m, recall_loop_opts *caller, size_t struct_size) {
+    recall_loop_opts d;
     rc_recall_opts r;
     rc_recall_defaults(m->blob, &r);
-    memset(o, 0, sizeof *o);
-    o->window = r.window;
-    o->block = r.block;
-    o->chunk = r.chunk;
-    o->k = r.k;
-    o->turn_cap = r.turn_cap;
-    o->buf_min = r.buf_min;
-    o->threshold = r.threshold;
-    o->mode = (recall_mode)r.mode;
-    o->arm = (recall_arm)r.arm;
-    o->fire_once = r.fire_once;
-    o->hysteresis = r.hysteresis;
-    o->use_floor = r.use_floor;
-    o->floor = r.floor;
-    o->reference_schedule = r.reference_schedule;
-    o->max_feed = 0;
-    o->draft = r.draft;
+    memset(&d, 0, sizeof d);
+#define FROM_ENGINE(f) d.f = r.f;
+    LOOP_FIELDS(FROM_ENGINE)
+#undef FROM_ENGINE
+    d.mode = (recall_mode)r.mode;
+    d.arm = (recall_arm)r.arm;
+    give_sized(caller, struct_size, &d, LOOP_OPTS_END);
 }
 
 /* The engine's own size checks (recall.c) take ints; the bounds here keep every product they form
@@ -399,15 +449,13 @@ static recall_status loop_estimate(const recall_model *m, const recall_loop_opts
     return RECALL_OK;
 }
 
-recall_status recall_loop_open(recall_model *m, const recall_loop_opts *o, recall_loop **out, recall_err *err) {
+recall_status recall_loop_open2(recall_model *m, const recall_loop_opts *caller, recall_loop **out, recall_err *err) {
     if (!out) return rc_fail(err, RECALL_E_ARG, "recall_loop_open: out is NULL");
     *out = NULL;
     if (!m) return rc_fail(err, RECALL_E_ARG, "recall_loop_open: model is NULL");
-    recall_loop_opts dflt;
-    if (!o) {
-        recall_loop_opts_init(m, &dflt);
-        o = &dflt;
-    }
+    recall_loop_opts opts, *o = &opts;
+    recall_loop_opts_init2(m, &opts, sizeof opts);
+    if (caller) RC_TRY(take_sized(caller, LOOP_OPTS_MIN, LOOP_OPTS_END, &opts, "recall_loop_opts", err));
     uint64_t need = 0;
     RC_TRY(loop_estimate(m, o, &need, err));
     RC_TRY(reserve(m, need, "the recall loop (KV caches and scratch)", err));
@@ -422,24 +470,11 @@ recall_status recall_loop_open(recall_model *m, const recall_loop_opts *o, recal
     l->reserved = need;
     rc_recall_opts r;
     rc_recall_defaults(m->blob, &r);
-    r.window = o->window;
-    r.block = o->block;
-    r.chunk = o->chunk;
-    r.k = o->k;
-    r.turn_cap = o->turn_cap;
-    r.buf_min = o->buf_min;
-    r.threshold = o->threshold;
+#define TO_ENGINE(f) r.f = o->f;
+    LOOP_FIELDS(TO_ENGINE)
+#undef TO_ENGINE
     r.mode = (rc_loop_mode)o->mode;
     r.arm = (rc_arm)o->arm;
-    r.fire_once = o->fire_once;
-    r.hysteresis = o->hysteresis;
-    r.use_floor = o->use_floor;
-    r.floor = o->floor;
-    r.reference_schedule = o->reference_schedule;
-    r.threads = o->threads;
-    r.simd = o->simd;
-    r.max_ctx = o->max_ctx;
-    r.draft = o->draft;
     recall_status s = rc_recall_open(m->blob, &r, &l->r, err);
     if (s) {
         m->reserved -= need;
@@ -566,4 +601,102 @@ void recall_reply_free(const recall_loop *l, recall_reply *r) {
     if (l) al_free(&l->m->al, r->ids);
     else free(r->ids);
     memset(r, 0, sizeof *r);
+}
+
+/* ---- scoring ------------------------------------------------------------------------------------ */
+
+int recall_eval_recall_ok(const char *reply_text, const char *value) {
+    return rc_eval_contains(reply_text, value, ", ");
+}
+
+int recall_eval_retrieved_ok(const char *block_text, const char *value) {
+    return rc_eval_contains(block_text, value, ",");
+}
+
+int recall_longctx_exact(const char *reply_text, const char *expected) {
+    return rc_lctx_answer(reply_text, expected, NULL, 0);
+}
+
+/* ---- API version 1: the plain symbols, for programs built against its header ----------------------
+ * Their option structs had no struct_size (tests/abi_v1/recall.h holds that header); each entry
+ * point converts them into the current options and calls the version-2 one. Kept as long as the
+ * soname is librecall.so.0 (docs/API.md). */
+#undef recall_open_opts_init
+#undef recall_open
+#undef recall_open_mem
+#undef recall_loop_opts_init
+#undef recall_loop_open
+
+typedef struct {
+    unsigned flags;
+    uint64_t max_memory;
+    const recall_allocator *allocator;
+    const char *rope_scaling;
+} v1_open_opts;
+
+typedef struct {
+    int window, block, chunk, k, turn_cap, buf_min;
+    float threshold;
+    recall_mode mode;
+    recall_arm arm;
+    int fire_once, hysteresis, use_floor;
+    float floor;
+    int reference_schedule;
+    size_t max_feed;
+    int threads;
+    const char *simd;
+    int max_ctx;
+    int draft;
+} v1_loop_opts;
+
+void recall_open_opts_init(v1_open_opts *o);
+recall_status recall_open(const char *path, const v1_open_opts *v, recall_model **out, recall_err *err);
+recall_status recall_open_mem(const void *buf, size_t len, const v1_open_opts *v, recall_model **out,
+                              recall_err *err);
+void recall_loop_opts_init(const recall_model *m, v1_loop_opts *o);
+recall_status recall_loop_open(recall_model *m, const v1_loop_opts *v, recall_loop **out, recall_err *err);
+
+void recall_open_opts_init(v1_open_opts *o) { memset(o, 0, sizeof *o); }
+
+static const recall_open_opts *from_v1_open(const v1_open_opts *v, recall_open_opts *o) {
+    if (!v) return NULL;
+    recall_open_opts_init2(o, sizeof *o);
+    o->flags = v->flags;
+    o->max_memory = v->max_memory;
+    o->allocator = v->allocator;
+    o->rope_scaling = v->rope_scaling;
+    return o;
+}
+
+recall_status recall_open(const char *path, const v1_open_opts *v, recall_model **out, recall_err *err) {
+    recall_open_opts o;
+    return recall_open2(path, from_v1_open(v, &o), out, err);
+}
+
+recall_status recall_open_mem(const void *buf, size_t len, const v1_open_opts *v, recall_model **out,
+                              recall_err *err) {
+    recall_open_opts o;
+    return recall_open_mem2(buf, len, from_v1_open(v, &o), out, err);
+}
+
+/* Every field of version 1 (the current struct has them all, under the same names and types). */
+#define V1_LOOP_FIELDS(X) LOOP_FIELDS(X) X(mode) X(arm) X(max_feed)
+
+void recall_loop_opts_init(const recall_model *m, v1_loop_opts *v) {
+    recall_loop_opts o;
+    recall_loop_opts_init2(m, &o, sizeof o);
+    memset(v, 0, sizeof *v);
+#define TO_V1(f) v->f = o.f;
+    V1_LOOP_FIELDS(TO_V1)
+#undef TO_V1
+}
+
+recall_status recall_loop_open(recall_model *m, const v1_loop_opts *v, recall_loop **out, recall_err *err) {
+    if (!v || !m) return recall_loop_open2(m, NULL, out, err);
+    recall_loop_opts o;
+    recall_loop_opts_init2(m, &o, sizeof o);
+#define FROM_V1(f) o.f = v->f;
+    V1_LOOP_FIELDS(FROM_V1)
+#undef FROM_V1
+    return recall_loop_open2(m, &o, out, err);
 }

@@ -1,6 +1,7 @@
 /* bert.c - BERT encoder + CLS pooling + L2 normalisation, scalar reference (math in bert.h). */
 #include "bert.h"
 
+#include "mem.h"
 #include "ops.h"
 #include "pool.h"
 
@@ -28,17 +29,7 @@ struct rc_bert {
 
 void rc_bert_close(rc_bert *m) {
     if (!m) return;
-    free(m->L);
-    free(m->vecs);
-    free(m->x);
-    free(m->Q);
-    free(m->K);
-    free(m->V);
-    free(m->ctx);
-    free(m->tmp);
-    free(m->inter);
-    free(m->scores);
-    free(m->type0);
+    RC_FREE(m->L, m->vecs, m->x, m->Q, m->K, m->V, m->ctx, m->tmp, m->inter, m->scores, m->type0);
     rc_exec_close(m->own_ex);
     free(m);
 }

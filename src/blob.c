@@ -3,6 +3,8 @@
  * small tables' checksums; RC_OPEN_VERIFY (and rc_blob_verify) also hash every tensor byte. */
 #include "blob.h"
 
+#include "atomic_file.h"
+
 #include "checksum.h"
 
 #include <errno.h>
@@ -731,15 +733,15 @@ recall_status rc_writer_write(rc_blob_writer *w, const char *path,
     hdr.n_sections = (uint32_t)n_sect;
     hdr.sect_off = sizeof hdr;
 
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    rc_afile af;
+    recall_status st = rc_afile_open(&af, path, err);
+    if (st) {
+        free(table);
+        return st;
+    }
     wstream s;
     memset(&s, 0, sizeof s);
-    s.f = fopen(tmp, "wb");
-    if (!s.f) {
-        free(table);
-        return rc_fail(err, RECALL_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    }
+    s.f = af.f;
     s.ok = 1;
     setvbuf(s.f, NULL, _IOFBF, 1 << 22); /* large sequential writes */
     if (fwrite(&hdr, 1, sizeof hdr, s.f) != sizeof hdr) s.ok = 0;
@@ -764,18 +766,10 @@ recall_status rc_writer_write(rc_blob_writer *w, const char *path,
     hdr.body_checksum = rc_xxh64_digest(&s.h);
     hdr.header_checksum = rc_xxh64(&hdr, offsetof(rc_blob_header, header_checksum), 0);
     if (s.ok && (fseek(s.f, 0, SEEK_SET) != 0 || fwrite(&hdr, 1, sizeof hdr, s.f) != sizeof hdr)) s.ok = 0;
-    if (s.ok && fflush(s.f) != 0) s.ok = 0;
-    if (s.ok && fsync(fileno(s.f)) != 0) s.ok = 0;
-    int saved = errno;
-    if (fclose(s.f) != 0) s.ok = 0;
     if (!s.ok) {
-        remove(tmp);
-        return rc_fail(err, RECALL_E_IO, "%s: write failed: %s", tmp, strerror(saved));
+        st = rc_fail(err, RECALL_E_IO, "%s: write failed: %s", af.tmp, strerror(errno));
+        rc_afile_abort(&af);
+        return st;
     }
-    if (rename(tmp, path) != 0) {
-        saved = errno;
-        remove(tmp);
-        return rc_fail(err, RECALL_E_IO, "%s: cannot rename into place: %s", path, strerror(saved));
-    }
-    return RECALL_OK;
+    return rc_afile_commit(&af, err);
 }

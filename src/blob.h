@@ -206,7 +206,8 @@ recall_status rc_writer_tensor(rc_blob_writer *w, const char *name, rc_dtype dty
 /* Adds a section body (TOK_*); takes ownership of `data`. */
 recall_status rc_writer_section(rc_blob_writer *w, uint32_t kind, void *data, size_t size,
                                 recall_err *err);
-/* Writes PATH.tmp, fsyncs, renames to PATH. On failure no file is left at PATH or PATH.tmp.
+/* Writes PATH.tmp.PID, fsyncs, renames to PATH (atomic_file.h). On failure no file is left at PATH
+ * or PATH.tmp.PID.
  * progress (may be NULL) is called once per tensor written. */
 recall_status rc_writer_write(rc_blob_writer *w, const char *path,
                               void (*progress)(void *ctx, size_t i, size_t n, const char *name),

@@ -3,6 +3,7 @@
 #include "json.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -421,4 +422,30 @@ recall_status rc_read_file(const char *path, char **out, size_t *len, recall_err
     *out = buf;
     *len = (size_t)sz;
     return RECALL_OK;
+}
+
+/* ---- writing ------------------------------------------------------------------------------------ */
+
+void rc_json_put_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p == '\r') fputs("\\r", f);
+        else if (*p == '\t') fputs("\\t", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+void rc_json_put_num(FILE *f, double x) {
+    if (isfinite(x)) fprintf(f, "%.9g", x);
+    else fputs("null", f);
+}
+
+void rc_json_put_ids(FILE *f, const int32_t *ids, int n) {
+    fputc('[', f);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? ", " : "", ids[i]);
+    fputc(']', f);
 }

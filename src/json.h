@@ -10,6 +10,9 @@
 
 #include "status.h"
 
+#include <stdint.h>
+#include <stdio.h>
+
 typedef enum { JSON_NULL, JSON_BOOL, JSON_NUM, JSON_STR, JSON_ARR, JSON_OBJ } json_type;
 
 typedef struct json_value json_value;
@@ -41,6 +44,13 @@ const json_value *json_get_type(const json_value *obj, const char *key, json_typ
 const json_value *json_path(const json_value *root, const char *dotted);
 
 const char *json_type_name(json_type t);
+
+/* Writing JSON (the CLI's documents): a string with ", \ and control characters escaped; a
+ * number with 9 significant digits (a float, or a double made from one, reads back to the same
+ * value), non-finite as null (JSON has no infinities); an array of ids "[1, 2, 3]". */
+void rc_json_put_str(FILE *f, const char *s);
+void rc_json_put_num(FILE *f, double x);
+void rc_json_put_ids(FILE *f, const int32_t *ids, int n);
 
 /* Reads a whole file into a malloc'd NUL-terminated buffer. */
 recall_status rc_read_file(const char *path, char **out, size_t *len, recall_err *err);

@@ -7,6 +7,7 @@
  * lm_head); the pick is read off them, or off all V logits when the shortcut cannot be proved. */
 #include "lm_screen.h"
 
+#include "mem.h"
 #include "topk.h"
 
 #include <float.h>
@@ -102,38 +103,11 @@ recall_status rc_lmscreen_build(const rc_mat *w, int8_t *q, float *scale, float 
     return RECALL_OK;
 }
 
-/* ---- the approximation (scalar reference of the kernel table's screen_i8) ------------------ */
-
-void rc_screen_i8_ref(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,
-                      int64_t r1, float *A) {
-    const size_t G = H / RC_LM_SCREEN_GROUP;
-    for (int64_t r = r0; r < r1; r++) {
-        const int8_t *qr = Q + (size_t)r * H;
-        float acc[16] = {0};
-        for (size_t g = 0; g < G; g++) {
-            int32_t isum = 0; /* |isum| <= 64 * 127 * 127: exact */
-            for (size_t i = g * RC_LM_SCREEN_GROUP; i < (g + 1) * RC_LM_SCREEN_GROUP; i++)
-                isum += (int32_t)qr[i] * (int32_t)p[i];
-            const float c = S[(size_t)r * G + g] * t[g];
-            acc[g % 16] = fmaf((float)isum, c, acc[g % 16]);
-        }
-        A[r - r0] = rc_tree16(acc);
-    }
-}
-
 /* ---- open / close -------------------------------------------------------------------------- */
 
 void rc_lmscreen_close(rc_lmscreen *s) {
     if (!s) return;
-    free(s->approx);
-    free(s->lo);
-    free(s->hi);
-    free(s->logits);
-    free(s->rowout);
-    free(s->cand);
-    free(s->p);
-    free(s->t);
-    free(s);
+    RC_FREE(s->approx, s->lo, s->hi, s->logits, s->rowout, s->cand, s->p, s->t, s);
 }
 
 recall_status rc_lmscreen_new(const rc_mat *w, const int8_t *q, const float *scale, const float *norm,

@@ -9,7 +9,7 @@
  *   qwen2.lm_head.screen.norm   f32 [V,2]   per row, rounded up: ||w - s q||_2 and ||s q||_2
  *                                           (w = the exact fp32 values of lm_head as stored)
  * Per token, h is quantised per 64 columns (t_g = max|h_g| / 127, p = round(h / t)), and each row
- * gets the approximation (the kernel table's screen_i8, the same bits on every path):
+ * gets the approximation (the kernel table's screen_i8, reference rc_screen_i8_ref in ops.h):
  *   isum_g = sum_{i in g} q_i p_i (exact int32);  c_g = s_g * t_g;
  *   acc[g % 16] = fmaf((float)isum_g, c_g, acc[g % 16]);  A = rc_tree16(acc).
  * Rigorous bound. With a = s q, dw = w - a, dx = h - t p, E = sum w_i h_i (real):
@@ -44,7 +44,7 @@
 
 #include <stdint.h>
 
-#define RC_LM_SCREEN_GROUP 64
+#define RC_LM_SCREEN_GROUP RC_SCREEN_GROUP /* ops.h: the kernel's column group */
 #define RC_LM_SCREEN_MAXK 5
 #define RC_LM_SCREEN_Q "qwen2.lm_head.screen.q"
 #define RC_LM_SCREEN_SCALE "qwen2.lm_head.screen.scale"
@@ -67,11 +67,6 @@ void rc_lm_pick_full(const float *logits, int V, int k, rc_lm_pick *out);
 /* Builds the screen tensors of a [V,H] matrix (H % 64 == 0, all values finite): q [V*H] int8,
  * scale [V*H/64], norm [V*2]. Returns RECALL_E_UNSUPPORTED (naming the reason) otherwise. */
 recall_status rc_lmscreen_build(const rc_mat *w, int8_t *q, float *scale, float *norm, recall_err *err);
-
-/* The per-row approximation of the header (the scalar reference of rc_kernels.screen_i8):
- * A[r - r0] for r in [r0, r1); Q [V][H] codes, S [V][H/64], p [H] codes of h, t [H/64]. */
-void rc_screen_i8_ref(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,
-                      int64_t r1, float *A);
 
 typedef struct rc_lmscreen rc_lmscreen;
 

@@ -451,3 +451,22 @@ double rc_row_nll(const float *lg, size_t V, int target, int *greedy) {
     *greedy = (int)best;
     return -((double)lg[target] - (mx + log(s)));
 }
+
+/* ---- lm_head screening's approximation (the scalar reference of the kernel table's screen_i8) ---- */
+
+void rc_screen_i8_ref(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,
+                      int64_t r1, float *A) {
+    const size_t G = H / RC_SCREEN_GROUP;
+    for (int64_t r = r0; r < r1; r++) {
+        const int8_t *qr = Q + (size_t)r * H;
+        float acc[16] = {0};
+        for (size_t g = 0; g < G; g++) {
+            int32_t isum = 0; /* |isum| <= 64 * 127 * 127: exact */
+            for (size_t i = g * RC_SCREEN_GROUP; i < (g + 1) * RC_SCREEN_GROUP; i++)
+                isum += (int32_t)qr[i] * (int32_t)p[i];
+            const float c = S[(size_t)r * G + g] * t[g];
+            acc[g % 16] = fmaf((float)isum, c, acc[g % 16]);
+        }
+        A[r - r0] = rc_tree16(acc);
+    }
+}

@@ -129,6 +129,16 @@ void rc_layernorm(const float *x, const float *w, const float *b, float eps, flo
 /* y = x / max(||x||_2, floor) * scale, ||x|| = sqrtf(canonical sumsq). */
 void rc_l2_normalize(const float *x, float floor, float scale, float *y, size_t n);
 
+/* ---- lm_head screening's approximation (lm_screen.h explains the screen and its bound) ---- */
+/* Columns per int8 group (one scale per row and group). */
+#define RC_SCREEN_GROUP 64
+/* The scalar reference of the kernel table's screen_i8: A[r - r0] for r in [r0, r1), with Q [V][H]
+ * int8 codes, S [V][H/64] their scales, p [H] the codes of h and t [H/64] their scales:
+ *   isum_g = sum_{i in g} Q[r][i] p[i] (exact int32), acc[g % 16] = fmaf((float)isum_g, S[r][g] t[g],
+ *   acc[g % 16]), A = rc_tree16(acc). */
+void rc_screen_i8_ref(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,
+                      int64_t r1, float *A);
+
 /* Teacher-forced negative log-likelihood of `target` under one row of fp32 logits [V], in double:
  * -(logit[target] - (max + log sum exp(logit - max))), sums in ascending id order; the argmax
  * (lowest id on ties) goes to *greedy. `recall score` and bench_kv_pages use the same definition. */

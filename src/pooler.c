@@ -1,6 +1,7 @@
 /* pooler.c - AttnPoolSP forward, scalar reference (math in pooler.h, rounding order in ops.h). */
 #include "pooler.h"
 
+#include "mem.h"
 #include "ops.h"
 #include "pool.h"
 
@@ -38,18 +39,8 @@ struct rc_pooler {
 
 void rc_pooler_close(rc_pooler *p) {
     if (!p) return;
-    free(p->blk);
-    free(p->vecs);
-    free(p->q);
-    free(p->qn);
-    free(p->Q);
-    free(p->Kq);
-    free(p->Vq);
-    free(p->att);
-    free(p->tmp);
-    free(p->hid);
-    free(p->scores);
-    free(p->P); /* the block holding kn, K, V and scores_L too (grow) */
+    /* P: the block holding kn, K, V and scores_L too (grow) */
+    RC_FREE(p->blk, p->vecs, p->q, p->qn, p->Q, p->Kq, p->Vq, p->att, p->tmp, p->hid, p->scores, p->P);
     rc_exec_close(p->own_ex);
     free(p);
 }

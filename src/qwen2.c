@@ -9,6 +9,7 @@
 #include "qwen2.h"
 
 #include "kv_pages.h"
+#include "mem.h"
 #include "ops.h"
 #include "pool.h"
 
@@ -56,23 +57,8 @@ static void kv_pages_free(rc_qwen2 *m);
 
 void rc_qwen2_close(rc_qwen2 *m) {
     if (!m) return;
-    free(m->L);
-    free(m->vecs);
-    free(m->kc);
-    free(m->vc);
-    free(m->rope_cos);
-    free(m->rope_sin);
-    free(m->inv_freq);
-    free(m->x);
-    free(m->xn);
-    free(m->q);
-    free(m->k);
-    free(m->v);
-    free(m->att);
-    free(m->g);
-    free(m->u);
-    free(m->scores);
-    free(m->gate_q);
+    RC_FREE(m->L, m->vecs, m->kc, m->vc, m->rope_cos, m->rope_sin, m->inv_freq, m->x, m->xn, m->q, m->k, m->v,
+            m->att, m->g, m->u, m->scores, m->gate_q);
     kv_pages_free(m);
     rc_exec_close(m->own_ex);
     free(m);

@@ -1,6 +1,8 @@
 /* recall.c - the recall loop, one turn at a time (recall_loop.h; docs/LOOP.md). */
 #include "recall_loop.h"
+
 #include "draft.h"
+#include "mem.h"
 #include "rope.h"
 
 #include "heads.h"
@@ -77,18 +79,8 @@ void rc_recall_close(rc_recall *r) {
     state_free(r->st);
     rc_bpe_free(r->bpe);
     rc_wp_free(r->wp);
-    free(r->last);
-    free(r->prime_last);
-    free(r->last_h);
-    free(r->prime_h);
-    free(r->gq);
-    free(r->rows);
-    free(r->past);
-    free(r->vrows);
-    free(r->vlogits);
-    free(r->vnormed);
-    free(r->vq);
-    free(r);
+    RC_FREE(r->last, r->prime_last, r->last_h, r->prime_h, r->gq, r->rows, r->past, r->vrows, r->vlogits,
+            r->vnormed, r->vq, r);
 }
 
 const struct rc_bpe *rc_recall_bpe(const rc_recall *r) { return r->bpe; }

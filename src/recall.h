@@ -24,6 +24,16 @@
  *   - Thread count / SIMD path: recall_loop_opts.threads / .simd, else the RECALL_THREADS /
  *     RECALL_SIMD environment variables (default: 1 thread, best SIMD path); results are bitwise
  *     identical for every choice. recall_forward uses the environment's choice.
+ *   - ABI (docs/API.md): the option structs begin with struct_size, the size of the struct as the
+ *     caller was compiled; the *_init macros below set it (and zero the rest before the defaults).
+ *     The library reads only those bytes: a field the caller's struct does not reach keeps its
+ *     default, and bytes past the fields this library knows must be zero (RECALL_E_VERSION
+ *     otherwise, naming both sizes). Fields are only ever appended, and zero means the default of
+ *     each. Programs built against the header of API version 1 (structs without struct_size) keep
+ *     working: the plain symbols recall_open, recall_open_mem, recall_loop_open,
+ *     recall_open_opts_init and recall_loop_opts_init keep the version-1 layouts; this header maps
+ *     those names to the *2 entry points. The output structs (recall_model_info, recall_reply,
+ *     recall_event, recall_allocator, recall_err) are frozen: they never grow.
  */
 #ifndef RECALL_PUBLIC_API_H
 #define RECALL_PUBLIC_API_H
@@ -37,7 +47,7 @@
 extern "C" {
 #endif
 
-#define RECALL_API_VERSION 1
+#define RECALL_API_VERSION 2 /* 2: the option structs carry struct_size */
 
 /* ---- allocation --------------------------------------------------------------------------- */
 
@@ -59,6 +69,7 @@ enum {
 };
 
 typedef struct {
+    size_t struct_size; /* sizeof this struct as the caller was compiled: recall_open_opts_init sets it */
     unsigned flags;
     /* Upper bound in bytes on the memory an open / loop may need, estimated from the sizes the
      * blob declares (blob buffer when read into memory, KV caches, logits, scratch); 0 = none.
@@ -70,15 +81,21 @@ typedef struct {
      * own profile). One that contradicts the blob's fails with RECALL_E_ARG naming both. The
      * model's max_pos becomes floor(FACTOR x ORIG). */
     const char *rope_scaling;
+    /* New fields go here, at the end; zero must mean the default. */
 } recall_open_opts;
 
-void recall_open_opts_init(recall_open_opts *o);
+/* Zeroes the caller's struct_size bytes, then sets struct_size and the defaults (all zero). */
+void recall_open_opts_init2(recall_open_opts *o, size_t struct_size);
+#define recall_open_opts_init(o) recall_open_opts_init2((o), sizeof *(o))
 
-/* o may be NULL (defaults). On failure *out is NULL. */
-recall_status recall_open(const char *path, const recall_open_opts *o, recall_model **out, recall_err *err);
+/* o may be NULL (defaults). On failure *out is NULL. A struct_size below this API's first layout,
+ * or unknown nonzero bytes past the known fields, are refused (RECALL_E_ARG / RECALL_E_VERSION). */
+recall_status recall_open2(const char *path, const recall_open_opts *o, recall_model **out, recall_err *err);
+#define recall_open recall_open2
 /* A blob already in memory; buf must outlive the model (it is not copied). */
-recall_status recall_open_mem(const void *buf, size_t len, const recall_open_opts *o, recall_model **out,
-                              recall_err *err);
+recall_status recall_open_mem2(const void *buf, size_t len, const recall_open_opts *o, recall_model **out,
+                               recall_err *err);
+#define recall_open_mem recall_open_mem2
 void recall_close(recall_model *m); /* NULL is fine; close every loop of m first */
 
 typedef struct {
@@ -122,6 +139,7 @@ typedef enum { RECALL_MODE_FAITHFUL = 0, RECALL_MODE_CLEAN = 1 } recall_mode;
 typedef enum { RECALL_ARM_RC_BGE = 0, RECALL_ARM_SP = 1, RECALL_ARM_FULL = 2 } recall_arm;
 
 typedef struct {
+    size_t struct_size; /* sizeof this struct as the caller was compiled: recall_loop_opts_init sets it */
     int window, block, chunk, k, turn_cap, buf_min; /* defaults: the blob's loop.* keys */
     float threshold;                                /* default: the blob's gate.thresh */
     recall_mode mode;
@@ -143,14 +161,19 @@ typedef struct {
      * multi-row forward; the longest prefix that the greedy choices confirm is kept. 0 = off,
      * at most 32. Replies, events and margins are bitwise those of draft 0; only speed differs. */
     int draft;
+    /* New fields go here, at the end; zero must mean the default. */
 } recall_loop_opts;
 
 typedef struct recall_loop recall_loop;
 
-/* Fills o with the blob's defaults (faithful mode, RC_bge arm). */
-void recall_loop_opts_init(const recall_model *m, recall_loop_opts *o);
-/* o NULL = defaults. The loop borrows m: close the loop before the model. */
-recall_status recall_loop_open(recall_model *m, const recall_loop_opts *o, recall_loop **out, recall_err *err);
+/* Zeroes the caller's struct_size bytes, then sets struct_size and the blob's defaults (faithful
+ * mode, RC_bge arm). */
+void recall_loop_opts_init2(const recall_model *m, recall_loop_opts *o, size_t struct_size);
+#define recall_loop_opts_init(m, o) recall_loop_opts_init2((m), (o), sizeof *(o))
+/* o NULL = defaults; struct_size as for recall_open. The loop borrows m: close the loop before
+ * the model. */
+recall_status recall_loop_open2(recall_model *m, const recall_loop_opts *o, recall_loop **out, recall_err *err);
+#define recall_loop_open recall_loop_open2
 void recall_loop_close(recall_loop *l);
 /* Start of a new conversation (drops the state carried between turns; results do not depend on
  * it, only speed does). */
@@ -196,6 +219,19 @@ typedef struct {
 recall_status recall_turn(recall_loop *l, const int32_t *feed, size_t n_feed, recall_event_fn on_event, void *ctx,
                           recall_reply *out, recall_err *err);
 void recall_reply_free(const recall_loop *l, recall_reply *r);
+
+/* ---- scoring: the numbers `recall eval` and `recall longctx` report ------------------------ */
+
+/* The recall benchmark's checks of a question turn: recall_ok = the fact's value, without commas
+ * and spaces and ASCII lower-cased, occurs in the reply's text treated the same way;
+ * retrieved_ok = the same without commas only, in the decoded text of an injected block.
+ * 1 or 0 (an empty value occurs everywhere). */
+int recall_eval_recall_ok(const char *reply_text, const char *value);
+int recall_eval_retrieved_ok(const char *block_text, const char *value);
+/* The long-context tasks' exact match: the reply's text after its last "</think>" (if any), from
+ * its first non-blank character to the next newline, trailing whitespace trimmed, equals
+ * `expected`. 1 or 0. */
+int recall_longctx_exact(const char *reply_text, const char *expected);
 
 #ifdef __cplusplus
 }

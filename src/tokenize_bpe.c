@@ -11,6 +11,7 @@
 #include "tokenize_bpe.h"
 
 #include "json.h"
+#include "mem.h"
 #include "unicode.h"
 
 #include <stdio.h>
@@ -557,17 +558,8 @@ recall_status rc_bpe_build_from_json(const char *tokenizer_json_path,
 
 void rc_bpe_free(rc_bpe *t) {
     if (!t) return;
-    free(t->tok_off);
-    free(t->tok_kind);
-    free(t->pool);
-    free(t->dec_off);
-    free(t->dec_pool);
-    free(t->str_ht);
-    free(t->merge_ht);
-    free(t->added);
-    free(t->prefix);
-    free(t->suffix);
-    free(t);
+    RC_FREE(t->tok_off, t->tok_kind, t->pool, t->dec_off, t->dec_pool, t->str_ht, t->merge_ht, t->added,
+            t->prefix, t->suffix, t);
 }
 
 static const char *tok_at(const rc_bpe *t, uint32_t id, size_t *len) {

@@ -8,6 +8,7 @@
 #include "tokenize_wordpiece.h"
 
 #include "json.h"
+#include "mem.h"
 #include "unicode.h"
 
 #include <stdio.h>
@@ -397,12 +398,7 @@ recall_status rc_wp_build_from_json(const char *tokenizer_json_path, const char 
 
 void rc_wp_free(rc_wp *t) {
     if (!t) return;
-    free(t->tok_off);
-    free(t->pool);
-    free(t->present);
-    free(t->special);
-    free(t->ht);
-    free(t);
+    RC_FREE(t->tok_off, t->pool, t->present, t->special, t->ht, t);
 }
 
 static const char *tok_at(const rc_wp *t, uint32_t id, size_t *len) {

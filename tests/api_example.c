@@ -19,23 +19,12 @@
  * nothing.
  */
 #ifdef RC_API_EXAMPLE_MAIN
+#include "check.h"
 #include "recall.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int passed, failed;
-#define CHECK(cond, ...)                                                                                 \
-    do {                                                                                                 \
-        if (cond) passed++;                                                                              \
-        else {                                                                                           \
-            failed++;                                                                                    \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-            fprintf(stderr, __VA_ARGS__);                                                                \
-            fputc('\n', stderr);                                                                         \
-        }                                                                                                \
-    } while (0)
 
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");

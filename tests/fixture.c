@@ -6,6 +6,7 @@
 #include "npy.h"
 
 #include <criterion/criterion.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,19 @@ static int newer_than_exe(const char *path) {
     return sb.st_mtime >= se.st_mtime;
 }
 
+rc_convert_opts fixture_worldA_convert_opts(const char *weights, const char *out) {
+    rc_convert_opts o;
+    memset(&o, 0, sizeof o);
+    o.qwen2_dir = WA "qwen2";
+    o.bge_dir = WA "bge";
+    o.pooler_path = WA "pooler.pt";
+    o.gate_path = WA "gate.npz";
+    o.bridge_path = WA "bge_head.npz";
+    o.weights = weights;
+    o.out_path = out;
+    return o;
+}
+
 static const char *worldA_blob(const char *weights, int screen) {
     const char *path;
     if (!strcmp(weights, "f32")) path = screen ? "build/fixture_worldA_f32_screen.blob" : "build/fixture_worldA_f32.blob";
@@ -32,16 +46,8 @@ static const char *worldA_blob(const char *weights, int screen) {
     mkdir("build", 0777);
     char tmp[256];
     snprintf(tmp, sizeof tmp, "%s.%ld.part", path, (long)getpid());
-    rc_convert_opts o;
-    memset(&o, 0, sizeof o);
-    o.qwen2_dir = WA "qwen2";
-    o.bge_dir = WA "bge";
-    o.pooler_path = WA "pooler.pt";
-    o.gate_path = WA "gate.npz";
-    o.bridge_path = WA "bge_head.npz";
-    o.weights = weights;
+    rc_convert_opts o = fixture_worldA_convert_opts(weights, tmp);
     o.lm_head_screen = screen;
-    o.out_path = tmp;
     recall_err err = {0};
     if (rc_convert(&o, &err) != RECALL_OK) {
         fprintf(stderr, "fixture: convert %s failed: %s\n", weights, err.msg);
@@ -109,11 +115,109 @@ int fixture_sh(const char *cmd, char **out) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+char *fixture_cmd(int status, const char *needle, const char *fmt, ...) {
+    char cmd[8192], *out;
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    cr_assert(n > 0 && (size_t)n < sizeof cmd, "command too long");
+    const int got = fixture_sh(cmd, &out);
+    cr_assert_eq(got, status, "%s -> exit %d, wanted %d\n%s", cmd, got, status, out);
+    cr_assert(!needle || strstr(out, needle), "%s\n-> %s (wanted '%s')", cmd, out, needle);
+    return out;
+}
+
+rc_blob *fixture_open(const char *path) {
+    cr_assert(path, "no blob");
+    rc_blob *b = NULL;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    return b;
+}
+
 rc_blob *fixture_open_worldA(const char *weights) {
     const char *p = fixture_worldA_blob(weights);
     cr_assert(p, "cannot build the worldA %s blob", weights);
-    rc_blob *b = NULL;
+    return fixture_open(p);
+}
+
+char *fixture_read(const char *path, size_t *len) {
+    char *t = NULL;
+    size_t n = 0;
     recall_err err = {0};
-    cr_assert_eq(rc_blob_open(p, 0, &b, &err), RECALL_OK, "%s", err.msg);
-    return b;
+    cr_assert_eq(rc_read_file(path, &t, &n, &err), RECALL_OK, "%s", err.msg);
+    if (len) *len = n;
+    return t;
+}
+
+void fixture_write(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    cr_assert(f, "%s", path);
+    cr_assert_eq(fwrite(text, 1, strlen(text), f), strlen(text), "%s", path);
+    cr_assert_eq(fclose(f), 0, "%s", path);
+}
+
+json_doc *fixture_json(const char *path) {
+    size_t n;
+    char *t = fixture_read(path, &n);
+    json_doc *d = NULL;
+    recall_err err = {0};
+    cr_assert_eq(json_parse(t, n, path, &d, &err), RECALL_OK, "%s", err.msg);
+    free(t);
+    return d;
+}
+
+rc_problem fixture_problem(uint32_t seed) {
+    rc_bench *bench = NULL;
+    rc_problem p;
+    recall_err err = {0};
+    cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", &bench, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_bench_problem(bench, seed, &p, &err), RECALL_OK, "%s", err.msg);
+    rc_bench_free(bench);
+    return p;
+}
+
+/* ---- two runs of the loop, bitwise ---------------------------------------------------------- */
+
+/* n elements of two arrays bitwise equal (NULL arrays when n is 0 included). */
+static int same_bytes(const void *a, const void *b, size_t n) { return n == 0 || !memcmp(a, b, n); }
+
+void fixture_expect_same_turn(const rc_turn *x, const rc_turn *y, const char *tag, int t) {
+    cr_assert_eq(x->n_reply, y->n_reply, "%s turn %d: reply length", tag, t);
+    cr_assert(same_bytes(x->reply, y->reply, (size_t)x->n_reply * sizeof *x->reply), "%s turn %d: reply", tag, t);
+    cr_assert(x->n_gates == y->n_gates && x->n_fires == y->n_fires && x->n_rebuilds == y->n_rebuilds &&
+                  x->n_top5 == y->n_top5 && x->n_low == y->n_low,
+              "%s turn %d: record counts (gates %d/%d, fires %d/%d, rebuilds %d/%d, top5 %d/%d, low %d/%d)", tag, t,
+              x->n_gates, y->n_gates, x->n_fires, y->n_fires, x->n_rebuilds, y->n_rebuilds, x->n_top5, y->n_top5,
+              x->n_low, y->n_low);
+    for (int i = 0; i < x->n_gates; i++)
+        cr_assert(same_bytes(&x->gates[i], &y->gates[i], sizeof x->gates[i]), "%s turn %d gate %d: %a vs %a", tag, t, i,
+                  x->gates[i].score, y->gates[i].score);
+    for (int i = 0; i < x->n_rebuilds; i++) {
+        const rc_rebuild_rec *a = &x->rebuilds[i], *b = &y->rebuilds[i];
+        cr_assert(a->c0 == b->c0 && a->has_sp == b->has_sp && a->inj_len == b->inj_len && a->window_len == b->window_len,
+                  "%s turn %d rebuild %d", tag, t, i);
+    }
+    cr_assert(same_bytes(x->top5, y->top5, (size_t)x->n_top5 * sizeof *x->top5), "%s turn %d: rebuild top-5", tag, t);
+    cr_assert(same_bytes(x->low, y->low, (size_t)x->n_low * sizeof *x->low), "%s turn %d: low margins", tag, t);
+    for (int i = 0; i < x->n_fires; i++) {
+        const rc_fire_rec *f = &x->fires[i], *g = &y->fires[i];
+        cr_assert(f->c0 == g->c0 && f->ncand == g->ncand && f->ntop == g->ntop && f->nrid == g->nrid &&
+                      f->injected == g->injected && same_bytes(&f->score, &g->score, sizeof f->score),
+                  "%s turn %d fire %d", tag, t, i);
+        cr_assert(same_bytes(f->bridge, g->bridge, (size_t)f->ncand * sizeof *f->bridge) &&
+                      same_bytes(f->top, g->top, (size_t)f->ntop * sizeof *f->top) &&
+                      same_bytes(f->rid, g->rid, (size_t)f->nrid * sizeof *f->rid),
+                  "%s turn %d fire %d: retrieval", tag, t, i);
+    }
+    cr_assert(same_bytes(&x->min_margin, &y->min_margin, sizeof x->min_margin), "%s turn %d: min margin %a vs %a", tag,
+              t, x->min_margin, y->min_margin);
+}
+
+void fixture_expect_same_run(const rc_problem_run *a, const rc_problem_run *b, const char *tag) {
+    cr_assert_eq(a->n_turns, b->n_turns, "%s: turns", tag);
+    cr_assert_eq(a->n_history, b->n_history, "%s: history length", tag);
+    cr_assert(same_bytes(a->history, b->history, (size_t)a->n_history * sizeof *a->history), "%s: history", tag);
+    for (int t = 0; t < a->n_turns; t++) fixture_expect_same_turn(&a->turns[t].turn, &b->turns[t].turn, tag, t);
 }

@@ -14,10 +14,45 @@ const char *fixture_worldA_screen_blob(const char *weights);
 /* fixture_worldA_blob(weights) opened with rc_blob_open (mapped); aborts the test on failure. */
 struct rc_blob *fixture_open_worldA(const char *weights);
 
+/* The convert options of worldA (tests/golden/worldA) into `out`, with the given weights. */
+#include "convert.h"
+rc_convert_opts fixture_worldA_convert_opts(const char *weights, const char *out);
+/* Any blob opened with rc_blob_open (mapped); aborts the test on failure. */
+struct rc_blob *fixture_open(const char *path);
+
+/* A whole file, NUL-terminated (malloc'd; its length in *len when len is not NULL); aborts the
+ * test on failure. */
+char *fixture_read(const char *path, size_t *len);
+/* Writes text to path; aborts the test on failure. */
+void fixture_write(const char *path, const char *text);
+/* A JSON file parsed (json_free it); aborts the test on failure. */
+#include "json.h"
+json_doc *fixture_json(const char *path);
+/* Benchmark problem `seed` of tests/golden/recall_bench.json (rc_problem_free it). */
+#include "problems.h"
+rc_problem fixture_problem(uint32_t seed);
+
 /* Reads a golden .npz array as float32 (malloc'd, numel in *n). Aborts the test on failure. */
 float *fixture_npz_f32(const char *path, const char *key, size_t *n);
 /* Same, as int32 (values must be integers). */
 int *fixture_npz_i32(const char *path, const char *key, size_t *n);
+
+/* Two runs of the recall loop bitwise equal, record for record (the schema of the loop goldens):
+ * every turn's reply ids, gate records (c0, score bits, fired), fires (c0, score bits, candidates,
+ * each candidate's bridge score bits, top, injected ids, injected), rebuilds (c0, gist, injection
+ * and window lengths; not `reused`, which is a schedule's own statistic), rebuild top-5 (ids and
+ * logit bits), low-margin entries and the minimum margin; for runs, the final history too. `tag`
+ * and the turn index name the comparison in a failure. */
+void fixture_expect_same_turn(const rc_turn *a, const rc_turn *b, const char *tag, int t);
+void fixture_expect_same_run(const rc_problem_run *a, const rc_problem_run *b, const char *tag);
+
+/* Runs the shell command printf(fmt, ...), asserts its exit status and, unless needle is NULL,
+ * that its stdout holds needle; returns that stdout (malloc'd). */
+char *fixture_cmd(int status, const char *needle, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 /* Runs a shell command; returns its exit status (-1 if it did not exit) and, when out is not
  * NULL, its stdout (malloc'd, NUL-terminated). Aborts the test if the command cannot start. */

@@ -24,25 +24,6 @@
 
 #define GOLDEN "tests/golden/worldA/loop_A_seed0_faithful_fp32.json"
 
-static char *slurp(const char *path, size_t *len) {
-    char *t;
-    size_t l;
-    recall_err err = {0};
-    cr_assert_eq(rc_read_file(path, &t, &l, &err), RECALL_OK, "%s", err.msg);
-    if (len) *len = l;
-    return t;
-}
-
-static json_doc *load_json(const char *path) {
-    size_t len;
-    char *t = slurp(path, &len);
-    json_doc *d;
-    recall_err err = {0};
-    cr_assert_eq(json_parse(t, len, path, &d, &err), RECALL_OK, "%s", err.msg);
-    free(t);
-    return d;
-}
-
 static size_t count(const char *hay, const char *needle) {
     size_t n = 0;
     for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
@@ -57,7 +38,7 @@ static char *tmpdir(void) {
 
 /* Structural checks of a trace-svg output against the trace it was drawn from. */
 static void check_svg(const char *svg_path, const json_value *turns) {
-    char *svg = slurp(svg_path, NULL);
+    char *svg = fixture_read(svg_path, NULL);
     cr_assert(!strncmp(svg, "<?xml", 5));
     cr_assert(strstr(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
     size_t L = strlen(svg);
@@ -91,19 +72,16 @@ Test(cli_recall, trace_svg_golden) {
     char *out;
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
     free(out);
-    json_doc *g = load_json(GOLDEN);
+    json_doc *g = fixture_json(GOLDEN);
     const json_value *turns = json_get(json_root(g), "turns");
     check_svg(svg, turns);
-    char *s = slurp(svg, NULL);
+    char *s = fixture_read(svg, NULL);
     cr_expect_eq(count(s, "<line class=\"threshold\""), turns->len);
     cr_expect_eq(count(s, "<circle class=\"gate fired\""), 4); /* the golden's four fires */
     free(s);
     json_free(g);
     /* not a trace */
-    snprintf(cmd, sizeof cmd, "./recall trace-svg tests/golden/recall_bench.json -o %s 2>&1", svg);
-    cr_assert_eq(fixture_sh(cmd, &out), 1);
-    cr_expect(strstr(out, "turns"), "%s", out);
-    free(out);
+    free(fixture_cmd(1, "turns", "./recall trace-svg tests/golden/recall_bench.json -o %s 2>&1", svg));
     unlink(svg);
     rmdir(d);
     free(d);
@@ -122,7 +100,7 @@ Test(cli_recall, replay_matches_golden, .timeout = 600) {
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
     cr_expect_eq(count(out, "\nturn ") + !strncmp(out, "turn ", 5), 5, "progress: %s", out);
     free(out);
-    json_doc *g = load_json(GOLDEN), *t = load_json(trace);
+    json_doc *g = fixture_json(GOLDEN), *t = fixture_json(trace);
     const json_value *gt = json_get(json_root(g), "turns"), *tt = json_get(json_root(t), "turns");
     cr_assert(gt && tt);
     cr_assert_eq(tt->len, gt->len);
@@ -137,9 +115,7 @@ Test(cli_recall, replay_matches_golden, .timeout = 600) {
     cr_assert_eq(a->len, b->len);
     for (size_t k = 0; k < a->len; k++) cr_assert_eq(a->items[k].num, b->items[k].num, "final_history[%zu]", k);
     /* the trace it wrote carries its threshold, and draws */
-    snprintf(cmd, sizeof cmd, "./recall trace-svg %s -o %s 2>&1", trace, svg);
-    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
-    free(out);
+    free(fixture_cmd(0, NULL, "./recall trace-svg %s -o %s 2>&1", trace, svg));
     check_svg(svg, tt);
     json_free(g);
     json_free(t);
@@ -210,10 +186,8 @@ Test(cli_recall, chat_session_round_trip, .timeout = 120) {
     cr_assert_eq(memcmp(s.ids + n1, t1.reply, (size_t)t1.n_reply * sizeof *seg1), 0);
 
     /* turn 2: resumed; the feed is history + segment with the EOS separator */
-    snprintf(cmd, sizeof cmd, "printf '\\n%%s\\n' '%s' | ./recall chat %s --session %s --trace 2>%s/trace.txt", m2,
-             blob, sess, d);
-    cr_assert_eq(fixture_sh(cmd, &out), 0);
-    free(out);
+    free(fixture_cmd(0, NULL, "printf '\\n%%s\\n' '%s' | ./recall chat %s --session %s --trace 2>%s/trace.txt", m2,
+                     blob, sess, d));
     int32_t *seg2;
     size_t n2;
     segment(blob, 1, m2, &seg2, &n2);
@@ -231,7 +205,7 @@ Test(cli_recall, chat_session_round_trip, .timeout = 120) {
     cr_assert_eq(memcmp(s2.ids + nf, t2.reply, (size_t)t2.n_reply * sizeof *feed), 0);
     char tp[400];
     snprintf(tp, sizeof tp, "%s/trace.txt", d);
-    char *tr = slurp(tp, NULL);
+    char *tr = fixture_read(tp, NULL);
     cr_expect_eq(count(tr, "[trace] rebuild"), (size_t)t2.n_rebuilds, "%s", tr);
     cr_expect(strstr(tr, "[trace] turn done"), "%s", tr);
     free(tr);
@@ -239,7 +213,7 @@ Test(cli_recall, chat_session_round_trip, .timeout = 120) {
 
     /* a damaged session: refused, exit 1, bytes unchanged */
     size_t len;
-    char *before = slurp(sess, &len);
+    char *before = fixture_read(sess, &len);
     FILE *f = fopen(sess, "r+b");
     cr_assert(f);
     fseek(f, 40, SEEK_SET);
@@ -251,7 +225,7 @@ Test(cli_recall, chat_session_round_trip, .timeout = 120) {
     cr_expect(strstr(out, "refusing session") && strstr(out, "checksum"), "%s", out);
     free(out);
     size_t len2;
-    char *after = slurp(sess, &len2);
+    char *after = fixture_read(sess, &len2);
     cr_assert(len2 == len && !memcmp(before, after, len), "the damaged session was modified");
     free(after);
     /* truncated */
@@ -259,7 +233,7 @@ Test(cli_recall, chat_session_round_trip, .timeout = 120) {
     cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_expect(strstr(out, "truncated"), "%s", out);
     free(out);
-    after = slurp(sess, &len2);
+    after = fixture_read(sess, &len2);
     cr_assert(len2 == len - 3 && !memcmp(before, after, len2));
     free(after);
     free(before);
@@ -293,27 +267,14 @@ Test(cli_recall, chat_limits_named) {
 Test(cli_recall, argument_errors) {
     const char *blob = fixture_worldA_blob("f32");
     cr_assert(blob);
-    char cmd[1024], *out;
-    snprintf(cmd, sizeof cmd, "./recall eval %s --bench tests/golden/recall_bench.json --arms SP,RC_xyz 2>&1", blob);
-    cr_assert_eq(fixture_sh(cmd, &out), 2);
-    cr_expect(strstr(out, "RC_xyz"), "%s", out);
-    free(out);
-    snprintf(cmd, sizeof cmd, "./recall eval %s --bench tests/golden/recall_bench.json --arms RC_bge@x 2>&1", blob);
-    cr_assert_eq(fixture_sh(cmd, &out), 2);
-    free(out);
-    snprintf(cmd, sizeof cmd, "./recall eval %s --bench tests/golden/recall_bench.json --problems 3-1 2>&1", blob);
-    cr_assert_eq(fixture_sh(cmd, &out), 2);
-    free(out);
-    snprintf(cmd, sizeof cmd, "./recall calibrate %s --bench tests/golden/recall_bench.json --percentile 101 2>&1",
-             blob);
-    cr_assert_eq(fixture_sh(cmd, &out), 2);
-    free(out);
-    snprintf(cmd, sizeof cmd, "./recall chat %s --hysteresis -1 </dev/null 2>&1", blob);
-    cr_assert_eq(fixture_sh(cmd, &out), 2);
-    free(out);
-    cr_assert_eq(fixture_sh("./recall eval --help", &out), 0);
-    cr_expect(strstr(out, "BASE[@THRESH][:rFLOOR]"), "%s", out);
-    free(out);
+    free(fixture_cmd(2, "RC_xyz",
+                     "./recall eval %s --bench tests/golden/recall_bench.json --arms SP,RC_xyz 2>&1", blob));
+    free(fixture_cmd(2, NULL, "./recall eval %s --bench tests/golden/recall_bench.json --arms RC_bge@x 2>&1", blob));
+    free(fixture_cmd(2, NULL, "./recall eval %s --bench tests/golden/recall_bench.json --problems 3-1 2>&1", blob));
+    free(fixture_cmd(2, NULL,
+                     "./recall calibrate %s --bench tests/golden/recall_bench.json --percentile 101 2>&1", blob));
+    free(fixture_cmd(2, NULL, "./recall chat %s --hysteresis -1 </dev/null 2>&1", blob));
+    free(fixture_cmd(0, "BASE[@THRESH][:rFLOOR]", "./recall eval --help"));
 }
 
 /* --hugepages only changes where the blob lives: `recall forward` prints exactly the same. */

@@ -3,6 +3,7 @@
  * no output file left behind. */
 #include "blob.h"
 #include "convert.h"
+#include "fixture.h"
 #include "npy.h"
 #include "safetensors.h"
 
@@ -15,19 +16,6 @@
 #include <unistd.h>
 
 #define W "tests/golden/worldA"
-
-static rc_convert_opts worldA_opts(const char *weights, const char *out) {
-    rc_convert_opts o;
-    memset(&o, 0, sizeof o);
-    o.qwen2_dir = W "/qwen2";
-    o.bge_dir = W "/bge";
-    o.pooler_path = W "/pooler.pt";
-    o.gate_path = W "/gate.npz";
-    o.bridge_path = W "/bge_head.npz";
-    o.weights = weights;
-    o.out_path = out;
-    return o;
-}
 
 static const char *tmpname(const char *tag) {
     static char p[8][256];
@@ -65,7 +53,7 @@ static void spit(const char *path, const void *buf, size_t len) {
 }
 
 Test(convert, f32_tensors_equal_their_sources) {
-    rc_convert_opts o = worldA_opts("f32", tmpname("f32"));
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("f32"));
     rc_blob *b = convert_open(&o);
     rc_st *st;
     recall_err err = {0};
@@ -123,7 +111,7 @@ Test(convert, f32_tensors_equal_their_sources) {
 }
 
 Test(convert, twice_gives_identical_bytes) {
-    rc_convert_opts o1 = worldA_opts("nf4", tmpname("twice1")), o2 = worldA_opts("nf4", tmpname("twice2"));
+    rc_convert_opts o1 = fixture_worldA_convert_opts("nf4", tmpname("twice1")), o2 = fixture_worldA_convert_opts("nf4", tmpname("twice2"));
     rc_blob_close(convert_open(&o1));
     rc_blob_close(convert_open(&o2));
     size_t l1, l2;
@@ -137,7 +125,7 @@ Test(convert, twice_gives_identical_bytes) {
 }
 
 Test(convert, nf4_bytes_match_bitsandbytes_layout) {
-    rc_convert_opts o = worldA_opts("nf4", tmpname("nf4"));
+    rc_convert_opts o = fixture_worldA_convert_opts("nf4", tmpname("nf4"));
     rc_blob *b = convert_open(&o);
     const rc_tensor *t = rc_blob_find(b, "qwen2.model.layers.0.self_attn.q_proj.weight");
     cr_assert(t);
@@ -164,7 +152,7 @@ Test(convert, nf4_bytes_match_bitsandbytes_layout) {
 }
 
 Test(convert, bf16_keeps_source_bytes) {
-    rc_convert_opts o = worldA_opts("bf16", tmpname("bf16"));
+    rc_convert_opts o = fixture_worldA_convert_opts("bf16", tmpname("bf16"));
     rc_blob *b = convert_open(&o);
     rc_st *st;
     recall_err err = {0};
@@ -195,7 +183,7 @@ static void expect_same_prefix(rc_blob *a, rc_blob *b, const char *prefix) {
 }
 
 Test(convert, pooler_sources_agree) {
-    rc_convert_opts o1 = worldA_opts("f32", tmpname("ppt")), o2 = worldA_opts("f32", tmpname("pst"));
+    rc_convert_opts o1 = fixture_worldA_convert_opts("f32", tmpname("ppt")), o2 = fixture_worldA_convert_opts("f32", tmpname("pst"));
     o2.pooler_path = W "/pooler.safetensors";
     o2.pooler_heads = 4; /* safetensors carries no args */
     rc_blob *a = convert_open(&o1), *b = convert_open(&o2);
@@ -208,7 +196,7 @@ Test(convert, pooler_sources_agree) {
     rc_blob_close(a);
     rc_blob_close(b);
     /* without args and without an override the default is 8 heads */
-    rc_convert_opts o3 = worldA_opts("f32", tmpname("p8"));
+    rc_convert_opts o3 = fixture_worldA_convert_opts("f32", tmpname("p8"));
     o3.pooler_path = W "/pooler.safetensors";
     rc_blob *c = convert_open(&o3);
     int64_t h;
@@ -222,7 +210,7 @@ Test(convert, pooler_sources_agree) {
 }
 
 Test(convert, gate_sources_agree) {
-    rc_convert_opts o1 = worldA_opts("f32", tmpname("g1")), o2 = worldA_opts("f32", tmpname("g2"));
+    rc_convert_opts o1 = fixture_worldA_convert_opts("f32", tmpname("g1")), o2 = fixture_worldA_convert_opts("f32", tmpname("g2"));
     o2.gate_path = W "/gate_compressed.npz";
     rc_blob *a = convert_open(&o1), *b = convert_open(&o2);
     expect_same_prefix(a, b, "gate.");
@@ -315,7 +303,7 @@ Test(convert_bad, truncated_safetensors) {
     char p[512];
     snprintf(p, sizeof p, "%s/model.safetensors", d);
     cr_assert_eq(truncate(p, 1000), 0); /* inside the JSON header */
-    rc_convert_opts o = worldA_opts("f32", tmpname("bad1"));
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("bad1"));
     o.qwen2_dir = d;
     expect_refused(&o, RECALL_E_FORMAT, "model.safetensors", "past end of file");
     cr_assert_eq(truncate(p, 5), 0);
@@ -327,7 +315,7 @@ Test(convert_bad, safetensors_too_short_for_data) {
     char p[512];
     snprintf(p, sizeof p, "%s/model.safetensors", d);
     cr_assert_eq(truncate(p, 2385888 - 64), 0);
-    rc_convert_opts o = worldA_opts("f32", tmpname("bad1b"));
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("bad1b"));
     o.qwen2_dir = d;
     expect_refused(&o, RECALL_E_FORMAT, "model.safetensors", "out of range");
 }
@@ -342,7 +330,7 @@ Test(convert_bad, header_length_past_eof) {
     for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(big >> (8 * i));
     spit(p, buf, len);
     free(buf);
-    rc_convert_opts o = worldA_opts("f32", tmpname("bad2"));
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("bad2"));
     o.qwen2_dir = d;
     expect_refused(&o, RECALL_E_FORMAT, "model.safetensors", "past end of file");
 }
@@ -350,7 +338,7 @@ Test(convert_bad, header_length_past_eof) {
 Test(convert_bad, offsets_out_of_range) {
     const char *d = scratch_qwen2("oor");
     patch(d, "model.safetensors", "\"data_offsets\":[2355200,2355328]", "\"data_offsets\":[2355300,2355428]");
-    rc_convert_opts o = worldA_opts("f32", tmpname("bad3"));
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("bad3"));
     o.qwen2_dir = d;
     expect_refused(&o, RECALL_E_FORMAT, "model.norm.weight", "out of range");
 }
@@ -358,7 +346,7 @@ Test(convert_bad, offsets_out_of_range) {
 Test(convert_bad, overlapping_offsets) {
     const char *d = scratch_qwen2("ovl");
     patch(d, "model.safetensors", "\"data_offsets\":[139264,278528]", "\"data_offsets\":[069632,208896]");
-    rc_convert_opts o = worldA_opts("f32", tmpname("bad4"));
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("bad4"));
     o.qwen2_dir = d;
     /* JSON forbids leading zeros: a malformed header is refused too; use a valid overlap next */
     expect_refused(&o, RECALL_E_FORMAT, "model.safetensors", "byte");
@@ -371,7 +359,7 @@ Test(convert_bad, overlapping_offsets) {
 Test(convert_bad, shape_mismatch_with_config) {
     const char *d = scratch_qwen2("shape");
     patch(d, "config.json", "\"intermediate_size\": 160", "\"intermediate_size\": 128");
-    rc_convert_opts o = worldA_opts("f32", tmpname("bad5"));
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("bad5"));
     o.qwen2_dir = d;
     expect_refused(&o, RECALL_E_SHAPE, "mlp.gate_proj.weight", "[160,64]");
 }
@@ -381,7 +369,7 @@ Test(convert_bad, dtype_mismatch) {
     /* a valid file whose norm weight is 128 u8 values instead of 64 floats */
     patch(d, "model.safetensors", "\"model.norm.weight\":{\"dtype\":\"BF16\",\"shape\":[64]",
           "\"model.norm.weight\":{\"dtype\":\"U8\",\"shape\":[128] ");
-    rc_convert_opts o = worldA_opts("f32", tmpname("bad6"));
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("bad6"));
     o.qwen2_dir = d;
     expect_refused(&o, RECALL_E_SHAPE, "model.norm.weight", "u8");
 }
@@ -389,19 +377,19 @@ Test(convert_bad, dtype_mismatch) {
 Test(convert_bad, missing_tensor) {
     const char *d = scratch_qwen2("miss");
     patch(d, "model.safetensors", "\"model.norm.weight\"", "\"model.norx.weight\"");
-    rc_convert_opts o = worldA_opts("f32", tmpname("bad7"));
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("bad7"));
     o.qwen2_dir = d;
     expect_refused(&o, RECALL_E_MISSING, "model.norm.weight", "missing");
 }
 
 Test(convert_bad, npz_bad_crc) {
-    rc_convert_opts o = worldA_opts("f32", tmpname("bad8"));
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("bad8"));
     o.gate_path = "tests/golden/bad/gate_badcrc.npz";
     expect_refused(&o, RECALL_E_CHECKSUM, "gate_badcrc.npz", "coef");
 }
 
 Test(convert_bad, npy_unsupported_dtype) {
-    rc_convert_opts o = worldA_opts("f32", tmpname("bad9"));
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("bad9"));
     o.gate_path = "tests/golden/bad/gate_bigendian.npz";
     expect_refused(&o, RECALL_E_UNSUPPORTED, "gate_bigendian.npz", ">f4");
     o.gate_path = "tests/golden/bad/gate_complex.npz";
@@ -409,7 +397,7 @@ Test(convert_bad, npy_unsupported_dtype) {
 }
 
 Test(convert_bad, pickle_foreign_global_is_never_run) {
-    rc_convert_opts o = worldA_opts("f32", tmpname("bad10"));
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("bad10"));
     o.pooler_path = "tests/golden/pickle/os_system_p2.pt";
     expect_refused(&o, RECALL_E_SECURITY, "os_system_p2.pt", "system");
     o.pooler_path = "tests/golden/pickle/os_system_p4.pt";
@@ -435,7 +423,7 @@ Test(convert_bad, pooling_mode_not_cls) {
         free(buf);
     }
     patch(dir, "1_Pooling/config.json", "\"pooling_mode_cls_token\": true", "\"pooling_mode_cls_token\": fals");
-    rc_convert_opts o = worldA_opts("f32", tmpname("bad11"));
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("bad11"));
     o.bge_dir = dir;
     expect_refused(&o, RECALL_E_FORMAT, "1_Pooling/config.json", "JSON");
     patch(dir, "1_Pooling/config.json", "\"pooling_mode_cls_token\": fals", "\"pooling_mode_cls_token\":false");
@@ -477,7 +465,7 @@ static void expect_cli_line(const char *cmd, const char *needle1, const char *ne
 }
 
 Test(convert_bad, cli_damaged_blobs) {
-    rc_convert_opts o = worldA_opts("nf4", tmpname("clib"));
+    rc_convert_opts o = fixture_worldA_convert_opts("nf4", tmpname("clib"));
     rc_blob_close(convert_open(&o));
     size_t len;
     unsigned char *buf = slurp(o.out_path, &len);

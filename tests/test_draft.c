@@ -135,33 +135,6 @@ static int record(void *ctx, const rc_event *e) {
 
 #define SAME(a, b, what, ...) cr_assert(!memcmp(&(a), &(b), sizeof(a)), what, __VA_ARGS__)
 
-/* Every record a turn leaves (rc_turn, golden schema) bitwise equal. */
-static void expect_same_turn(const rc_turn *x, const rc_turn *y, const char *tag, int t) {
-    cr_assert_eq(x->n_reply, y->n_reply, "%s turn %d: reply length", tag, t);
-    cr_assert(!memcmp(x->reply, y->reply, (size_t)x->n_reply * sizeof *x->reply), "%s turn %d: reply", tag, t);
-    cr_assert(x->n_gates == y->n_gates && x->n_fires == y->n_fires && x->n_rebuilds == y->n_rebuilds &&
-                  x->n_top5 == y->n_top5 && x->n_low == y->n_low,
-              "%s turn %d: record counts", tag, t);
-    for (int i = 0; i < x->n_gates; i++) SAME(x->gates[i], y->gates[i], "%s turn %d gate %d", tag, t, i);
-    for (int i = 0; i < x->n_rebuilds; i++) {
-        const rc_rebuild_rec *a = &x->rebuilds[i], *b = &y->rebuilds[i];
-        cr_assert(a->c0 == b->c0 && a->has_sp == b->has_sp && a->inj_len == b->inj_len && a->window_len == b->window_len,
-                  "%s turn %d rebuild %d", tag, t, i);
-    }
-    for (int i = 0; i < x->n_top5; i++) SAME(x->top5[i], y->top5[i], "%s turn %d top5 %d", tag, t, i);
-    for (int i = 0; i < x->n_low; i++) SAME(x->low[i], y->low[i], "%s turn %d low margin %d", tag, t, i);
-    for (int i = 0; i < x->n_fires; i++) {
-        const rc_fire_rec *f = &x->fires[i], *g = &y->fires[i];
-        cr_assert(f->c0 == g->c0 && f->ncand == g->ncand && f->ntop == g->ntop && f->nrid == g->nrid &&
-                      f->injected == g->injected && !memcmp(&f->score, &g->score, sizeof f->score),
-                  "%s turn %d fire %d", tag, t, i);
-        cr_assert(!memcmp(f->bridge, g->bridge, (size_t)f->ncand * sizeof *f->bridge) &&
-                      !memcmp(f->top, g->top, sizeof f->top) && !memcmp(f->rid, g->rid, (size_t)f->nrid * sizeof *f->rid),
-                  "%s turn %d fire %d retrieval", tag, t, i);
-    }
-    SAME(x->min_margin, y->min_margin, "%s turn %d min margin", tag, t);
-}
-
 typedef struct {
     rc_problem_run run;
     ev_log log;
@@ -214,20 +187,9 @@ static void free_run(loop_run *l) {
 }
 
 static void expect_same_run(const loop_run *a, const loop_run *b, const char *tag) {
-    cr_assert_eq(a->run.n_turns, b->run.n_turns, "%s", tag);
-    cr_assert_eq(a->run.n_history, b->run.n_history, "%s", tag);
-    cr_assert(!memcmp(a->run.history, b->run.history, (size_t)a->run.n_history * sizeof *a->run.history), "%s", tag);
-    for (int t = 0; t < a->run.n_turns; t++) expect_same_turn(&a->run.turns[t].turn, &b->run.turns[t].turn, tag, t);
+    fixture_expect_same_run(&a->run, &b->run, tag);
     cr_assert_eq(a->log.n, b->log.n, "%s: %d events vs %d", tag, a->log.n, b->log.n);
     for (int i = 0; i < a->log.n; i++) SAME(a->log.ev[i], b->log.ev[i], "%s: event %d", tag, i);
-}
-
-static rc_problem load_problem(rc_bench **bench) {
-    recall_err err = {0};
-    cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", bench, &err), RECALL_OK, "%s", err.msg);
-    rc_problem p;
-    cr_assert_eq(rc_bench_problem(*bench, 0, &p, &err), RECALL_OK, "%s", err.msg);
-    return p;
 }
 
 /* draft 1, 4, 8 against draft 0 on both schedules (the reference one on the first two generated
@@ -235,15 +197,8 @@ static rc_problem load_problem(rc_bench **bench) {
  * rest of it on both schedules). */
 static void golden_drafts(const char *golden, const char *weights, rc_loop_mode mode) {
     rc_blob *b = fixture_open_worldA(weights);
-    recall_err err = {0};
-    char *text;
-    size_t len;
-    cr_assert_eq(rc_read_file(golden, &text, &len, &err), RECALL_OK, "%s", err.msg);
-    json_doc *doc;
-    cr_assert_eq(json_parse(text, len, golden, &doc, &err), RECALL_OK, "%s", err.msg);
-    free(text);
-    rc_bench *bench;
-    rc_problem p = load_problem(&bench);
+    json_doc *doc = fixture_json(golden);
+    rc_problem p = fixture_problem(0);
     const int drafts[] = {1, 4, 8};
     for (int sched = 0; sched < 2; sched++) {
         if (sched) rc_problem_keep_turns(&p, 2);
@@ -276,7 +231,6 @@ static void golden_drafts(const char *golden, const char *weights, rc_loop_mode 
         free_run(&base);
     }
     rc_problem_free(&p);
-    rc_bench_free(bench);
     json_free(doc);
     rc_blob_close(b);
 }
@@ -303,8 +257,7 @@ static void screened_drafts(const char *weights, rc_loop_mode mode) {
     rc_blob *b;
     recall_err err = {0};
     cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
-    rc_bench *bench;
-    rc_problem p = load_problem(&bench);
+    rc_problem p = fixture_problem(0);
     for (int sched = 0; sched < 2; sched++) {
         if (sched) rc_problem_keep_turns(&p, 2);
         loop_run base, x;
@@ -321,7 +274,6 @@ static void screened_drafts(const char *weights, rc_loop_mode mode) {
         free_run(&x);
     }
     rc_problem_free(&p);
-    rc_bench_free(bench);
     rc_blob_close(b);
 }
 
@@ -331,8 +283,7 @@ Test(draft_screen, clean_f32, .timeout = 900) { screened_drafts("f32", RC_MODE_C
 /* The FULL arm (no eviction: the whole conversation in the cache) on the fast schedule. */
 Test(draft, full_arm_same_bits, .timeout = 600) {
     rc_blob *b = fixture_open_worldA("f32");
-    rc_bench *bench;
-    rc_problem p = load_problem(&bench);
+    rc_problem p = fixture_problem(0);
     loop_run base, x;
     run_loop(b, &p, NULL, RC_MODE_FAITHFUL, RC_ARM_FULL, 0, 0, &base);
     run_loop(b, &p, NULL, RC_MODE_FAITHFUL, RC_ARM_FULL, 0, 8, &x);
@@ -342,7 +293,6 @@ Test(draft, full_arm_same_bits, .timeout = 600) {
     free_run(&base);
     free_run(&x);
     rc_problem_free(&p);
-    rc_bench_free(bench);
     rc_blob_close(b);
 }
 
@@ -350,8 +300,7 @@ Test(draft, full_arm_same_bits, .timeout = 600) {
  * evictions, seals and gate checks inside a few turns, each a place where a draft must stop. */
 Test(draft, odd_geometry_same_bits, .timeout = 600) {
     rc_blob *b = fixture_open_worldA("f32");
-    rc_bench *bench;
-    rc_problem p = load_problem(&bench);
+    rc_problem p = fixture_problem(0);
     rc_problem_keep_turns(&p, 3);
     const geometry g = {48, 16, 7, 23};
     for (int mode = 0; mode < 2; mode++) {
@@ -371,7 +320,6 @@ Test(draft, odd_geometry_same_bits, .timeout = 600) {
         free_run(&base);
     }
     rc_problem_free(&p);
-    rc_bench_free(bench);
     rc_blob_close(b);
 }
 

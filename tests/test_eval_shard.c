@@ -8,7 +8,17 @@
  *                            lists exactly its jobs. Refused with exit 2, one line naming the file,
  *                            and no output written: a shard given twice, a missing shard, a shard
  *                            of another run (--mode clean), and shard files edited to claim another
- *                            blob, benchmark, problem list or job list, and a whole-run file.
+ *                            blob, benchmark, problem list, job list, arm label, threshold or floor,
+ *                            a shard without the "options" record, and a whole-run file.
+ *   every_option_that_changes_bits_must_match  one job (FULL arm, problem 0) in shards 1/3, 2/3,
+ *                            3/3: a merge with 2/3 run under another --ctx, --draft,
+ *                            --lm-head-screen or --rope-scaling is refused naming that option and
+ *                            both values; one run under other --threads / --simd merges (they never
+ *                            change bits); the shard records its options, threads and SIMD path
+ *   failed_job_recorded_and_named  problem 0 on SP and on FULL with --ctx 200 (too small for the
+ *                            FULL arm's first turn): exit 1, the SP job's results written, the
+ *                            FULL job in "failed" with its error; the merge names the missing job,
+ *                            the shard it failed in and why
  *   usage_errors             --shard bounds and syntax, --shard without --json, --merge misuse */
 #include "fixture.h"
 #include "json.h"
@@ -22,25 +32,10 @@
 #define BENCH "tests/golden/recall_bench.json"
 #define ARMS "SP,RC_bge@-3:r-30"
 
-static char *slurp(const char *path) {
-    char *t;
-    size_t l;
-    recall_err err = {0};
-    cr_assert_eq(rc_read_file(path, &t, &l, &err), RECALL_OK, "%s", err.msg);
-    return t;
-}
-
-static void spit(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fputs(text, f);
-    cr_assert_eq(fclose(f), 0);
-}
-
 /* The document with every per-problem "seconds" value (the only timing field) blanked; asserts
  * there was at least one, so a format change cannot make the comparison vacuous. */
 static char *no_timing(const char *path) {
-    char *t = slurp(path), *o = malloc(strlen(t) + 1), *w = o;
+    char *t = fixture_read(path, NULL), *o = malloc(strlen(t) + 1), *w = o;
     cr_assert(o);
     int n = 0;
     for (const char *p = t; *p;) {
@@ -85,7 +80,7 @@ static void run_shard(const char *blob, const char *d, const char *extra, int k,
 
 /* The shard file's "jobs" equal want[0..n). */
 static void expect_jobs(const char *path, const int *want, size_t n) {
-    char *t = slurp(path);
+    char *t = fixture_read(path, NULL);
     json_doc *doc;
     recall_err err = {0};
     cr_assert_eq(json_parse(t, strlen(t), path, &doc, &err), RECALL_OK, "%s", err.msg);
@@ -182,17 +177,21 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
     expect_refused(d, files, b, "mode clean vs faithful");
     /* shard files edited to claim another blob, benchmark, problem list, job list */
     snprintf(path, sizeof path, "%s/s3_4.json", d);
-    char *s34 = slurp(path);
+    char *s34 = fixture_read(path, NULL);
     const struct { const char *from, *to, *msg; } edits[] = {
         {"\"blob_xxh64\": \"", "\"blob_xxh64\": \"f", "blob_xxh64"},
         {"\"bench_xxh64\": \"", "\"bench_xxh64\": \"f", "bench_xxh64"},
         {"\"problems\": [0, 1, 2]", "\"problems\": [0, 1, 3]", "seed 3"},
         {"\"jobs\": [2]", "\"jobs\": [3]", "jobs"},
+        {"\"label\": \"SP\"", "\"label\": \"FULL\"", "arm 0 label FULL vs SP"},
+        {"\"threshold\": -3,", "\"threshold\": -2.5,", "arm 1 threshold -2.5 vs -3"},
+        {"\"floor\": -30,", "\"floor\": null,", "arm 1 floor nan vs -30"},
+        {"\"options\": {", "\"no_options\": {", "no \"options\" record"},
     };
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
         char *e = edit(s34, edits[i].from, edits[i].to);
         snprintf(b, sizeof b, "%s/edit%zu.json", d, i);
-        spit(b, e);
+        fixture_write(b, e);
         free(e);
         snprintf(files, sizeof files, "%s/s1_4.json %s/s2_4.json %s %s/s4_4.json", d, d, b, d);
         expect_refused(d, files, b, edits[i].msg);
@@ -211,6 +210,97 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
     free(table);
 }
 
+/* The value of a key in the file, as text up to the next ',' or '}'. */
+static void expect_field(const char *path, const char *key, const char *value) {
+    char *t = fixture_read(path, NULL), want[200];
+    snprintf(want, sizeof want, "%s: %s", key, value);
+    cr_expect(strstr(t, want), "%s lacks '%s'", path, want);
+    free(t);
+}
+
+Test(eval_shard, every_option_that_changes_bits_must_match, .timeout = 900) {
+    const char *blob = fixture_worldA_blob("f32");
+    cr_assert(blob);
+    char d[] = "/tmp/recall_shopt_XXXXXX", cmd[4096], files[1024], path[300];
+    cr_assert(mkdtemp(d));
+    /* one job: FULL arm, problem 0; 1/3 holds it, 2/3 and 3/3 hold none */
+    for (int k = 1; k <= 3; k++) {
+        snprintf(cmd, sizeof cmd, "./recall eval %s --bench " BENCH " --problems 0 --arms FULL --shard %d/3 --json "
+                 "%s/s%d.json 2>/dev/null", blob, k, d, k);
+        free(sh_ok(cmd));
+    }
+    snprintf(path, sizeof path, "%s/s2.json", d);
+    expect_field(path, "\"options\"", "{\"--ctx\": 0, \"--draft\": 0, \"--lm-head-screen\": \"auto\", "
+                                      "\"--rope-scaling\": null}");
+    snprintf(files, sizeof files, "%s/s1.json %s/s2.json %s/s3.json", d, d, d);
+    char out[300];
+    snprintf(out, sizeof out, "%s/m.json", d);
+    snprintf(cmd, sizeof cmd, "./recall eval --merge %s --json %s 2>/dev/null", files, out);
+    char *table = sh_ok(cmd);
+    cr_assert(strstr(table, "FULL"), "%s", table);
+    free(table);
+    const struct { const char *extra, *msg; } variants[] = {
+        {"--ctx 4000", "option --ctx: 4000 vs 0"},
+        {"--draft 4", "option --draft: 4 vs 0"},
+        {"--lm-head-screen off", "option --lm-head-screen: off vs auto"},
+        {"--rope-scaling yarn:2:4096", "option --rope-scaling: yarn:2:4096 vs null"},
+        {"--threads 1 --simd scalar", NULL},
+    };
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        snprintf(cmd, sizeof cmd, "./recall eval %s --bench " BENCH " --problems 0 --arms FULL --shard 2/3 %s --json "
+                 "%s/v.json 2>/dev/null", blob, variants[v].extra, d);
+        free(sh_ok(cmd));
+        snprintf(files, sizeof files, "%s/s1.json %s/v.json %s/s3.json", d, d, d);
+        snprintf(path, sizeof path, "%s/v.json", d);
+        if (variants[v].msg) {
+            expect_refused(d, files, path, variants[v].msg);
+        } else {
+            expect_field(path, "\"threads\"", "1");
+            expect_field(path, "\"simd\"", "\"scalar\"");
+            snprintf(cmd, sizeof cmd, "./recall eval --merge %s --json %s 2>/dev/null", files, out);
+            free(sh_ok(cmd));
+        }
+        unlink(path);
+    }
+    for (int k = 1; k <= 3; k++) {
+        snprintf(path, sizeof path, "%s/s%d.json", d, k);
+        unlink(path);
+    }
+    unlink(out);
+    cr_expect_eq(rmdir(d), 0, "%s not empty", d);
+}
+
+Test(eval_shard, failed_job_recorded_and_named, .timeout = 900) {
+    const char *blob = fixture_worldA_blob("f32");
+    cr_assert(blob);
+    char d[] = "/tmp/recall_shfail_XXXXXX", cmd[2048], path[300], *msg;
+    cr_assert(mkdtemp(d));
+    snprintf(path, sizeof path, "%s/s.json", d);
+    snprintf(cmd, sizeof cmd, "./recall eval %s --bench " BENCH " --problems 0 --arms SP,FULL --ctx 200 --shard 1/1 "
+             "--json %s 2>&1 >/dev/null", blob, path);
+    cr_assert_eq(fixture_sh(cmd, &msg), 1, "%s", msg);
+    cr_expect(strstr(msg, "[FULL] problem 0: failed: ") && strstr(msg, "1 of 2 jobs failed"), "%s", msg);
+    free(msg);
+    /* the finished job is there, the failed one is recorded with its error */
+    char *t = fixture_read(path, NULL);
+    json_doc *doc;
+    recall_err err = {0};
+    cr_assert_eq(json_parse(t, strlen(t), path, &doc, &err), RECALL_OK, "%s", err.msg);
+    const json_value *root = json_root(doc), *arms = json_get(root, "arms"), *failed = json_get(root, "failed");
+    cr_assert(arms && arms->len == 2 && failed && failed->len == 1, "%s", t);
+    cr_expect_eq(json_get(&arms->items[0], "per_problem")->len, 1);
+    cr_expect_eq(json_get(&arms->items[1], "per_problem")->len, 0);
+    cr_expect_eq(json_get(&failed->items[0], "job")->i, 1);
+    cr_expect_str_eq(json_get(&failed->items[0], "arm")->str, "FULL");
+    cr_expect(strstr(json_get(&failed->items[0], "error")->str, "the cache holds 200"), "%s", t);
+    json_free(doc);
+    free(t);
+    expect_refused(d, path, path, "job 1 (arm FULL, seed 0) of its run is missing: it failed in shard 1/1: ");
+    expect_refused(d, path, "FULL arm needs", "the cache holds 200");
+    unlink(path);
+    cr_expect_eq(rmdir(d), 0, "%s not empty", d);
+}
+
 Test(eval_shard, usage_errors) {
     const struct { const char *args, *msg; } cases[] = {
         {"B --bench " BENCH " --shard 0/2 --json x.json", "K must be in 1..2"},
@@ -222,7 +312,7 @@ Test(eval_shard, usage_errors) {
         {"B --bench " BENCH " --shard 1/2", "--shard needs --json"},
         {"B --bench " BENCH " --merge a.json", "--merge must come first"},
         {"--merge", "needs the shard files"},
-        {"--merge a.json --bench " BENCH, "unexpected argument '--bench'"},
+        {"--merge a.json --bench " BENCH, "--bench is not an option of eval --merge"},
         {"--merge a.json --json", "--json needs a value"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -400,7 +400,7 @@ Test(kv_pages, score_decode_path_equals_prefill_bitwise_and_pages_apply) {
                                "--scoring-rows 1 --kv-pages 16:32"};
     char *pos[5];
     for (int v = 0; v < 5; v++) {
-        snprintf(cmd, sizeof cmd, "./recall score %s --tokens-file %s --ctx 200 --per-position --json %s %s 2>&1 >/dev/null",
+        snprintf(cmd, sizeof cmd, "./recall score %s --tokens-file %s --chunk 200 --per-position --json %s %s 2>&1 >/dev/null",
                  blob, tok, js, variants[v]);
         pos[v] = slurp_json_positions(cmd, js);
     }
@@ -412,7 +412,7 @@ Test(kv_pages, score_decode_path_equals_prefill_bitwise_and_pages_apply) {
     for (int v = 0; v < 5; v++) free(pos[v]);
     /* stderr reports the decode rows and their speed */
     char *out = NULL;
-    snprintf(cmd, sizeof cmd, "./recall score %s --tokens-file %s --ctx 400 --scoring-rows 1 --kv-pages 16:32 2>&1", blob,
+    snprintf(cmd, sizeof cmd, "./recall score %s --tokens-file %s --chunk 400 --scoring-rows 1 --kv-pages 16:32 2>&1", blob,
              tok);
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
     cr_assert(strstr(out, "attention page 16, budget 32, ranked by key bounds"), "%s", out);

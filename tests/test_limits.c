@@ -394,17 +394,11 @@ Test(api_limits, cli_ctx_refuses_past_the_trained_size_and_prints_kv_bytes) {
     const char *path = fixture_worldA_blob("f32");
     cr_assert(path);
     char cmd[8192], *out = NULL;
-    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[1,2,3]' --ctx 4097 2>&1", path);
-    cr_assert_eq(fixture_sh(cmd, &out), 1);
-    cr_assert(strstr(out, "a context of 4097 positions was requested but the model was trained on 4096"), "%s", out);
-    free(out);
-    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[1,2,3]' --ctx 2 2>&1", path);
-    cr_assert_eq(fixture_sh(cmd, &out), 1);
-    cr_assert(strstr(out, "3 positions requested, the context holds 2 (--ctx)"), "%s", out);
-    free(out);
-    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[1,2,3]' --ctx 0 2>&1", path);
-    cr_assert_eq(fixture_sh(cmd, &out), 2, "usage error");
-    free(out);
+    free(fixture_cmd(1, "a context of 4097 positions was requested but the model was trained on 4096",
+                     "./recall forward %s --ids '[1,2,3]' --ctx 4097 2>&1", path));
+    free(fixture_cmd(1, "3 positions requested, the context holds 2 (--ctx)",
+                     "./recall forward %s --ids '[1,2,3]' --ctx 2 2>&1", path));
+    free(fixture_cmd(2, NULL, "./recall forward %s --ids '[1,2,3]' --ctx 0 2>&1", path));
     /* the trained size itself opens; KV follows the positions in use (6,144 bytes per position on
      * worldA: one 256-position unit for 3 ids, 512 for 300) */
     snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[1,2,3]' --ctx 4096 2>&1", path);
@@ -416,17 +410,15 @@ Test(api_limits, cli_ctx_refuses_past_the_trained_size_and_prints_kv_bytes) {
     size_t k = 0;
     for (int i = 0; i < 300; i++) k += (size_t)snprintf(ids + k, sizeof ids - k, "%s%d", i ? "," : "[", i % 1000);
     snprintf(ids + k, sizeof ids - k, "]");
-    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '%s' --ctx 4096 2>&1", path, ids);
-    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
-    cr_assert(strstr(out, "kv_bytes 3145728 (512 positions allocated for 300 in use)"), "%s", out);
-    free(out);
+    free(fixture_cmd(0, "kv_bytes 3145728 (512 positions allocated for 300 in use)",
+                     "./recall forward %s --ids '%s' --ctx 4096 2>&1", path, ids));
     /* YaRN on the command line: 4 x 4096 = 16384 positions, one more is refused */
     snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[1,2,3]' --rope-scaling yarn:4:4096 --ctx 16385 2>&1", path);
     cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_assert(strstr(out, "16385 positions was requested but the model was trained on 16384 (rope yarn:4:4096"), "%s",
               out);
     free(out);
-    snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3,4,5]' --ctx 4097 2>&1", path);
+    snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3,4,5]' --chunk 4097 2>&1", path);
     cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_assert(strstr(out, "4097") && strstr(out, "trained on 4096"), "%s", out);
     free(out);

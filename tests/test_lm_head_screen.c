@@ -51,52 +51,13 @@ static uint32_t bits(float f) {
 
 /* ---- the goldens: screening on vs off -------------------------------------------------------- */
 
-static void expect_same_turns(const rc_problem_run *a, const rc_problem_run *b) {
-    cr_assert_eq(a->n_turns, b->n_turns);
-    cr_assert_eq(a->n_history, b->n_history);
-    cr_assert(!memcmp(a->history, b->history, (size_t)a->n_history * sizeof *a->history));
-    for (int t = 0; t < a->n_turns; t++) {
-        const rc_turn *x = &a->turns[t].turn, *y = &b->turns[t].turn;
-        cr_assert_eq(x->n_reply, y->n_reply, "turn %d", t);
-        cr_assert(!memcmp(x->reply, y->reply, (size_t)x->n_reply * sizeof *x->reply), "turn %d reply", t);
-        cr_assert_eq(x->n_gates, y->n_gates, "turn %d", t);
-        for (int i = 0; i < x->n_gates; i++)
-            cr_assert(x->gates[i].c0 == y->gates[i].c0 && x->gates[i].fired == y->gates[i].fired &&
-                      bits(x->gates[i].score) == bits(y->gates[i].score), "turn %d gate %d", t, i);
-        cr_assert_eq(x->n_fires, y->n_fires, "turn %d", t);
-        for (int i = 0; i < x->n_fires; i++)
-            cr_assert(x->fires[i].nrid == y->fires[i].nrid &&
-                      !memcmp(x->fires[i].rid, y->fires[i].rid, (size_t)x->fires[i].nrid * 4), "turn %d fire %d", t, i);
-        cr_assert_eq(x->n_top5, y->n_top5);
-        for (int i = 0; i < x->n_top5; i++)
-            cr_assert(!memcmp(x->top5[i].ids, y->top5[i].ids, sizeof x->top5[i].ids) &&
-                      !memcmp(x->top5[i].logits, y->top5[i].logits, sizeof x->top5[i].logits),
-                      "turn %d rebuild_top5 %d", t, i);
-        cr_assert_eq(bits(x->min_margin), bits(y->min_margin), "turn %d min margin", t);
-        cr_assert_eq(x->n_low, y->n_low, "turn %d", t);
-        for (int i = 0; i < x->n_low; i++)
-            cr_assert(x->low[i].pos == y->low[i].pos && bits(x->low[i].margin) == bits(y->low[i].margin));
-    }
-}
-
 static long long ival(const json_value *v) { return v->is_int ? v->i : (long long)v->num; }
 
 static void run_golden(const char *golden, const char *weights, rc_loop_mode mode) {
-    const char *path = fixture_worldA_screen_blob(weights);
-    cr_assert(path);
-    rc_blob *b;
+    rc_blob *b = fixture_open(fixture_worldA_screen_blob(weights));
+    json_doc *doc = fixture_json(golden);
+    rc_problem p = fixture_problem(0);
     recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
-    char *text;
-    size_t len;
-    cr_assert_eq(rc_read_file(golden, &text, &len, &err), RECALL_OK);
-    json_doc *doc;
-    cr_assert_eq(json_parse(text, len, golden, &doc, &err), RECALL_OK, "%s", err.msg);
-    free(text);
-    rc_bench *bench;
-    cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", &bench, &err), RECALL_OK);
-    rc_problem p;
-    cr_assert_eq(rc_bench_problem(bench, 0, &p, &err), RECALL_OK);
     rc_problem_run runs[2];
     rc_lm_stats st[2];
     for (int on = 0; on < 2; on++) {
@@ -110,7 +71,7 @@ static void run_golden(const char *golden, const char *weights, rc_loop_mode mod
         rc_recall_lm_stats(r, &st[on]);
         rc_recall_close(r);
     }
-    expect_same_turns(&runs[0], &runs[1]);
+    fixture_expect_same_run(&runs[0], &runs[1], golden);
     /* and the golden's ids (the unscreened run is checked in full by test_recall.c) */
     const json_value *root = json_root(doc), *fh = json_get(root, "final_history");
     cr_assert_eq((int)fh->len, runs[1].n_history);
@@ -126,7 +87,6 @@ static void run_golden(const char *golden, const char *weights, rc_loop_mode mod
     rc_problem_run_free(&runs[0]);
     rc_problem_run_free(&runs[1]);
     rc_problem_free(&p);
-    rc_bench_free(bench);
     json_free(doc);
     rc_blob_close(b);
 }

@@ -35,10 +35,8 @@ typedef struct {
 } env;
 
 static void env_open(env *e) {
-    const char *path = fixture_worldA_blob("f32");
-    cr_assert(path);
+    e->b = fixture_open_worldA("f32");
     recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &e->b, &err), RECALL_OK, "%s", err.msg);
     size_t size;
     const void *sec = rc_blob_section(e->b, RC_SECT_TOK_BPE, &size);
     cr_assert(sec);

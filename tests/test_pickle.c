@@ -10,6 +10,7 @@
 
 #include "blob.h"
 #include "checksum.h"
+#include "fixture.h"
 #include "convert.h"
 #include "pickle.h"
 
@@ -19,23 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
-    cr_assert(b);
-    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 static rc_torch_file *load_ok(const char *path) {
     size_t len;
-    uint8_t *buf = slurp(path, &len);
+    uint8_t *buf = (uint8_t *)fixture_read(path, &len);
     recall_err err = {0};
     rc_torch_file *f = NULL;
     recall_status s = rc_torch_load(buf, len, path, &f, &err);
@@ -47,7 +34,7 @@ static rc_torch_file *load_ok(const char *path) {
 
 static recall_err load_fail(const char *path, recall_status expect) {
     size_t len;
-    uint8_t *buf = slurp(path, &len);
+    uint8_t *buf = (uint8_t *)fixture_read(path, &len);
     recall_err err = {0};
     rc_torch_file *f = NULL;
     recall_status s = rc_torch_load(buf, len, path, &f, &err);
@@ -729,11 +716,11 @@ Test(pickle_numpy, converts_to_the_same_blob) {
     recall_err err;
     convert_worldA("tests/golden/worldA/pooler.pt", 0, ref, RECALL_OK, &err);
     size_t nr, ng;
-    uint8_t *r = slurp(ref, &nr);
+    uint8_t *r = (uint8_t *)fixture_read(ref, &nr);
     static const char *const variants[] = {"tests/golden/pickle/pooler_np_args.pt", "tests/golden/pickle/pooler_optim.pt"};
     for (size_t i = 0; i < 2; i++) {
         convert_worldA(variants[i], 0, got, RECALL_OK, &err);
-        uint8_t *g = slurp(got, &ng);
+        uint8_t *g = (uint8_t *)fixture_read(got, &ng);
         cr_assert_eq(ng, nr, "%s: %zu bytes vs %zu", variants[i], ng, nr);
         cr_assert_eq(memcmp(g, r, nr), 0, "%s: blob bytes differ", variants[i]);
         free(g);

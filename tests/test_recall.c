@@ -107,36 +107,6 @@ static void check_turn(const json_value *g, const rc_problem_turn *t, int ti, ma
     }
 }
 
-/* Bitwise equality of two runs (fast schedule vs reference schedule). */
-static void expect_same_bits(const rc_problem_run *a, const rc_problem_run *b) {
-    cr_assert_eq(a->n_turns, b->n_turns);
-    cr_assert_eq(a->n_history, b->n_history);
-    cr_assert(!memcmp(a->history, b->history, (size_t)a->n_history * sizeof *a->history));
-    for (int t = 0; t < a->n_turns; t++) {
-        const rc_turn *x = &a->turns[t].turn, *y = &b->turns[t].turn;
-        cr_assert_eq(x->n_reply, y->n_reply, "turn %d", t);
-        cr_assert(!memcmp(x->reply, y->reply, (size_t)x->n_reply * sizeof *x->reply), "turn %d reply", t);
-        cr_assert_eq(x->n_gates, y->n_gates, "turn %d", t);
-        for (int i = 0; i < x->n_gates; i++)
-            cr_assert(x->gates[i].c0 == y->gates[i].c0 && x->gates[i].fired == y->gates[i].fired &&
-                          !memcmp(&x->gates[i].score, &y->gates[i].score, sizeof(float)),
-                      "turn %d gate %d: %a vs %a", t, i, x->gates[i].score, y->gates[i].score);
-        cr_assert_eq(x->n_fires, y->n_fires, "turn %d", t);
-        for (int i = 0; i < x->n_fires; i++) {
-            const rc_fire_rec *f = &x->fires[i], *g = &y->fires[i];
-            cr_assert(f->c0 == g->c0 && f->ncand == g->ncand && f->ntop == g->ntop && f->nrid == g->nrid);
-            cr_assert(!memcmp(f->bridge, g->bridge, (size_t)f->ncand * sizeof(float)), "turn %d fire %d bridge", t, i);
-            cr_assert(!memcmp(f->top, g->top, sizeof f->top) && !memcmp(f->rid, g->rid, (size_t)f->nrid * 4));
-        }
-        cr_assert_eq(x->n_top5, y->n_top5);
-        for (int i = 0; i < x->n_top5; i++)
-            cr_assert(!memcmp(x->top5[i].ids, y->top5[i].ids, sizeof x->top5[i].ids) &&
-                          !memcmp(x->top5[i].logits, y->top5[i].logits, sizeof x->top5[i].logits),
-                      "turn %d rebuild_top5 %d", t, i);
-        cr_assert(!memcmp(&x->min_margin, &y->min_margin, sizeof(float)), "turn %d margin", t);
-    }
-}
-
 static long total_rows(const rc_problem_run *run) {
     long n = 0;
     for (int t = 0; t < run->n_turns; t++) n += run->turns[t].turn.rows_computed;
@@ -144,23 +114,11 @@ static long total_rows(const rc_problem_run *run) {
 }
 
 static void run_golden_threads(const char *golden, const char *weights, rc_loop_mode mode, int threads) {
-    const char *path = fixture_worldA_blob(weights);
-    cr_assert(path);
-    rc_blob *b;
-    recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
-    char *text;
-    size_t len;
-    cr_assert_eq(rc_read_file(golden, &text, &len, &err), RECALL_OK);
-    json_doc *doc;
-    cr_assert_eq(json_parse(text, len, golden, &doc, &err), RECALL_OK, "%s", err.msg);
-    free(text);
+    rc_blob *b = fixture_open_worldA(weights);
+    json_doc *doc = fixture_json(golden);
     const json_value *root = json_root(doc);
-
-    rc_bench *bench;
-    cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", &bench, &err), RECALL_OK);
-    rc_problem p;
-    cr_assert_eq(rc_bench_problem(bench, 0, &p, &err), RECALL_OK);
+    rc_problem p = fixture_problem(0);
+    recall_err err = {0};
     const json_value *steps = json_get(root, "steps");
     cr_assert_eq((int)steps->len, p.n);
     for (int i = 0; i < p.n; i++)
@@ -191,7 +149,7 @@ static void run_golden_threads(const char *golden, const char *weights, rc_loop_
                     total_rows(run));
         rc_recall_close(r);
     }
-    expect_same_bits(&runs[0], &runs[1]);
+    fixture_expect_same_run(&runs[0], &runs[1], "fast vs reference schedule");
     /* The floor counters (recall_loop.h) are parts of rows_computed; the first turn resumes
      * nothing, so both schedules run the same seal forwards in it. */
     for (int sched = 0; sched < 2; sched++)
@@ -213,7 +171,6 @@ static void run_golden_threads(const char *golden, const char *weights, rc_loop_
     rc_problem_run_free(&runs[0]);
     rc_problem_run_free(&runs[1]);
     rc_problem_free(&p);
-    rc_bench_free(bench);
     json_free(doc);
     rc_blob_close(b);
 }

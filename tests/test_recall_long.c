@@ -47,8 +47,6 @@ static char *long_message(void) {
 }
 
 static int same_f32(float a, float b) { return !memcmp(&a, &b, sizeof a); }
-/* memcmp of n bytes; an empty list may have a NULL pointer, which memcmp must not see */
-static int same_mem(const void *a, const void *b, size_t n) { return n == 0 || !memcmp(a, b, n); }
 
 /* ---- engine: rc_recall_reply on both schedules -------------------------------------------- */
 
@@ -76,39 +74,6 @@ static void engine_turn(const char *blob, int reference_schedule, int32_t **seg,
     rc_blob_close(b);
 }
 
-static void expect_same_turns(const rc_turn *a, const rc_turn *b) {
-    cr_assert_eq(a->n_reply, b->n_reply);
-    cr_expect(same_mem(a->reply, b->reply, (size_t)a->n_reply * sizeof *a->reply), "reply ids differ");
-    cr_assert_eq(a->n_gates, b->n_gates);
-    for (int i = 0; i < a->n_gates; i++) {
-        cr_expect_eq(a->gates[i].c0, b->gates[i].c0, "gate %d", i);
-        cr_expect(same_f32(a->gates[i].score, b->gates[i].score), "gate %d score %.9g vs %.9g", i, a->gates[i].score,
-                  b->gates[i].score);
-        cr_expect_eq(a->gates[i].fired, b->gates[i].fired, "gate %d", i);
-    }
-    cr_assert_eq(a->n_fires, b->n_fires);
-    for (int i = 0; i < a->n_fires; i++) {
-        const rc_fire_rec *x = &a->fires[i], *y = &b->fires[i];
-        cr_expect(x->c0 == y->c0 && same_f32(x->score, y->score) && x->ncand == y->ncand && x->ntop == y->ntop &&
-                      x->nrid == y->nrid && x->injected == y->injected, "fire %d", i);
-        cr_expect(same_mem(x->bridge, y->bridge, (size_t)x->ncand * sizeof *x->bridge), "fire %d bridge", i);
-        cr_expect(same_mem(x->top, y->top, (size_t)x->ntop * sizeof *x->top), "fire %d top", i);
-        cr_expect(same_mem(x->rid, y->rid, (size_t)x->nrid * sizeof *x->rid), "fire %d ids", i);
-    }
-    cr_assert_eq(a->n_rebuilds, b->n_rebuilds);
-    for (int i = 0; i < a->n_rebuilds; i++) { /* `reused` is the schedule's own statistic */
-        const rc_rebuild_rec *x = &a->rebuilds[i], *y = &b->rebuilds[i];
-        cr_expect(x->c0 == y->c0 && x->has_sp == y->has_sp && x->inj_len == y->inj_len &&
-                      x->window_len == y->window_len, "rebuild %d", i);
-    }
-    cr_assert_eq(a->n_top5, b->n_top5);
-    cr_expect(same_mem(a->top5, b->top5, (size_t)a->n_top5 * sizeof *a->top5), "rebuild top-5 differs");
-    cr_expect(same_f32(a->min_margin, b->min_margin));
-    cr_assert_eq(a->n_low, b->n_low);
-    cr_expect(same_mem(a->low, b->low, (size_t)a->n_low * sizeof *a->low));
-    cr_expect_eq(a->rows_seal, b->rows_seal);
-}
-
 Test(recall_long, engine_schedules_agree_and_the_window_slides, .timeout = 600) {
     const char *blob = fixture_worldA_blob("f32");
     cr_assert(blob);
@@ -117,7 +82,8 @@ Test(recall_long, engine_schedules_agree_and_the_window_slides, .timeout = 600) 
     rc_turn fast, ref;
     engine_turn(blob, 0, &seg, &n_seg, &fast);
     engine_turn(blob, 1, &seg, &n_seg, &ref);
-    expect_same_turns(&fast, &ref);
+    fixture_expect_same_turn(&fast, &ref, "fast vs reference schedule", 0);
+    cr_expect_eq(fast.rows_seal, ref.rows_seal);
 
     /* a rebuild every 64 forced tokens; the window slides once the history passes 512 */
     int forced = (int)(n_seg + CHUNK - 1) / CHUNK; /* rebuilds while the message is forced */

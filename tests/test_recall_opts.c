@@ -22,14 +22,9 @@ typedef struct {
 } opts_fixture;
 
 static void setup_feed(opts_fixture *fx) {
-    const char *path = fixture_worldA_blob("f32");
-    cr_assert(path);
+    fx->blob = fixture_open_worldA("f32");
+    rc_problem p = fixture_problem(0);
     recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &fx->blob, &err), RECALL_OK, "%s", err.msg);
-    rc_bench *bench;
-    cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", &bench, &err), RECALL_OK, "%s", err.msg);
-    rc_problem p;
-    cr_assert_eq(rc_bench_problem(bench, 0, &p, &err), RECALL_OK);
     rc_recall_opts o;
     rc_recall_defaults(fx->blob, &o);
     o.arm = RC_ARM_SP; /* only for the tokenizer */
@@ -56,7 +51,6 @@ static void setup_feed(opts_fixture *fx) {
     cr_assert_leq(fx->n_feed, 900);
     rc_recall_close(r);
     rc_problem_free(&p);
-    rc_bench_free(bench);
 }
 
 static void run(opts_fixture *fx, void (*tweak)(rc_recall_opts *), rc_turn *t) {

@@ -59,14 +59,9 @@ static void add_block_turn(ties_fixture *fx, const char *user0, const char *assi
 
 /* Builds the feed for `layout` and runs one turn of the fast schedule. */
 static void run_layout(ties_fixture *fx, const char *layout) {
-    const char *path = fixture_worldA_blob("f32");
-    cr_assert(path);
+    fx->blob = fixture_open_worldA("f32");
+    rc_problem p = fixture_problem(0);
     recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &fx->blob, &err), RECALL_OK, "%s", err.msg);
-    rc_bench *bench;
-    cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", &bench, &err), RECALL_OK, "%s", err.msg);
-    rc_problem p;
-    cr_assert_eq(rc_bench_problem(bench, 0, &p, &err), RECALL_OK, "%s", err.msg);
     rc_recall_opts o;
     rc_recall_defaults(fx->blob, &o);
     cr_assert_eq(o.block, BLOCK);
@@ -96,7 +91,6 @@ static void run_layout(ties_fixture *fx, const char *layout) {
     fx->n_feed += (int)n;
     free(seg);
     rc_problem_free(&p);
-    rc_bench_free(bench);
     /* the repeated turns really are identical sealed blocks */
     for (int b = 0; layout[b]; b++)
         for (int c = b + 1; layout[c]; c++)

@@ -3,14 +3,15 @@
  *   - the 37 ids of qwen2_fp32.npz: every per-position NLL within 1e-4 of the NLL implied by the
  *     golden logits (computed here in double: -(logit[target] - logsumexp)), every greedy token
  *     equal to the argmax of the golden logits;
- *   - llama-perplexity protocol on 100 synthetic ids, --ctx 16: 6 chunks (the 4-id tail unscored),
+ *   - llama-perplexity protocol on 100 synthetic ids, --chunk 16: 6 chunks (the 4-id tail unscored),
  *     positions [8, 15) of each; the final PPL, its +/- and every running per-chunk PPL equal the
  *     values computed from independent library prefills of each chunk; --bos replaces each chunk's
  *     first id by tok.bos; prefill progress reaches every row on stderr; the ids hash is XXH64;
  *   - --tokens-file (JSON array or whitespace-separated) gives the same output as --ids, for score
  *     and forward;
  *   - a malformed tokens file is refused naming the file and the byte offset; input shorter than
- *     one chunk and a context beyond qwen2.max_pos are refused naming both numbers. */
+ *     one chunk and a context beyond qwen2.max_pos are refused naming both numbers;
+ *   - --json replaces its file by a rename (a new inode, no temporary file left), not in place. */
 #include "blob.h"
 #include "checksum.h"
 #include "fixture.h"
@@ -22,21 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define WA "tests/golden/worldA/"
-
-static json_doc *load_json(const char *path) {
-    char *t;
-    size_t l;
-    recall_err err = {0};
-    cr_assert_eq(rc_read_file(path, &t, &l, &err), RECALL_OK, "%s", err.msg);
-    json_doc *d = NULL;
-    cr_assert_eq(json_parse(t, l, path, &d, &err), RECALL_OK, "%s", err.msg);
-    free(t);
-    return d;
-}
 
 static double jnum(const json_value *o, const char *key) {
     const json_value *v = json_get_type(o, key, JSON_NUM);
@@ -94,7 +85,7 @@ Test(score_cli, worldA_nll_and_greedy_match_golden_logits) {
              json_path);
     char *out = NULL;
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s\n%s", cmd, out);
-    json_doc *d = load_json(json_path);
+    json_doc *d = fixture_json(json_path);
     const json_value *r = json_root(d);
     cr_assert_eq((int)jnum(r, "n_ctx"), T, "default chunk = the whole input");
     cr_assert_eq((int)jnum(r, "n_chunks"), 1);
@@ -199,11 +190,11 @@ static void check_chunked(int use_bos) {
     for (int i = 0; i < N; i++) fprintf(f, "%d%s", ids[i], i % 10 == 9 ? "\n" : " ");
     cr_assert_eq(fclose(f), 0);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "./recall score %s --tokens-file %s --ctx %d%s --json %s 2>%s", blob, tok_path, C,
+    snprintf(cmd, sizeof cmd, "./recall score %s --tokens-file %s --chunk %d%s --json %s 2>%s", blob, tok_path, C,
              use_bos ? " --bos" : "", json_path, err_path);
     char *out = NULL;
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s\n%s", cmd, out);
-    json_doc *d = load_json(json_path);
+    json_doc *d = fixture_json(json_path);
     const json_value *r = json_root(d);
     cr_assert_eq((int)jnum(r, "n_chunks"), 6);
     cr_assert_eq((long)jnum(r, "scored"), count);
@@ -310,21 +301,36 @@ Test(score_cli, rejects_bad_input_naming_the_numbers) {
     cr_assert(strstr(out, want), "%s", out);
     free(out);
     /* shorter than one chunk: both numbers */
-    snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3,4,5]' --ctx 8 2>&1", blob);
-    cr_assert_eq(fixture_sh(cmd, &out), 1);
-    cr_assert(strstr(out, "5 tokens is shorter than one chunk of 8"), "%s", out);
-    free(out);
+    free(fixture_cmd(1, "5 tokens is shorter than one chunk of 8",
+                     "./recall score %s --ids '[1,2,3,4,5]' --chunk 8 2>&1", blob));
     /* beyond the trained window: both numbers */
-    snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3,4,5]' --ctx 5000 2>&1", blob);
+    snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3,4,5]' --chunk 5000 2>&1", blob);
     cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_assert(strstr(out, "5000") && strstr(out, "trained on 4096"), "%s", out);
     free(out);
     /* bad --threads / --simd values are usage errors */
-    snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3]' --threads 0 2>&1", blob);
-    cr_assert_eq(fixture_sh(cmd, &out), 2);
-    free(out);
-    snprintf(cmd, sizeof cmd, "./recall score %s --ids '[1,2,3]' --simd sse9 2>&1", blob);
-    cr_assert_eq(fixture_sh(cmd, &out), 2);
-    free(out);
+    free(fixture_cmd(2, NULL, "./recall score %s --ids '[1,2,3]' --threads 0 2>&1", blob));
+    free(fixture_cmd(2, NULL, "./recall score %s --ids '[1,2,3]' --simd sse9 2>&1", blob));
     remove(tp);
+}
+
+/* --json goes through PATH.tmp.PID and a rename: an existing file is replaced by a new inode (a
+ * reader holding the old one sees it whole), and nothing else is left in the directory. */
+Test(score_cli, json_written_by_rename) {
+    const char *blob = fixture_worldA_blob("f32");
+    cr_assert(blob);
+    char d[] = "/tmp/recall_scj_XXXXXX", path[128];
+    cr_assert(mkdtemp(d));
+    snprintf(path, sizeof path, "%s/s.json", d);
+    fixture_write(path, "old\n");
+    struct stat before, after;
+    cr_assert_eq(stat(path, &before), 0);
+    free(fixture_cmd(0, NULL, "./recall score %s --ids '[17, 52, 11, 279, 974, 12]' --json %s 2>&1", blob, path));
+    cr_assert_eq(stat(path, &after), 0);
+    cr_expect_neq(before.st_ino, after.st_ino, "%s was rewritten in place", path);
+    json_doc *doc = fixture_json(path);
+    cr_expect_eq(json_get(json_root(doc), "n_tokens")->i, 6);
+    json_free(doc);
+    cr_assert_eq(unlink(path), 0);
+    cr_expect_eq(rmdir(d), 0, "%s: a temporary file was left", d);
 }

@@ -2,6 +2,7 @@
  * every single-bit flip and garbage refused (the file left as it was), and atomic replacement under
  * SIGKILL at random points of a save. */
 #include "checksum.h"
+#include "fixture.h"
 #include "session.h"
 
 #include <criterion/criterion.h>
@@ -25,20 +26,6 @@ static void write_bytes(const char *path, const void *b, size_t n) {
     cr_assert(f);
     cr_assert_eq(fwrite(b, 1, n, f), n);
     cr_assert_eq(fclose(f), 0);
-}
-
-static uint8_t *read_bytes(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    long l = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)l + 1);
-    cr_assert(b);
-    cr_assert_eq(fread(b, 1, (size_t)l, f), (size_t)l);
-    fclose(f);
-    *n = (size_t)l;
-    return b;
 }
 
 Test(session, exact_bytes) {
@@ -115,7 +102,7 @@ Test(session, damaged_files_refused_untouched) {
         cr_assert_neq(rc_session_load(path, &s, &err), RECALL_OK, "prefix of %zu bytes accepted", l);
         cr_assert(strstr(err.msg, path), "%s", err.msg);
         size_t m;
-        uint8_t *after = read_bytes(path, &m);
+        uint8_t *after = (uint8_t *)fixture_read(path, &m);
         cr_assert(m == l && !memcmp(after, good, l), "file changed");
         free(after);
     }
@@ -138,7 +125,7 @@ Test(session, damaged_files_refused_untouched) {
     cr_assert_eq(rc_session_load(path, &s, &err), RECALL_E_CHECKSUM);
     cr_assert(strstr(err.msg, "checksum"), "%s", err.msg);
     size_t m;
-    uint8_t *after = read_bytes(path, &m);
+    uint8_t *after = (uint8_t *)fixture_read(path, &m);
     cr_assert(m == n && !memcmp(after, bad, n));
     free(after);
     /* garbage of the right size */

@@ -6,6 +6,8 @@
  * loop_A_seed0_clean_fp32.json. Every tokenizer is exercised through build -> section bytes ->
  * load, so the serialisation is covered by every golden.
  */
+#include "fixture.h"
+
 #include <criterion/criterion.h>
 
 #include "json.h"
@@ -19,17 +21,6 @@
 #include <sys/stat.h>
 
 #define G "tests/golden/"
-
-static json_doc *load_json(const char *path) {
-    char *text;
-    size_t len;
-    recall_err err = {0};
-    json_doc *doc = NULL;
-    cr_assert_eq(rc_read_file(path, &text, &len, &err), RECALL_OK, "%s", err.msg);
-    cr_assert_eq(json_parse(text, len, path, &doc, &err), RECALL_OK, "%s", err.msg);
-    free(text);
-    return doc;
-}
 
 static rc_bpe *load_bpe(const char *json, const char *cfg) {
     uint8_t *sec;
@@ -90,7 +81,7 @@ static recall_status wp_dec(const void *t, const int32_t *ids, size_t n, int sk,
 }
 
 static void check_golden(const char *path, const void *tok, enc_fn enc, dec_fn dec) {
-    json_doc *doc = load_json(path);
+    json_doc *doc = fixture_json(path);
     const json_value *root = json_root(doc);
     const json_value *encs = json_get_type(root, "encode", JSON_ARR);
     const json_value *decs = json_get_type(root, "decode", JSON_ARR);
@@ -177,7 +168,7 @@ Test(tok_wp, worldA_bge_tokens) {
     cr_assert_eq(rc_wp_vocab_size(t), 5);
     cr_assert_eq(rc_wp_cls_id(t), 2);
     cr_assert_eq(rc_wp_sep_id(t), 3);
-    json_doc *doc = load_json(G "worldA/bge_tokens.json");
+    json_doc *doc = fixture_json(G "worldA/bge_tokens.json");
     const json_value *texts = json_get_type(json_root(doc), "texts", JSON_ARR);
     const json_value *want = json_get_type(json_root(doc), "ids", JSON_ARR);
     cr_assert(texts && want && texts->len == 10 && want->len == 10);
@@ -207,7 +198,7 @@ Test(tok_bpe, worldA_loop_token_streams) {
     rc_bpe *t = load_bpe(G "worldA/qwen2/tokenizer.json", G "worldA/qwen2/tokenizer_config.json");
     cr_assert_eq(rc_bpe_vocab_size(t), 1031);
     cr_assert_eq(rc_bpe_token_id(t, "<｜Assistant｜>"), 1026);
-    json_doc *doc = load_json(G "worldA/loop_A_seed0_clean_fp32.json");
+    json_doc *doc = fixture_json(G "worldA/loop_A_seed0_clean_fp32.json");
     const json_value *root = json_root(doc);
     const json_value *steps = json_get_type(root, "steps", JSON_ARR);
     const json_value *turns = json_get_type(root, "turns", JSON_ARR);

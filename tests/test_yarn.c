@@ -409,21 +409,15 @@ Test(yarn, profile_blob_is_version_2_and_plain_stays_version_1) {
 Test(yarn, cli_info_shows_profile_and_forward_refuses_contradiction) {
     char cmd[1024], *out = NULL;
     const char *path = yarn_blob("cli", YARN5);
-    snprintf(cmd, sizeof cmd, "./recall info %s --no-tensors", path);
-    cr_assert_eq(fixture_sh(cmd, &out), 0);
-    cr_assert(strstr(out, "rope: yarn:4:256 (factor 4 x 256 original = 1024 positions"), "%s", out);
-    free(out);
-    snprintf(cmd, sizeof cmd, "./recall info %s --no-tensors", fixture_worldA_blob("f32"));
-    cr_assert_eq(fixture_sh(cmd, &out), 0);
-    cr_assert(strstr(out, "rope: default (4096 positions)"), "%s", out);
-    free(out);
+    free(fixture_cmd(0, "rope: yarn:4:256 (factor 4 x 256 original = 1024 positions",
+                     "./recall info %s --no-tensors", path));
+    free(fixture_cmd(0, "rope: default (4096 positions)",
+                     "./recall info %s --no-tensors", fixture_worldA_blob("f32")));
     snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[1,2,3]' --rope-scaling yarn:8:256 2>&1", path);
     cr_assert_eq(fixture_sh(cmd, &out), 1);
     cr_assert(strstr(out, "yarn:8:256") && strstr(out, "yarn:4:256"), "%s", out);
     free(out);
-    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '[1,2,3]' --rope-scaling yarn:4:256 2>&1", path);
-    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
-    cr_assert(strstr(out, "context 3 of 1024 trained positions, rope yarn:4:256"), "%s", out);
-    free(out);
+    free(fixture_cmd(0, "context 3 of 1024 trained positions, rope yarn:4:256",
+                     "./recall forward %s --ids '[1,2,3]' --rope-scaling yarn:4:256 2>&1", path));
     cleanup();
 }

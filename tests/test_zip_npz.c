@@ -8,6 +8,7 @@
  * descriptors and torch-style padding are assembled in memory.
  */
 #include "checksum.h"
+#include "fixture.h"
 #include "inflate.h"
 #include "npy.h"
 #include "zip.h"
@@ -19,20 +20,6 @@
 #include <unistd.h>
 
 #define GOLDEN "tests/golden/worldA/"
-
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc((size_t)n + 1);
-    cr_assert_not_null(buf);
-    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 static uint32_t f32_bits(float f) {
     uint32_t u;
@@ -566,7 +553,7 @@ Test(zipnpz_zip, empty_archive_and_bad_archives) {
 
 static void flip_and_read(const char *file, const char *member, int want_checksum) {
     size_t len;
-    uint8_t *buf = slurp(file, &len);
+    uint8_t *buf = (uint8_t *)fixture_read(file, &len);
     rc_zip z;
     recall_err err = {0};
     cr_assert_eq(rc_zip_open(&z, buf, len, file, &err), RECALL_OK, "%s", err.msg);
@@ -598,7 +585,7 @@ Test(zipnpz_zip, flipped_byte_is_a_checksum_error) {
 
 Test(zipnpz_zip, truncated_archive_fails) {
     size_t len;
-    uint8_t *buf = slurp(GOLDEN "gate_compressed.npz", &len);
+    uint8_t *buf = (uint8_t *)fixture_read(GOLDEN "gate_compressed.npz", &len);
     for (size_t n = 0; n < len; n++) {
         uint8_t *cut = malloc(n ? n : 1);
         memcpy(cut, buf, n);
@@ -614,7 +601,7 @@ Test(zipnpz_zip, truncated_archive_fails) {
 Test(zipnpz_zip, torch_pt_if_present) {
     if (access(GOLDEN "pooler.pt", R_OK) != 0) cr_skip_test("pooler.pt fixture not copied");
     size_t len;
-    uint8_t *buf = slurp(GOLDEN "pooler.pt", &len);
+    uint8_t *buf = (uint8_t *)fixture_read(GOLDEN "pooler.pt", &len);
     rc_zip z;
     recall_err err = {0};
     cr_assert_eq(rc_zip_open(&z, buf, len, "pooler.pt", &err), RECALL_OK, "%s", err.msg);
@@ -845,7 +832,7 @@ Test(zipnpz_npz, flipped_byte_through_npz_get) {
     const char *files[2] = {GOLDEN "gate.npz", GOLDEN "gate_compressed.npz"};
     for (int fi = 0; fi < 2; fi++) {
         size_t len;
-        uint8_t *buf = slurp(files[fi], &len);
+        uint8_t *buf = (uint8_t *)fixture_read(files[fi], &len);
         rc_zip z;
         recall_err err = {0};
         cr_assert_eq(rc_zip_open(&z, buf, len, "x", &err), RECALL_OK);
@@ -959,9 +946,9 @@ static int have_numpy(void) {
 Test(zipnpz_npz, writer_round_trip) {
     char dir[] = "/tmp/recall_npz_XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    char path[128], tmp[140];
+    char path[128], tmp[160];
     snprintf(path, sizeof path, "%s/out.npz", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()); /* atomic_file.h */
 
     float a[12];
     for (int i = 0; i < 12; i++) a[i] = (float)i * 0.5f - 1.0f;
@@ -1009,7 +996,7 @@ Test(zipnpz_npz, writer_round_trip) {
     uint8_t *mem;
     size_t mem_len, file_len;
     cr_assert_eq(rc_npz_writer_bytes(w, &mem, &mem_len, &err), RECALL_OK);
-    uint8_t *file = slurp(path, &file_len);
+    uint8_t *file = (uint8_t *)fixture_read(path, &file_len);
     cr_assert_eq(mem_len, file_len);
     cr_assert_eq(memcmp(mem, file, mem_len), 0);
     free(mem);
@@ -1035,7 +1022,7 @@ Test(zipnpz_npz, writer_round_trip) {
         cr_log_info("python3/numpy not available: numpy.load check skipped");
     }
 
-    /* A failed write leaves neither PATH nor PATH.tmp. */
+    /* A failed write leaves neither PATH nor PATH.tmp.PID. */
     char bad_path[160];
     snprintf(bad_path, sizeof bad_path, "%s/missing-dir/out.npz", dir);
     memset(&err, 0, sizeof err);

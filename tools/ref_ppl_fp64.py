@@ -20,13 +20,13 @@ an empty cache at positions 0..N-1 (--bos replaces each chunk's first id by tok.
 j in [N/2, N-1) predict id j+1; nll = logsumexp(logits) - logits[target]; PPL = exp(mean nll).
 
 usage: env -u OPENBLAS_CORETYPE /usr/bin/python3 tools/ref_ppl_fp64.py BLOB --tokens-file IDS
-           --ctx N [--chunks K] [--bos] [--json OUT] [--compare RECALL_SCORE.json]
+           --chunk N [--chunks K] [--bos] [--json OUT] [--compare RECALL_SCORE.json]
            [--llama LLAMA_PERPLEXITY_LOG ...] [--load FP64.json]
   --tokens-file   a JSON array of ids, or ids separated by whitespace (as `recall score`)
   --chunks K      score only the first K chunks (default: all)
   --json OUT      per-chunk PPL and per-position nll / greedy argmax
   --compare F     a `recall score --per-position --json` file of the same ids (or a prefix of
-                  them) and --ctx (targets checked position by position): prints
+                  them) and --chunk (targets checked position by position): prints
                   mean and max |dNLL|, greedy agreement and both PPLs per chunk
   --llama LOG     (repeatable) a llama-perplexity log of the same text and -c N: its running
                   estimates "[k]PPL," give each chunk's PPL (equal scored counts per chunk:
@@ -277,7 +277,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("blob")
     ap.add_argument("--tokens-file", required=True)
-    ap.add_argument("--ctx", type=int, required=True)
+    ap.add_argument("--chunk", type=int, help="the chunk length N (recall score --chunk N); required")
+    ap.add_argument("--ctx", help=argparse.SUPPRESS)
     ap.add_argument("--chunks", type=int, default=0)
     ap.add_argument("--bos", action="store_true")
     ap.add_argument("--json")
@@ -285,6 +286,10 @@ def main():
     ap.add_argument("--llama", action="append", default=[])
     ap.add_argument("--load")
     a = ap.parse_args()
+    if a.ctx is not None:
+        raise SystemExit("--ctx is now --chunk N: the chunk length, as recall score --chunk N")
+    if a.chunk is None:
+        ap.error("--chunk N is required")
     b = Blob(a.blob)
     kv = b.kv
     cfg = dict(hidden=kv["qwen2.hidden"], layers=kv["qwen2.layers"], heads=kv["qwen2.heads"],
@@ -293,7 +298,7 @@ def main():
     if any(k.startswith("qwen2.rope.") for k in kv):
         raise SystemExit("the blob carries a RoPE scaling profile; this reference evaluates plain RoPE only")
     ids = read_ids(a.tokens_file)
-    N = a.ctx
+    N = a.chunk
     n_chunk = len(ids) // N
     if a.chunks:
         n_chunk = min(n_chunk, a.chunks)
@@ -319,7 +324,7 @@ def main():
     if a.compare:
         ours = json.load(open(a.compare))
         if ours["n_ctx"] != N or ours["bos"] != a.bos:
-            raise SystemExit(f"{a.compare}: another --ctx or --bos ({ours['n_ctx']}, {ours['bos']})")
+            raise SystemExit(f"{a.compare}: another --chunk or --bos ({ours['n_ctx']}, {ours['bos']})")
         mine = {(p["chunk"], p["pos"]): p for p in out["positions"]}
         # same ids (the recall run may have had a prefix of these ids): every target must match
         if any((p["chunk"], p["pos"]) in mine and mine[(p["chunk"], p["pos"])]["target"] != p["target"]

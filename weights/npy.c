@@ -13,6 +13,8 @@
  */
 #include "npy.h"
 
+#include "atomic_file.h"
+
 #include "checksum.h"
 
 #include <errno.h>
@@ -743,31 +745,11 @@ recall_status rc_npz_writer_write(const rc_npz_writer *w, const char *path, reca
     uint8_t *bytes;
     size_t len;
     RC_TRY(rc_npz_writer_bytes(w, &bytes, &len, err));
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (!tmp) {
-        free(bytes);
-        return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory", path);
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    recall_status st = RECALL_OK;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        st = rc_fail(err, RECALL_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    } else {
-        int ok = fwrite(bytes, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
-        int saved = errno;
-        if (fclose(f) != 0 && ok) {
-            ok = 0;
-            saved = errno;
-        }
-        if (!ok) st = rc_fail(err, RECALL_E_IO, "%s: write failed: %s", tmp, strerror(saved));
-        else if (rename(tmp, path) != 0)
-            st = rc_fail(err, RECALL_E_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-        if (st != RECALL_OK) remove(tmp);
-    }
-    free(tmp);
+    rc_afile af;
+    recall_status st = rc_afile_open(&af, path, err);
+    if (!st && fwrite(bytes, 1, len, af.f) != len) st = rc_fail(err, RECALL_E_IO, "%s: write failed", af.tmp);
+    if (!st) st = rc_afile_commit(&af, err);
+    rc_afile_abort(&af);
     free(bytes);
     return st;
 }

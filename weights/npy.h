@@ -110,7 +110,8 @@ recall_status rc_npz_writer_add(rc_npz_writer *w, const char *key, rc_npy_dtype 
                                 const int64_t *shape, const void *data, recall_err *err);
 /* The complete archive as a malloc'd buffer. */
 recall_status rc_npz_writer_bytes(const rc_npz_writer *w, uint8_t **out, size_t *out_len, recall_err *err);
-/* Writes PATH.tmp, fsyncs, renames it to PATH; on failure neither file is left behind. */
+/* Writes PATH.tmp.PID, fsyncs, renames it to PATH (atomic_file.h); on failure neither file is left
+ * behind. */
 recall_status rc_npz_writer_write(const rc_npz_writer *w, const char *path, recall_err *err);
 
 #endif

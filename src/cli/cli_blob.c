@@ -9,132 +9,49 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void convert_usage(FILE *f) {
-    fprintf(f,
-            "usage: recall convert --qwen2 DIR --bge DIR --pooler FILE --gate FILE --bridge FILE\n"
-            "                      [--weights f32|bf16|nf4] [--pooler-heads N] [--lm-head-screen] -o OUT.blob\n"
-            "       recall convert --tokenizers-only --qwen2 DIR --bge DIR -o OUT.blob\n"
-            "\n"
-            "Turns the original artifacts into one recall blob.\n"
-            "  --qwen2 DIR       Hugging Face Qwen2 folder (config.json, model.safetensors or a sharded\n"
-            "                    index, tokenizer.json)\n"
-            "  --bge DIR         sentence-transformers bge folder (config.json, model.safetensors,\n"
-            "                    vocab.txt, 1_Pooling/config.json; CLS pooling only)\n"
-            "  --pooler FILE     AttnPoolSP checkpoint: torch .pt, .safetensors or .npz\n"
-            "  --gate FILE       gate .npz (coef, intercept, mean, scale, thresh)\n"
-            "  --bridge FILE     bridge head .npz (qdim, kdim, d, Wq.*, Wk.*)\n"
-            "  --weights W       decoder Linear weights: f32 (default), bf16 or nf4\n"
-            "  --pooler-heads N  pooler attention heads (default: the checkpoint's args.heads, else 8)\n"
-            "  --lm-head-screen  also store an int8 copy of lm_head (one scale per 64 columns, 1 byte per\n"
-            "                    weight) so greedy decoding reads it instead of lm_head and recomputes\n"
-            "                    exactly only the rows that can win: the same tokens, fewer bytes per step\n"
-            "  --tokenizers-only write only the two tokenizers (folders need no weights)\n"
-            "  -o OUT            output path; written to OUT.tmp.PID then renamed\n"
-            "Progress goes to stderr, one line per tensor.\n");
-}
-
 static void on_progress(void *ctx, const char *line) {
     (void)ctx;
     fprintf(stderr, "%s\n", line);
 }
 
-int cli_convert(int argc, char **argv) {
+int cli_convert(const cli_args *a) {
     rc_convert_opts o;
     memset(&o, 0, sizeof o);
-    o.progress = on_progress;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char **slot = NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            convert_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--tokenizers-only")) {
-            o.tokenizers_only = 1;
-            continue;
-        } else if (!strcmp(a, "--lm-head-screen")) {
-            o.lm_head_screen = 1;
-            continue;
-        } else if (!strcmp(a, "--quiet")) {
-            o.progress = NULL;
-            continue;
-        }
-        if (!strcmp(a, "--qwen2")) slot = &o.qwen2_dir;
-        else if (!strcmp(a, "--bge")) slot = &o.bge_dir;
-        else if (!strcmp(a, "--pooler")) slot = &o.pooler_path;
-        else if (!strcmp(a, "--gate")) slot = &o.gate_path;
-        else if (!strcmp(a, "--bridge")) slot = &o.bridge_path;
-        else if (!strcmp(a, "--weights")) slot = &o.weights;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--out")) slot = &o.out_path;
-        else if (!strcmp(a, "--pooler-heads")) {
-            if (i + 1 >= argc) break;
-            char *end;
-            long h = strtol(argv[++i], &end, 10);
-            if (*end || h <= 0 || h > 4096) {
-                fprintf(stderr, "recall convert: --pooler-heads %s: expected a positive integer\n", argv[i]);
-                return 2;
-            }
-            o.pooler_heads = (int)h;
-            continue;
-        } else {
-            fprintf(stderr, "recall convert: unknown argument '%s' (see --help)\n", a);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "recall convert: %s needs a value\n", a);
-            return 2;
-        }
-        *slot = argv[++i];
-    }
+    o.qwen2_dir = a->qwen2;
+    o.bge_dir = a->bge;
+    o.pooler_path = a->pooler;
+    o.gate_path = a->gate;
+    o.bridge_path = a->bridge;
+    o.weights = a->weights;
+    o.pooler_heads = a->pooler_heads;
+    o.tokenizers_only = a->tokenizers_only;
+    o.lm_head_screen = a->store_screen;
+    o.out_path = a->out;
+    o.progress = a->quiet ? NULL : on_progress;
     recall_err err = {0};
-    if (rc_convert(&o, &err)) {
-        fprintf(stderr, "recall convert: %s\n", err.msg);
-        return 1;
-    }
+    if (rc_convert(&o, &err)) return cli_fail("convert", &err);
     fprintf(stderr, "wrote %s\n", o.out_path);
     return 0;
 }
 
 static int open_or_die(const char *cmd, const char *path, unsigned flags, rc_blob **b) {
     recall_err err = {0};
-    if (rc_blob_open(path, flags, b, &err)) {
-        fprintf(stderr, "recall %s: %s\n", cmd, err.msg);
-        return 1;
-    }
-    return 0;
+    return rc_blob_open(path, flags, b, &err) ? cli_fail(cmd, &err) : 0;
 }
 
-int cli_info(int argc, char **argv) {
-    const char *path = NULL;
-    int show_tensors = 1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: recall info BLOB [--no-tensors]\n"
-                   "Prints the blob's header, config and tensor table (name, dtype, shape, offset,\n"
-                   "bytes, XXH64). Does not hash the data: use `recall verify` for that.\n");
-            return 0;
-        } else if (!strcmp(argv[i], "--no-tensors")) {
-            show_tensors = 0;
-        } else if (!path) {
-            path = argv[i];
-        } else {
-            fprintf(stderr, "recall info: unexpected argument '%s'\n", argv[i]);
-            return 2;
-        }
-    }
-    if (!path) {
-        fprintf(stderr, "recall info: missing BLOB (see --help)\n");
-        return 2;
-    }
+int cli_info(const cli_args *a) {
+    const char *path = a->pos[0];
+    const int show_tensors = !a->no_tensors;
     rc_blob *b;
     if (open_or_die("info", path, 0, &b)) return 1;
     const rc_blob_header *h = rc_blob_hdr(b);
     printf("blob %s\n  format version %u, %llu bytes, %u sections, body xxh64 %016llx\n", path, (unsigned)h->version,
            (unsigned long long)h->file_size, (unsigned)h->n_sections, (unsigned long long)h->body_checksum);
     {
-        /* the execution context this machine would run the blob with (RECALL_SIMD / RECALL_THREADS) */
+        /* the execution context the CLI would run the blob with here (RECALL_SIMD, RECALL_THREADS, cores) */
         rc_exec *ex = NULL;
         recall_err xerr = {0};
-        if (rc_exec_open(NULL, &ex, &xerr) == RECALL_OK) {
+        if (cli_exec_open(a, &ex, &xerr) == RECALL_OK) {
             printf("  simd: %s, threads: %d\n", ex->k.name, ex->threads);
             rc_exec_close(ex);
         } else {
@@ -189,15 +106,10 @@ int cli_info(int argc, char **argv) {
     return 0;
 }
 
-int cli_verify(int argc, char **argv) {
-    if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        printf("usage: recall verify BLOB\n"
-               "Re-checks the header, every section, every tensor checksum and the whole-body checksum.\n");
-        return argc == 2 ? 0 : 2;
-    }
+int cli_verify(const cli_args *a) {
     rc_blob *b;
-    if (open_or_die("verify", argv[1], RC_OPEN_VERIFY, &b)) return 1;
-    printf("%s: ok (%zu tensors, %llu bytes)\n", argv[1], rc_blob_n_tensors(b),
+    if (open_or_die("verify", a->pos[0], RC_OPEN_VERIFY, &b)) return 1;
+    printf("%s: ok (%zu tensors, %llu bytes)\n", a->pos[0], rc_blob_n_tensors(b),
            (unsigned long long)rc_blob_hdr(b)->file_size);
     rc_blob_close(b);
     return 0;

@@ -22,8 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli_parse_mode_arm(const char *cmd, const char *mode, const char *arm, rc_recall_opts *o);
-
 typedef struct {
     float *v;
     int n, cap;
@@ -70,85 +68,11 @@ static int count_above(const scores *s, double t) {
     return c;
 }
 
-static void calibrate_usage(FILE *f) {
-    fprintf(f,
-            "usage: recall calibrate BLOB --bench FILE [--problems 0-7] [--percentile 10]\n"
-            "                        [--mode faithful|clean] [--threads N] [--simd scalar|avx2|avx512|neon] [--hugepages]\n"
-            "\n"
-            "Suggests a gate threshold for this build (weights, quantisation, mode), as the reference\n"
-            "design prescribes: needle dialogues through the deployed model, threshold at about the\n"
-            "10th percentile of gate scores at known recall positions (~90%% recall).\n"
-            "  needle dialogues: the benchmark problems LIST (seeds: 0-7 default, 3, 0,2,5-6), run\n"
-            "                    through the RC_bge loop with firing disabled (threshold +inf): every\n"
-            "                    gate check is scored, nothing is injected\n"
-            "  known recall positions: the gate checks of each question turn at c0 > the start of the\n"
-            "                    question segment (the feature is a question or answer token's q)\n"
-            "  casual positions: the same checks in the probe turns; 'whole turn' adds every check of\n"
-            "                    a probe turn (the benchmark's false-fire counts those too)\n"
-            "  --percentile P    percentile of the recall-position scores (default 10)\n"
-            "  --mode M          faithful (default) or clean: calibrate the mode you deploy\n"
-            "Prints the score distributions, the suggested threshold and what it would do on these\n"
-            "dialogues (fires are strict: score > threshold). Progress on stderr.\n");
-}
-
-int cli_parse_problems(const char *spec, uint32_t *out, int cap);
-
 typedef struct {
-    const char *blob_path, *bench_path, *mode;
     double P; /* the percentile */
     uint32_t seeds[1024];
     int n_seeds;
-    cli_exec_args xa;
 } calibrate_opts;
-
-/* Fills o from argv; returns -1 to go on, else the exit code (0 after --help). */
-static int calibrate_parse_args(int argc, char **argv, calibrate_opts *o) {
-    const char *problems_s = "0-7", *pct_s = "10";
-    memset(o, 0, sizeof *o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            calibrate_usage(stdout);
-            return 0;
-        }
-        {
-            int xf = cli_exec_flag("calibrate", argc, argv, &i, &o->xa);
-            if (xf < 0) return 2;
-            if (xf > 0) continue;
-        }
-
-        const char **slot = !strcmp(a, "--bench") ? &o->bench_path : !strcmp(a, "--problems") ? &problems_s
-                          : !strcmp(a, "--percentile") ? &pct_s : !strcmp(a, "--mode") ? &o->mode : NULL;
-        if (slot) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "recall calibrate: %s needs a value\n", a);
-                return 2;
-            }
-            *slot = argv[++i];
-        } else if (a[0] == '-' || o->blob_path) {
-            fprintf(stderr, "recall calibrate: unexpected argument '%s' (see --help)\n", a);
-            return 2;
-        } else {
-            o->blob_path = a;
-        }
-    }
-    if (!o->blob_path || !o->bench_path) {
-        fprintf(stderr, "recall calibrate: needs BLOB and --bench (see --help)\n");
-        return 2;
-    }
-    char *end;
-    o->P = strtod(pct_s, &end);
-    if (!*pct_s || *end || !(o->P >= 0 && o->P <= 100)) {
-        fprintf(stderr, "recall calibrate: --percentile %s: expected a number in 0..100\n", pct_s);
-        return 2;
-    }
-    o->n_seeds = cli_parse_problems(problems_s, o->seeds, 1024);
-    if (o->n_seeds <= 0) {
-        fprintf(stderr, "recall calibrate: --problems %s: expected seeds like 0-7, 3 or 0,2,5-6\n", problems_s);
-        return 2;
-    }
-    return -1;
-}
 
 /* What the needle dialogues give: the gate scores by position kind, and per generated turn its
  * best score (at recall positions for a question, anywhere for a probe). */
@@ -247,34 +171,27 @@ static void calibrate_report(gate_stats *g, const calibrate_opts *co, int faithf
     printf("use: recall chat BLOB --threshold %.4f   (or recall eval ... --arms SP,RC_bge@%.4f)\n", thr, thr);
 }
 
-int cli_calibrate(int argc, char **argv) {
+int cli_calibrate(const cli_args *a) {
     calibrate_opts co;
-    int rc = calibrate_parse_args(argc, argv, &co);
-    if (rc >= 0) return rc;
+    co.P = a->percentile;
+    co.n_seeds = cli_parse_problems(a->problems ? a->problems : "0-7", co.seeds, 1024);
+    if (co.n_seeds <= 0)
+        return cli_usage_error("calibrate", "--problems %s: expected seeds like 0-7, 3 or 0,2,5-6", a->problems);
     recall_err err = {0};
     rc_blob *b = NULL;
     rc_bench *bench = NULL;
     rc_recall *r = NULL;
     gate_stats g;
     memset(&g, 0, sizeof g);
-    rc = 1;
-    if (cli_blob_open(&co.xa, co.blob_path, RC_OPEN_VERIFY, &b, &err) ||
-        rc_bench_load(co.bench_path, &bench, &err))
-        goto fail;
+    int rc = 1;
+    if (cli_blob_open(a, a->pos[0], RC_OPEN_VERIFY, &b, &err) || rc_bench_load(a->bench, &bench, &err)) goto fail;
     rc_recall_opts o;
-    rc_recall_defaults(b, &o);
+    cli_loop_opts(a, b, &o);
     const float file_thresh = o.threshold;
-    if (cli_parse_mode_arm("calibrate", co.mode, NULL, &o)) {
-        rc = 2;
-        goto out;
-    }
     o.arm = RC_ARM_RC_BGE;
-    o.threads = co.xa.threads;
-    o.max_ctx = co.xa.ctx;
-    o.simd = co.xa.simd;
-    o.lm_screen = co.xa.lm_screen;
     o.threshold = INFINITY; /* score every check, fire none */
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
+    cli_banner("calibrate", rc_recall_simd_name(r), rc_recall_threads(r));
     if (calibrate_collect(r, bench, &co, &g)) goto out;
     if (!g.pos.n) {
         fprintf(stderr, "recall calibrate: no gate check fell at a recall position (the question turns never "
@@ -285,7 +202,7 @@ int cli_calibrate(int argc, char **argv) {
     rc = 0;
     goto out;
 fail:
-    fprintf(stderr, "recall calibrate: %s\n", err.msg);
+    cli_fail("calibrate", &err);
 out:
     gate_stats_free(&g);
     rc_recall_close(r);

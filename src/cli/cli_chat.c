@@ -24,49 +24,6 @@
 #include <string.h>
 #include <unistd.h>
 
-int cli_parse_mode_arm(const char *cmd, const char *mode, const char *arm, rc_recall_opts *o);
-
-static void chat_usage(FILE *f) {
-    fprintf(f,
-            "usage: recall chat BLOB [--session FILE] [--mode faithful|clean] [--arm RC_bge|SP|FULL]\n"
-            "                   [--threshold T] [--trace] [--fire-once] [--hysteresis N] [--floor F]\n"
-            "                   [--max-turn-tokens N] [--draft N] [--threads N] [--simd scalar|avx2|avx512|neon]\n"
-            "\n"
-            "Multi-turn chat through the recall loop. Reads one user message per line from stdin (a\n"
-            "prompt is shown only when stdin is a terminal; piped input works too) and streams each\n"
-            "reply to stdout as it is generated. Blank lines are ignored; end of input ends the chat.\n"
-            "  --session FILE       keep the conversation (token ids only) in FILE: loaded at start,\n"
-            "                       rewritten atomically after every turn (FILE.tmp, fsync, rename).\n"
-            "                       A damaged file is refused and left untouched. One chat per FILE:\n"
-            "                       FILE.lock holds an advisory lock and the owner's pid while the\n"
-            "                       chat runs (removed at exit; one left by a killed chat does not\n"
-            "                       block); a second chat on FILE is refused at start (exit 3).\n"
-            "  --mode M             faithful (default, the reference loop) or clean\n"
-            "  --arm A              RC_bge (default: recall on), SP (no recall) or FULL (no eviction)\n"
-            "  --threshold T        gate threshold (default: the gate file's thresh)\n"
-            "  --trace              print rebuilds, gate scores and fires on stderr as they happen\n"
-            "  --fire-once          at most one injection per turn\n"
-            "  --hysteresis N       inject only after N consecutive gate scores above the threshold\n"
-            "  --floor F            inject only if the best bridge score is >= F (fires still logged)\n"
-            "  --max-turn-tokens N  reply cap per turn (default: the blob's loop.turn_cap)\n"
-            "  --draft N            exact speculative decoding: verify up to N tokens guessed by prompt\n"
-            "                       lookup per forward (0 = off, default; at most 32); same reply bits\n"
-            "  --threads N          worker threads (default: RECALL_THREADS, else 1); same bits for any N\n"
-            "  --ctx N              FULL arm context (default: the trained positions; more is refused)\n"
-            "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
-            "  --hugepages          copy the blob into huge-page memory (faster decode, slower start)\n"
-            "  --simd P             kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
-            "  --lm-head-screen M on, off or auto (default: RECALL_LM_SCREEN, else on when the\n"
-            "                     blob has convert --lm-head-screen's int8 lm_head): greedy picks read\n"
-            "                     it and recompute exactly only rows that can win; same tokens\n"
-            "A message longer than the window slides through it (what scrolls out goes to the gist and\n"
-            "the archive). On the FULL arm a context beyond the model's trained positions is refused\n"
-            "with both numbers; the turn is skipped and the exit status is 1.\n"
-            "Exit status: 0 all turns done; 1 a message skipped, a turn failed or the session file\n"
-            "refused; 2 usage error; 3 FILE is in use by another process (the line names its pid).\n"
-            "With --trace, '[trace] session saved: N ids' follows each completed save.\n");
-}
-
 typedef struct {
     const rc_bpe *bpe;
     int trace;
@@ -139,87 +96,11 @@ static int on_event(void *ctx, const rc_event *ev) {
     return 0;
 }
 
-static int parse_int(const char *cmd, const char *flag, const char *v, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "recall %s: %s %s: expected an integer in %ld..%ld\n", cmd, flag, v, lo, hi);
-        return 2;
-    }
-    *out = (int)x;
-    return 0;
-}
-
-static int parse_float(const char *cmd, const char *flag, const char *v, float *out) {
-    char *end;
-    *out = strtof(v, &end);
-    if (!*v || *end || isnan(*out)) {
-        fprintf(stderr, "recall %s: %s %s: expected a number\n", cmd, flag, v);
-        return 2;
-    }
-    return 0;
-}
-
 /* ---- the steps of `recall chat` ---- */
-
-typedef struct {
-    const char *blob_path, *session_path, *mode, *arm, *thr, *floor_s, *hyst_s, *cap_s, *draft_s;
-    int trace, fire_once;
-    cli_exec_args xa;
-} chat_args;
-
-/* Options parsing. Returns -1 when parsed, else the exit status (0 after --help, 2 on a usage
- * error, already printed). */
-static int chat_parse_args(int argc, char **argv, chat_args *ca) {
-    memset(ca, 0, sizeof *ca);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            chat_usage(stdout);
-            return 0;
-        }
-        {
-            int xf = cli_exec_flag("chat", argc, argv, &i, &ca->xa);
-            if (xf < 0) return 2;
-            if (xf > 0) continue;
-        }
-        if (!strcmp(a, "--trace")) {
-            ca->trace = 1;
-            continue;
-        }
-        if (!strcmp(a, "--fire-once")) {
-            ca->fire_once = 1;
-            continue;
-        }
-        const char **slot = !strcmp(a, "--session") ? &ca->session_path : !strcmp(a, "--mode") ? &ca->mode
-                          : !strcmp(a, "--arm") ? &ca->arm : !strcmp(a, "--threshold") ? &ca->thr
-                          : !strcmp(a, "--floor") ? &ca->floor_s : !strcmp(a, "--hysteresis") ? &ca->hyst_s
-                          : !strcmp(a, "--max-turn-tokens") ? &ca->cap_s : !strcmp(a, "--draft") ? &ca->draft_s
-                          : NULL;
-        if (slot) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "recall chat: %s needs a value\n", a);
-                return 2;
-            }
-            *slot = argv[++i];
-        } else if (a[0] == '-' || ca->blob_path) {
-            fprintf(stderr, "recall chat: unexpected argument '%s' (see --help)\n", a);
-            return 2;
-        } else {
-            ca->blob_path = a;
-        }
-    }
-    if (!ca->blob_path) {
-        fprintf(stderr, "recall chat: needs BLOB (see --help)\n");
-        return 2;
-    }
-    return -1;
-}
 
 /* Everything a chat holds; released by chat_close. */
 typedef struct {
-    const chat_args *ca;
+    const cli_args *ca;
     rc_blob *b;
     rc_recall *r;
     rc_recall_opts o;
@@ -233,32 +114,16 @@ typedef struct {
 
 /* The blob and the loop options. Returns -1 on success, else the exit status (message printed). */
 static int chat_open_model(chat_state *c) {
-    const chat_args *ca = c->ca;
+    const cli_args *ca = c->ca;
     recall_err err = {0};
     int64_t vocab64 = 0;
     int max_pos_i = 0; /* trained positions under the RoPE profile (rope.h) */
-    if (cli_blob_open(&ca->xa, ca->blob_path, RC_OPEN_VERIFY, &c->b, &err) ||
-        rc_blob_get_i64(c->b, "qwen2.vocab", &vocab64, &err) || rc_rope_blob_positions(c->b, &max_pos_i, &err)) {
-        fprintf(stderr, "recall chat: %s\n", err.msg);
-        return 1;
-    }
-    rc_recall_opts *o = &c->o;
-    rc_recall_defaults(c->b, o);
-    if (cli_parse_mode_arm("chat", ca->mode, ca->arm, o) ||
-        (ca->thr && parse_float("chat", "--threshold", ca->thr, &o->threshold)) ||
-        (ca->floor_s && parse_float("chat", "--floor", ca->floor_s, &o->floor)) ||
-        (ca->hyst_s && parse_int("chat", "--hysteresis", ca->hyst_s, 0, 1000000, &o->hysteresis)) ||
-        (ca->cap_s && parse_int("chat", "--max-turn-tokens", ca->cap_s, 0, 1000000, &o->turn_cap)) ||
-        (ca->draft_s && cli_parse_draft("chat", ca->draft_s, &o->draft)))
-        return 2;
-    o->fire_once = ca->fire_once;
-    o->threads = ca->xa.threads;
-    o->simd = ca->xa.simd;
-    o->lm_screen = ca->xa.lm_screen;
-    o->max_ctx = ca->xa.ctx;
-    o->use_floor = ca->floor_s != NULL;
+    if (cli_blob_open(ca, ca->pos[0], RC_OPEN_VERIFY, &c->b, &err) ||
+        rc_blob_get_i64(c->b, "qwen2.vocab", &vocab64, &err) || rc_rope_blob_positions(c->b, &max_pos_i, &err))
+        return cli_fail("chat", &err);
+    cli_loop_opts(ca, c->b, &c->o);
     c->vocab = (uint32_t)vocab64;
-    c->max_pos = ca->xa.ctx ? (long)ca->xa.ctx : (long)max_pos_i; /* the FULL arm's context */
+    c->max_pos = ca->ctx ? (long)ca->ctx : (long)max_pos_i; /* the FULL arm's context */
     return -1;
 }
 
@@ -266,7 +131,7 @@ static int chat_open_model(chat_state *c) {
  * session). Returns -1 on success, else the exit status (message printed): 3 when another process
  * holds the session, 1 when the file is refused (left untouched). */
 static int chat_open_session(chat_state *c) {
-    const char *path = c->ca->session_path;
+    const char *path = c->ca->session;
     if (!path) return -1;
     recall_err err = {0};
     long holder = 0;
@@ -283,7 +148,7 @@ static int chat_open_session(chat_state *c) {
     }
     if (sess.vocab != c->vocab) {
         fprintf(stderr, "recall chat: session %s was written for a vocab of %u ids, %s has %u (left untouched)\n", path,
-                sess.vocab, c->ca->blob_path, c->vocab);
+                sess.vocab, c->ca->pos[0], c->vocab);
         rc_session_free(&sess);
         return 1;
     }
@@ -295,14 +160,14 @@ static int chat_open_session(chat_state *c) {
 /* Saving: the whole history replaces the session file atomically. With --trace, a line after the
  * rename says the turn is on disk (the soak driver, bench/soak.c, waits for it). */
 static int chat_save(chat_state *c) {
-    const char *path = c->ca->session_path;
+    const char *path = c->ca->session;
     if (!path) return 0;
     recall_err err = {0};
     if (rc_session_save(path, c->history, c->n_history, c->vocab, &err)) {
         fprintf(stderr, "recall chat: could not save the session (the previous file is intact): %s\n", err.msg);
         return 1;
     }
-    if (c->ca->trace) fprintf(stderr, "[trace] session saved: %zu ids\n", c->n_history);
+    if (c->ca->trace_live) fprintf(stderr, "[trace] session saved: %zu ids\n", c->n_history);
     return 0;
 }
 
@@ -356,7 +221,7 @@ static int chat_turn(chat_state *c, size_t n_feed) {
     memcpy(c->history, c->feed, n_feed * sizeof *c->history);
     if (t.n_reply) memcpy(c->history + n_feed, t.reply, (size_t)t.n_reply * sizeof *c->history);
     c->n_history = n_feed + (size_t)t.n_reply;
-    if (c->ca->trace) {
+    if (c->ca->trace_live) {
         int inj = 0;
         for (int i = 0; i < t.n_fires; i++) inj += t.fires[i].injected;
         fprintf(stderr, "[trace] turn done: feed %zu, reply %d, %d gate checks, %d fires (%d injected)\n", n_feed,
@@ -416,10 +281,12 @@ static int chat_loop(chat_state *c, int tty) {
             continue;
         }
         if (n_feed + (size_t)o.turn_cap > RC_SESSION_MAX_IDS || n_feed + (size_t)o.turn_cap > INT_MAX / 2) {
-            fprintf(stderr, "recall chat: the conversation would reach %zu tokens, above the limit %u\n",
-                    n_feed + (size_t)o.turn_cap, RC_SESSION_MAX_IDS);
+            fprintf(stderr, "recall chat: the conversation would reach %zu tokens (%zu history + %zu message + %d reply "
+                    "cap), above the session limit of %u; message skipped\n", n_feed + (size_t)o.turn_cap, n_history,
+                    n_seg, o.turn_cap, (unsigned)RC_SESSION_MAX_IDS);
             free(seg);
-            break;
+            turn_failed = 1;
+            continue;
         }
         if (chat_build_feed(c, seg, n_seg)) {
             free(seg);
@@ -445,30 +312,28 @@ static void chat_close(chat_state *c) {
     rc_blob_close(c->b);
 }
 
-int cli_chat(int argc, char **argv) {
-    chat_args ca;
-    int rc = chat_parse_args(argc, argv, &ca);
-    if (rc >= 0) return rc;
+int cli_chat(const cli_args *a) {
+    if (cli_ctx_needs_full(a, a->arm == RC_ARM_FULL)) return 2;
     chat_state c;
     memset(&c, 0, sizeof c);
-    c.ca = &ca;
+    c.ca = a;
     c.lock.fd = -1;
+    int rc;
     if ((rc = chat_open_model(&c)) >= 0 || (rc = chat_open_session(&c)) >= 0) goto out;
     recall_err err = {0};
     if (rc_recall_open(c.b, &c.o, &c.r, &err)) {
-        fprintf(stderr, "recall chat: %s\n", err.msg);
-        rc = 1;
+        rc = cli_fail("chat", &err);
         goto out;
     }
     c.cs.bpe = rc_recall_bpe(c.r);
-    c.cs.trace = ca.trace;
-    if (ca.trace)
-        fprintf(stderr, "[trace] simd %s, %d thread%s\n", rc_recall_simd_name(c.r), rc_recall_threads(c.r),
-                rc_recall_threads(c.r) == 1 ? "" : "s");
+    c.cs.trace = a->trace_live;
+    const int threads = rc_recall_threads(c.r);
+    if (a->trace_live)
+        fprintf(stderr, "[trace] simd %s, %d thread%s\n", rc_recall_simd_name(c.r), threads, threads == 1 ? "" : "s");
     const int tty = isatty(STDIN_FILENO);
     if (tty)
-        fprintf(stderr, "recall chat: %s, %s session (%zu tokens); end with Ctrl-D\n", ca.blob_path,
-                c.n_history ? "resumed" : "new", c.n_history);
+        fprintf(stderr, "recall chat: %s, %s session (%zu tokens), simd %s, %d thread%s; end with Ctrl-D\n", a->pos[0],
+                c.n_history ? "resumed" : "new", c.n_history, rc_recall_simd_name(c.r), threads, threads == 1 ? "" : "s");
     rc = chat_loop(&c, tty);
 out:
     chat_close(&c);

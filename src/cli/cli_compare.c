@@ -3,6 +3,7 @@
  * exit code (0 agree, 1 real divergence, 2 bad input or usage, 3 near-ties only). */
 #include "cli.h"
 #include "compare.h"
+#include "json.h"
 
 #include <errno.h>
 #include <math.h>
@@ -10,32 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static void compare_usage(FILE *f) {
-    fprintf(f,
-            "usage: recall compare A B [--json OUT] [--threshold T]\n"
-            "\n"
-            "Compares an engine output A with a reference output B of the same kind, judged by the\n"
-            "tolerance table of docs/NUMERICS.md (docs/VERIFYING.md explains the report).\n"
-            "  .npz dumps (recall forward / pool / embed --dump, or the same arrays from Python): per\n"
-            "      array both hold: shape, max abs error, max error relative to B's max abs, the worst\n"
-            "      index, the tolerance, PASS/FAIL; integer arrays must be identical; arrays only one\n"
-            "      file holds are named and not compared.\n"
-            "  loop traces (the golden schema; recall replay --trace): the turns are walked in order and\n"
-            "      the first divergence is reported (turn, c0, kind) with the numbers that decide it.\n"
-            "      It is a near-tie when the deciding values (gate score vs threshold, the competing\n"
-            "      candidates' bridge scores, the top-2 logits) are at most %d ulps apart on one side,\n"
-            "      so that rounding order alone can flip it; otherwise a real divergence. Everything\n"
-            "      after it is its consequence and is not counted as a new error.\n"
-            "  --json OUT     also write the report as JSON (OUT.tmp, then renamed)\n"
-            "  --threshold T  gate threshold when neither trace records one\n"
-            "Turns are numbered from 1. Exit codes:\n"
-            "  0  everything agrees within tolerance\n"
-            "  1  a real divergence, or an array beyond its tolerance\n"
-            "  2  bad input or usage: different kinds, shapes or problems, an unreadable or truncated file\n"
-            "  3  the only divergence is a near-tie\n",
-            RC_CMP_NEAR_TIE_ULPS);
-}
 
 /* ---- text report ------------------------------------------------------------------------ */
 
@@ -234,37 +209,28 @@ static void print_trace(const rc_cmp_report *r, const char *pa, const char *pb) 
 
 /* ---- JSON report ------------------------------------------------------------------------ */
 
-static void jstr(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
-static void jnum(FILE *f, double x) {
-    if (isfinite(x)) fprintf(f, "%.9g", x);
-    else fputs("null", f);
+/* , "key": x (rc_json_put_num) */
+static void num_field(FILE *f, const char *key, double x) {
+    fprintf(f, ", \"%s\": ", key);
+    rc_json_put_num(f, x);
 }
 
 static void json_side(FILE *f, const rc_div_side *s) {
     fprintf(f, "{\"present\": %s, \"fired\": %s, \"score\": ", s->present ? "true" : "false", s->fired ? "true" : "false");
-    jnum(f, s->has_score ? s->score : NAN);
+    rc_json_put_num(f, s->has_score ? s->score : NAN);
     fprintf(f, ", \"ncand\": %d, \"top\": [", s->ncand);
     for (int i = 0; i < s->ntop; i++) fprintf(f, "%s%d", i ? ", " : "", s->top[i]);
     fprintf(f, "], \"ids\": [%d, %d], \"values\": [", s->ids[0], s->ids[1]);
-    jnum(f, s->has_pair ? s->vals[0] : NAN);
+    rc_json_put_num(f, s->has_pair ? s->vals[0] : NAN);
     fputs(", ", f);
-    jnum(f, s->has_pair ? s->vals[1] : NAN);
+    rc_json_put_num(f, s->has_pair ? s->vals[1] : NAN);
     fprintf(f, "], \"token\": %d, \"margin\": ", s->token);
-    jnum(f, s->has_margin ? s->margin : NAN);
+    rc_json_put_num(f, s->has_margin ? s->margin : NAN);
     fprintf(f, ", \"margin_is_bound\": %s, \"ulps\": %lld, \"ulps_estimated\": %s, \"rebuild\": [%lld, %lld, %lld, %lld], "
                "\"n\": %lld, \"note\": ",
             s->margin_bound ? "true" : "false", (long long)s->ulps, s->ulps_estimated ? "true" : "false", (long long)s->rb[0],
             (long long)s->rb[1], (long long)s->rb[2], (long long)s->rb[3], (long long)s->n);
-    jstr(f, s->note);
+    rc_json_put_str(f, s->note);
     fputc('}', f);
 }
 
@@ -273,23 +239,20 @@ static void json_npz(FILE *f, const rc_cmp_report *r) {
     for (size_t i = 0; i < r->n_arrays; i++) {
         const rc_cmp_array *c = &r->arrays[i];
         fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
-        jstr(f, c->name);
+        rc_json_put_str(f, c->name);
         fprintf(f, ", \"in_a\": %s, \"in_b\": %s", c->in_a ? "true" : "false", c->in_b ? "true" : "false");
         if (c->in_a && c->in_b) {
             fprintf(f, ", \"dtype_a\": \"%s\", \"dtype_b\": \"%s\", \"shape\": [", c->dtype_a, c->dtype_b);
             for (int d = 0; d < c->ndim; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)c->shape[d]);
             fputs("], \"max_abs\": ", f);
-            jnum(f, c->max_abs);
-            fputs(", \"max_rel\": ", f);
-            jnum(f, c->max_rel);
-            fputs(", \"ref_max_abs\": ", f);
-            jnum(f, c->ref_max_abs);
+            rc_json_put_num(f, c->max_abs);
+            num_field(f, "max_rel", c->max_rel);
+            num_field(f, "ref_max_abs", c->ref_max_abs);
             fprintf(f, ", \"n_diff\": %llu, \"worst\": [", (unsigned long long)c->n_diff);
             for (int d = 0; c->n_diff && d < c->ndim; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)c->worst[d]);
             fputs("], \"worst_a\": ", f);
-            jnum(f, c->worst_a);
-            fputs(", \"worst_b\": ", f);
-            jnum(f, c->worst_b);
+            rc_json_put_num(f, c->worst_a);
+            num_field(f, "worst_b", c->worst_b);
             fprintf(f, ", \"tolerance\": {\"kind\": \"%s\", \"value\": %g}, \"pass\": %s",
                     c->tol_kind == RC_TOL_EXACT ? "exact" : c->tol_kind == RC_TOL_ABS ? "abs" : "rel", c->tol,
                     c->pass ? "true" : "false");
@@ -302,14 +265,11 @@ static void json_npz(FILE *f, const rc_cmp_report *r) {
 static void json_trace(FILE *f, const rc_cmp_report *r) {
     fprintf(f, ", \"turns\": %d, \"reply_tokens\": %ld, \"gate_checks\": %ld, \"fires\": %ld, \"rebuilds\": %ld, \"top5\": %ld",
             r->n_turns, r->n_tokens, r->n_gates, r->n_fires, r->n_rebuilds, r->n_top5);
-    fputs(", \"max_gate_abs\": ", f);
-    jnum(f, r->max_gate_abs);
-    fputs(", \"max_bridge_rel\": ", f);
-    jnum(f, r->max_bridge_rel);
-    fputs(", \"max_top5_rel\": ", f);
-    jnum(f, r->max_top5_rel);
+    num_field(f, "max_gate_abs", r->max_gate_abs);
+    num_field(f, "max_bridge_rel", r->max_bridge_rel);
+    num_field(f, "max_top5_rel", r->max_top5_rel);
     fputs(", \"not_compared\": ", f);
-    jstr(f, r->not_compared);
+    rc_json_put_str(f, r->not_compared);
     fprintf(f, ", \"near_tie_ulps\": %d", RC_CMP_NEAR_TIE_ULPS);
     if (!r->diverged) {
         fputs(", \"divergence\": null", f);
@@ -320,11 +280,9 @@ static void json_trace(FILE *f, const rc_cmp_report *r) {
                "\"candidates\": [%d, %d], \"rank\": %d, \"index\": %d, \"near_tie\": %s, \"threshold\": ",
             rc_div_kind_name(d->kind), d->turn + 1, d->c0, d->reply_index, d->position, d->cand[0], d->cand[1], d->rank,
             d->index, d->near_tie ? "true" : "false");
-    jnum(f, d->has_threshold ? d->threshold : NAN);
-    fputs(", \"delta\": ", f);
-    jnum(f, d->delta);
-    fputs(", \"tolerance\": ", f);
-    jnum(f, d->tol);
+    rc_json_put_num(f, d->has_threshold ? d->threshold : NAN);
+    num_field(f, "delta", d->delta);
+    num_field(f, "tolerance", d->tol);
     fputs(",\n  \"a\": ", f);
     json_side(f, &d->a);
     fputs(",\n  \"b\": ", f);
@@ -333,70 +291,27 @@ static void json_trace(FILE *f, const rc_cmp_report *r) {
 }
 
 static int write_json(const rc_cmp_report *r, const char *pa, const char *pb, const char *out) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "recall compare: %s: %s\n", tmp, strerror(errno));
-        return 2;
-    }
+    rc_afile af;
+    FILE *f = cli_create("compare", &af, out);
+    if (!f) return 2;
     fputs("{\"a\": ", f);
-    jstr(f, pa);
+    rc_json_put_str(f, pa);
     fputs(", \"b\": ", f);
-    jstr(f, pb);
+    rc_json_put_str(f, pb);
     fprintf(f, ", \"kind\": \"%s\", \"verdict\": \"%s\", \"exit\": %d", r->what,
             r->verdict == 0 ? "agree" : r->verdict == 3 ? "near-tie" : "diverge", r->verdict);
     if (r->kind == 1) json_npz(f, r);
     else json_trace(f, r);
     fputs("}\n", f);
-    int bad = ferror(f) != 0;
-    if (fclose(f) != 0 || bad || rename(tmp, out) != 0) {
-        fprintf(stderr, "recall compare: cannot write %s: %s\n", out, strerror(errno));
-        remove(tmp);
-        return 2;
-    }
-    return 0;
+    return cli_commit("compare", &af, 0) ? 2 : 0;
 }
 
-int cli_compare(int argc, char **argv) {
-    const char *paths[2] = {NULL, NULL}, *json = NULL;
-    int np = 0;
+int cli_compare(const cli_args *a) {
+    const char *paths[2] = {a->pos[0], a->pos[1]}, *json = a->json;
     rc_cmp_opts o = {0, 0.0f};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            compare_usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--json") || !strcmp(a, "--threshold")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "recall compare: %s needs a value\n", a);
-                return 2;
-            }
-            if (a[2] == 'j') {
-                json = argv[++i];
-                continue;
-            }
-            char *end;
-            o.threshold = strtof(argv[++i], &end);
-            if (*end || !*argv[i] || isnan(o.threshold)) {
-                fprintf(stderr, "recall compare: --threshold %s: expected a number\n", argv[i]);
-                return 2;
-            }
-            o.has_threshold = 1;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "recall compare: unknown argument '%s' (see --help)\n", a);
-            return 2;
-        } else if (np < 2) {
-            paths[np++] = a;
-        } else {
-            fprintf(stderr, "recall compare: unexpected argument '%s': give two files, A (engine) and B (reference)\n", a);
-            return 2;
-        }
-    }
-    if (np != 2) {
-        fprintf(stderr, "recall compare: needs two files, A (engine) and B (reference) (see --help)\n");
-        return 2;
+    if (!isnan(a->threshold)) {
+        o.has_threshold = 1;
+        o.threshold = (float)a->threshold;
     }
     rc_cmp_report r;
     recall_err err = {0};

@@ -7,7 +7,7 @@
  * answer to --json (temp + rename). */
 #include "blob.h"
 #include "cli.h"
-#include "cli_eval.h"
+#include "json.h"
 #include "longctx.h"
 #include "recall_loop.h"
 #include "rope.h"
@@ -21,58 +21,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
-int cli_parse_mode_arm(const char *cmd, const char *mode, const char *arm, rc_recall_opts *o);
-
 #define MAX_LIST 64
 #define MAX_ARMS 3
 
-static void longctx_usage(FILE *f) {
-    fprintf(f,
-            "usage: recall longctx BLOB --task needle|multikey|vartrack[,..] --len N[,N..] [--depth D[,D..]]\n"
-            "                      [--seed S] [--arms FULL,SP,RC_bge] [--max-new N] [--json OUT.json]\n"
-            "                      [--haystack FILE] [--prompts DIR] [--mode faithful|clean] [--no-run]\n"
-            "\n"
-            "Exact-answer long-context cases (one per task x length x depth), each answered greedily on\n"
-            "every arm. A case hides its answer (6 digits) in a pinned haystack at a depth and is put\n"
-            "through the chat template as one user message:\n"
-            "  needle    \"The special magic number is V.\"; asked: the special magic number\n"
-            "  multikey  the same sentence for 4 keys (3 distractors at seeded depths); asked: one key's\n"
-            "  vartrack  VAR A = V. then VAR B = VAR A. ... VAR D = VAR C. (hops at seeded depths after D);\n"
-            "            asked: the value of VAR D\n"
-            "  --task LIST     needle, multikey, vartrack (comma-separated)\n"
-            "  --len LIST      prompt lengths in tokens; a prompt holds exactly N tokens where the\n"
-            "                  tokenizer allows, never more\n"
-            "  --depth LIST    where the asked insert sits: the fraction of the prompt's haystack tokens\n"
-            "                  before it, 0..1 (default 0.5)\n"
-            "  --seed S        seeds every choice (default 0); the same seed gives the same cases\n"
-            "  --arms LIST     FULL (whole prompt in the cache), SP, RC_bge (recall loop: the window\n"
-            "                  slides over the prompt); default FULL,SP,RC_bge\n"
-            "  --max-new N     reply cap in tokens (default 32); greedy, EOS ends the reply\n"
-            "  --haystack F    ASCII text to hide the answers in (default tests/golden/longctx/haystack.txt,\n"
-            "                  this repository's docs and sources pinned at one commit)\n"
-            "  --json OUT      per case: task, len, prompt_tokens, prompt_xxh64 (XXH64 of the ids as\n"
-            "                  little-endian int32), depth, depth_actual, expected, per arm {answer,\n"
-            "                  exact, n_reply, gates, fires, reply, seconds}; a summary per arm\n"
-            "  --prompts DIR   write each case's prompt for other engines: DIR/case-K.ids (JSON array of\n"
-            "                  the token ids, no BOS; `score --tokens-file` reads it) and DIR/case-K.txt\n"
-            "                  (the same prompt as text, chat template included); K = case index\n"
-            "  --no-run        build and check the cases (and write --json) without running any arm\n"
-            "  --mode M        recall loop mode: faithful (default) or clean\n"
-            "  --threads N     worker threads (default: RECALL_THREADS, else 1); same bits for any N\n"
-            "  --ctx N         FULL arm context (default: the trained positions; more is refused)\n"
-            "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile\n"
-            "  --hugepages     copy the blob into huge-page memory\n"
-            "  --simd P        kernel path scalar|avx2|avx512|neon (default: RECALL_SIMD, else the best)\n"
-            "Exact match: the reply text after its last \"</think>\" (if any), from its first non-blank\n"
-            "character to the next newline, trailing whitespace trimmed, equals the expected digits. A case the FULL arm cannot hold (BOS +\n"
-            "prompt + max-new + 1 positions above the context) is refused before anything runs.\n");
-}
-
+/* The command line, with its lists parsed. */
 typedef struct {
-    const char *blob_path, *task_s, *len_s, *depth_s, *arms_s, *json_path, *haystack, *mode, *prompts;
-    uint64_t seed;
-    int max_new, no_run;
-    cli_exec_args xa;
+    const cli_args *a;
     rc_lctx_task tasks[RC_LCTX_NTASKS];
     int n_tasks;
     int lens[MAX_LIST], n_lens;
@@ -81,6 +35,10 @@ typedef struct {
     char arms[MAX_ARMS][8];
     int n_arms;
 } longctx_opts;
+
+static const char *haystack_path(const cli_args *a) {
+    return a->haystack ? a->haystack : "tests/golden/longctx/haystack.txt";
+}
 
 /* Splits a comma list into items of at most cap-1 characters; calls one(item) for each. */
 static int each_item(const char *list, int (*one)(longctx_opts *, const char *), longctx_opts *o) {
@@ -98,7 +56,12 @@ static int each_item(const char *list, int (*one)(longctx_opts *, const char *),
 }
 
 static int add_task(longctx_opts *o, const char *s) {
-    return o->n_tasks == RC_LCTX_NTASKS || rc_lctx_task_parse(s, &o->tasks[o->n_tasks++]);
+    rc_lctx_task t;
+    if (o->n_tasks == RC_LCTX_NTASKS || rc_lctx_task_parse(s, &t)) return -1;
+    for (int i = 0; i < o->n_tasks; i++)
+        if (o->tasks[i] == t) return -1; /* each once */
+    o->tasks[o->n_tasks++] = t;
+    return 0;
 }
 static int add_len(longctx_opts *o, const char *s) {
     char *end;
@@ -123,80 +86,22 @@ static int add_arm(longctx_opts *o, const char *s) {
     return 0;
 }
 
-/* Fills o from argv; returns -1 to go on, else the exit code (0 after --help). */
-static int longctx_parse_args(int argc, char **argv, longctx_opts *o) {
+/* Parses the lists of the command line; 0, or 2 (printed). */
+static int longctx_parse_lists(const cli_args *a, longctx_opts *o) {
     memset(o, 0, sizeof *o);
-    o->depth_s = "0.5";
-    o->arms_s = "FULL,SP,RC_bge";
-    o->haystack = "tests/golden/longctx/haystack.txt";
-    o->max_new = 32;
-    const char *seed_s = NULL, *max_new_s = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            longctx_usage(stdout);
-            return 0;
-        }
-        int xf = cli_exec_flag("longctx", argc, argv, &i, &o->xa);
-        if (xf < 0) return 2;
-        if (xf > 0) continue;
-        const char **slot = !strcmp(a, "--task") ? &o->task_s : !strcmp(a, "--len") ? &o->len_s
-                          : !strcmp(a, "--depth") ? &o->depth_s : !strcmp(a, "--arms") ? &o->arms_s
-                          : !strcmp(a, "--json") ? &o->json_path : !strcmp(a, "--haystack") ? &o->haystack
-                          : !strcmp(a, "--mode") ? &o->mode : !strcmp(a, "--seed") ? &seed_s
-                          : !strcmp(a, "--max-new") ? &max_new_s : !strcmp(a, "--prompts") ? &o->prompts : NULL;
-        if (slot) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "recall longctx: %s needs a value\n", a);
-                return 2;
-            }
-            *slot = argv[++i];
-        } else if (!strcmp(a, "--no-run")) {
-            o->no_run = 1;
-        } else if (a[0] == '-' || o->blob_path) {
-            fprintf(stderr, "recall longctx: unexpected argument '%s' (see --help)\n", a);
-            return 2;
-        } else {
-            o->blob_path = a;
-        }
-    }
-    if (!o->blob_path || !o->task_s || !o->len_s) {
-        fprintf(stderr, "recall longctx: needs BLOB, --task and --len (see --help)\n");
-        return 2;
-    }
+    o->a = a;
     struct {
         const char *flag, *val, *want;
         int (*one)(longctx_opts *, const char *);
-    } lists[4] = {{"--task", o->task_s, "needle, multikey or vartrack, each once", add_task},
-                  {"--len", o->len_s, "positive token counts", add_len},
-                  {"--depth", o->depth_s, "fractions in 0..1", add_depth},
-                  {"--arms", o->arms_s, "FULL, SP or RC_bge, each once", add_arm}};
+    } lists[4] = {{"--task", a->task, "needle, multikey or vartrack, each once", add_task},
+                  {"--len", a->len, "positive token counts", add_len},
+                  {"--depth", a->depth ? a->depth : "0.5", "fractions in 0..1", add_depth},
+                  {"--arms", a->arms ? a->arms : "FULL,SP,RC_bge", "FULL, SP or RC_bge, each once", add_arm}};
     for (int k = 0; k < 4; k++)
-        if (each_item(lists[k].val, lists[k].one, o)) {
-            fprintf(stderr, "recall longctx: %s %s: expected a comma-separated list of %s (at most %d)\n",
-                    lists[k].flag, lists[k].val, lists[k].want, MAX_LIST);
-            return 2;
-        }
-    char *end;
-    if (seed_s) {
-        errno = 0;
-        unsigned long long v = strtoull(seed_s, &end, 10);
-        if (*end || errno || !*seed_s || seed_s[0] == '-') {
-            fprintf(stderr, "recall longctx: --seed %s: expected a non-negative integer\n", seed_s);
-            return 2;
-        }
-        o->seed = v;
-    }
-    if (max_new_s) {
-        errno = 0;
-        long v = strtol(max_new_s, &end, 10);
-        if (*end || errno || v < 1 || v > 1000000) {
-            fprintf(stderr, "recall longctx: --max-new %s: expected 1..1000000 tokens\n", max_new_s);
-            return 2;
-        }
-        o->max_new = (int)v;
-    }
-    return -1;
+        if (each_item(lists[k].val, lists[k].one, o))
+            return cli_usage_error("longctx", "%s %s: expected a comma-separated list of %s (at most %d)", lists[k].flag,
+                                   lists[k].val, lists[k].want, MAX_LIST);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- the run */
@@ -232,17 +137,17 @@ static int longctx_open(longctx_run *r) {
     const longctx_opts *o = r->o;
     size_t size;
     const void *sec;
-    if (cli_blob_open(&o->xa, o->blob_path, 0, &r->b, &r->err) ||
+    if (cli_blob_open(o->a, o->a->pos[0], 0, &r->b, &r->err) ||
         rc_rope_blob_positions(r->b, &r->trained, &r->err))
         goto fail;
     sec = rc_blob_section(r->b, RC_SECT_TOK_BPE, &size);
     if (!sec) {
-        fprintf(stderr, "recall longctx: %s: no BPE tokenizer section\n", o->blob_path);
+        fprintf(stderr, "recall longctx: %s: no BPE tokenizer section\n", o->a->pos[0]);
         return 1;
     }
-    if (rc_bpe_load(sec, size, &r->bpe, &r->err) || rc_lctx_haystack_load(r->bpe, o->haystack, &r->hay, &r->err))
+    if (rc_bpe_load(sec, size, &r->bpe, &r->err) || rc_lctx_haystack_load(r->bpe, haystack_path(o->a), &r->hay, &r->err))
         goto fail;
-    r->ctx = o->xa.ctx ? o->xa.ctx : r->trained;
+    r->ctx = o->a->ctx ? o->a->ctx : r->trained;
     if (r->ctx > r->trained) {
         fprintf(stderr, "recall longctx: a context of %d positions was requested but the model was trained on %d\n",
                 r->ctx, r->trained);
@@ -277,26 +182,26 @@ static int longctx_build(longctx_run *r) {
     for (int t = 0; t < o->n_tasks; t++)
         for (int l = 0; l < o->n_lens; l++)
             for (int d = 0; d < o->n_depths; d++) {
-                if (rc_lctx_build(r->bpe, &r->hay, o->tasks[t], o->lens[l], o->depths[d], o->seed,
+                if (rc_lctx_build(r->bpe, &r->hay, o->tasks[t], o->lens[l], o->depths[d], o->a->seed,
                                   &r->cases[r->n_cases], &r->err)) {
                     fprintf(stderr, "recall longctx: %s\n", r->err.msg);
                     return 1;
                 }
                 r->n_cases++;
             }
-    fprintf(stderr, "longctx: %d cases from %s (%d tokens, xxh64 %016llx)\n", r->n_cases, o->haystack, r->hay.n,
+    fprintf(stderr, "longctx: %d cases from %s (%d tokens, xxh64 %016llx)\n", r->n_cases, haystack_path(o->a), r->hay.n,
             (unsigned long long)r->hay.xxh64);
     if (!has_arm(o, "FULL")) return 0;
     for (int c = 0; c < r->n_cases; c++) {
         const rc_lctx_case *k = &r->cases[c];
-        long need = 1L + k->n_ids + o->max_new + 1; /* as the loop checks it (recall_loop.h) */
+        long need = 1L + k->n_ids + o->a->max_new + 1; /* as the loop checks it (recall_loop.h) */
         if (need > r->ctx) {
             char lab[96];
             case_label(k, lab, sizeof lab);
             fprintf(stderr,
                     "recall longctx: case %d (%s): the FULL arm needs %ld positions (BOS + %d prompt + %d reply + 1) "
                     "but its context holds %d (the model was trained on %d); nothing was run\n",
-                    c, lab, need, k->n_ids, o->max_new, r->ctx, r->trained);
+                    c, lab, need, k->n_ids, o->a->max_new, r->ctx, r->trained);
             return 1;
         }
     }
@@ -305,7 +210,7 @@ static int longctx_build(longctx_run *r) {
 
 /* --prompts DIR: every case's ids and text, so that another engine gets the same prompt. */
 static int longctx_write_prompts(const longctx_run *r) {
-    const char *dir = r->o->prompts;
+    const char *dir = r->o->a->prompts;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "recall longctx: --prompts %s: %s\n", dir, strerror(errno));
         return 1;
@@ -319,26 +224,23 @@ static int longctx_write_prompts(const longctx_run *r) {
     int rc = 0;
     for (int c = 0; !rc && c < r->n_cases; c++) {
         const rc_lctx_case *k = &r->cases[c];
-        char *tmp = NULL, *text = NULL;
+        char *text = NULL;
         size_t len;
         recall_err err = {0};
+        rc_afile af;
         snprintf(path, cap, "%s/case-%d.ids", dir, c);
-        FILE *f = eval_json_create(path, &tmp);
+        FILE *f = cli_create("longctx", &af, path);
         if (!f) rc = 1;
-        for (int i = 0; f && i < k->n_ids; i++) fprintf(f, "%s%d", i ? ", " : "[", k->ids[i]);
-        if (f) fputs("]\n", f), rc = eval_json_commit(f, tmp, path);
-        free(tmp);
+        else rc_json_put_ids(f, k->ids, k->n_ids), fputc('\n', f), rc = cli_commit("longctx", &af, 1);
         if (rc) break;
         if (rc_bpe_decode(r->bpe, k->ids, (size_t)k->n_ids, 0, &text, &len, &err)) {
-            fprintf(stderr, "recall longctx: %s\n", err.msg);
-            rc = 1;
+            rc = cli_fail("longctx", &err);
             break;
         }
         snprintf(path, cap, "%s/case-%d.txt", dir, c);
-        f = eval_json_create(path, &tmp);
+        f = cli_create("longctx", &af, path);
         if (!f) rc = 1;
-        else fwrite(text, 1, len, f), rc = eval_json_commit(f, tmp, path);
-        free(tmp);
+        else fwrite(text, 1, len, f), rc = cli_commit("longctx", &af, 1);
         free(text);
     }
     free(path);
@@ -368,17 +270,12 @@ static int on_event(void *ctx, const rc_event *ev) {
 static int longctx_run_arm(longctx_run *r, int a) {
     const longctx_opts *o = r->o;
     rc_recall_opts ro;
-    rc_recall_defaults(r->b, &ro);
-    ro.threads = o->xa.threads;
-    ro.simd = o->xa.simd;
-    ro.max_ctx = o->xa.ctx;
-    ro.turn_cap = o->max_new;
-    if (cli_parse_mode_arm("longctx", o->mode, o->arms[a], &ro)) return 2;
+    cli_loop_opts(o->a, r->b, &ro);
+    ro.turn_cap = o->a->max_new;
+    ro.arm = !strcmp(o->arms[a], "FULL") ? RC_ARM_FULL : !strcmp(o->arms[a], "SP") ? RC_ARM_SP : RC_ARM_RC_BGE;
     rc_recall *rec = NULL;
-    if (rc_recall_open(r->b, &ro, &rec, &r->err)) {
-        fprintf(stderr, "recall longctx: %s\n", r->err.msg);
-        return 1;
-    }
+    if (rc_recall_open(r->b, &ro, &rec, &r->err)) return cli_fail("longctx", &r->err);
+    if (a == 0) cli_banner("longctx", rc_recall_simd_name(rec), rc_recall_threads(rec));
     int rc = 0;
     for (int c = 0; !rc && c < r->n_cases; c++) {
         const rc_lctx_case *k = &r->cases[c];
@@ -420,27 +317,27 @@ static void write_case(FILE *f, const longctx_run *r, int c) {
     const rc_lctx_case *k = &r->cases[c];
     fprintf(f, "%s\n{\"task\": \"%s\", \"len\": %d, \"prompt_tokens\": %d, \"prompt_xxh64\": \"%016llx\", \"depth\": ",
             c ? "," : "", rc_lctx_task_name(k->task), k->len, k->n_ids, (unsigned long long)k->ids_xxh64);
-    eval_json_num(f, k->depth);
+    rc_json_put_num(f, k->depth);
     fputs(", \"depth_actual\": ", f);
-    eval_json_num(f, k->depth_actual);
+    rc_json_put_num(f, k->depth_actual);
     fprintf(f, ", \"answer_token\": %d, \"context_tokens\": [%d, %d], \"haystack_offset\": %d, \"haystack_tokens\": %d, "
                "\"expected\": \"%s\", \"question\": ",
             k->ins_first[k->key], k->ctx_first, k->ctx_end, k->hay_off, k->hay_tokens, k->expected);
-    eval_json_str(f, k->question);
+    rc_json_put_str(f, k->question);
     fputs(", \"inserts\": [", f);
     for (int i = 0; i < k->n_inserts; i++) {
         fprintf(f, "%s{\"first\": %d, \"last\": %d, \"depth\": ", i ? ", " : "", k->ins_first[i], k->ins_last[i]);
-        eval_json_num(f, k->ins_depth[i]);
+        rc_json_put_num(f, k->ins_depth[i]);
         fprintf(f, ", \"asked\": %s}", i == k->key ? "true" : "false");
     }
     fputs("], \"arms\": {", f);
-    for (int a = 0; !o->no_run && a < o->n_arms; a++) {
+    for (int a = 0; !o->a->no_run && a < o->n_arms; a++) {
         const arm_result *res = &r->res[(size_t)c * MAX_ARMS + a];
         fprintf(f, "%s\"%s\": {\"answer\": ", a ? ", " : "", o->arms[a]);
-        eval_json_str(f, res->answer);
+        rc_json_put_str(f, res->answer);
         fprintf(f, ", \"exact\": %s, \"n_reply\": %d, \"gates\": %d, \"fires\": %d, \"reply\": ",
                 res->exact ? "true" : "false", res->n_reply, res->n_gates, res->n_fires);
-        eval_json_str(f, res->reply ? res->reply : "");
+        rc_json_put_str(f, res->reply ? res->reply : "");
         fprintf(f, ", \"seconds\": %.2f}", res->seconds);
     }
     fputs("}}", f);
@@ -448,32 +345,27 @@ static void write_case(FILE *f, const longctx_run *r, int c) {
 
 static int longctx_write_json(const longctx_run *r) {
     const longctx_opts *o = r->o;
-    char *tmp = NULL;
-    FILE *f = eval_json_create(o->json_path, &tmp);
-    if (!f) {
-        free(tmp);
-        return 1;
-    }
+    rc_afile af;
+    FILE *f = cli_create("longctx", &af, o->a->json);
+    if (!f) return 1;
     fputs("{\"blob\": ", f);
-    eval_json_str(f, o->blob_path);
+    rc_json_put_str(f, o->a->pos[0]);
     fprintf(f, ", \"blob_xxh64\": \"%016llx\", \"haystack\": ", (unsigned long long)rc_blob_hdr(r->b)->body_checksum);
-    eval_json_str(f, o->haystack);
+    rc_json_put_str(f, haystack_path(o->a));
     fprintf(f, ", \"haystack_xxh64\": \"%016llx\", \"haystack_tokens\": %d, \"seed\": %llu, \"max_new\": %d, "
                "\"mode\": \"%s\", \"context\": %d, \"trained_positions\": %d, \"ran\": %s,\n\"cases\": [",
-            (unsigned long long)r->hay.xxh64, r->hay.n, (unsigned long long)o->seed, o->max_new,
-            o->mode ? o->mode : "faithful", r->ctx, r->trained, o->no_run ? "false" : "true");
+            (unsigned long long)r->hay.xxh64, r->hay.n, (unsigned long long)o->a->seed, o->a->max_new,
+            cli_mode_name(o->a->mode), r->ctx, r->trained, o->a->no_run ? "false" : "true");
     for (int c = 0; c < r->n_cases; c++) write_case(f, r, c);
     fputs("],\n\"summary\": {", f);
-    for (int a = 0; !o->no_run && a < o->n_arms; a++) {
+    for (int a = 0; !o->a->no_run && a < o->n_arms; a++) {
         int k = arm_exact(r, a);
         fprintf(f, "%s\"%s\": {\"cases\": %d, \"exact\": %d, \"rate\": ", a ? ", " : "", o->arms[a], r->n_cases, k);
-        eval_json_num(f, r->n_cases ? (double)k / r->n_cases : NAN);
+        rc_json_put_num(f, r->n_cases ? (double)k / r->n_cases : NAN);
         fputc('}', f);
     }
     fputs("}}\n", f);
-    int rc = eval_json_commit(f, tmp, o->json_path);
-    free(tmp);
-    return rc;
+    return cli_commit("longctx", &af, 1);
 }
 
 static void longctx_close(longctx_run *r) {
@@ -488,23 +380,25 @@ static void longctx_close(longctx_run *r) {
     rc_blob_close(r->b);
 }
 
-int cli_longctx(int argc, char **argv) {
+int cli_longctx(const cli_args *a) {
     longctx_opts o;
-    int rc = longctx_parse_args(argc, argv, &o);
-    if (rc >= 0) return rc;
+    int rc = longctx_parse_lists(a, &o);
+    if (rc) return rc;
+    int has_full = 0;
+    for (int k = 0; k < o.n_arms; k++) has_full |= !strcmp(o.arms[k], "FULL");
+    if (cli_ctx_needs_full(a, has_full)) return 2;
     longctx_run r;
     memset(&r, 0, sizeof r);
     r.o = &o;
     rc = longctx_open(&r);
     if (!rc) rc = longctx_build(&r);
-    if (!rc && o.prompts) rc = longctx_write_prompts(&r);
-    for (int a = 0; !rc && !o.no_run && a < o.n_arms; a++) rc = longctx_run_arm(&r, a);
+    if (!rc && a->prompts) rc = longctx_write_prompts(&r);
+    for (int k = 0; !rc && !a->no_run && k < o.n_arms; k++) rc = longctx_run_arm(&r, k);
     if (!rc) {
         printf("%-8s %s\n", "arm", "exact");
-        for (int a = 0; !o.no_run && a < o.n_arms; a++)
-            printf("%-8s %d/%d\n", o.arms[a], arm_exact(&r, a), r.n_cases);
+        for (int k = 0; !a->no_run && k < o.n_arms; k++) printf("%-8s %d/%d\n", o.arms[k], arm_exact(&r, k), r.n_cases);
         fflush(stdout);
-        if (o.json_path) rc = longctx_write_json(&r);
+        if (a->json) rc = longctx_write_json(&r);
     }
     longctx_close(&r);
     return rc;

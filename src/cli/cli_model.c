@@ -3,10 +3,9 @@
  *                                                        q_layers [n_gate,T,NH*D], ids [T]
  *   recall embed   BLOB --file TEXT --dump OUT.npz       ids [n], emb [H] (bge CLS, L2-normalised)
  *   recall pool    BLOB --ids '[...]' --dump OUT.npz     sp [n_sp,H] from the Qwen2 embeddings
- * forward and pool also take --tokens-file F (same ids from a file); forward, embed and pool take
- * --threads N / --simd P (bitwise the same results), --hugepages (blob copied into huge-page memory);
- * forward takes --ctx N (instance context), --rope-scaling yarn:FACTOR:ORIG (rope.h), and --decode-from N
- * (later ids one call each: the decode path) with --kv-pages PAGE:BUDGET (kv_pages.h).
+ * forward and pool also take --tokens-file F (the same ids from a file); forward adds --ctx N (the
+ * instance context), --rope-scaling, and --decode-from N (later ids one call each: the decode path)
+ * with --kv-pages PAGE:BUDGET (kv_pages.h). Every option: the tables in cli_opts.c.
  *   recall heads   BLOB --q F.npy [--emb E.npy]          prints the gate score and bridge score
  * Only this file prints; the library returns errors as values. */
 #include "bert.h"
@@ -24,59 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-typedef struct {
-    const char *blob, *ids, *tokens_file, *dump, *file, *q, *emb, *decode_from;
-    cli_exec_args x;
-    rc_kv_pages_opts kvp; /* forward only */
-} model_args;
-
-/* Returns 0 ok, 1 help printed, 2 usage error. */
-static int parse_args(int argc, char **argv, const char *usage, model_args *a) {
-    memset(a, 0, sizeof *a);
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        const char **slot = NULL;
-        if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
-            fputs(usage, stdout);
-            return 1;
-        }
-        int xf = cli_exec_flag(argv[0], argc, argv, &i, &a->x);
-        if (!xf && !strcmp(argv[0], "forward")) xf = cli_kv_pages_flag(argv[0], argc, argv, &i, &a->kvp);
-        if (xf < 0) return 2;
-        if (xf > 0) continue;
-        if (!strcmp(s, "--ids")) slot = &a->ids;
-        else if (!strcmp(s, "--tokens-file")) slot = &a->tokens_file;
-        else if (!strcmp(s, "--dump")) slot = &a->dump;
-        else if (!strcmp(s, "--file")) slot = &a->file;
-        else if (!strcmp(s, "--q")) slot = &a->q;
-        else if (!strcmp(s, "--emb")) slot = &a->emb;
-        else if (!strcmp(s, "--decode-from") && !strcmp(argv[0], "forward")) slot = &a->decode_from;
-        else if (s[0] != '-' && !a->blob) {
-            a->blob = s;
-            continue;
-        } else {
-            fprintf(stderr, "recall %s: unknown argument '%s'\n%s", argv[0], s, usage);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "recall %s: %s needs a value\n", argv[0], s);
-            return 2;
-        }
-        *slot = argv[++i];
-    }
-    if (!a->blob) {
-        fprintf(stderr, "recall %s: no BLOB given\n%s", argv[0], usage);
-        return 2;
-    }
-    return 0;
-}
-
-static int fail(const char *cmd, const recall_err *err) {
-    fprintf(stderr, "recall %s: %s\n", cmd, err->msg[0] ? err->msg : recall_strerror(err->code));
-    return 1;
-}
-
 static recall_status read_npy_f32(const char *path, float **out, size_t *n, recall_err *err) {
     char *buf = NULL;
     size_t len = 0;
@@ -91,25 +37,6 @@ static recall_status read_npy_f32(const char *path, float **out, size_t *n, reca
     free(buf);
     return st;
 }
-
-static const char FORWARD_USAGE[] =
-    "usage: recall forward BLOB (--ids '[1,2,3]' | --tokens-file F) [--dump OUT.npz] [--threads N]\n"
-    "                      [--simd scalar|avx2|avx512|neon] [--ctx N] [--rope-scaling yarn:FACTOR:ORIG]\n"
-    "                      [--decode-from N [--kv-pages PAGE:BUDGET [--kv-pages-random SEED]]]\n"
-    "One Qwen2 prefill of the ids from an empty cache (F: a JSON array of ids or whitespace-separated\n"
-    "ids). Prints the context and the KV cache bytes the prefill allocated. --ctx N: the instance\n"
-    "context (default: the number of ids; at most the trained positions, which a longer request\n"
-    "names before any compute). --rope-scaling: a YaRN profile for a blob without one (trained\n"
-    "positions floor(FACTOR x ORIG)); one contradicting the blob's fails naming both.\n"
-    "--dump writes ids [T] (int32), logits [T,V],\n"
-    "hidden_last [layers+1,H] (HF hidden_states at the last position) and q_layers [n_gate,T,heads*head_dim]\n"
-    "(q_proj outputs after bias, before RoPE, at the gate layers). Without --dump: prints the argmax\n"
-    "of the last logits.\n"
-    "--decode-from N: ids 0..N-1 in one prefill, then each later id in its own call (the decode\n"
-    "path; the logits are bitwise those of one prefill unless --kv-pages is given).\n"
-    "--kv-pages PAGE:BUDGET [--kv-pages-random SEED]: page-sparse attention for those decode steps\n"
-    "(an approximation: page 0, the last two pages and the best BUDGET/PAGE pages ranked by a key\n"
-    "bound, or as many drawn at random with the seed); prefill rows stay dense.\n";
 
 /* The forward itself: ids[0..n0) in one call, then one call per id (the decode path); every
  * row's logits into logits[T][V], its gate-layer q into q[n_gate][T][QD], hid at the last row. */
@@ -141,28 +68,12 @@ static recall_status forward_rows(rc_qwen2 *m, const int32_t *ids, int T, int n0
     return st;
 }
 
-int cli_forward(int argc, char **argv) {
-    model_args a;
-    int pr = parse_args(argc, argv, FORWARD_USAGE, &a);
-    if (pr) return pr == 1 ? 0 : 2;
-    if (!a.ids && !a.tokens_file) {
-        fprintf(stderr, "recall forward: --ids or --tokens-file is required\n");
-        return 2;
-    }
-    if (cli_kv_pages_check("forward", &a.kvp)) return 2;
-    long n0 = -1;
-    if (a.decode_from) {
-        char *end;
-        n0 = strtol(a.decode_from, &end, 10);
-        if (end == a.decode_from || *end || n0 < 0 || n0 > (1L << 24)) {
-            fprintf(stderr, "recall forward: --decode-from %s: expected a position >= 0\n", a.decode_from);
-            return 2;
-        }
-    }
-    if (a.kvp.page && n0 < 0) {
-        fprintf(stderr, "recall forward: --kv-pages acts on decode steps only: add --decode-from N\n");
-        return 2;
-    }
+int cli_forward(const cli_args *a) {
+    if (!a->ids && !a->tokens_file) return cli_usage_error("forward", "--ids or --tokens-file is required");
+    if (a->kvp.random && !a->kvp.page) return cli_usage_error("forward", "--kv-pages-random needs --kv-pages PAGE:BUDGET");
+    const long n0 = a->decode_from;
+    if (a->kvp.page && n0 < 0)
+        return cli_usage_error("forward", "--kv-pages acts on decode steps only: add --decode-from N");
     recall_err err = {0};
     rc_blob *b = NULL;
     rc_exec *ex = NULL;
@@ -171,19 +82,20 @@ int cli_forward(int argc, char **argv) {
     int T = 0, rc = 1;
     float *logits = NULL, *hid = NULL, *q = NULL;
     rc_npz_writer *w = NULL;
-    if (cli_get_ids(a.ids, a.tokens_file, &ids, &T, &err) || cli_blob_open(&a.x, a.blob, 0, &b, &err)) goto out;
+    if (cli_get_ids(a, &ids, &T, &err) || cli_blob_open(a, a->pos[0], 0, &b, &err)) goto out;
     if (T < 1) {
-        rc_fail(&err, RECALL_E_ARG, "%s: at least one id needed", a.tokens_file ? a.tokens_file : "--ids");
+        rc_fail(&err, RECALL_E_ARG, "%s: at least one id needed", cli_ids_source(a));
         goto out;
     }
-    const int ctx = a.x.ctx ? a.x.ctx : T; /* the instance context; rc_qwen2_open names the trained limit */
+    const int ctx = a->ctx ? a->ctx : T; /* the instance context; rc_qwen2_open names the trained limit */
     if (T > ctx) {
         rc_fail(&err, RECALL_E_LIMIT, "%d positions requested, the context holds %d (--ctx)", T, ctx);
         goto out;
     }
-    if (cli_exec_open(&a.x, &ex, &err) || rc_qwen2_open_ex(b, ctx, ex, &m, &err) ||
-        rc_qwen2_set_kv_pages(m, &a.kvp, &err))
+    if (cli_exec_open(a, &ex, &err) || rc_qwen2_open_ex(b, ctx, ex, &m, &err) ||
+        rc_qwen2_set_kv_pages(m, &a->kvp, &err))
         goto out;
+    cli_banner("forward", ex->k.name, ex->threads);
     const rc_qwen2_config *c = rc_qwen2_cfg(m);
     const size_t V = (size_t)c->vocab, H = (size_t)c->hidden, QD = (size_t)c->heads * (size_t)c->head_dim;
     logits = malloc((size_t)T * V * sizeof(float));
@@ -200,19 +112,19 @@ int cli_forward(int argc, char **argv) {
         printf("context %d of %d trained positions, rope %s\n", rc_qwen2_max_ctx(m), c->trained_pos, prof);
         if (n0 >= 0 && n0 < T) {
             char kvp[128];
-            cli_kv_pages_describe(&a.kvp, kvp, sizeof kvp);
+            cli_kv_pages_describe(&a->kvp, kvp, sizeof kvp);
             printf("prefill %ld ids, decode %ld, attention %s\n", n0, T - n0, kvp);
         }
     }
     printf("kv_bytes %zu (%d positions allocated for %d in use)\n", rc_qwen2_kv_bytes(m), rc_qwen2_kv_capacity(m),
            rc_qwen2_n_cached(m));
-    if (a.dump) {
+    if (a->dump) {
         int64_t s1[1] = {T}, s2[2] = {T, (int64_t)V}, s3[2] = {c->layers + 1, (int64_t)H},
                 s4[3] = {c->n_gate, T, (int64_t)QD};
         if (rc_npz_writer_new(&w, &err) || rc_npz_writer_add(w, "ids", RC_NPY_I32, 1, s1, ids, &err) ||
             rc_npz_writer_add(w, "logits", RC_NPY_F32, 2, s2, logits, &err) ||
             rc_npz_writer_add(w, "hidden_last", RC_NPY_F32, 2, s3, hid, &err) ||
-            rc_npz_writer_add(w, "q_layers", RC_NPY_F32, 3, s4, q, &err) || rc_npz_writer_write(w, a.dump, &err))
+            rc_npz_writer_add(w, "q_layers", RC_NPY_F32, 3, s4, q, &err) || rc_npz_writer_write(w, a->dump, &err))
             goto out;
     } else {
         const float *last = logits + (size_t)(T - 1) * V;
@@ -223,7 +135,7 @@ int cli_forward(int argc, char **argv) {
     }
     rc = 0;
 out:
-    if (rc) fail("forward", &err);
+    if (rc) cli_fail("forward", &err);
     rc_npz_writer_free(w);
     free(logits);
     free(hid);
@@ -235,20 +147,8 @@ out:
     return rc;
 }
 
-static const char POOL_USAGE[] =
-    "usage: recall pool BLOB (--ids '[...]' | --tokens-file F) [--dump OUT.npz] [--threads N]\n"
-    "                   [--simd scalar|avx2|avx512|neon]\n"
-    "Runs the SP pooler on the Qwen2 embeddings of the ids (an empty list skips cross-attention).\n"
-    "--dump writes sp [n_sp,H]; without it the row norms are printed.\n";
-
-int cli_pool(int argc, char **argv) {
-    model_args a;
-    int pr = parse_args(argc, argv, POOL_USAGE, &a);
-    if (pr) return pr == 1 ? 0 : 2;
-    if (!a.ids && !a.tokens_file) {
-        fprintf(stderr, "recall pool: --ids or --tokens-file is required\n");
-        return 2;
-    }
+int cli_pool(const cli_args *a) {
+    if (!a->ids && !a->tokens_file) return cli_usage_error("pool", "--ids or --tokens-file is required");
     recall_err err = {0};
     rc_blob *b = NULL;
     rc_exec *ex = NULL;
@@ -258,9 +158,10 @@ int cli_pool(int argc, char **argv) {
     int L = 0, rc = 1;
     float *past = NULL, *sp = NULL;
     rc_npz_writer *w = NULL;
-    if (cli_get_ids(a.ids, a.tokens_file, &ids, &L, &err) || cli_blob_open(&a.x, a.blob, 0, &b, &err) ||
-        cli_exec_open(&a.x, &ex, &err) || rc_qwen2_open_ex(b, 1, ex, &m, &err) || rc_pooler_open_ex(b, ex, &p, &err))
+    if (cli_get_ids(a, &ids, &L, &err) || cli_blob_open(a, a->pos[0], 0, &b, &err) || cli_exec_open(a, &ex, &err) ||
+        rc_qwen2_open_ex(b, 1, ex, &m, &err) || rc_pooler_open_ex(b, ex, &p, &err))
         goto out;
+    cli_banner("pool", ex->k.name, ex->threads);
     const rc_pooler_config *c = rc_pooler_cfg(p);
     if (c->hidden != rc_qwen2_cfg(m)->hidden) {
         rc_fail(&err, RECALL_E_SHAPE, "pooler hidden %d != qwen2 hidden %d", c->hidden, rc_qwen2_cfg(m)->hidden);
@@ -273,10 +174,10 @@ int cli_pool(int argc, char **argv) {
         goto out;
     }
     if (rc_qwen2_embed(m, ids, L, past, &err) || rc_pooler_run(p, L ? past : NULL, L, sp, &err)) goto out;
-    if (a.dump) {
+    if (a->dump) {
         int64_t s[2] = {c->n_sp, c->hidden};
         if (rc_npz_writer_new(&w, &err) || rc_npz_writer_add(w, "sp", RC_NPY_F32, 2, s, sp, &err) ||
-            rc_npz_writer_write(w, a.dump, &err))
+            rc_npz_writer_write(w, a->dump, &err))
             goto out;
     } else {
         for (int r = 0; r < c->n_sp; r++) {
@@ -287,7 +188,7 @@ int cli_pool(int argc, char **argv) {
     }
     rc = 0;
 out:
-    if (rc) fail("pool", &err);
+    if (rc) cli_fail("pool", &err);
     rc_npz_writer_free(w);
     free(past);
     free(sp);
@@ -299,20 +200,7 @@ out:
     return rc;
 }
 
-static const char EMBED_USAGE[] =
-    "usage: recall embed BLOB --file TEXT [--dump OUT.npz] [--threads N] [--simd scalar|avx2|avx512|neon]\n"
-    "WordPiece-encodes the file's text ([CLS] ... [SEP], truncated to the model maximum) and runs\n"
-    "the bge encoder: CLS pooling + L2 normalisation. --dump writes ids [n] (int32) and emb [H];\n"
-    "without it the ids and the first values are printed.\n";
-
-int cli_embed(int argc, char **argv) {
-    model_args a;
-    int pr = parse_args(argc, argv, EMBED_USAGE, &a);
-    if (pr) return pr == 1 ? 0 : 2;
-    if (!a.file) {
-        fprintf(stderr, "recall embed: --file is required\n");
-        return 2;
-    }
+int cli_embed(const cli_args *a) {
     recall_err err = {0};
     rc_blob *b = NULL;
     rc_exec *ex = NULL;
@@ -324,12 +212,13 @@ int cli_embed(int argc, char **argv) {
     float *emb = NULL;
     int rc = 1;
     rc_npz_writer *w = NULL;
-    if (rc_read_file(a.file, &text, &tlen, &err) || cli_blob_open(&a.x, a.blob, 0, &b, &err) ||
-        cli_exec_open(&a.x, &ex, &err) || rc_bert_open_ex(b, ex, &m, &err))
+    if (rc_read_file(a->file, &text, &tlen, &err) || cli_blob_open(a, a->pos[0], 0, &b, &err) ||
+        cli_exec_open(a, &ex, &err) || rc_bert_open_ex(b, ex, &m, &err))
         goto out;
+    cli_banner("embed", ex->k.name, ex->threads);
     const void *sec = rc_blob_section(b, RC_SECT_TOK_WORDPIECE, &secsz);
     if (!sec) {
-        rc_fail(&err, RECALL_E_MISSING, "%s: no WordPiece tokenizer section", a.blob);
+        rc_fail(&err, RECALL_E_MISSING, "%s: no WordPiece tokenizer section", a->pos[0]);
         goto out;
     }
     if (rc_wp_load(sec, secsz, &tok, &err) || rc_wp_encode(tok, text, tlen, 1, &ids, &n, &err)) goto out;
@@ -340,10 +229,10 @@ int cli_embed(int argc, char **argv) {
         goto out;
     }
     if (rc_bert_embed(m, ids, (int)n, emb, &err)) goto out;
-    if (a.dump) {
+    if (a->dump) {
         int64_t s1[1] = {(int64_t)n}, s2[1] = {H};
         if (rc_npz_writer_new(&w, &err) || rc_npz_writer_add(w, "ids", RC_NPY_I32, 1, s1, ids, &err) ||
-            rc_npz_writer_add(w, "emb", RC_NPY_F32, 1, s2, emb, &err) || rc_npz_writer_write(w, a.dump, &err))
+            rc_npz_writer_add(w, "emb", RC_NPY_F32, 1, s2, emb, &err) || rc_npz_writer_write(w, a->dump, &err))
             goto out;
     } else {
         printf("ids");
@@ -354,7 +243,7 @@ int cli_embed(int argc, char **argv) {
     }
     rc = 0;
 out:
-    if (rc) fail("embed", &err);
+    if (rc) cli_fail("embed", &err);
     rc_npz_writer_free(w);
     free(emb);
     free(ids);
@@ -366,37 +255,25 @@ out:
     return rc;
 }
 
-static const char HEADS_USAGE[] =
-    "usage: recall heads BLOB --q F.npy [--emb E.npy]\n"
-    "F.npy: the raw gate feature (q_proj outputs of the gate layers, concatenated, gate.dim values).\n"
-    "Prints 'gate S fire 0|1' (fire iff S > thresh) and, with --emb (a bge embedding, bridge.kdim\n"
-    "values), 'bridge B' = Wq(F) . Wk(E).\n";
-
-int cli_heads(int argc, char **argv) {
-    model_args a;
-    int pr = parse_args(argc, argv, HEADS_USAGE, &a);
-    if (pr) return pr == 1 ? 0 : 2;
-    if (!a.q) {
-        fprintf(stderr, "recall heads: --q is required\n");
-        return 2;
-    }
+int cli_heads(const cli_args *a) {
     recall_err err = {0};
     rc_blob *b = NULL;
     rc_heads *h = NULL;
     float *f = NULL, *e = NULL, *qv = NULL, *kv = NULL;
     size_t nf = 0, ne = 0;
     int rc = 1;
-    if (cli_blob_open(&a.x, a.blob, 0, &b, &err) || rc_heads_open(b, &h, &err) || read_npy_f32(a.q, &f, &nf, &err)) goto out;
+    if (cli_blob_open(a, a->pos[0], 0, &b, &err) || rc_heads_open(b, &h, &err) || read_npy_f32(a->q, &f, &nf, &err))
+        goto out;
     if (nf != (size_t)rc_gate_dim(h)) {
-        rc_fail(&err, RECALL_E_SHAPE, "%s: %zu values, gate.dim is %d", a.q, nf, rc_gate_dim(h));
+        rc_fail(&err, RECALL_E_SHAPE, "%s: %zu values, gate.dim is %d", a->q, nf, rc_gate_dim(h));
         goto out;
     }
     float s = rc_gate_score(h, f);
     printf("gate %.9g fire %d\n", (double)s, rc_gate_fires(h, s));
-    if (a.emb) {
-        if (read_npy_f32(a.emb, &e, &ne, &err)) goto out;
+    if (a->emb) {
+        if (read_npy_f32(a->emb, &e, &ne, &err)) goto out;
         if (ne != (size_t)rc_bridge_kdim(h)) {
-            rc_fail(&err, RECALL_E_SHAPE, "%s: %zu values, bridge.kdim is %d", a.emb, ne, rc_bridge_kdim(h));
+            rc_fail(&err, RECALL_E_SHAPE, "%s: %zu values, bridge.kdim is %d", a->emb, ne, rc_bridge_kdim(h));
             goto out;
         }
         qv = malloc((size_t)rc_bridge_d(h) * sizeof(float));
@@ -411,7 +288,7 @@ int cli_heads(int argc, char **argv) {
     }
     rc = 0;
 out:
-    if (rc) fail("heads", &err);
+    if (rc) cli_fail("heads", &err);
     free(f);
     free(e);
     free(qv);

@@ -62,34 +62,9 @@ static int read_stream(FILE *f, char **out, size_t *len) {
     return 0;
 }
 
-static void usage_tokenize(FILE *f) {
-    fputs("usage: recall tokenize BLOB [--bge] [--special] [--file F]\n"
-          "  Encodes text (from F, else stdin) and prints a JSON array of token ids.\n"
-          "  --bge      use the WordPiece (BERT/bge) tokenizer instead of the Qwen2 BPE\n"
-          "  --special  add the special tokens (BOS for Qwen2; [CLS] ... [SEP] and the\n"
-          "             512-token limit for bge)\n"
-          "  Invalid UTF-8 is replaced by U+FFFD.\n", f);
-}
-
-static void usage_detokenize(FILE *f) {
-    fputs("usage: recall detokenize BLOB [--bge] [--skip-special]\n"
-          "  Reads a JSON array of token ids on stdin and prints the decoded text.\n"
-          "  --bge           use the WordPiece (BERT/bge) tokenizer\n"
-          "  --skip-special  drop special tokens\n", f);
-}
-
-int cli_tokenize(int argc, char **argv) {
-    const char *blob = NULL, *file = NULL;
-    int bge = 0, special = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage_tokenize(stdout); return 0; }
-        else if (!strcmp(argv[i], "--bge")) bge = 1;
-        else if (!strcmp(argv[i], "--special")) special = 1;
-        else if (!strcmp(argv[i], "--file") && i + 1 < argc) file = argv[++i];
-        else if (argv[i][0] != '-' && !blob) blob = argv[i];
-        else { usage_tokenize(stderr); return 2; }
-    }
-    if (!blob) { usage_tokenize(stderr); return 2; }
+int cli_tokenize(const cli_args *a) {
+    const char *blob = a->pos[0], *file = a->file;
+    const int bge = a->use_bge, special = a->special;
     recall_err err = {0};
     char *text = NULL;
     size_t len = 0;
@@ -119,17 +94,9 @@ int cli_tokenize(int argc, char **argv) {
     return rc;
 }
 
-int cli_detokenize(int argc, char **argv) {
-    const char *blob = NULL;
-    int bge = 0, skip = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage_detokenize(stdout); return 0; }
-        else if (!strcmp(argv[i], "--bge")) bge = 1;
-        else if (!strcmp(argv[i], "--skip-special")) skip = 1;
-        else if (argv[i][0] != '-' && !blob) blob = argv[i];
-        else { usage_detokenize(stderr); return 2; }
-    }
-    if (!blob) { usage_detokenize(stderr); return 2; }
+int cli_detokenize(const cli_args *a) {
+    const char *blob = a->pos[0];
+    const int bge = a->use_bge, skip = a->skip_special;
     char *in = NULL;
     size_t len = 0;
     if (read_stream(stdin, &in, &len)) { fprintf(stderr, "recall: cannot read stdin\n"); return 1; }

@@ -108,18 +108,6 @@ static const char *check_turn(const json_value *t) {
     return NULL;
 }
 
-static void svg_usage(FILE *f) {
-    fprintf(f,
-            "usage: recall trace-svg TRACE.json -o OUT.svg [--threshold T]\n"
-            "\n"
-            "Draws one loop trace (written by `recall replay`, or a loop golden) as a self-contained\n"
-            "SVG: per generated turn, the gate score of every rebuild against the threshold (dashed),\n"
-            "fires (red), the stretches where injected blocks were in context (shaded), where the\n"
-            "reply starts (dotted), and per fire a strip of the candidate blocks with the chosen\n"
-            "ones highlighted. Hover an element for its numbers.\n"
-            "  --threshold T   the line to draw (default: the trace's \"threshold\"; none if absent)\n");
-}
-
 /* Where one turn's chart lies and what it spans: x = c0 in [0, xmax], y = score in [smin, smax]. */
 typedef struct {
     double cx0, cw, cy0, ch, xmax, smin, smax;
@@ -287,46 +275,6 @@ static void svg_head(FILE *f, const json_value *root, const char *in_path, doubl
     fputs("</text>\n", f);
 }
 
-/* Fills the paths and the threshold (NaN: none given) from argv; returns -1 to go on, else the
- * exit code (0 after --help). */
-static int svg_parse_args(int argc, char **argv, const char **in_path, const char **out_path, double *thr) {
-    const char *thr_s = NULL;
-    *in_path = *out_path = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            svg_usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "-o") || !strcmp(a, "--threshold")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "recall trace-svg: %s needs a value\n", a);
-                return 2;
-            }
-            *(!strcmp(a, "-o") ? out_path : &thr_s) = argv[++i];
-        } else if (a[0] == '-' || *in_path) {
-            fprintf(stderr, "recall trace-svg: unexpected argument '%s' (see --help)\n", a);
-            return 2;
-        } else {
-            *in_path = a;
-        }
-    }
-    if (!*in_path || !*out_path) {
-        fprintf(stderr, "recall trace-svg: needs TRACE.json and -o OUT.svg (see --help)\n");
-        return 2;
-    }
-    *thr = NAN;
-    if (thr_s) {
-        char *end;
-        *thr = strtod(thr_s, &end);
-        if (!*thr_s || *end || !isfinite(*thr)) {
-            fprintf(stderr, "recall trace-svg: --threshold %s: expected a number\n", thr_s);
-            return 2;
-        }
-    }
-    return -1;
-}
-
 /* Reads, sanitises and parses the trace and checks every turn; NULL (message printed) on failure. */
 static json_doc *load_trace(const char *in_path) {
     recall_err err = {0};
@@ -361,11 +309,10 @@ static json_doc *load_trace(const char *in_path) {
     return NULL;
 }
 
-int cli_trace_svg(int argc, char **argv) {
-    const char *in_path, *out_path;
-    double thr;
-    int rc = svg_parse_args(argc, argv, &in_path, &out_path, &thr);
-    if (rc >= 0) return rc;
+int cli_trace_svg(const cli_args *a) {
+    const char *in_path = a->pos[0], *out_path = a->out;
+    double thr = a->threshold; /* NaN: the trace's */
+    if (isinf(thr)) return cli_usage_error("trace-svg", "--threshold %g: expected a finite number", thr);
     json_doc *doc = load_trace(in_path);
     if (!doc) return 1;
     const json_value *root = json_root(doc), *turns = json_get(root, "turns");
@@ -374,35 +321,16 @@ int cli_trace_svg(int argc, char **argv) {
     double total_h = 50;
     for (size_t i = 0; i < turns->len; i++)
         total_h += TITLE_H + CHART_H + 30 + ROW_H * (double)json_get(&turns->items[i], "fires")->len + 20;
-    rc = 1;
-    char *tmp = malloc(strlen(out_path) + 32);
-    FILE *f = NULL;
-    if (!tmp) goto out;
-    sprintf(tmp, "%s.tmp.%ld", out_path, (long)getpid());
-    f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "recall trace-svg: %s: %s\n", tmp, strerror(errno));
-        goto out;
-    }
-    svg_head(f, root, in_path, thr, total_h);
-    double y0 = 50;
-    for (size_t ti = 0; ti < turns->len; ti++) y0 = svg_turn(f, &turns->items[ti], ti, y0, thr);
-    fputs("</svg>\n", f);
-    int bad = ferror(f) != 0;
-    int cl = fclose(f);
-    f = NULL;
-    if (bad || cl != 0 || rename(tmp, out_path) != 0) {
-        fprintf(stderr, "recall trace-svg: cannot write %s: %s\n", out_path, strerror(errno));
-        remove(tmp);
-        goto out;
-    }
-    rc = 0;
-out:
+    rc_afile af;
+    FILE *f = cli_create("trace-svg", &af, out_path);
+    int rc = 1;
     if (f) {
-        fclose(f);
-        remove(tmp);
+        svg_head(f, root, in_path, thr, total_h);
+        double y0 = 50;
+        for (size_t ti = 0; ti < turns->len; ti++) y0 = svg_turn(f, &turns->items[ti], ti, y0, thr);
+        fputs("</svg>\n", f);
+        rc = cli_commit("trace-svg", &af, 0);
     }
-    free(tmp);
     json_free(doc);
     return rc;
 }

@@ -1,0 +1,259 @@
+/* cli_common.c - the helpers every command of the CLI shares (cli_common.h). */
+#define _GNU_SOURCE /* sched_getaffinity: the cores this process may run on */
+#include "cli_common.h"
+
+#include "json.h"
+#include "rope.h"
+
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void cli_args_init(cli_args *a, const char *cmd) {
+    memset(a, 0, sizeof *a);
+    a->cmd = cmd;
+    a->threshold = a->floor = NAN;
+    a->turn_cap = -1;
+    a->problem = -1;
+    a->decode_from = -1;
+    a->percentile = 10.0;
+    a->max_new = 32;
+    a->scoring_rows = 64;
+}
+
+/* ---- printing and exit codes ---- */
+
+int cli_fail(const char *cmd, const recall_err *err) {
+    fprintf(stderr, "recall %s: %s\n", cmd, err->msg[0] ? err->msg : recall_strerror(err->code));
+    return 1;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "recall %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+void cli_banner(const char *cmd, const char *simd, int threads) {
+    fprintf(stderr, "recall %s: simd %s, %d thread%s\n", cmd, simd, threads, threads == 1 ? "" : "s");
+}
+
+FILE *cli_create(const char *cmd, rc_afile *af, const char *path) {
+    recall_err err = {0};
+    if (rc_afile_open(af, path, &err)) {
+        cli_fail(cmd, &err);
+        return NULL;
+    }
+    return af->f;
+}
+
+int cli_commit(const char *cmd, rc_afile *af, int say_wrote) {
+    recall_err err = {0};
+    const char *path = af->path;
+    if (rc_afile_commit(af, &err)) return cli_fail(cmd, &err);
+    if (say_wrote) fprintf(stderr, "wrote %s\n", path);
+    return 0;
+}
+
+/* ---- the execution context and the blob ---- */
+
+int cli_threads(const cli_args *a) {
+    if (a->threads) return a->threads;
+    const char *env = getenv("RECALL_THREADS");
+    if (env && *env) return 0; /* the library reads (and checks) it */
+    int n = 1;
+#ifdef CPU_COUNT
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+#else
+    n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+    return n < 1 ? 1 : n > RC_MAX_THREADS ? RC_MAX_THREADS : n;
+}
+
+recall_status cli_blob_open(const cli_args *a, const char *path, unsigned flags, rc_blob **out, recall_err *err) {
+    RC_TRY(rc_blob_open(path, flags | (a->hugepages ? RC_OPEN_HUGEPAGES : 0u), out, err));
+    if (!a->rope_scaling) return RECALL_OK;
+    rc_rope_profile p;
+    recall_status s = rc_rope_parse(a->rope_scaling, &p, err);
+    if (!s) s = rc_rope_attach(*out, &p, err);
+    if (s) {
+        rc_blob_close(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
+recall_status cli_exec_open(const cli_args *a, rc_exec **out, recall_err *err) {
+    rc_exec_opts o = {cli_threads(a), a->simd};
+    return rc_exec_open(&o, out, err);
+}
+
+/* ---- the recall loop ---- */
+
+void cli_loop_opts(const cli_args *a, const rc_blob *b, rc_recall_opts *o) {
+    rc_recall_defaults(b, o);
+    o->mode = (rc_loop_mode)a->mode;
+    o->arm = (rc_arm)a->arm;
+    if (!isnan(a->threshold)) o->threshold = (float)a->threshold;
+    o->use_floor = !isnan(a->floor);
+    if (o->use_floor) o->floor = (float)a->floor;
+    o->fire_once = a->fire_once;
+    o->hysteresis = a->hysteresis;
+    if (a->turn_cap >= 0) o->turn_cap = a->turn_cap;
+    o->draft = a->draft;
+    o->reference_schedule = a->reference_schedule;
+    o->lm_screen = a->lm_screen;
+    o->threads = cli_threads(a);
+    o->simd = a->simd;
+    o->max_ctx = a->ctx;
+}
+
+int cli_ctx_needs_full(const cli_args *a, int has_full) {
+    if (!a->ctx || has_full) return 0;
+    return cli_usage_error(a->cmd, "--ctx %d: --ctx sets the FULL arm's context and no FULL arm runs", a->ctx);
+}
+
+const char *cli_mode_name(int mode) { return mode == RC_MODE_CLEAN ? "clean" : "faithful"; }
+const char *cli_arm_name(int arm) { return arm == RC_ARM_SP ? "SP" : arm == RC_ARM_FULL ? "FULL" : "RC_bge"; }
+
+/* ---- values ---- */
+
+int cli_parse_problems(const char *spec, uint32_t *out, int cap) {
+    int n = 0;
+    const char *p = spec;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long a = strtol(p, &end, 10), b;
+        if (end == p || errno || a < 0 || a > 0x7fffffffL) return -1;
+        p = end;
+        if (*p == '-') {
+            p++;
+            b = strtol(p, &end, 10);
+            if (end == p || errno || b < a || b > 0x7fffffffL) return -1;
+            p = end;
+        } else {
+            b = a;
+        }
+        for (long i = a; i <= b; i++) {
+            if (n == cap) return -1;
+            out[n++] = (uint32_t)i;
+        }
+        if (*p == ',') p++;
+        else if (*p) return -1;
+    }
+    return n;
+}
+
+void cli_kv_pages_describe(const rc_kv_pages_opts *o, char *buf, size_t n) {
+    if (!o->page)
+        snprintf(buf, n, "dense");
+    else if (o->random)
+        snprintf(buf, n, "page %d, budget %d, random pages (seed %llu)", o->page, o->budget,
+                 (unsigned long long)o->seed);
+    else
+        snprintf(buf, n, "page %d, budget %d, ranked by key bounds", o->page, o->budget);
+}
+
+/* Validates a parsed JSON array of ids. */
+static recall_status ids_from_json(const json_value *r, const char *what, int32_t **out, int *n, recall_err *err) {
+    if (r->type != JSON_ARR)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: byte %zu: expected a JSON array of token ids", what, r->offset);
+    if (r->len > (1u << 26)) return rc_fail(err, RECALL_E_LIMIT, "%s: %zu ids is too many", what, r->len);
+    int32_t *ids = (int32_t *)malloc((r->len ? r->len : 1) * sizeof(int32_t));
+    if (!ids) return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory", what);
+    for (size_t i = 0; i < r->len; i++) {
+        const json_value *v = &r->items[i];
+        if (v->type != JSON_NUM || !v->is_int || v->i < 0 || v->i > INT32_MAX) {
+            free(ids);
+            return rc_fail(err, RECALL_E_FORMAT, "%s: byte %zu: element %zu is not a token id", what, v->offset, i);
+        }
+        ids[i] = (int32_t)v->i;
+    }
+    *out = ids;
+    *n = (int)r->len;
+    return RECALL_OK;
+}
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+recall_status cli_parse_ids_text(const char *text, size_t len, const char *what, int32_t **out, int *n,
+                                 recall_err *err) {
+    *out = NULL;
+    *n = 0;
+    size_t p = 0;
+    while (p < len && is_space(text[p])) p++;
+    if (p < len && text[p] == '[') {
+        json_doc *doc = NULL;
+        RC_TRY(json_parse(text, len, what, &doc, err));
+        recall_status st = ids_from_json(json_root(doc), what, out, n, err);
+        json_free(doc);
+        return st;
+    }
+    /* whitespace-separated decimal ids */
+    size_t cap = 0;
+    int count = 0;
+    int32_t *ids = NULL;
+    recall_status st = RECALL_OK;
+    while (p < len && !st) {
+        char ch = text[p];
+        if (is_space(ch)) {
+            p++;
+            continue;
+        }
+        if (ch < '0' || ch > '9') {
+            st = rc_fail(err, RECALL_E_FORMAT, "%s: byte %zu: expected a token id (decimal digits), found 0x%02x", what,
+                         p, (unsigned)(unsigned char)ch);
+            break;
+        }
+        size_t start = p;
+        int64_t v = 0;
+        while (p < len && text[p] >= '0' && text[p] <= '9' && v <= INT32_MAX) v = v * 10 + (text[p++] - '0');
+        if (v > INT32_MAX) st = rc_fail(err, RECALL_E_FORMAT, "%s: byte %zu: token id too large", what, start);
+        else if (p < len && !is_space(text[p]))
+            st = rc_fail(err, RECALL_E_FORMAT, "%s: byte %zu: expected whitespace after a token id, found 0x%02x", what,
+                         p, (unsigned)(unsigned char)text[p]);
+        else if ((size_t)count == cap && cap >= (1u << 26))
+            st = rc_fail(err, RECALL_E_LIMIT, "%s: too many ids", what);
+        else if ((size_t)count == cap) {
+            size_t nc = cap ? cap * 2 : 256;
+            int32_t *t = (int32_t *)realloc(ids, nc * sizeof(int32_t));
+            if (!t) st = rc_fail(err, RECALL_E_NOMEM, "%s: out of memory", what);
+            else ids = t, cap = nc;
+        }
+        if (!st) ids[count++] = (int32_t)v;
+    }
+    if (!st && !count) st = rc_fail(err, RECALL_E_FORMAT, "%s: no token ids", what);
+    if (st) {
+        free(ids);
+        return st;
+    }
+    *out = ids;
+    *n = count;
+    return RECALL_OK;
+}
+
+recall_status cli_get_ids(const cli_args *a, int32_t **out, int *n, recall_err *err) {
+    *out = NULL;
+    *n = 0;
+    if (a->ids && a->tokens_file) return rc_fail(err, RECALL_E_ARG, "give either --ids or --tokens-file, not both");
+    if (a->ids) return cli_parse_ids_text(a->ids, strlen(a->ids), "--ids", out, n, err);
+    if (!a->tokens_file) return rc_fail(err, RECALL_E_ARG, "--ids or --tokens-file is required");
+    char *buf = NULL;
+    size_t len = 0;
+    RC_TRY(rc_read_file(a->tokens_file, &buf, &len, err));
+    recall_status st = cli_parse_ids_text(buf, len, a->tokens_file, out, n, err);
+    free(buf);
+    return st;
+}
+
+const char *cli_ids_source(const cli_args *a) { return a->tokens_file ? a->tokens_file : "--ids"; }
