@@ -536,7 +536,7 @@ const cli_command cli_commands[] = {
      "With --trace, '[trace] session saved: N ids' follows each completed save.",
      "BLOB", 1, 1, NULL, CHAT_OPTS, NULL, cli_chat},
     {"eval", "BLOB --bench FILE [options]", "the reference recall benchmark over problems x arms: table + JSON",
-     "The reference multi-fact recall benchmark (docs/LOOP.md, "The benchmark"): every arm replays each problem\n"
+     "The reference multi-fact recall benchmark (docs/LOOP.md, \"The benchmark\"): every arm replays each problem\n"
      "(built with CPython's random.Random(seed)) from scratch; 3 questions and 2 casual probes per\n"
      "problem are generated and scored. A job that fails is recorded in --json's \"failed\" with its\n"
      "error; the others still run and are written (exit 1).",
