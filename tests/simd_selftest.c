@@ -345,8 +345,11 @@ static void check_act(tally *t, const rc_kernels *k, lcg *g) {
 }
 
 /* screen_i8: the lm_head screening approximation, on widths of 1 .. 40 groups (every tail of the
- * 8- and 16-group blocks), codes of every magnitude including +-127 and 0, zero scales (zero
- * groups), negative products, and row sub-ranges; the output row after the range stays NaN. */
+ * 8- and 16-group blocks), zero scales (zero groups), negative products, and row sub-ranges; the
+ * output row after the range stays NaN. The codes q take every byte value, -128 included (every
+ * path reads it as -128; the blob's loader refuses it, lm_screen.c, but a kernel must not depend
+ * on that): uniform bytes, and rows of only -128 / -127 / 127 against p of one sign (the largest
+ * int16 pair sums, 2 x 128 x 127). p takes every value the quantiser makes, [-127, 127]. */
 static void check_screen(tally *t, const rc_kernels *k, lcg *g) {
     static const size_t groups[] = {1, 2, 7, 8, 9, 15, 16, 17, 24, 31, 33, 40};
     const int64_t rows = 37;
@@ -355,13 +358,32 @@ static void check_screen(tally *t, const rc_kernels *k, lcg *g) {
         int8_t *Q = malloc((size_t)rows * H), *p = malloc(H);
         float *S = malloc((size_t)rows * G * sizeof(float)), *tt = malloc(G * sizeof(float));
         float *got = malloc((size_t)(rows + 1) * sizeof(float)), *want = malloc((size_t)(rows + 1) * sizeof(float));
-        for (size_t i = 0; i < (size_t)rows * H; i++) {
-            uint32_t u = next_u32(g);
-            Q[i] = (int8_t)((u >> 8) % 5 == 0 ? ((u & 1) ? 127 : -127) : (int)((u >> 16) % 255) - 127);
-        }
+        int seen[256] = {0};
+        for (int64_t r = 0; r < rows; r++)
+            for (size_t i = 0; i < H; i++) {
+                const uint32_t u = next_u32(g);
+                int v = (int)(int8_t)(uint8_t)(u >> 8); /* every byte value */
+                if (r == 4) v = -128;
+                if (r == 5) v = (i % 3 == 0) ? -127 : -128;
+                if (r == 6) v = 127;
+                if (r == 7) v = (u & 1) ? -128 : 127;
+                Q[(size_t)r * H + i] = (int8_t)v;
+                seen[(uint8_t)v] = 1;
+            }
         for (size_t i = 0; i < H; i++) {
             uint32_t u = next_u32(g);
             p[i] = (int8_t)((u >> 8) % 7 == 0 ? 0 : (u >> 8) % 5 == 0 ? ((u & 1) ? 127 : -127) : (int)((u >> 16) % 255) - 127);
+        }
+        if (G > 1) /* one group of p all -127 and one all 127: against rows 4..7 the pair sums peak */
+            for (size_t i = 0; i < RC_LM_SCREEN_GROUP; i++) {
+                p[i] = -127;
+                p[RC_LM_SCREEN_GROUP + i] = 127;
+            }
+        int nseen = 0;
+        for (int v = 0; v < 256; v++) nseen += seen[v];
+        if (G >= 8 && nseen != 256) {
+            printf("FAIL %s screen_i8 [groups=%zu]: only %d of the 256 code bytes drawn\n", t->path, G, nseen);
+            t->failed++;
         }
         for (size_t i = 0; i < (size_t)rows * G; i++) S[i] = (next_u32(g) % 11 == 0) ? 0.0f : fabsf(next_f(g));
         for (size_t i = 0; i < G; i++) tt[i] = fabsf(next_f(g)) * 1e-3f;
@@ -385,6 +407,38 @@ static void check_screen(tally *t, const rc_kernels *k, lcg *g) {
     }
 }
 
+/* screen_norms: the two double sums of squares of a row against rc_screen_norms_ref, bitwise, on
+ * 1 .. 40 groups, codes of every byte value, zero scales, weights of every magnitude. */
+static void check_screen_norms(tally *t, const rc_kernels *k, lcg *g) {
+    static const size_t groups[] = {1, 2, 3, 7, 8, 17, 24, 40};
+    for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
+        for (int round = 0; round < 3; round++) {
+            const size_t G = groups[gi], H = G * RC_LM_SCREEN_GROUP;
+            float *w = malloc(H * sizeof(float)), *sc = malloc(G * sizeof(float));
+            int8_t *q = malloc(H);
+            for (size_t i = 0; i < H; i++) {
+                w[i] = round == 1 ? ldexpf(next_f(g), (int)(next_u32(g) % 200) - 100) : next_f(g);
+                q[i] = (int8_t)(uint8_t)(next_u32(g) >> 8);
+            }
+            for (size_t i = 0; i < G; i++) sc[i] = (round == 2 && i % 3 == 0) ? 0.0f : fabsf(next_f(g)) / 127.0f;
+            double got[3] = {NAN, NAN, NAN}, want[3] = {NAN, NAN, NAN};
+            k->screen_norms(w, q, sc, H, got);
+            rc_screen_norms_ref(w, q, sc, H, want);
+            char what[64];
+            snprintf(what, sizeof what, "groups=%zu round=%d", G, round);
+            if (memcmp(got, want, sizeof got)) {
+                printf("FAIL %s screen_norms [%s]: got %a %a %a want %a %a %a\n", t->path, what, got[0], got[1], got[2],
+                       want[0], want[1], want[2]);
+                t->failed++;
+            } else {
+                t->passed++;
+            }
+            free(w);
+            free(sc);
+            free(q);
+        }
+}
+
 int rc_simd_selftest(int path, int *passed, int *failed) {
     rc_kernels k;
     recall_err err = {0};
@@ -401,6 +455,7 @@ int rc_simd_selftest(int path, int *passed, int *failed) {
     check_dequant(&t, &k, &g);
     check_act(&t, &k, &g);
     check_screen(&t, &k, &g);
+    check_screen_norms(&t, &k, &g);
     *passed = t.passed;
     *failed = t.failed;
     return 0;
