@@ -13,10 +13,14 @@
 #include "simd.h"
 
 #include <math.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 typedef struct {
     uint64_t s;
@@ -213,6 +217,133 @@ static void check_matmul(tally *t, const rc_kernels *k, lcg *g) {
         test_mat tm;
         make_mat(g, prefill[s].dt, prefill[s].rows, prefill[s].cols, &tm);
         check_matmul_case(t, k, g, &tm.m, prefill[s].nt);
+        free_mat(&tm);
+    }
+}
+
+/* ---- operands between inaccessible pages ----
+ * A guarded buffer: `bytes` of readable, writable memory with a PROT_NONE page right after its last
+ * byte (at_end) or right before its first; touching one byte outside faults. The kernel calls in
+ * check_matmul_guarded run under a SIGSEGV / SIGBUS handler that jumps back and counts a failure
+ * (the only process-wide state of the self-test: the jump target of the one call in flight). */
+typedef struct {
+    void *map;
+    size_t len;
+    unsigned char *p; /* the usable bytes */
+} guarded;
+
+static int guarded_new(guarded *gb, size_t bytes, int at_end) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE), body = (bytes + pg - 1) / pg * pg;
+    gb->len = body + 2 * pg;
+    gb->map = mmap(NULL, gb->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (gb->map == MAP_FAILED) return -1;
+    unsigned char *m = gb->map;
+    if (mprotect(m, pg, PROT_NONE) || mprotect(m + pg + body, pg, PROT_NONE)) return -1;
+    gb->p = at_end ? m + pg + body - bytes : m + pg;
+    return 0;
+}
+
+static void guarded_free(guarded *gb) { munmap(gb->map, gb->len); }
+
+static sigjmp_buf fault_jump;
+static void on_fault(int sig) { siglongjmp(fault_jump, sig); }
+
+/* One guarded matmul: rows [r0, r1) of w (its other rows are not mapped: the bytes of rows
+ * [r0, r1) sit against a guard page after (w_at_end) or before them, the nf4 absmax blocks of
+ * those rows likewise), nt inputs of exactly cols floats each (guard after the last), the bias
+ * and the outputs touched (guard after), the scratch (matmul_scratch floats, guard after). The
+ * outputs must be the scalar reference's bits, everything else in Y untouched (NaN). */
+static void guarded_case(tally *t, const rc_kernels *k, lcg *g, const test_mat *src, int nt, int64_t r0, int64_t r1,
+                         int w_at_end, int with_scratch) {
+    const rc_mat *w = &src->m;
+    const size_t cols = (size_t)w->cols, ldx = cols, ldy = (size_t)w->rows + 2;
+    char what[128];
+    snprintf(what, sizeof what, "%s %lldx%zu nt=%d rows %lld..%lld, guard %s the rows%s", rc_dtype_name(w->dtype),
+             (long long)w->rows, cols, nt, (long long)r0, (long long)r1, w_at_end ? "after" : "before",
+             with_scratch ? "" : ", no scratch");
+    guarded gw, ga = {0}, gx, gy, gbias, gs = {0};
+    rc_mat m = *w;
+    const size_t esz = w->dtype == RC_DT_NF4 ? 0 : rc_dtype_size(w->dtype);
+    const size_t b0 = esz ? (size_t)r0 * cols * esz : (size_t)r0 * cols / 2, b1 = esz ? (size_t)r1 * cols * esz : (size_t)r1 * cols / 2;
+    const size_t ny = (size_t)(nt - 1) * ldy + (size_t)r1 - (size_t)r0; /* Y[t*ldy + r], r0 <= r < r1 */
+    int ok = !guarded_new(&gw, b1 - b0, w_at_end) && !guarded_new(&gx, (size_t)nt * ldx * sizeof(float), 1) &&
+             !guarded_new(&gy, ny * sizeof(float), 1) && !guarded_new(&gbias, (size_t)(r1 - r0) * sizeof(float), 1);
+    if (ok && w->dtype == RC_DT_NF4) {
+        const size_t a0 = (size_t)r0 * cols / 64, a1 = ((size_t)r1 * cols + 63) / 64;
+        ok = !guarded_new(&ga, (a1 - a0) * sizeof(float), w_at_end);
+        if (ok) {
+            memcpy(ga.p, w->absmax + a0, (a1 - a0) * sizeof(float));
+            m.absmax = (const float *)(const void *)ga.p - a0; /* blocks before a0 are not there */
+        }
+    }
+    if (ok && with_scratch && k->matmul_scratch) ok = !guarded_new(&gs, k->matmul_scratch * sizeof(float), 1);
+    if (!ok) {
+        printf("FAIL %s matmul guarded [%s]: cannot map the guarded buffers\n", t->path, what);
+        t->failed++;
+        return;
+    }
+    memcpy(gw.p, (const unsigned char *)w->data + b0, b1 - b0);
+    m.data = gw.p - b0; /* rows before r0 are not there */
+    float *X = (float *)(void *)gx.p, *Y = (float *)(void *)gy.p - r0, *bias = (float *)(void *)gbias.p - r0;
+    float *scratch = gs.map ? (float *)(void *)gs.p : NULL;
+    fill_f(g, X, (size_t)nt * ldx);
+    fill_f(g, bias + r0, (size_t)(r1 - r0));
+    float *want = malloc(ny * sizeof(float));
+    poison(want, ny);
+    for (int64_t r = r0; r < r1; r++)
+        for (int tt = 0; tt < nt; tt++) want[(size_t)tt * ldy + (size_t)(r - r0)] = rc_dot_row(&m, r, X + (size_t)tt * ldx) + bias[r];
+    poison(Y + r0, ny);
+    if (scratch) poison(scratch, k->matmul_scratch);
+    struct sigaction sa, old_segv, old_bus;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fault;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &old_segv);
+    sigaction(SIGBUS, &sa, &old_bus);
+    const int sig = sigsetjmp(fault_jump, 1);
+    if (!sig) k->matmul(&m, bias, X, ldx, nt, Y, ldy, r0, r1, scratch);
+    sigaction(SIGSEGV, &old_segv, NULL);
+    sigaction(SIGBUS, &old_bus, NULL);
+    if (sig) {
+        printf("FAIL %s matmul guarded [%s]: signal %d, an access outside the operands\n", t->path, what, sig);
+        t->failed++;
+    } else {
+        check(t, "matmul guarded", what, Y + r0, want, ny);
+    }
+    free(want);
+    guarded_free(&gw);
+    if (ga.map) guarded_free(&ga);
+    guarded_free(&gx);
+    guarded_free(&gy);
+    guarded_free(&gbias);
+    if (gs.map) guarded_free(&gs);
+}
+
+/* Widths that are not multiples of 64 (and two that are) through every matmul path of the kernel
+ * table: one input (decode matvec / row blocks), a few, and 16+ inputs with and without scratch
+ * (the x86 prefill panels, whose nf4 decode handles a 64-block at a time only when the block is
+ * whole), every row range end (so that each row in turn is the one against the guard). */
+static void check_matmul_guarded(tally *t, const rc_kernels *k, lcg *g) {
+    static const struct {
+        rc_dtype dt;
+        int64_t rows, cols;
+    } shapes[] = {
+        {RC_DT_NF4, 12, 80},  {RC_DT_NF4, 8, 48},    {RC_DT_NF4, 4, 16},   {RC_DT_NF4, 8, 112},  {RC_DT_NF4, 8, 144},
+        {RC_DT_NF4, 6, 592},  {RC_DT_NF4, 10, 1040}, {RC_DT_NF4, 9, 1088}, {RC_DT_NF4, 4, 40},   {RC_DT_NF4, 6, 128},
+        {RC_DT_F32, 7, 80},   {RC_DT_F32, 5, 37},    {RC_DT_F32, 6, 592},  {RC_DT_BF16, 7, 80},  {RC_DT_BF16, 5, 1040},
+        {RC_DT_BF16, 4, 29},  {RC_DT_F16, 5, 48},
+    };
+    static const int nts[] = {1, 3, 16, 19};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        test_mat tm;
+        make_mat(g, shapes[si].dt, shapes[si].rows, shapes[si].cols, &tm);
+        for (size_t ni = 0; ni < sizeof nts / sizeof nts[0]; ni++)
+            for (int64_t r1 = 1; r1 <= tm.m.rows; r1++)
+                for (int at_end = 0; at_end < 2; at_end++) {
+                    const int64_t r0 = at_end ? 0 : r1 - 1 - (r1 - 1) % 3; /* ranges of 1-3 rows, then from row 0 */
+                    guarded_case(t, k, g, &tm, nts[ni], at_end ? (r1 > 2 ? 1 : 0) : r0, r1, at_end, 1);
+                    if (nts[ni] >= 16 && r1 == tm.m.rows) guarded_case(t, k, g, &tm, nts[ni], 0, r1, at_end, 0);
+                }
         free_mat(&tm);
     }
 }
@@ -451,6 +582,7 @@ int rc_simd_selftest(int path, int *passed, int *failed) {
     lcg g = {0x5eed0000u + (uint64_t)path};
     check_dot(&t, &k, &g);
     check_matmul(&t, &k, &g);
+    check_matmul_guarded(&t, &k, &g);
     check_attn(&t, &k, &g);
     check_dequant(&t, &k, &g);
     check_act(&t, &k, &g);
