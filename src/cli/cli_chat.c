@@ -64,7 +64,8 @@ static void chat_usage(FILE *f) {
             "with both numbers; the turn is skipped and the exit status is 1.\n"
             "Exit status: 0 all turns done; 1 a message skipped, a turn failed or the session file\n"
             "refused; 2 usage error; 3 FILE is in use by another process (the line names its pid).\n"
-            "With --trace, '[trace] session saved: N ids' follows each completed save.\n");
+            "With --trace, '[trace] session saved: N ids' follows each completed save, and with --draft\n"
+            "'[trace] draft: V verify forwards, D drafted, A accepted' each turn that verified drafts.\n");
 }
 
 typedef struct {
@@ -361,6 +362,9 @@ static int chat_turn(chat_state *c, size_t n_feed) {
         for (int i = 0; i < t.n_fires; i++) inj += t.fires[i].injected;
         fprintf(stderr, "[trace] turn done: feed %zu, reply %d, %d gate checks, %d fires (%d injected)\n", n_feed,
                 t.n_reply, t.n_gates, t.n_fires, inj);
+        if (t.verifies)
+            fprintf(stderr, "[trace] draft: %d verify forwards, %ld drafted, %ld accepted\n", t.verifies, t.drafted,
+                    t.accepted);
     }
     rc_turn_free(&t);
     return chat_save(c);
