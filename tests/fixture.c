@@ -4,6 +4,7 @@
 #include "blob.h"
 #include "convert.h"
 #include "npy.h"
+#include "simd.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -116,4 +117,67 @@ rc_blob *fixture_open_worldA(const char *weights) {
     recall_err err = {0};
     cr_assert_eq(rc_blob_open(p, 0, &b, &err), RECALL_OK, "%s", err.msg);
     return b;
+}
+
+/* every word of `need` (space-separated) is a word of the first "flags" line of /proc/cpuinfo;
+ * -1 when the file cannot be read */
+static int cpuinfo_has(const char *need) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return -1;
+    char line[8192];
+    int found = -1;
+    while (found < 0 && fgets(line, sizeof line, f))
+        if (!strncmp(line, "flags", 5)) {
+            found = 1;
+            char want[128];
+            snprintf(want, sizeof want, "%s", need);
+            for (char *w = strtok(want, " "); w && found; w = strtok(NULL, " ")) {
+                size_t n = strlen(w);
+                const char *p = line;
+                found = 0;
+                while ((p = strstr(p, w)) != NULL) {
+                    if ((p == line || p[-1] == ' ' || p[-1] == '\t') && (p[n] == ' ' || p[n] == '\n' || !p[n])) {
+                        found = 1;
+                        break;
+                    }
+                    p += n;
+                }
+            }
+        }
+    fclose(f);
+    return found;
+}
+
+static int host_runs(rc_simd_path p) {
+    switch (p) {
+    case RC_SIMD_SCALAR: return 1;
+    case RC_SIMD_AVX2:
+    case RC_SIMD_AVX512: {
+#if defined(__x86_64__)
+        const int have = cpuinfo_has(p == RC_SIMD_AVX2 ? "avx2 fma" : "avx512f avx512bw avx512vl fma");
+        if (have >= 0) return have;
+        return p == RC_SIMD_AVX2 ? __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                                 : __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+#else
+        return 0;
+#endif
+    }
+    case RC_SIMD_NEON:
+#if defined(__aarch64__)
+        return 1;
+#else
+        return 0;
+#endif
+    default: return 0;
+    }
+}
+
+int fixture_path_runs(int p) {
+    const int avail = rc_simd_available((rc_simd_path)p);
+    cr_assert(avail || !host_runs((rc_simd_path)p),
+              "this CPU runs %s but the path is not available (not built in, or its dispatch is broken): the test "
+              "would pass on the paths left",
+              rc_simd_name((rc_simd_path)p));
+    return avail;
 }

@@ -48,7 +48,7 @@ Test(kv_pages, bound_never_underestimates_any_fp32_score) {
     rc_kernels paths[RC_SIMD_COUNT];
     int np = 0;
     for (int p = 0; p < RC_SIMD_COUNT; p++)
-        if (rc_simd_available((rc_simd_path)p)) {
+        if (fixture_path_runs(p)) {
             recall_err err = {0};
             cr_assert_eq(rc_simd_select(rc_simd_name((rc_simd_path)p), &paths[np], &err), RECALL_OK, "%s", err.msg);
             np++;
@@ -274,7 +274,7 @@ Test(kv_pages, every_simd_path_and_thread_count_gives_the_same_bits) {
         run_decode(b, "scalar", 1, &cases[c], ids, N, ref);
         int paths = 0;
         for (int p = 0; p < RC_SIMD_COUNT; p++) {
-            if (!rc_simd_available((rc_simd_path)p)) continue;
+            if (!fixture_path_runs(p)) continue;
             for (int th = 1; th <= (p == RC_SIMD_SCALAR ? 1 : 2); th++) {
                 run_decode(b, rc_simd_name((rc_simd_path)p), th, &cases[c], ids, N, got);
                 const int d = first_diff_step(ref, got, S, V);

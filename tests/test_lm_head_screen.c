@@ -187,7 +187,7 @@ static int check_picks(synth *s, const float *h, const char *what) {
     static const char *paths[] = {"scalar", "avx2", "avx512", "neon"};
     int screened = 0;
     for (size_t pi = 0; pi < 4; pi++) {
-        if (!rc_simd_available((rc_simd_path)rc_simd_parse(paths[pi]))) continue;
+        if (!fixture_path_runs(rc_simd_parse(paths[pi]))) continue;
         for (int th = 1; th <= 2; th++) {
             recall_err err = {0};
             rc_exec *ex;
