@@ -1,9 +1,8 @@
 /* screen_avx2.c - the lm_head screening kernel (src/lm_screen.h) for AVX2 (x86-64; compiled with
  * -mavx2 -mfma, empty of code elsewhere). The same bits as rc_screen_i8_ref: the int32 group sums
- * are exact whatever the order (vpsignb moves the sign of q onto p, vpmaddubsw |q| * p into int16
- * pairs of at most 2 * 128 * 127, vpmaddwd into int32, then a vphaddd tree over 8 groups) for
- * every code byte q, -128 included (|q| is read unsigned), and every p in [-127, 127] (the
- * quantiser's range, lm_screen.h: the sign never wraps), and
+ * are exact whatever the order (q and p widened to int16, vpmaddwd into int32 pairs of at most
+ * 2 * 128 * 128, then a vphaddd tree over 8 groups) for every byte of q and p, -128 included (the
+ * earlier vpsignb form wrapped a q of -128 against a negative p), and
  * the fp32 part is the canonical lane rule: groups g0..g0+7 are lanes g % 16 of two ymm
  * accumulators (lanes 0-7, 8-15); padded tail lanes add +0 * +0, which leaves an accumulator that
  * is never -0 unchanged. */
@@ -29,16 +28,16 @@ static float tree_v(__m256 a0, __m256 a1) {
     return rc_tree16(acc);
 }
 
-/* 32 columns: |q| (unsigned: 128 for -128) times p with q's sign, into 16 int16 pair sums */
-static inline __attribute__((always_inline)) __m256i dot32(const int8_t *q, const int8_t *p) {
-    const __m256i qv = _mm256_loadu_si256((const __m256i *)q);
-    return _mm256_maddubs_epi16(_mm256_abs_epi8(qv), _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)p), qv));
+/* 16 columns: q and p widened to int16, 8 int32 pair sums */
+static inline __attribute__((always_inline)) __m256i dot16(const int8_t *q, const int8_t *p) {
+    return _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q)),
+                             _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)));
 }
 
 /* one group: 8 int32 partial sums of q * p over 64 columns */
 static inline __attribute__((always_inline)) __m256i dot64(const int8_t *q, const int8_t *p) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    return _mm256_add_epi32(_mm256_madd_epi16(dot32(q, p), ones), _mm256_madd_epi16(dot32(q + 32, p + 32), ones));
+    return _mm256_add_epi32(_mm256_add_epi32(dot16(q, p), dot16(q + 16, p + 16)),
+                            _mm256_add_epi32(dot16(q + 32, p + 32), dot16(q + 48, p + 48)));
 }
 
 /* the rows ahead whose codes are prefetched (the int8 copy streams from DRAM, as lm_head does) */

@@ -1,10 +1,9 @@
 /* screen_avx512.c - the lm_head screening kernel (src/lm_screen.h) for AVX-512 F/BW/VL (x86-64;
  * compiled with -mavx512f -mavx512bw -mavx512vl -mfma, empty of code elsewhere). The same bits as
- * rc_screen_i8_ref: the int32 group sums are exact whatever the order (a masked byte subtract
- * moves the sign of q onto p, vpmaddubsw |q| * p into int16 pairs of at most 2 * 128 * 127,
- * vpmaddwd into int32, then an unpack / shuffle tree turns 16 groups' vectors into one vector of
- * their sums) for every code byte q, -128 included (|q| is read unsigned), and every p in
- * [-127, 127] (the quantiser's range, lm_screen.h: negating p never wraps), and the fp32 part is the canonical lane rule: group g is lane g % 16 of one zmm
+ * rc_screen_i8_ref: the int32 group sums are exact whatever the order (q and p widened to int16,
+ * vpmaddwd into int32 pairs of at most 2 * 128 * 128, then an unpack / shuffle tree turns 16
+ * groups' vectors into one vector of their sums) for every byte of q and p, -128 included (the
+ * earlier sign-transfer form wrapped a q of -128 against a negative p), and the fp32 part is the canonical lane rule: group g is lane g % 16 of one zmm
  * accumulator; masked-off tail lanes keep their value. */
 #include "simd.h"
 
@@ -29,11 +28,13 @@ static inline __attribute__((always_inline)) __m512i hsum16(const __m512i *v) {
     return _mm512_add_epi32(_mm512_shuffle_i32x4(u01, u23, 0x88), _mm512_shuffle_i32x4(u01, u23, 0xDD));
 }
 
-/* one group: 16 int32 partial sums of q * p over 64 columns */
+/* one group: 16 int32 partial sums of q * p over 64 columns: both widened to int16, vpmaddwd */
 static inline __attribute__((always_inline)) __m512i dot64(const int8_t *q, const int8_t *p) {
-    const __m512i qv = _mm512_loadu_si512(q), pv = _mm512_loadu_si512(p);
-    const __m512i ps = _mm512_mask_sub_epi8(pv, _mm512_movepi8_mask(qv), _mm512_setzero_si512(), pv); /* p sign(q) */
-    return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(qv), ps), _mm512_set1_epi16(1));
+    const __m512i q0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)q));
+    const __m512i q1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(q + 32)));
+    const __m512i p0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p));
+    const __m512i p1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(p + 32)));
+    return _mm512_add_epi32(_mm512_madd_epi16(q0, p0), _mm512_madd_epi16(q1, p1));
 }
 
 /* the rows ahead whose codes are prefetched (the int8 copy streams from DRAM, as lm_head does) */

@@ -1,6 +1,7 @@
 /* screen_neon.c - the lm_head screening kernel (src/lm_screen.h) for NEON (aarch64 only; empty of
  * code elsewhere). The same bits as rc_screen_i8_ref: each 64-column group's int32 sum is exact
- * (vmull_s8 products of at most 128 * 127 in int16, pairwise-accumulated into int32 by vpadalq),
+ * for every byte of q and p (vmull_s8 products of at most 128 * 128 in int16, pairwise-accumulated
+ * into int32 by vpadalq),
  * and the fp32 part is the reference's scalar lane rule and tree. */
 #include "simd.h"
 

@@ -65,7 +65,7 @@ typedef struct {
     /* lm_head screening (src/lm_screen.h, rc_screen_i8_ref): A[r - r0] for rows [r0, r1) of the
      * int8 copy Q [.][H] with scales S [.][H/64], against the int8 h codes p [H], scales t [H/64]:
      * per 64-column group an exact int32 dot, then acc[g % 16] = fmaf((float)isum, S*t, acc) and
-     * the canonical tree. H % 64 == 0. Q may hold any byte (-128 too); p lies in [-127, 127]. */
+     * the canonical tree. H % 64 == 0. Exact for any bytes in Q and p (-128 included). */
     void (*screen_i8)(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,
                       int64_t r1, float *A);
     /* ss[0] = sum (w - s q)^2, ss[1] = sum (s q)^2 over one row of H columns (H % 64 == 0) in

@@ -12,8 +12,7 @@
  * refuse naming the tensor and row): codes in [-127, 127], scales finite and >= 0, and both norms
  * of every row re-derived from lm_head, the codes and the scales (a stored norm below the true one
  * would shrink the bound and could drop the true argmax from the candidates).
- * Per token, h is quantised per 64 columns (t_g = max|h_g| / 127, p = round(h / t), so p lies in
- * [-127, 127]), and each row
+ * Per token, h is quantised per 64 columns (t_g = max|h_g| / 127, p = round(h / t)), and each row
  * gets the approximation (the kernel table's screen_i8, the same bits on every path):
  *   isum_g = sum_{i in g} q_i p_i (exact int32);  c_g = s_g * t_g;
  *   acc[g % 16] = fmaf((float)isum_g, c_g, acc[g % 16]);  A = rc_tree16(acc).

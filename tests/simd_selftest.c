@@ -477,10 +477,10 @@ static void check_act(tally *t, const rc_kernels *k, lcg *g) {
 
 /* screen_i8: the lm_head screening approximation, on widths of 1 .. 40 groups (every tail of the
  * 8- and 16-group blocks), zero scales (zero groups), negative products, and row sub-ranges; the
- * output row after the range stays NaN. The codes q take every byte value, -128 included (every
- * path reads it as -128; the blob's loader refuses it, lm_screen.c, but a kernel must not depend
- * on that): uniform bytes, and rows of only -128 / -127 / 127 against p of one sign (the largest
- * int16 pair sums, 2 x 128 x 127). p takes every value the quantiser makes, [-127, 127]. */
+ * output row after the range stays NaN. The codes q and p take every byte value, -128 included
+ * (every path computes it as -128; the blob's loader refuses such a code, lm_screen.c, and the
+ * quantiser never makes one, but a kernel must not depend on that): uniform bytes, and rows of
+ * only -128 / -127 / 127 against groups of p all -128 / -127 / 127 (the largest pair sums). */
 static void check_screen(tally *t, const rc_kernels *k, lcg *g) {
     static const size_t groups[] = {1, 2, 7, 8, 9, 15, 16, 17, 24, 31, 33, 40};
     const int64_t rows = 37;
@@ -501,19 +501,19 @@ static void check_screen(tally *t, const rc_kernels *k, lcg *g) {
                 Q[(size_t)r * H + i] = (int8_t)v;
                 seen[(uint8_t)v] = 1;
             }
+        int pseen[256] = {0};
+        const uint32_t off = next_u32(g) >> 24;
         for (size_t i = 0; i < H; i++) {
-            uint32_t u = next_u32(g);
-            p[i] = (int8_t)((u >> 8) % 7 == 0 ? 0 : (u >> 8) % 5 == 0 ? ((u & 1) ? 127 : -127) : (int)((u >> 16) % 255) - 127);
+            p[i] = (int8_t)(uint8_t)(i * 167u + off); /* any 256 consecutive columns: every byte value */
+            if (G > 2 && i < 3 * RC_LM_SCREEN_GROUP) /* groups of p all -128, all -127, all 127 */
+                p[i] = (int8_t)(i < RC_LM_SCREEN_GROUP ? -128 : i < 2 * RC_LM_SCREEN_GROUP ? -127 : 127);
+            pseen[(uint8_t)p[i]] = 1;
         }
-        if (G > 1) /* one group of p all -127 and one all 127: against rows 4..7 the pair sums peak */
-            for (size_t i = 0; i < RC_LM_SCREEN_GROUP; i++) {
-                p[i] = -127;
-                p[RC_LM_SCREEN_GROUP + i] = 127;
-            }
-        int nseen = 0;
-        for (int v = 0; v < 256; v++) nseen += seen[v];
-        if (G >= 8 && nseen != 256) {
-            printf("FAIL %s screen_i8 [groups=%zu]: only %d of the 256 code bytes drawn\n", t->path, G, nseen);
+        int nseen = 0, npseen = 0;
+        for (int v = 0; v < 256; v++) nseen += seen[v], npseen += pseen[v];
+        if (G >= 8 && (nseen != 256 || npseen != 256)) {
+            printf("FAIL %s screen_i8 [groups=%zu]: only %d / %d of the 256 bytes drawn in q / p\n", t->path, G, nseen,
+                   npseen);
             t->failed++;
         }
         for (size_t i = 0; i < (size_t)rows * G; i++) S[i] = (next_u32(g) % 11 == 0) ? 0.0f : fabsf(next_f(g));
