@@ -97,7 +97,7 @@ help:
 	@echo "  synth       generate the real-shape synthetic world (random weights) and convert it to nf4"
 	@echo "  synth-copy  the same shapes with a model that copies (bench-draft's copy-heavy case)"
 	@echo "  bench       kernel + model benchmarks (checked bitwise vs scalar) on the synth blob"
-	@echo "  cross-test-aarch64  NEON kernels vs scalar: Debian cross gcc + qemu-aarch64-static"
+	@echo "  cross-test-aarch64  NEON kernels vs scalar, the kv-pages and screening suites: cross gcc + qemu"
 	@echo "  fuzz-smoke  build the libFuzzer targets with clang + ASan/UBSan and run each briefly"
 	@echo "  fuzz        every fuzz target for FUZZ_TIME seconds (default 600) on its committed corpus"
 	@echo "  fuzz-merge  fold the inputs the fuzz runs found (new coverage only) into fuzz/corpus/"
@@ -369,10 +369,31 @@ define CROSS_RUN
 	$(3) -L /usr/$(2) $(CROSS_BUILD)/$(1)/api_example $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP) \
 	  --check-logits $(BUILD)/worldA-logits.bin $(CROSS_N)
 endef
+# The kv-pages and screening suites on the target (their path tests then check NEON against
+# scalar): the Criterion sources unchanged, built against tests/cross/criterion (a stand-in runner,
+# one process per test) and run under qemu from a shadow root whose ./recall runs the target's CLI
+# under qemu too (some tests call ./recall). CROSS_SUITES_FILTER picks tests ('kv_pages/*'; a
+# leading ! leaves out): by default all but the four screened loop goldens, which replay whole
+# worldA conversations (about 40 min each under qemu on a shared machine; CROSS_SUITES_FILTER=
+# runs them too). Their kernels are the self-test's, their picks those of lm_screen/adversarial_ties.
+CROSS_SUITES = tests/test_kv_pages.c tests/test_lm_head_screen.c
+CROSS_SUITES_FILTER ?= '!lm_screen/goldens_*'
+define CROSS_SUITES_RUN
+	+$(MAKE) --no-print-directory CC=$(2)-gcc FMA_FLAG= BUILD=$(CROSS_BUILD)/$(1) RECALL_BIN=$(CROSS_BUILD)/$(1)/recall \
+	  $(CROSS_BUILD)/$(1)/recall
+	$(2)-gcc $(CSTD) $(OPT) $(FPFLAGS) $(DEFS) $(INC) -isystem tests/cross -o $(CROSS_BUILD)/$(1)/suites $(CROSS_SUITES) \
+	  tests/fixture.c tests/cross/criterion_shim.c $(CROSS_BUILD)/$(1)/librecall.a $(LDLIBS)
+	@mkdir -p $(CROSS_BUILD)/$(1)/root/build
+	@ln -sfn $(CURDIR)/tests $(CROSS_BUILD)/$(1)/root/tests
+	@printf '#!/bin/sh\nexec $(3) -L /usr/$(2) $(CURDIR)/$(CROSS_BUILD)/$(1)/recall "$$@"\n' >$(CROSS_BUILD)/$(1)/root/recall
+	@chmod +x $(CROSS_BUILD)/$(1)/root/recall
+	cd $(CROSS_BUILD)/$(1)/root && $(3) -L /usr/$(2) $(CURDIR)/$(CROSS_BUILD)/$(1)/suites $(CROSS_SUITES_FILTER)
+endef
 cross-test-aarch64: need-cross-aarch64 $(BUILD)/worldA-f32.blob $(BUILD)/worldA-logits.bin
 	$(call CROSS_RUN,aarch64,aarch64-linux-gnu,qemu-aarch64-static)
 	RECALL_SIMD=scalar qemu-aarch64-static -L /usr/aarch64-linux-gnu $(CROSS_BUILD)/aarch64/api_example \
 	  $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP) --check-logits $(BUILD)/worldA-logits.bin $(CROSS_N)
+	$(call CROSS_SUITES_RUN,aarch64,aarch64-linux-gnu,qemu-aarch64-static)
 	@# CROSS_FULL=1: also the whole golden turn on NEON (about 1.5 min under qemu-aarch64)
 	$(if $(CROSS_FULL),qemu-aarch64-static -L /usr/aarch64-linux-gnu $(CROSS_BUILD)/aarch64/api_example \
 	  $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP))

@@ -10,8 +10,10 @@
  *     recent pages, the same per seed;
  *   - on the worldA f32 decoder: a budget covering the prefix gives the dense logits bitwise at
  *     every decode step (ranked and random); a small budget changes them; the random control is
- *     the same per seed and differs across seeds; scalar, AVX2 and AVX-512 (where the CPU has
- *     them; NEON under cross-test) and 1 or 2 threads give the same bits; crop + re-decode
+ *     the same per seed and differs across seeds; every path this CPU runs (fixture_path_runs:
+ *     a path the CPU runs but the build lacks fails) and 1 or 2 threads give the same bits: on
+ *     x86-64 scalar, AVX2, AVX-512; NEON where `make cross-test-aarch64` runs this file under
+ *     qemu (tests/cross/criterion); crop + re-decode
  *     equals a fresh run of the same history;
  *   - `score --scoring-rows 1` gives bitwise the prefill NLLs with dense attention; --kv-pages
  *     changes them only with a budget below the prefix; bad flags are refused. */

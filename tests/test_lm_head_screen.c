@@ -6,13 +6,19 @@
  *     a few rows only).
  *   adversarial_ties: a matrix with exact ties at the maximum and at the 5th place, rows 1 ulp
  *     apart, zero and NaN inputs: pick == the full reference, field by field, bit for bit, on
- *     every SIMD path at 1 and 2 threads.
+ *     every SIMD path this CPU runs (fixture_path_runs) at 1 and 2 threads (NEON: `make
+ *     cross-test-aarch64` runs this file under qemu).
  *   bound_random: |exact - approx| <= bound on random and hostile matrices (wide dynamic range,
  *     zeros, subnormals) and inputs.
  *   build_matches_blob / missing_tensors: the blob's tensors are rc_lmscreen_build of its lm_head;
  *     a blob without them runs unscreened on auto and refuses "on".
  *   multi_row_forward: the rows of a multi-row forward (normed_all) picked through the screen give
- *     the picks of its logits_all rows (what a k+1-row verify forward needs). */
+ *     the picks of its logits_all rows (what a k+1-row verify forward needs).
+ *   hostile_sections_refused / partial_section_and_views_refused: screen tensors edited after the
+ *     converter made them (codes zeroed or set to -128, norms too small or too large, scales NaN or
+ *     negative, a NaN in lm_head, codes without the rest) are refused at open naming the file,
+ *     tensor and row (the lowest bad row at 1 and 3 threads); the untouched ones open and pick
+ *     exactly. */
 #include "blob.h"
 #include "fixture.h"
 #include "json.h"
