@@ -77,7 +77,7 @@ NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aa
 PHONY_EXTRA = synth-copy realshape bench-loop bench-long soak soak-lsan bench-tok bench-kv-pages bench-draft test-sbs
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
-  cross-test-s390x fuzz fuzz-merge $(NEED_TARGETS)
+  cross-test-s390x fuzz fuzz-merge fuzz-seeds $(NEED_TARGETS)
 all: recall $(BUILD)/librecall.a
 
 help:
@@ -101,6 +101,7 @@ help:
 	@echo "  fuzz-smoke  build the libFuzzer targets with clang + ASan/UBSan and run each briefly"
 	@echo "  fuzz        every fuzz target for FUZZ_TIME seconds (default 600) on its committed corpus"
 	@echo "  fuzz-merge  fold the inputs the fuzz runs found (new coverage only) into fuzz/corpus/"
+	@echo "  fuzz-seeds  write the blob seeds made by the library's writer (screening tensors, RoPE profile)"
 	@echo "  shared      build/librecall.so (objects built with -fPIC under build/pic) and build/recall.pc"
 	@echo "  install     recall, include/recall/{recall.h,status.h}, librecall.{a,so}, pkgconfig/recall.pc"
 	@echo "              into DESTDIR/PREFIX (PREFIX=/usr/local)"
@@ -448,6 +449,12 @@ fuzz-smoke: $(FUZZ_BIN)
 fuzz: FUZZ_TIME = 600
 fuzz: $(FUZZ_BIN)
 	$(call FUZZ_RUN,$(FUZZ_TIME))
+
+# The seeds that need the library's writer (blobs with screening tensors and a RoPE profile).
+$(BUILD)/fuzz_seeds: fuzz/make_seeds.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+fuzz-seeds: $(BUILD)/fuzz_seeds
+	./$(BUILD)/fuzz_seeds fuzz/corpus
 
 # Folds what the runs found into the committed corpus: only inputs that add coverage (libFuzzer
 # -merge=1), so fuzz/corpus stays small.
