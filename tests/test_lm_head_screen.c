@@ -534,6 +534,7 @@ static void expect_refused(screen_edit edit, const char *tensor, const char *whe
                      where, th);
         cr_assert(strstr(msg, "/tmp/recall_screen_") && strstr(msg, tensor) && strstr(msg, where),
                   "message names the file, %s and %s: %s", tensor, where, msg);
+        if (th == 1) cr_log_info("refused: %s", msg);
     }
 }
 
