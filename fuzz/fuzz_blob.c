@@ -33,11 +33,11 @@ static void check_screen(const rc_blob *b) {
     if (!scr) return;
     int V = 0, H = 0;
     rc_mat w;
-    if (rc_blob_get_int(b, "qwen2.vocab", 1, 1 << 24, &V, &err) || rc_blob_get_int(b, "qwen2.hidden", 1, 1 << 16, &H, &err))
+    if (rc_blob_get_int(b, "qwen2.vocab", 1, 1 << 24, &V, &err) ||
+        rc_blob_get_int(b, "qwen2.hidden", 1, 1 << 16, &H, &err))
         abort(); /* the screen opened: both were read */
-    if (rc_blob_mat(b, rc_blob_find(b, "qwen2.lm_head.weight") ? "qwen2.lm_head.weight" : "qwen2.model.embed_tokens.weight",
-                    V, H, &w, &err))
-        abort();
+    const char *lm = rc_blob_find(b, "qwen2.lm_head.weight") ? "qwen2.lm_head.weight" : "qwen2.model.embed_tokens.weight";
+    if (rc_blob_mat(b, lm, V, H, &w, &err)) abort();
     if ((size_t)V * (size_t)H > ((size_t)1 << 22)) { /* a pick per input only on small matrices */
         rc_lmscreen_close(scr);
         return;

@@ -2,10 +2,10 @@
  * -mavx2 -mfma, empty of code elsewhere). The same bits as rc_screen_i8_ref: the int32 group sums
  * are exact whatever the order (q and p widened to int16, vpmaddwd into int32 pairs of at most
  * 2 * 128 * 128, then a vphaddd tree over 8 groups) for every byte of q and p, -128 included (the
- * earlier vpsignb form wrapped a q of -128 against a negative p), and
- * the fp32 part is the canonical lane rule: groups g0..g0+7 are lanes g % 16 of two ymm
- * accumulators (lanes 0-7, 8-15); padded tail lanes add +0 * +0, which leaves an accumulator that
- * is never -0 unchanged. */
+ * earlier vpsignb form wrapped a q of -128 against a negative p), and the fp32 part is the
+ * canonical lane rule: groups g0..g0+7 are lanes g % 16 of two ymm accumulators (lanes 0-7,
+ * 8-15); padded tail lanes add +0 * +0, which leaves an accumulator that is never -0 unchanged.
+ * The norms kernel (screen_norms) keeps its 8 double lanes in two ymm. */
 #include "simd.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
@@ -91,8 +91,9 @@ static void avx2_screen_norms(const float *w, const int8_t *q, const float *s, s
         for (size_t i = c; i < c + RC_LM_SCREEN_GROUP; i += 8) {
             const __m256i q32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + i)));
             for (int h = 0; h < 2; h++) {
-                const __m256d qd = _mm256_cvtepi32_pd(h ? _mm256_extracti128_si256(q32, 1) : _mm256_castsi256_si128(q32));
-                const __m256d a = _mm256_mul_pd(sv, qd), d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(w + i + 4 * h)), a);
+                const __m128i qh = h ? _mm256_extracti128_si256(q32, 1) : _mm256_castsi256_si128(q32);
+                const __m256d a = _mm256_mul_pd(sv, _mm256_cvtepi32_pd(qh));
+                const __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(w + i + 4 * h)), a);
                 dd[h] = _mm256_add_pd(dd[h], _mm256_mul_pd(d, d));
                 aa[h] = _mm256_add_pd(aa[h], _mm256_mul_pd(a, a));
             }

@@ -3,8 +3,9 @@
  * rc_screen_i8_ref: the int32 group sums are exact whatever the order (q and p widened to int16,
  * vpmaddwd into int32 pairs of at most 2 * 128 * 128, then an unpack / shuffle tree turns 16
  * groups' vectors into one vector of their sums) for every byte of q and p, -128 included (the
- * earlier sign-transfer form wrapped a q of -128 against a negative p), and the fp32 part is the canonical lane rule: group g is lane g % 16 of one zmm
- * accumulator; masked-off tail lanes keep their value. */
+ * earlier sign-transfer form wrapped a q of -128 against a negative p), and the fp32 part is the
+ * canonical lane rule: group g is lane g % 16 of one zmm accumulator; masked-off tail lanes keep
+ * their value. The norms kernel (screen_norms) keeps its 8 double lanes in one zmm. */
 #include "simd.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__)

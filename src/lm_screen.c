@@ -157,18 +157,18 @@ void rc_lmscreen_close(rc_lmscreen *s) {
 
 /* ---- validation: nothing in the three tensors is trusted -------------------------------------
  * The pick is exact only if every stored norm is at least the true norm of its row (a norm too
- * small shrinks the bound, and the true argmax may fall outside the candidates) and every code is
- * one the kernels read alike. So at open: every code in [-127, 127] (the converter's range; -128 is
- * refused though every kernel computes it exactly too), every scale finite and >= 0, and both norms
- * of every row re-derived from lm_head, the codes and the scales, in double, as the converter
- * computes them: a stored norm must lie in [derived (1 + 1e-12), derived (1 + 1e-6) + 2^-140].
- * The sums of squares are the kernel table's screen_norms (rc_screen_norms_ref: 8 double lanes,
- * the same bits on every path, and what the converter rounds up). The lower end is sound: s q is
- * exact in double, each term carries at most 3 roundings and 8 chains of H/8 terms are summed, so
- * the derived sum is within (H/8 + 6) 2^-53 < 1e-12 of the exact one for H <= 65536 (the norm
- * within half that), and a stored norm above the derived one (1 + 1e-12) is above the true norm;
- * the converter's norms (rounded up by 1e-9, then to float) are inside the interval. Rows are split over the execution
- * context's threads; the first bad row (the lowest index, whatever the split) is reported. */
+ * small shrinks the bound, and the true argmax may fall outside the candidates). So at open: every
+ * code in [-127, 127] (the converter's range; every kernel would compute -128 exactly too), every
+ * scale finite and >= 0, and both norms of every row re-derived from lm_head, the codes and the
+ * scales, in double, as the converter computes them: a stored norm must lie in
+ * [derived (1 + 1e-12), derived (1 + 1e-6) + 2^-140]. The sums of squares are the kernel table's
+ * screen_norms (rc_screen_norms_ref: 8 double lanes, the same bits on every path, and what the
+ * converter rounds up). The lower end is sound: s q is exact in double, each term carries at most
+ * 3 roundings and 8 chains of H/8 terms are summed, so the derived sum is within (H/8 + 6) 2^-53
+ * < 1e-12 of the exact one for H <= 65536 (the norm within half that), and a stored norm above the
+ * derived one (1 + 1e-12) is above the true norm; the converter's norms (rounded up by 1e-9, then
+ * to float) are inside the interval. Rows are split over the execution context's threads; the
+ * first bad row (the lowest index, whatever the split) is reported. */
 
 typedef struct {
     const rc_mat *w;
@@ -189,8 +189,10 @@ static const float *row_f32(const rc_mat *w, const rc_kernels *k, int64_t r, flo
     case RC_DT_F32: return (const float *)w->data + e0;
     case RC_DT_BF16: {
         const uint16_t *h = (const uint16_t *)w->data + e0;
-        uint32_t *u = (uint32_t *)(void *)buf; /* bf16 = the high half of the fp32 bits */
-        for (size_t i = 0; i < H; i++) u[i] = (uint32_t)h[i] << 16;
+        for (size_t i = 0; i < H; i++) { /* bf16 = the high half of the fp32 bits */
+            const uint32_t u = (uint32_t)h[i] << 16;
+            memcpy(buf + i, &u, sizeof u);
+        }
         return buf;
     }
     case RC_DT_NF4: k->nf4_dequant((const uint8_t *)w->data, w->absmax, e0, H, buf); return buf;

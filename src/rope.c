@@ -110,8 +110,8 @@ static recall_status rope_keys_known(const rc_blob *b, recall_err *err) {
                            "(type, factor, orig_max_pos, beta_fast, beta_slow, mscale, mscale_all_dim, "
                            "attention_factor, truncate)", rc_blob_path(b), key);
         if (!typed)
-            return rc_fail(err, RECALL_E_FORMAT, "%s: config key %s without %s (which RoPE is it for?)", rc_blob_path(b),
-                           key, RC_ROPE_KEY_TYPE);
+            return rc_fail(err, RECALL_E_FORMAT, "%s: config key %s without %s (which RoPE is it for?)",
+                           rc_blob_path(b), key, RC_ROPE_KEY_TYPE);
     }
     return RECALL_OK;
 }

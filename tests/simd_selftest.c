@@ -264,7 +264,8 @@ static void guarded_case(tally *t, const rc_kernels *k, lcg *g, const test_mat *
     guarded gw, ga = {0}, gx, gy, gbias, gs = {0};
     rc_mat m = *w;
     const size_t esz = w->dtype == RC_DT_NF4 ? 0 : rc_dtype_size(w->dtype);
-    const size_t b0 = esz ? (size_t)r0 * cols * esz : (size_t)r0 * cols / 2, b1 = esz ? (size_t)r1 * cols * esz : (size_t)r1 * cols / 2;
+    const size_t b0 = esz ? (size_t)r0 * cols * esz : (size_t)r0 * cols / 2; /* the rows' bytes [b0, b1) */
+    const size_t b1 = esz ? (size_t)r1 * cols * esz : (size_t)r1 * cols / 2;
     const size_t ny = (size_t)(nt - 1) * ldy + (size_t)r1 - (size_t)r0; /* Y[t*ldy + r], r0 <= r < r1 */
     int ok = !guarded_new(&gw, b1 - b0, w_at_end) && !guarded_new(&gx, (size_t)nt * ldx * sizeof(float), 1) &&
              !guarded_new(&gy, ny * sizeof(float), 1) && !guarded_new(&gbias, (size_t)(r1 - r0) * sizeof(float), 1);
@@ -291,7 +292,8 @@ static void guarded_case(tally *t, const rc_kernels *k, lcg *g, const test_mat *
     float *want = malloc(ny * sizeof(float));
     poison(want, ny);
     for (int64_t r = r0; r < r1; r++)
-        for (int tt = 0; tt < nt; tt++) want[(size_t)tt * ldy + (size_t)(r - r0)] = rc_dot_row(&m, r, X + (size_t)tt * ldx) + bias[r];
+        for (int tt = 0; tt < nt; tt++)
+            want[(size_t)tt * ldy + (size_t)(r - r0)] = rc_dot_row(&m, r, X + (size_t)tt * ldx) + bias[r];
     poison(Y + r0, ny);
     if (scratch) poison(scratch, k->matmul_scratch);
     struct sigaction sa, old_segv, old_bus;

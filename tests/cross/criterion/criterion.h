@@ -48,7 +48,8 @@ void shim_log(const char *fmt, ...);
 #define cr_assert_str_neq(...) SHIM_STR_(!=, __VA_ARGS__, "")
 #define SHIM_STR_(op, a, b, ...) SHIM_CHECK_(1, strcmp((a), (b)) op 0, "strcmp(" #a ", " #b ") " #op " 0", __VA_ARGS__)
 #define cr_assert_arr_eq(...) SHIM_ARR_(__VA_ARGS__, "")
-#define SHIM_ARR_(a, b, n, ...) SHIM_CHECK_(1, !memcmp((a), (b), (n)), "memcmp(" #a ", " #b ", " #n ") == 0", __VA_ARGS__)
+#define SHIM_ARR_(a, b, n, ...)                                                                                        \
+    SHIM_CHECK_(1, !memcmp((a), (b), (n)), "memcmp(" #a ", " #b ", " #n ") == 0", __VA_ARGS__)
 #define cr_assert_fail(...) shim_fail(1, __FILE__, __LINE__, "cr_assert_fail", __VA_ARGS__, "")
 #define cr_skip_test(...) shim_skip(__VA_ARGS__, "")
 #define cr_log_info(...) shim_log(__VA_ARGS__, "")
