@@ -78,7 +78,7 @@ PHONY_EXTRA = synth-copy realshape bench-loop bench-long soak soak-lsan bench-to
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   abi-check cli-doc \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
-  cross-test-s390x fuzz fuzz-merge $(NEED_TARGETS)
+  cross-test-s390x fuzz fuzz-merge fuzz-seeds $(NEED_TARGETS)
 all: recall $(BUILD)/librecall.a
 
 help:
@@ -98,10 +98,11 @@ help:
 	@echo "  synth       generate the real-shape synthetic world (random weights) and convert it to nf4"
 	@echo "  synth-copy  the same shapes with a model that copies (bench-draft's copy-heavy case)"
 	@echo "  bench       kernel + model benchmarks (checked bitwise vs scalar) on the synth blob"
-	@echo "  cross-test-aarch64  NEON kernels vs scalar: Debian cross gcc + qemu-aarch64-static"
+	@echo "  cross-test-aarch64  NEON kernels vs scalar, the kv-pages and screening suites: cross gcc + qemu"
 	@echo "  fuzz-smoke  build the libFuzzer targets with clang + ASan/UBSan and run each briefly"
 	@echo "  fuzz        every fuzz target for FUZZ_TIME seconds (default 600) on its committed corpus"
 	@echo "  fuzz-merge  fold the inputs the fuzz runs found (new coverage only) into fuzz/corpus/"
+	@echo "  fuzz-seeds  write the blob seeds made by the library's writer (screening tensors, RoPE profile)"
 	@echo "  shared      build/librecall.so (objects built with -fPIC under build/pic) and build/recall.pc"
 	@echo "  install     recall, include/recall/{recall.h,status.h}, librecall.{a,so}, pkgconfig/recall.pc"
 	@echo "              into DESTDIR/PREFIX (PREFIX=/usr/local)"
@@ -400,10 +401,31 @@ define CROSS_RUN
 	$(3) -L /usr/$(2) $(CROSS_BUILD)/$(1)/api_example $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP) \
 	  --check-logits $(BUILD)/worldA-logits.bin $(CROSS_N)
 endef
+# The kv-pages and screening suites on the target (their path tests then check NEON against
+# scalar): the Criterion sources unchanged, built against tests/cross/criterion (a stand-in runner,
+# one process per test) and run under qemu from a shadow root whose ./recall runs the target's CLI
+# under qemu too (some tests call ./recall). CROSS_SUITES_FILTER picks tests ('kv_pages/*'; a
+# leading ! leaves out): by default all but the four screened loop goldens, which replay whole
+# worldA conversations (about 40 min each under qemu on a shared machine; CROSS_SUITES_FILTER=
+# runs them too). Their kernels are the self-test's, their picks those of lm_screen/adversarial_ties.
+CROSS_SUITES = tests/test_kv_pages.c tests/test_lm_head_screen.c
+CROSS_SUITES_FILTER ?= '!lm_screen/goldens_*'
+define CROSS_SUITES_RUN
+	+$(MAKE) --no-print-directory CC=$(2)-gcc FMA_FLAG= BUILD=$(CROSS_BUILD)/$(1) RECALL_BIN=$(CROSS_BUILD)/$(1)/recall \
+	  $(CROSS_BUILD)/$(1)/recall
+	$(2)-gcc $(CSTD) $(OPT) $(FPFLAGS) $(DEFS) $(INC) -isystem tests/cross -o $(CROSS_BUILD)/$(1)/suites $(CROSS_SUITES) \
+	  tests/fixture.c tests/cross/criterion_shim.c $(CROSS_BUILD)/$(1)/librecall.a $(LDLIBS)
+	@mkdir -p $(CROSS_BUILD)/$(1)/root/build
+	@ln -sfn $(CURDIR)/tests $(CROSS_BUILD)/$(1)/root/tests
+	@printf '#!/bin/sh\nexec $(3) -L /usr/$(2) $(CURDIR)/$(CROSS_BUILD)/$(1)/recall "$$@"\n' >$(CROSS_BUILD)/$(1)/root/recall
+	@chmod +x $(CROSS_BUILD)/$(1)/root/recall
+	cd $(CROSS_BUILD)/$(1)/root && $(3) -L /usr/$(2) $(CURDIR)/$(CROSS_BUILD)/$(1)/suites $(CROSS_SUITES_FILTER)
+endef
 cross-test-aarch64: need-cross-aarch64 $(BUILD)/worldA-f32.blob $(BUILD)/worldA-logits.bin
 	$(call CROSS_RUN,aarch64,aarch64-linux-gnu,qemu-aarch64-static)
 	RECALL_SIMD=scalar qemu-aarch64-static -L /usr/aarch64-linux-gnu $(CROSS_BUILD)/aarch64/api_example \
 	  $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP) --check-logits $(BUILD)/worldA-logits.bin $(CROSS_N)
+	$(call CROSS_SUITES_RUN,aarch64,aarch64-linux-gnu,qemu-aarch64-static)
 	@# CROSS_FULL=1: also the whole golden turn on NEON (about 1.5 min under qemu-aarch64)
 	$(if $(CROSS_FULL),qemu-aarch64-static -L /usr/aarch64-linux-gnu $(CROSS_BUILD)/aarch64/api_example \
 	  $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP))
@@ -458,6 +480,12 @@ fuzz-smoke: $(FUZZ_BIN)
 fuzz: FUZZ_TIME = 600
 fuzz: $(FUZZ_BIN)
 	$(call FUZZ_RUN,$(FUZZ_TIME))
+
+# The seeds that need the library's writer (blobs with screening tensors and a RoPE profile).
+$(BUILD)/fuzz_seeds: fuzz/make_seeds.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+fuzz-seeds: $(BUILD)/fuzz_seeds
+	./$(BUILD)/fuzz_seeds fuzz/corpus
 
 # Folds what the runs found into the committed corpus: only inputs that add coverage (libFuzzer
 # -merge=1), so fuzz/corpus stays small.

@@ -8,6 +8,7 @@
  *   6/7  rc_bpe_load / rc_wp_load of the raw payload (hostile section bytes)
  * Tokenizers come from the committed worldA fixtures (run from the repository root).
  */
+#include "fuzz_bpe.h"
 #include "tokenize_bpe.h"
 #include "tokenize_wordpiece.h"
 
@@ -15,7 +16,7 @@
 #include <string.h>
 
 typedef struct {
-    rc_bpe *bpe;
+    const rc_bpe *bpe;
     rc_wp *wp;
 } toks;
 
@@ -26,10 +27,7 @@ static const toks *get_toks(void) {
         uint8_t *sec;
         size_t size;
         recall_err err = {0};
-        if (rc_bpe_build_from_json("tests/golden/worldA/qwen2/tokenizer.json", NULL, &sec, &size, &err) ||
-            rc_bpe_load(sec, size, &t.bpe, &err))
-            abort();
-        free(sec);
+        t.bpe = fuzz_worldA_bpe();
         if (rc_wp_build("tests/golden/worldA/bge/vocab.txt", "tests/golden/worldA/bge/tokenizer_config.json",
                         &sec, &size, &err) ||
             rc_wp_load(sec, size, &t.wp, &err))

@@ -506,7 +506,7 @@ static void pf_decode_row(const rc_mat *w, rc_dtype dt, int64_t r, size_t k0, si
             __m256i h = _mm256_loadu_si256((const __m256i *)(p + i));
             _mm512_store_ps(dst, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
         }
-    } else if ((e0 & 63) == 0) { /* nf4, whole 64-blocks (kc % 64 == 0 then too): one table per block */
+    } else if ((e0 & 63) == 0 && kc % 64 == 0) { /* nf4, whole 64-blocks: one table per block */
         const uint8_t *codes = (const uint8_t *)w->data;
         const __m512 cb = _mm512_loadu_ps(RC_NF4_CODEBOOK);
         for (size_t i = 0; i < kc; i += 64) {

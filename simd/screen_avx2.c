@@ -1,18 +1,17 @@
-/* screen_avx2.c - the lm_head screening kernel (the screen: src/lm_screen.h; the scalar reference
- * rc_screen_i8_ref: src/ops.c) for AVX2 (x86-64; compiled with -mavx2 -mfma, empty of code
- * elsewhere). The same bits as rc_screen_i8_ref: the int32 group sums are exact whatever the order
- * (vpsignb moves the sign of p onto q, vpmaddubsw |p| * q into int16 pairs of at most 2 * 127 *
- * 127, vpmaddwd into int32, then a vphaddd tree over 8 groups), and the fp32 part is the canonical
- * lane rule: groups g0..g0+7 are lanes g % 16 of two ymm accumulators (lanes 0-7, 8-15); padded
- * tail lanes add +0 * +0, which leaves an accumulator that is never -0 unchanged. */
+/* screen_avx2.c - the lm_head screening kernel (the screen: src/lm_screen.h; the scalar references
+ * rc_screen_i8_ref and rc_screen_norms_ref: src/ops.c) for AVX2 (x86-64; compiled with -mavx2 -mfma, empty
+ * of code elsewhere). The same bits as rc_screen_i8_ref: the int32 group sums are exact whatever the order
+ * (q and p widened to int16, vpmaddwd into int32 pairs of at most 2 * 128 * 128, then a vphaddd tree over
+ * 8 groups) for every byte of q and p, -128 included (the earlier vpsignb form wrapped a q of -128 against
+ * a negative p), and the fp32 part is the canonical lane rule: groups g0..g0+7 are lanes g % 16 of two ymm
+ * accumulators (lanes 0-7, 8-15); padded tail lanes add +0 * +0, which leaves an accumulator that is never
+ * -0 unchanged. The norms kernel (screen_norms) keeps its 8 double lanes in two ymm. */
 #include "simd.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 
 
 #include <immintrin.h>
-
-#define SCR_MAXH 16384 /* |p| of h lives on the stack */
 
 /* the 8 group sums of v[0..7] (8 int32 each), lane j = sum of v[j] */
 static inline __attribute__((always_inline)) __m256i hsum8(const __m256i *v) {
@@ -28,15 +27,16 @@ static float tree_v(__m256 a0, __m256 a1) {
     return rc_tree16(acc);
 }
 
+/* 16 columns: q and p widened to int16, 8 int32 pair sums */
+static inline __attribute__((always_inline)) __m256i dot16(const int8_t *q, const int8_t *p) {
+    return _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q)),
+                             _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)));
+}
+
 /* one group: 8 int32 partial sums of q * p over 64 columns */
-static inline __attribute__((always_inline)) __m256i dot64(const int8_t *q, const int8_t *p, const int8_t *pabs) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i s0 = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)q), _mm256_loadu_si256((const __m256i *)p));
-    const __m256i s1 =
-        _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(q + 32)), _mm256_loadu_si256((const __m256i *)(p + 32)));
-    const __m256i d0 = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)pabs), s0);
-    const __m256i d1 = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(pabs + 32)), s1);
-    return _mm256_add_epi32(_mm256_madd_epi16(d0, ones), _mm256_madd_epi16(d1, ones));
+static inline __attribute__((always_inline)) __m256i dot64(const int8_t *q, const int8_t *p) {
+    return _mm256_add_epi32(_mm256_add_epi32(dot16(q, p), dot16(q + 16, p + 16)),
+                            _mm256_add_epi32(dot16(q + 32, p + 32), dot16(q + 48, p + 48)));
 }
 
 /* the rows ahead whose codes are prefetched (the int8 copy streams from DRAM, as lm_head does) */
@@ -44,14 +44,7 @@ static inline __attribute__((always_inline)) __m256i dot64(const int8_t *q, cons
 
 static void avx2_screen_i8(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,
                            int64_t r1, float *A) {
-    if (H > SCR_MAXH) {
-        rc_screen_i8_ref(Q, S, H, p, t, r0, r1, A);
-        return;
-    }
     const size_t G = H / RC_SCREEN_GROUP;
-    _Alignas(32) int8_t pabs[SCR_MAXH];
-    for (size_t i = 0; i < H; i += 32)
-        _mm256_store_si256((__m256i *)(pabs + i), _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(p + i))));
     const size_t pf = SCR_PF_ROWS * H;
     for (int64_t r = r0; r < r1; r++) {
         const int8_t *qr = Q + (size_t)r * H;
@@ -65,7 +58,7 @@ static void avx2_screen_i8(const int8_t *Q, const float *S, size_t H, const int8
                 _Pragma("GCC unroll 8") for (size_t j = 0; j < 8; j++) {
                     const size_t c = (g0 + j) * RC_SCREEN_GROUP;
                     _mm_prefetch((const char *)(qr + c + pf), _MM_HINT_T0);
-                    v[j] = dot64(qr + c, p + c, pabs + c);
+                    v[j] = dot64(qr + c, p + c);
                 }
                 sc = _mm256_loadu_ps(sr + g0);
                 tc = _mm256_loadu_ps(t + g0);
@@ -73,7 +66,7 @@ static void avx2_screen_i8(const int8_t *Q, const float *S, size_t H, const int8
                 float sb[8] = {0}, tb[8] = {0};
                 for (size_t j = 0; j < 8; j++) {
                     const size_t c = (g0 + j) * RC_SCREEN_GROUP;
-                    v[j] = j < nb ? dot64(qr + c, p + c, pabs + c) : _mm256_setzero_si256();
+                    v[j] = j < nb ? dot64(qr + c, p + c) : _mm256_setzero_si256();
                     if (j < nb) {
                         sb[j] = sr[g0 + j];
                         tb[j] = t[g0 + j];
@@ -89,7 +82,32 @@ static void avx2_screen_i8(const int8_t *Q, const float *S, size_t H, const int8
     }
 }
 
+/* rc_screen_norms_ref: the 8 double lanes are two ymm (columns % 8 in 0-3, 4-7) */
+static void avx2_screen_norms(const float *w, const int8_t *q, const float *s, size_t H, double *ss) {
+    __m256d dd[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()}, aa[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+    for (size_t c = 0; c < H; c += RC_SCREEN_GROUP) {
+        const __m256d sv = _mm256_set1_pd((double)s[c / RC_SCREEN_GROUP]);
+        for (size_t i = c; i < c + RC_SCREEN_GROUP; i += 8) {
+            const __m256i q32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + i)));
+            for (int h = 0; h < 2; h++) {
+                const __m128i qh = h ? _mm256_extracti128_si256(q32, 1) : _mm256_castsi256_si128(q32);
+                const __m256d a = _mm256_mul_pd(sv, _mm256_cvtepi32_pd(qh));
+                const __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(w + i + 4 * h)), a);
+                dd[h] = _mm256_add_pd(dd[h], _mm256_mul_pd(d, d));
+                aa[h] = _mm256_add_pd(aa[h], _mm256_mul_pd(a, a));
+            }
+        }
+    }
+    double l[16];
+    _mm256_storeu_pd(l, dd[0]);
+    _mm256_storeu_pd(l + 4, dd[1]);
+    _mm256_storeu_pd(l + 8, aa[0]);
+    _mm256_storeu_pd(l + 12, aa[1]);
+    rc_screen_norms_tree(l, ss);
+}
+
 int rc_screen_avx2(rc_kernels *k) {
+    k->screen_norms = avx2_screen_norms;
     k->screen_i8 = avx2_screen_i8;
     return 1;
 }

@@ -1,8 +1,8 @@
-/* screen_neon.c - the lm_head screening kernel (the screen: src/lm_screen.h; the scalar reference
- * rc_screen_i8_ref: src/ops.c) for NEON (aarch64 only; empty of code elsewhere). The same bits as
- * rc_screen_i8_ref: each 64-column group's int32 sum is exact (vmull_s8 products of at most 127 *
- * 127 in int16, pairwise-accumulated into int32 by vpadalq), and the fp32 part is the reference's
- * scalar lane rule and tree. */
+/* screen_neon.c - the lm_head screening kernel (the screen: src/lm_screen.h; the scalar references
+ * rc_screen_i8_ref and rc_screen_norms_ref: src/ops.c) for NEON (aarch64 only; empty of code elsewhere).
+ * The same bits as rc_screen_i8_ref: each 64-column group's int32 sum is exact for every byte of q and p
+ * (vmull_s8 products of at most 128 * 128 in int16, pairwise-accumulated into int32 by vpadalq), and the
+ * fp32 part is the reference's scalar lane rule and tree. */
 #include "simd.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON)
@@ -32,7 +32,34 @@ static void neon_screen_i8(const int8_t *Q, const float *S, size_t H, const int8
     }
 }
 
+/* rc_screen_norms_ref: the 8 double lanes are four q registers (columns % 8 in pairs) */
+static void neon_screen_norms(const float *w, const int8_t *q, const float *s, size_t H, double *ss) {
+    float64x2_t dd[4], aa[4];
+    for (int j = 0; j < 4; j++) dd[j] = aa[j] = vdupq_n_f64(0.0);
+    for (size_t c = 0; c < H; c += RC_SCREEN_GROUP) {
+        const float64x2_t sv = vdupq_n_f64((double)s[c / RC_SCREEN_GROUP]);
+        for (size_t i = c; i < c + RC_SCREEN_GROUP; i += 8) {
+            const int16x8_t q16 = vmovl_s8(vld1_s8(q + i));
+            const int32x4_t q32[2] = {vmovl_s16(vget_low_s16(q16)), vmovl_high_s16(q16)};
+            for (int j = 0; j < 4; j++) {
+                const int64x2_t q64 = j % 2 ? vmovl_high_s32(q32[j / 2]) : vmovl_s32(vget_low_s32(q32[j / 2]));
+                const float64x2_t a = vmulq_f64(sv, vcvtq_f64_s64(q64));
+                const float64x2_t d = vsubq_f64(vcvt_f64_f32(vld1_f32(w + i + 2 * j)), a);
+                dd[j] = vaddq_f64(dd[j], vmulq_f64(d, d));
+                aa[j] = vaddq_f64(aa[j], vmulq_f64(a, a));
+            }
+        }
+    }
+    double l[16];
+    for (int j = 0; j < 4; j++) {
+        vst1q_f64(l + 2 * j, dd[j]);
+        vst1q_f64(l + 8 + 2 * j, aa[j]);
+    }
+    rc_screen_norms_tree(l, ss);
+}
+
 int rc_screen_neon(rc_kernels *k) {
+    k->screen_norms = neon_screen_norms;
     k->screen_i8 = neon_screen_i8;
     return 1;
 }

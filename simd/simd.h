@@ -66,9 +66,12 @@ typedef struct {
      * for rows [r0, r1) of the int8 copy Q [.][H] with scales S [.][H/64], against the int8 h codes
      * p [H], scales t [H/64]:
      * per 64-column group an exact int32 dot, then acc[g % 16] = fmaf((float)isum, S*t, acc) and
-     * the canonical tree. H % 64 == 0. */
+     * the canonical tree. H % 64 == 0. Exact for any bytes in Q and p (-128 included). */
     void (*screen_i8)(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,
                       int64_t r1, float *A);
+    /* ss[0] = sum (w - s q)^2, ss[1] = sum (s q)^2 over one row of H columns (H % 64 == 0) in
+     * double, 8 lanes (rc_screen_norms_ref): what lm_screen.c checks the stored norms against. */
+    void (*screen_norms)(const float *w, const int8_t *q, const float *s, size_t H, double *ss);
 } rc_kernels;
 
 /* Which paths this binary was compiled with AND this CPU can run (scalar always). */

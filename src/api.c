@@ -592,6 +592,8 @@ recall_status recall_turn(recall_loop *l, const int32_t *feed, size_t n_feed, re
     out->n_fires = t.n_fires;
     out->n_rebuilds = t.n_rebuilds;
     out->min_margin = t.min_margin;
+    out->drafted = t.drafted;
+    out->accepted = t.accepted;
     rc_turn_free(&t);
     return RECALL_OK;
 }

@@ -1007,23 +1007,44 @@ out:
 /* ---- entry ------------------------------------------------------------------------------ */
 
 typedef struct {
-    char *buf;
+    const char *buf;
     size_t len;
     json_doc *doc;
     int is_npz;
 } in_file;
 
-static recall_status load_input(const char *path, in_file *f, recall_err *err) {
-    RC_TRY(rc_read_file(path, &f->buf, &f->len, err));
-    if (f->len >= 4 && !memcmp(f->buf, "PK\x03\x04", 4)) {
+static recall_status classify(const char *buf, size_t len, const char *what, in_file *f, recall_err *err) {
+    f->buf = buf;
+    f->len = len;
+    if (len >= 4 && !memcmp(buf, "PK\x03\x04", 4)) {
         f->is_npz = 1;
         return RECALL_OK;
     }
     size_t i = 0;
-    while (i < f->len && (f->buf[i] == ' ' || f->buf[i] == '\n' || f->buf[i] == '\r' || f->buf[i] == '\t')) i++;
-    if (i == f->len || f->buf[i] != '{')
-        return rc_fail(err, RECALL_E_FORMAT, "%s: neither an .npz archive nor a JSON loop trace", path);
-    return json_parse(f->buf, f->len, path, &f->doc, err);
+    while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')) i++;
+    if (i == len || buf[i] != '{')
+        return rc_fail(err, RECALL_E_FORMAT, "%s: neither an .npz archive nor a JSON loop trace", what);
+    return json_parse(buf, len, what, &f->doc, err);
+}
+
+recall_status rc_compare_mem(const void *a, size_t len_a, const char *what_a, const void *b, size_t len_b,
+                             const char *what_b, const rc_cmp_opts *opts, rc_cmp_report *out, recall_err *err) {
+    if (!a || !b || !what_a || !what_b || !out) return rc_fail(err, RECALL_E_ARG, "rc_compare_mem: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->last_turn_affected = -1;
+    in_file fa = {0}, fb = {0};
+    recall_status st = classify(a, len_a, what_a, &fa, err);
+    if (!st) st = classify(b, len_b, what_b, &fb, err);
+    if (!st && fa.is_npz != fb.is_npz)
+        st = rc_fail(err, RECALL_E_SHAPE, "%s is %s but %s is %s: different kinds", what_a,
+                     fa.is_npz ? "an .npz dump" : "a JSON trace", what_b, fb.is_npz ? "an .npz dump" : "a JSON trace");
+    if (!st)
+        st = fa.is_npz ? compare_npz(fa.buf, fa.len, what_a, fb.buf, fb.len, what_b, out, err)
+                       : compare_traces(json_root(fa.doc), what_a, json_root(fb.doc), what_b, opts, out, err);
+    if (st) rc_cmp_report_free(out);
+    json_free(fa.doc);
+    json_free(fb.doc);
+    return st;
 }
 
 recall_status rc_compare_files(const char *path_a, const char *path_b, const rc_cmp_opts *opts, rc_cmp_report *out,
@@ -1031,19 +1052,12 @@ recall_status rc_compare_files(const char *path_a, const char *path_b, const rc_
     if (!path_a || !path_b || !out) return rc_fail(err, RECALL_E_ARG, "rc_compare_files: NULL argument");
     memset(out, 0, sizeof *out);
     out->last_turn_affected = -1;
-    in_file a = {0}, b = {0};
-    recall_status st = load_input(path_a, &a, err);
-    if (!st) st = load_input(path_b, &b, err);
-    if (!st && a.is_npz != b.is_npz)
-        st = rc_fail(err, RECALL_E_SHAPE, "%s is %s but %s is %s: different kinds", path_a,
-                     a.is_npz ? "an .npz dump" : "a JSON trace", path_b, b.is_npz ? "an .npz dump" : "a JSON trace");
-    if (!st)
-        st = a.is_npz ? compare_npz(a.buf, a.len, path_a, b.buf, b.len, path_b, out, err)
-                      : compare_traces(json_root(a.doc), path_a, json_root(b.doc), path_b, opts, out, err);
-    if (st) rc_cmp_report_free(out);
-    json_free(a.doc);
-    json_free(b.doc);
-    free(a.buf);
-    free(b.buf);
+    char *a = NULL, *b = NULL;
+    size_t la = 0, lb = 0;
+    recall_status st = rc_read_file(path_a, &a, &la, err);
+    if (!st) st = rc_read_file(path_b, &b, &lb, err);
+    if (!st) st = rc_compare_mem(a, la, path_a, b, lb, path_b, opts, out, err);
+    free(a);
+    free(b);
     return st;
 }

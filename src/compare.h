@@ -167,6 +167,9 @@ typedef struct {
  * files, RECALL_E_SHAPE for files that cannot be compared (kinds, shapes, dtypes, problems). */
 recall_status rc_compare_files(const char *path_a, const char *path_b, const rc_cmp_opts *opts, rc_cmp_report *out,
                                recall_err *err);
+/* The same on two buffers already in memory (borrowed; what_a / what_b name them in messages). */
+recall_status rc_compare_mem(const void *a, size_t len_a, const char *what_a, const void *b, size_t len_b,
+                             const char *what_b, const rc_cmp_opts *opts, rc_cmp_report *out, recall_err *err);
 void rc_cmp_report_free(rc_cmp_report *r);
 
 #endif

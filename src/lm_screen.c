@@ -72,7 +72,8 @@ recall_status rc_lmscreen_build(const rc_mat *w, int8_t *q, float *scale, float 
     if (!row) return rc_fail(err, RECALL_E_NOMEM, "lm_head screen: out of memory");
     for (int64_t r = 0; r < V; r++) {
         rc_mat_row_f32(w, r, row);
-        double dw2 = 0.0, a2 = 0.0;
+        int8_t *qr = q + r * H;
+        float *sr = scale + r * G;
         for (int64_t g = 0; g < G; g++) {
             const float *x = row + g * RC_LM_SCREEN_GROUP;
             float m = 0.0f;
@@ -84,20 +85,19 @@ recall_status rc_lmscreen_build(const rc_mat *w, int8_t *q, float *scale, float 
                 }
                 if (fabsf(x[i]) > m) m = fabsf(x[i]);
             }
-            const float s = m / 127.0f;
-            scale[r * G + g] = s;
+            const float sg = m / 127.0f;
+            sr[g] = sg;
             for (int i = 0; i < RC_LM_SCREEN_GROUP; i++) {
-                double v = s > 0.0f ? nearbyint((double)x[i] / (double)s) : 0.0;
+                double v = sg > 0.0f ? nearbyint((double)x[i] / (double)sg) : 0.0;
                 if (v > 127.0) v = 127.0;
                 if (v < -127.0) v = -127.0;
-                q[r * H + g * RC_LM_SCREEN_GROUP + i] = (int8_t)v;
-                const double a = (double)s * v, d = (double)x[i] - a; /* s * v is exact in double */
-                a2 += a * a;
-                dw2 += d * d;
+                qr[g * RC_LM_SCREEN_GROUP + i] = (int8_t)v;
             }
         }
-        norm[r * 2] = norm_up(dw2);
-        norm[r * 2 + 1] = norm_up(a2);
+        double ss[2];
+        rc_screen_norms_ref(row, qr, sr, (size_t)H, ss);
+        norm[r * 2] = norm_up(ss[0]);
+        norm[r * 2 + 1] = norm_up(ss[1]);
     }
     free(row);
     return RECALL_OK;
@@ -110,12 +110,134 @@ void rc_lmscreen_close(rc_lmscreen *s) {
     RC_FREE(s->approx, s->lo, s->hi, s->logits, s->rowout, s->cand, s->p, s->t, s);
 }
 
-recall_status rc_lmscreen_new(const rc_mat *w, const int8_t *q, const float *scale, const float *norm,
-                              const rc_exec *ex, rc_lmscreen **out, recall_err *err) {
+/* ---- validation: nothing in the three tensors is trusted -------------------------------------
+ * The pick is exact only if every stored norm is at least the true norm of its row (a norm too
+ * small shrinks the bound, and the true argmax may fall outside the candidates). So at open: every
+ * code in [-127, 127] (the converter's range; every kernel would compute -128 exactly too), every
+ * scale finite and >= 0, and both norms of every row re-derived from lm_head, the codes and the
+ * scales, in double, as the converter computes them: a stored norm must lie in
+ * [derived (1 + 1e-12), derived (1 + 1e-6) + 2^-140]. The sums of squares are the kernel table's
+ * screen_norms (rc_screen_norms_ref: 8 double lanes, the same bits on every path, and what the
+ * converter rounds up). The lower end is sound: s q is exact in double, each term carries at most
+ * 3 roundings and 8 chains of H/8 terms are summed, so the derived sum is within (H/8 + 6) 2^-53
+ * < 1e-12 of the exact one for H <= 65536 (the norm within half that), and a stored norm above the
+ * derived one (1 + 1e-12) is above the true norm; the converter's norms (rounded up by 1e-9, then
+ * to float) are inside the interval. Rows are split over the execution context's threads; the
+ * first bad row (the lowest index, whatever the split) is reported. */
+
+typedef struct {
+    const rc_mat *w;
+    const rc_kernels *k;
+    const int8_t *q;
+    const float *scale, *norm;
+    int H, G;
+    float *rowbuf;      /* [threads][H] */
+    int64_t *first_bad; /* [threads]: lowest bad row seen, or INT64_MAX */
+    int *why;           /* [threads]: 0 the lm_head row is not finite, 1 ||w - s q||, 2 ||s q|| */
+    double *derived;    /* [threads]: the derived norm of that row */
+} check_job;
+
+/* Row r of lm_head as fp32: f32 in place, bf16 / nf4 decoded into buf. */
+static const float *row_f32(const rc_mat *w, const rc_kernels *k, int64_t r, float *buf) {
+    const size_t H = (size_t)w->cols, e0 = (size_t)r * H;
+    switch (w->dtype) {
+    case RC_DT_F32: return (const float *)w->data + e0;
+    case RC_DT_BF16: {
+        const uint16_t *h = (const uint16_t *)w->data + e0;
+        for (size_t i = 0; i < H; i++) { /* bf16 = the high half of the fp32 bits */
+            const uint32_t u = (uint32_t)h[i] << 16;
+            memcpy(buf + i, &u, sizeof u);
+        }
+        return buf;
+    }
+    case RC_DT_NF4: k->nf4_dequant((const uint8_t *)w->data, w->absmax, e0, H, buf); return buf;
+    default: rc_mat_row_f32(w, r, buf); return buf;
+    }
+}
+
+static void check_rows(void *ctx, int64_t r0, int64_t r1, int worker) {
+    check_job *j = ctx;
+    float *buf = j->rowbuf + (size_t)worker * (size_t)j->H;
+    for (int64_t r = r0; r < r1 && r < j->first_bad[worker]; r++) {
+        const float *row = row_f32(j->w, j->k, r, buf);
+        double ss[2];
+        j->k->screen_norms(row, j->q + (size_t)r * (size_t)j->H, j->scale + (size_t)r * (size_t)j->G, (size_t)j->H, ss);
+        const double dd = sqrt(ss[0]), da = sqrt(ss[1]);
+        const double sd = (double)j->norm[2 * r], sa = (double)j->norm[2 * r + 1];
+        int why = -1;
+        double derived = 0.0;
+        if (!isfinite(dd)) why = 0;
+        else if (!(sd >= dd * (1.0 + 1e-12) && sd <= dd * (1.0 + 1e-6) + 0x1p-140)) why = 1, derived = dd;
+        else if (!(sa >= da * (1.0 + 1e-12) && sa <= da * (1.0 + 1e-6) + 0x1p-140)) why = 2, derived = da;
+        if (why >= 0) {
+            j->first_bad[worker] = r;
+            j->why[worker] = why;
+            j->derived[worker] = derived;
+        }
+    }
+}
+
+static recall_status check_screen(const rc_mat *w, const int8_t *q, const float *scale, const float *norm,
+                                  const rc_exec *ex, const char *what, recall_err *err) {
+    const int64_t V = w->rows, H = w->cols, G = H / RC_LM_SCREEN_GROUP;
+    const void *m128 = memchr(q, 0x80, (size_t)(V * H));
+    if (m128) {
+        const int64_t i = (const int8_t *)m128 - q;
+        return rc_fail(err, RECALL_E_FORMAT, "%s: %s row %lld column %lld is -128: codes lie in [-127, 127]", what,
+                       RC_LM_SCREEN_Q, (long long)(i / H), (long long)(i % H));
+    }
+    for (int64_t i = 0; i < V * G; i++)
+        if (!(scale[i] >= 0.0f && scale[i] < INFINITY))
+            return rc_fail(err, RECALL_E_FORMAT, "%s: %s row %lld group %lld = %g is not a finite scale >= 0", what,
+                           RC_LM_SCREEN_SCALE, (long long)(i / G), (long long)(i % G), (double)scale[i]);
+    for (int64_t i = 0; i < 2 * V; i++)
+        if (!(norm[i] >= 0.0f && norm[i] < INFINITY))
+            return rc_fail(err, RECALL_E_FORMAT, "%s: %s row %lld = %g is not a finite norm", what, RC_LM_SCREEN_NORM,
+                           (long long)(i / 2), (double)norm[i]);
+    rc_kernels scalar;
+    if (!ex) rc_kernels_scalar(&scalar);
+    const int nt = ex ? rc_pool_threads(ex->pool) : 1;
+    check_job j = {w, ex ? &ex->k : &scalar, q, scale, norm, (int)H, (int)G, NULL, NULL, NULL, NULL};
+    j.rowbuf = malloc((size_t)nt * (size_t)H * sizeof *j.rowbuf);
+    j.first_bad = malloc((size_t)nt * sizeof *j.first_bad);
+    j.why = malloc((size_t)nt * sizeof *j.why);
+    j.derived = malloc((size_t)nt * sizeof *j.derived);
+    recall_status st = RECALL_OK;
+    if (!j.rowbuf || !j.first_bad || !j.why || !j.derived) {
+        st = rc_fail(err, RECALL_E_NOMEM, "lm_head screen: out of memory");
+        goto out;
+    }
+    for (int t = 0; t < nt; t++) j.first_bad[t] = INT64_MAX;
+    rc_pool_for(ex ? ex->pool : NULL, V, 256, check_rows, &j);
+    int bad = -1;
+    for (int t = 0; t < nt; t++)
+        if (j.first_bad[t] != INT64_MAX && (bad < 0 || j.first_bad[t] < j.first_bad[bad])) bad = t;
+    if (bad >= 0) {
+        const int64_t r = j.first_bad[bad];
+        if (j.why[bad] == 0)
+            st = rc_fail(err, RECALL_E_FORMAT, "%s: lm_head row %lld is not finite: %s cannot bound it", what,
+                         (long long)r, RC_LM_SCREEN_NORM);
+        else
+            st = rc_fail(err, RECALL_E_FORMAT, "%s: %s row %lld: ||%s|| stored as %.9g, but lm_head, %s and %s give "
+                         "%.9g (rounded up, it must lie within 1e-6 above)", what, RC_LM_SCREEN_NORM, (long long)r,
+                         j.why[bad] == 1 ? "w - s q" : "s q", (double)norm[2 * r + (j.why[bad] == 2)], RC_LM_SCREEN_Q,
+                         RC_LM_SCREEN_SCALE, j.derived[bad]);
+    }
+out:
+    free(j.rowbuf);
+    free(j.first_bad);
+    free(j.why);
+    free(j.derived);
+    return st;
+}
+
+static recall_status screen_create(const rc_mat *w, const int8_t *q, const float *scale, const float *norm,
+                                   const rc_exec *ex, const char *what, rc_lmscreen **out, recall_err *err) {
     *out = NULL;
     if (w->cols % RC_LM_SCREEN_GROUP || w->cols <= 0 || w->rows <= 0 || w->rows > (1 << 24) || w->cols > (1 << 16))
-        return rc_fail(err, RECALL_E_SHAPE, "lm_head screen: a [%lld, %lld] matrix (columns a multiple of %d needed)",
-                       (long long)w->rows, (long long)w->cols, RC_LM_SCREEN_GROUP);
+        return rc_fail(err, RECALL_E_SHAPE, "%s: lm_head screen of a [%lld, %lld] matrix (columns a multiple of %d "
+                       "needed)", what, (long long)w->rows, (long long)w->cols, RC_LM_SCREEN_GROUP);
+    RC_TRY(check_screen(w, q, scale, norm, ex, what, err));
     rc_lmscreen *s = calloc(1, sizeof *s);
     if (!s) return rc_fail(err, RECALL_E_NOMEM, "lm_head screen: out of memory");
     s->ex = ex;
@@ -143,9 +265,19 @@ recall_status rc_lmscreen_new(const rc_mat *w, const int8_t *q, const float *sca
     return RECALL_OK;
 }
 
+recall_status rc_lmscreen_new(const rc_mat *w, const int8_t *q, const float *scale, const float *norm,
+                              const rc_exec *ex, rc_lmscreen **out, recall_err *err) {
+    return screen_create(w, q, scale, norm, ex, "lm_head screen", out, err);
+}
+
 recall_status rc_lmscreen_open(const rc_blob *b, const rc_exec *ex, rc_lmscreen **out, recall_err *err) {
     *out = NULL;
-    if (!rc_blob_find(b, RC_LM_SCREEN_Q)) return RECALL_OK;
+    if (!rc_blob_find(b, RC_LM_SCREEN_Q)) {
+        if (rc_blob_find(b, RC_LM_SCREEN_SCALE) || rc_blob_find(b, RC_LM_SCREEN_NORM))
+            return rc_fail(err, RECALL_E_FORMAT, "%s: %s is missing but %s / %s are present", rc_blob_path(b),
+                           RC_LM_SCREEN_Q, RC_LM_SCREEN_SCALE, RC_LM_SCREEN_NORM);
+        return RECALL_OK;
+    }
     int V = 0, H = 0;
     RC_TRY(rc_blob_get_int(b, "qwen2.vocab", 1, 1 << 24, &V, err));
     RC_TRY(rc_blob_get_int(b, "qwen2.hidden", 1, 1 << 16, &H, err));
@@ -157,21 +289,12 @@ recall_status rc_lmscreen_open(const rc_blob *b, const rc_exec *ex, rc_lmscreen 
     RC_TRY(rc_blob_expect(b, RC_LM_SCREEN_Q, 1u << RC_DT_U8, 2, (const int64_t[]){V, H}, &tq, err));
     RC_TRY(rc_blob_expect(b, RC_LM_SCREEN_SCALE, 1u << RC_DT_F32, 2, (const int64_t[]){V, G}, &ts, err));
     RC_TRY(rc_blob_expect(b, RC_LM_SCREEN_NORM, 1u << RC_DT_F32, 2, (const int64_t[]){V, 2}, &tn, err));
-    const float *nrm = tn->data, *sc = ts->data;
-    for (int64_t i = 0; i < 2 * (int64_t)V; i++)
-        if (!(nrm[i] >= 0.0f && nrm[i] < INFINITY))
-            return rc_fail(err, RECALL_E_FORMAT, "%s: %s[%lld] = %g is not a finite norm", rc_blob_path(b),
-                           RC_LM_SCREEN_NORM, (long long)i, (double)nrm[i]);
-    for (int64_t i = 0; i < (int64_t)V * G; i++)
-        if (!(sc[i] >= 0.0f && sc[i] < INFINITY))
-            return rc_fail(err, RECALL_E_FORMAT, "%s: %s[%lld] = %g is not a finite scale", rc_blob_path(b),
-                           RC_LM_SCREEN_SCALE, (long long)i, (double)sc[i]);
     rc_mat w;
     if (rc_blob_find(b, "qwen2.lm_head.weight"))
         RC_TRY(rc_blob_mat(b, "qwen2.lm_head.weight", V, H, &w, err));
     else
         RC_TRY(rc_blob_mat(b, "qwen2.model.embed_tokens.weight", V, H, &w, err));
-    return rc_lmscreen_new(&w, tq->data, sc, nrm, ex, out, err);
+    return screen_create(&w, tq->data, ts->data, tn->data, ex, rc_blob_path(b), out, err);
 }
 
 /* ---- one pick ------------------------------------------------------------------------------ */

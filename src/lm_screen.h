@@ -8,6 +8,10 @@
  *   qwen2.lm_head.screen.scale  f32 [V,H/64] s: one scale per row and 64 columns, max|w| / 127
  *   qwen2.lm_head.screen.norm   f32 [V,2]   per row, rounded up: ||w - s q||_2 and ||s q||_2
  *                                           (w = the exact fp32 values of lm_head as stored)
+ * Nothing in them is trusted (rc_lmscreen_open / _new check all of it before the first pick, or
+ * refuse naming the tensor and row): codes in [-127, 127], scales finite and >= 0, and both norms
+ * of every row re-derived from lm_head, the codes and the scales (a stored norm below the true one
+ * would shrink the bound and could drop the true argmax from the candidates).
  * Per token, h is quantised per 64 columns (t_g = max|h_g| / 127, p = round(h / t)), and each row
  * gets the approximation (the kernel table's screen_i8, reference rc_screen_i8_ref in ops.h):
  *   isum_g = sum_{i in g} q_i p_i (exact int32);  c_g = s_g * t_g;
@@ -71,10 +75,14 @@ recall_status rc_lmscreen_build(const rc_mat *w, int8_t *q, float *scale, float 
 typedef struct rc_lmscreen rc_lmscreen;
 
 /* Opens the screen of blob b on ex (borrowed). *out is NULL (and RECALL_OK) when the blob has no
- * screen tensors; malformed ones are an error naming the tensor. */
+ * screen tensors; malformed ones are an error naming the tensor (and the row): shapes, dtypes, a
+ * code of -128, a scale or norm that is negative or not finite, a stored norm that is not the one
+ * lm_head, the codes and the scales give (rounded up, within 1e-6), a non-finite lm_head row. The
+ * norms are re-derived on ex's threads: one read of lm_head and of the codes. */
 recall_status rc_lmscreen_open(const rc_blob *b, const rc_exec *ex, rc_lmscreen **out, recall_err *err);
 /* The same from views (borrowed; they must outlive the screen): lm_head w [V,H] and its screen
- * tensors as rc_lmscreen_build makes them. For tests and tools. */
+ * tensors as rc_lmscreen_build makes them, checked as rc_lmscreen_open checks them. For tests and
+ * tools. */
 recall_status rc_lmscreen_new(const rc_mat *w, const int8_t *q, const float *scale, const float *norm,
                               const rc_exec *ex, rc_lmscreen **out, recall_err *err);
 void rc_lmscreen_close(rc_lmscreen *s);

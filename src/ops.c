@@ -470,3 +470,20 @@ void rc_screen_i8_ref(const int8_t *Q, const float *S, size_t H, const int8_t *p
         A[r - r0] = rc_tree16(acc);
     }
 }
+
+void rc_screen_norms_tree(double *l, double *ss) {
+    for (int j = 0; j < 4; j++) l[j] += l[j + 4], l[8 + j] += l[8 + j + 4];
+    for (int j = 0; j < 2; j++) l[j] += l[j + 2], l[8 + j] += l[8 + j + 2];
+    ss[0] = l[0] + l[1];
+    ss[1] = l[8] + l[9];
+}
+
+void rc_screen_norms_ref(const float *w, const int8_t *q, const float *s, size_t H, double *ss) {
+    double l[16] = {0}; /* lanes of sum d^2, then of sum a^2 */
+    for (size_t i = 0; i < H; i++) {
+        const double a = (double)s[i / RC_SCREEN_GROUP] * (double)q[i], d = (double)w[i] - a; /* s q: exact */
+        l[i % 8] += d * d;
+        l[8 + i % 8] += a * a;
+    }
+    rc_screen_norms_tree(l, ss);
+}

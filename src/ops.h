@@ -138,6 +138,14 @@ void rc_l2_normalize(const float *x, float floor, float scale, float *y, size_t 
  *   acc[g % 16]), A = rc_tree16(acc). */
 void rc_screen_i8_ref(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,
                       int64_t r1, float *A);
+/* The two sums of squares of one row (the scalar reference of the kernel table's screen_norms): w [H]
+ * the row's exact fp32 values, q [H] its codes, s [H/64] its scales; a = (double)s * q (exact),
+ * d = (double)w - a; ss[0] = sum d^2, ss[1] = sum a^2, each over 8 double lanes (column i % 8, a
+ * separate multiply and add per term) and the tree (l, l+4), (l, l+2), (0, 1). The converter rounds
+ * their roots up into the screen's norm tensor; rc_lmscreen_open re-derives them. */
+void rc_screen_norms_ref(const float *w, const int8_t *q, const float *s, size_t H, double *ss);
+/* Its last step: l[0..8) the lanes of sum d^2, l[8..16) those of sum a^2 (overwritten) -> ss. */
+void rc_screen_norms_tree(double *l, double *ss);
 
 /* Teacher-forced negative log-likelihood of `target` under one row of fp32 logits [V], in double:
  * -(logit[target] - (max + log sum exp(logit - max))), sums in ascending id order; the argmax

@@ -210,6 +210,7 @@ typedef struct {
     size_t n_ids;
     int n_gates, n_fires, n_rebuilds;
     float min_margin;  /* smallest top1 - top2 logit gap of a greedy choice; +inf if none */
+    long drafted, accepted; /* draft > 0: tokens guessed by prompt lookup and verified / kept */
 } recall_reply;
 
 /* One assistant turn: feed = the whole conversation so far (no BOS), ending with the open user

@@ -6,6 +6,7 @@
 #include "ops.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,10 @@ recall_status rc_rope_check(const rc_rope_profile *p, const char *what, recall_e
         !(p->attention_factor >= 0.0 && p->attention_factor < 1e6))
         return rc_fail(err, RECALL_E_FORMAT, "%s: yarn mscale %.9g / mscale_all_dim %.9g / attention_factor %.9g out "
                        "of range", what, p->mscale, p->mscale_all_dim, p->attention_factor);
+    double lo, hi, att;
+    rc_rope_yarn_constants(p, 10000.0, 2, &lo, &hi, &att); /* the attention factor does not depend on theta / D */
+    if (!((float)att >= FLT_MIN && (float)att < 1e6f)) /* a factor that rounds to 0 or a subnormal zeroes RoPE */
+        return rc_fail(err, RECALL_E_FORMAT, "%s: yarn attention factor %.9g is not a normal fp32 number", what, att);
     return RECALL_OK;
 }
 
@@ -73,29 +78,68 @@ recall_status rc_rope_parse(const char *spec, rc_rope_profile *p, recall_err *er
     return RECALL_OK;
 }
 
-static recall_status opt_f64(const rc_blob *b, const char *key, double *v, recall_err *err) {
-    if (!rc_blob_kv_find(b, key)) return RECALL_OK;
-    return rc_blob_get_f64(b, key, v, err);
+/* A profile key: one value (a number, or an integer when `integer`); absent keeps *v. */
+static recall_status rope_key(const rc_blob *b, const char *key, int required, int integer, double *v,
+                              recall_err *err) {
+    const rc_blob_kv *kv = rc_blob_kv_find(b, key);
+    if (!kv) return required ? rc_fail(err, RECALL_E_MISSING, "%s: %s is yarn but %s is missing", rc_blob_path(b),
+                                       RC_ROPE_KEY_TYPE, key)
+                             : RECALL_OK;
+    if (kv->type == RC_KV_STR || kv->count != 1 || (integer && kv->type != RC_KV_I64))
+        return rc_fail(err, RECALL_E_FORMAT, "%s: %s must be one %s", rc_blob_path(b), key,
+                       integer ? "integer" : "number");
+    *v = kv->type == RC_KV_I64 ? (double)kv->v.i[0] : kv->v.f[0];
+    return RECALL_OK;
+}
+
+/* Every qwen2.rope.* key of the file is one this build reads (a profile key it did not know would
+ * be silently ignored: another RoPE than the file asks for), and none comes without the type. */
+static recall_status rope_keys_known(const rc_blob *b, recall_err *err) {
+    static const char *const known[] = {RC_ROPE_KEY_TYPE,   RC_ROPE_KEY_FACTOR,  RC_ROPE_KEY_ORIG,
+                                        RC_ROPE_KEY_BETA_FAST, RC_ROPE_KEY_BETA_SLOW, RC_ROPE_KEY_MSCALE,
+                                        RC_ROPE_KEY_MSCALE_ALL, RC_ROPE_KEY_ATTN, RC_ROPE_KEY_TRUNCATE};
+    const char prefix[] = "qwen2.rope.";
+    const int typed = rc_blob_kv_find_file(b, RC_ROPE_KEY_TYPE) != NULL;
+    for (size_t i = 0; i < rc_blob_n_kv(b); i++) {
+        const char *key = rc_blob_kv_at(b, i)->key;
+        if (strncmp(key, prefix, sizeof prefix - 1)) continue;
+        size_t k = 0;
+        while (k < sizeof known / sizeof known[0] && strcmp(key, known[k])) k++;
+        if (k == sizeof known / sizeof known[0])
+            return rc_fail(err, RECALL_E_UNSUPPORTED, "%s: config key %s is not a RoPE profile key this build knows "
+                           "(type, factor, orig_max_pos, beta_fast, beta_slow, mscale, mscale_all_dim, "
+                           "attention_factor, truncate)", rc_blob_path(b), key);
+        if (!typed)
+            return rc_fail(err, RECALL_E_FORMAT, "%s: config key %s without %s (which RoPE is it for?)",
+                           rc_blob_path(b), key, RC_ROPE_KEY_TYPE);
+    }
+    return RECALL_OK;
 }
 
 recall_status rc_rope_read(const rc_blob *b, rc_rope_profile *p, recall_err *err) {
     memset(p, 0, sizeof *p);
+    RC_TRY(rope_keys_known(b, err));
     const rc_blob_kv *t = rc_blob_kv_find(b, RC_ROPE_KEY_TYPE);
     if (!t) return RECALL_OK;
-    if (t->type != RC_KV_STR || strcmp(t->v.s, "yarn") != 0)
+    if (t->type != RC_KV_STR || strcmp(t->v.s, "yarn") != 0 || t->count != 4)
         return rc_fail(err, RECALL_E_UNSUPPORTED, "%s: %s is '%.40s'; this build knows yarn only", rc_blob_path(b),
                        RC_ROPE_KEY_TYPE, t->type == RC_KV_STR ? t->v.s : "(not a string)");
-    double factor = 0;
-    int64_t orig = 0, trunc = 1;
-    RC_TRY(rc_blob_get_f64(b, RC_ROPE_KEY_FACTOR, &factor, err));
-    RC_TRY(rc_blob_get_i64(b, RC_ROPE_KEY_ORIG, &orig, err));
-    rc_rope_yarn_init(p, factor, orig);
-    RC_TRY(opt_f64(b, RC_ROPE_KEY_BETA_FAST, &p->beta_fast, err));
-    RC_TRY(opt_f64(b, RC_ROPE_KEY_BETA_SLOW, &p->beta_slow, err));
-    RC_TRY(opt_f64(b, RC_ROPE_KEY_MSCALE, &p->mscale, err));
-    RC_TRY(opt_f64(b, RC_ROPE_KEY_MSCALE_ALL, &p->mscale_all_dim, err));
-    RC_TRY(opt_f64(b, RC_ROPE_KEY_ATTN, &p->attention_factor, err));
-    if (rc_blob_kv_find(b, RC_ROPE_KEY_TRUNCATE)) RC_TRY(rc_blob_get_i64(b, RC_ROPE_KEY_TRUNCATE, &trunc, err));
+    double factor = 0, orig = 0, trunc = 1;
+    RC_TRY(rope_key(b, RC_ROPE_KEY_FACTOR, 1, 0, &factor, err));
+    RC_TRY(rope_key(b, RC_ROPE_KEY_ORIG, 1, 1, &orig, err));
+    rc_rope_yarn_init(p, factor, 0);
+    if (!(orig >= 1 && orig <= ROPE_MAX_POSITIONS)) /* checked before the conversion to int64 */
+        return rc_fail(err, RECALL_E_FORMAT, "%s: %s %.17g outside [1, %d]", rc_blob_path(b), RC_ROPE_KEY_ORIG, orig,
+                       ROPE_MAX_POSITIONS);
+    p->orig = (int64_t)orig;
+    RC_TRY(rope_key(b, RC_ROPE_KEY_BETA_FAST, 0, 0, &p->beta_fast, err));
+    RC_TRY(rope_key(b, RC_ROPE_KEY_BETA_SLOW, 0, 0, &p->beta_slow, err));
+    RC_TRY(rope_key(b, RC_ROPE_KEY_MSCALE, 0, 0, &p->mscale, err));
+    RC_TRY(rope_key(b, RC_ROPE_KEY_MSCALE_ALL, 0, 0, &p->mscale_all_dim, err));
+    RC_TRY(rope_key(b, RC_ROPE_KEY_ATTN, 0, 0, &p->attention_factor, err));
+    RC_TRY(rope_key(b, RC_ROPE_KEY_TRUNCATE, 0, 1, &trunc, err));
+    if (trunc != 0 && trunc != 1)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: %s is %.17g (0 or 1)", rc_blob_path(b), RC_ROPE_KEY_TRUNCATE, trunc);
     p->truncate = trunc != 0;
     return rc_rope_check(p, rc_blob_path(b), err);
 }

@@ -4,6 +4,7 @@
 #include "blob.h"
 #include "convert.h"
 #include "npy.h"
+#include "simd.h"
 
 #include <criterion/criterion.h>
 #include <stdarg.h>
@@ -220,4 +221,67 @@ void fixture_expect_same_run(const rc_problem_run *a, const rc_problem_run *b, c
     cr_assert_eq(a->n_history, b->n_history, "%s: history length", tag);
     cr_assert(same_bytes(a->history, b->history, (size_t)a->n_history * sizeof *a->history), "%s: history", tag);
     for (int t = 0; t < a->n_turns; t++) fixture_expect_same_turn(&a->turns[t].turn, &b->turns[t].turn, tag, t);
+}
+
+/* every word of `need` (space-separated) is a word of the first "flags" line of /proc/cpuinfo;
+ * -1 when the file cannot be read */
+static int cpuinfo_has(const char *need) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return -1;
+    char line[8192];
+    int found = -1;
+    while (found < 0 && fgets(line, sizeof line, f))
+        if (!strncmp(line, "flags", 5)) {
+            found = 1;
+            char want[128];
+            snprintf(want, sizeof want, "%s", need);
+            for (char *w = strtok(want, " "); w && found; w = strtok(NULL, " ")) {
+                size_t n = strlen(w);
+                const char *p = line;
+                found = 0;
+                while ((p = strstr(p, w)) != NULL) {
+                    if ((p == line || p[-1] == ' ' || p[-1] == '\t') && (p[n] == ' ' || p[n] == '\n' || !p[n])) {
+                        found = 1;
+                        break;
+                    }
+                    p += n;
+                }
+            }
+        }
+    fclose(f);
+    return found;
+}
+
+static int host_runs(rc_simd_path p) {
+    switch (p) {
+    case RC_SIMD_SCALAR: return 1;
+    case RC_SIMD_AVX2:
+    case RC_SIMD_AVX512: {
+#if defined(__x86_64__)
+        const int have = cpuinfo_has(p == RC_SIMD_AVX2 ? "avx2 fma" : "avx512f avx512bw avx512vl fma");
+        if (have >= 0) return have;
+        return p == RC_SIMD_AVX2 ? __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                                 : __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+#else
+        return 0;
+#endif
+    }
+    case RC_SIMD_NEON:
+#if defined(__aarch64__)
+        return 1;
+#else
+        return 0;
+#endif
+    default: return 0;
+    }
+}
+
+int fixture_path_runs(int p) {
+    const int avail = rc_simd_available((rc_simd_path)p);
+    cr_assert(avail || !host_runs((rc_simd_path)p),
+              "this CPU runs %s but the path is not available (not built in, or its dispatch is broken): the test "
+              "would pass on the paths left",
+              rc_simd_name((rc_simd_path)p));
+    return avail;
 }

@@ -58,4 +58,12 @@ char *fixture_cmd(int status, const char *needle, const char *fmt, ...)
  * NULL, its stdout (malloc'd, NUL-terminated). Aborts the test if the command cannot start. */
 int fixture_sh(const char *cmd, char **out);
 
+/* Whether a SIMD path's checks run here: 1 when the path is available (rc_simd_available), 0 when
+ * this CPU cannot run its instruction set (the test may skip it). A CPU that runs the set while the
+ * path is not available (not compiled in, or dispatch broken) fails the test: a path test must
+ * not pass on the paths that happen to be left. The CPU is read independently of simd.c's
+ * dispatch: the flags of /proc/cpuinfo on x86-64 (cpuid through the compiler if it is missing);
+ * NEON is architectural on aarch64. `p` is an rc_simd_path. */
+int fixture_path_runs(int p);
+
 #endif

@@ -13,10 +13,14 @@
 #include "simd.h"
 
 #include <math.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 typedef struct {
     uint64_t s;
@@ -217,6 +221,135 @@ static void check_matmul(tally *t, const rc_kernels *k, lcg *g) {
     }
 }
 
+/* ---- operands between inaccessible pages ----
+ * A guarded buffer: `bytes` of readable, writable memory with a PROT_NONE page right after its last
+ * byte (at_end) or right before its first; touching one byte outside faults. The kernel calls in
+ * check_matmul_guarded run under a SIGSEGV / SIGBUS handler that jumps back and counts a failure
+ * (the only process-wide state of the self-test: the jump target of the one call in flight). */
+typedef struct {
+    void *map;
+    size_t len;
+    unsigned char *p; /* the usable bytes */
+} guarded;
+
+static int guarded_new(guarded *gb, size_t bytes, int at_end) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE), body = (bytes + pg - 1) / pg * pg;
+    gb->len = body + 2 * pg;
+    gb->map = mmap(NULL, gb->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (gb->map == MAP_FAILED) return -1;
+    unsigned char *m = gb->map;
+    if (mprotect(m, pg, PROT_NONE) || mprotect(m + pg + body, pg, PROT_NONE)) return -1;
+    gb->p = at_end ? m + pg + body - bytes : m + pg;
+    return 0;
+}
+
+static void guarded_free(guarded *gb) { munmap(gb->map, gb->len); }
+
+static sigjmp_buf fault_jump;
+static void on_fault(int sig) { siglongjmp(fault_jump, sig); }
+
+/* One guarded matmul: rows [r0, r1) of w (its other rows are not mapped: the bytes of rows
+ * [r0, r1) sit against a guard page after (w_at_end) or before them, the nf4 absmax blocks of
+ * those rows likewise), nt inputs of exactly cols floats each (guard after the last), the bias
+ * and the outputs touched (guard after), the scratch (matmul_scratch floats, guard after). The
+ * outputs must be the scalar reference's bits, everything else in Y untouched (NaN). */
+static void guarded_case(tally *t, const rc_kernels *k, lcg *g, const test_mat *src, int nt, int64_t r0, int64_t r1,
+                         int w_at_end, int with_scratch) {
+    const rc_mat *w = &src->m;
+    const size_t cols = (size_t)w->cols, ldx = cols, ldy = (size_t)w->rows + 2;
+    char what[128];
+    snprintf(what, sizeof what, "%s %lldx%zu nt=%d rows %lld..%lld, guard %s the rows%s", rc_dtype_name(w->dtype),
+             (long long)w->rows, cols, nt, (long long)r0, (long long)r1, w_at_end ? "after" : "before",
+             with_scratch ? "" : ", no scratch");
+    guarded gw, ga = {0}, gx, gy, gbias, gs = {0};
+    rc_mat m = *w;
+    const size_t esz = w->dtype == RC_DT_NF4 ? 0 : rc_dtype_size(w->dtype);
+    const size_t b0 = esz ? (size_t)r0 * cols * esz : (size_t)r0 * cols / 2; /* the rows' bytes [b0, b1) */
+    const size_t b1 = esz ? (size_t)r1 * cols * esz : (size_t)r1 * cols / 2;
+    const size_t ny = (size_t)(nt - 1) * ldy + (size_t)r1 - (size_t)r0; /* Y[t*ldy + r], r0 <= r < r1 */
+    int ok = !guarded_new(&gw, b1 - b0, w_at_end) && !guarded_new(&gx, (size_t)nt * ldx * sizeof(float), 1) &&
+             !guarded_new(&gy, ny * sizeof(float), 1) && !guarded_new(&gbias, (size_t)(r1 - r0) * sizeof(float), 1);
+    if (ok && w->dtype == RC_DT_NF4) {
+        const size_t a0 = (size_t)r0 * cols / 64, a1 = ((size_t)r1 * cols + 63) / 64;
+        ok = !guarded_new(&ga, (a1 - a0) * sizeof(float), w_at_end);
+        if (ok) {
+            memcpy(ga.p, w->absmax + a0, (a1 - a0) * sizeof(float));
+            m.absmax = (const float *)(const void *)ga.p - a0; /* blocks before a0 are not there */
+        }
+    }
+    if (ok && with_scratch && k->matmul_scratch) ok = !guarded_new(&gs, k->matmul_scratch * sizeof(float), 1);
+    if (!ok) {
+        printf("FAIL %s matmul guarded [%s]: cannot map the guarded buffers\n", t->path, what);
+        t->failed++;
+        return;
+    }
+    memcpy(gw.p, (const unsigned char *)w->data + b0, b1 - b0);
+    m.data = gw.p - b0; /* rows before r0 are not there */
+    float *X = (float *)(void *)gx.p, *Y = (float *)(void *)gy.p - r0, *bias = (float *)(void *)gbias.p - r0;
+    float *scratch = gs.map ? (float *)(void *)gs.p : NULL;
+    fill_f(g, X, (size_t)nt * ldx);
+    fill_f(g, bias + r0, (size_t)(r1 - r0));
+    float *want = malloc(ny * sizeof(float));
+    poison(want, ny);
+    for (int64_t r = r0; r < r1; r++)
+        for (int tt = 0; tt < nt; tt++)
+            want[(size_t)tt * ldy + (size_t)(r - r0)] = rc_dot_row(&m, r, X + (size_t)tt * ldx) + bias[r];
+    poison(Y + r0, ny);
+    if (scratch) poison(scratch, k->matmul_scratch);
+    struct sigaction sa, old_segv, old_bus;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fault;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &old_segv);
+    sigaction(SIGBUS, &sa, &old_bus);
+    const int sig = sigsetjmp(fault_jump, 1);
+    if (!sig) k->matmul(&m, bias, X, ldx, nt, Y, ldy, r0, r1, scratch);
+    sigaction(SIGSEGV, &old_segv, NULL);
+    sigaction(SIGBUS, &old_bus, NULL);
+    if (sig) {
+        printf("FAIL %s matmul guarded [%s]: signal %d, an access outside the operands\n", t->path, what, sig);
+        t->failed++;
+    } else {
+        check(t, "matmul guarded", what, Y + r0, want, ny);
+    }
+    free(want);
+    guarded_free(&gw);
+    if (ga.map) guarded_free(&ga);
+    guarded_free(&gx);
+    guarded_free(&gy);
+    guarded_free(&gbias);
+    if (gs.map) guarded_free(&gs);
+}
+
+/* Widths that are not multiples of 64 (and two that are) through every matmul path of the kernel
+ * table: one input (decode matvec / row blocks), a few, and 16+ inputs with and without scratch
+ * (the x86 prefill panels, whose nf4 decode handles a 64-block at a time only when the block is
+ * whole), every row range end (so that each row in turn is the one against the guard). */
+static void check_matmul_guarded(tally *t, const rc_kernels *k, lcg *g) {
+    static const struct {
+        rc_dtype dt;
+        int64_t rows, cols;
+    } shapes[] = {
+        {RC_DT_NF4, 12, 80},  {RC_DT_NF4, 8, 48},    {RC_DT_NF4, 4, 16},   {RC_DT_NF4, 8, 112},  {RC_DT_NF4, 8, 144},
+        {RC_DT_NF4, 6, 592},  {RC_DT_NF4, 10, 1040}, {RC_DT_NF4, 9, 1088}, {RC_DT_NF4, 4, 40},   {RC_DT_NF4, 6, 128},
+        {RC_DT_F32, 7, 80},   {RC_DT_F32, 5, 37},    {RC_DT_F32, 6, 592},  {RC_DT_BF16, 7, 80},  {RC_DT_BF16, 5, 1040},
+        {RC_DT_BF16, 4, 29},  {RC_DT_F16, 5, 48},
+    };
+    static const int nts[] = {1, 3, 16, 19};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        test_mat tm;
+        make_mat(g, shapes[si].dt, shapes[si].rows, shapes[si].cols, &tm);
+        for (size_t ni = 0; ni < sizeof nts / sizeof nts[0]; ni++)
+            for (int64_t r1 = 1; r1 <= tm.m.rows; r1++)
+                for (int at_end = 0; at_end < 2; at_end++) {
+                    const int64_t r0 = at_end ? 0 : r1 - 1 - (r1 - 1) % 3; /* ranges of 1-3 rows, then from row 0 */
+                    guarded_case(t, k, g, &tm, nts[ni], at_end ? (r1 > 2 ? 1 : 0) : r0, r1, at_end, 1);
+                    if (nts[ni] >= 16 && r1 == tm.m.rows) guarded_case(t, k, g, &tm, nts[ni], 0, r1, at_end, 0);
+                }
+        free_mat(&tm);
+    }
+}
+
 static void check_attn(tally *t, const rc_kernels *k, lcg *g) {
     static const size_t Ds[] = {1, 13, 16, 64, 72, 128, 200};
     static const int ns[] = {1, 2, 5, 33};
@@ -345,8 +478,11 @@ static void check_act(tally *t, const rc_kernels *k, lcg *g) {
 }
 
 /* screen_i8: the lm_head screening approximation, on widths of 1 .. 40 groups (every tail of the
- * 8- and 16-group blocks), codes of every magnitude including +-127 and 0, zero scales (zero
- * groups), negative products, and row sub-ranges; the output row after the range stays NaN. */
+ * 8- and 16-group blocks), zero scales (zero groups), negative products, and row sub-ranges; the
+ * output row after the range stays NaN. The codes q and p take every byte value, -128 included
+ * (every path computes it as -128; the blob's loader refuses such a code, lm_screen.c, and the
+ * quantiser never makes one, but a kernel must not depend on that): uniform bytes, and rows of
+ * only -128 / -127 / 127 against groups of p all -128 / -127 / 127 (the largest pair sums). */
 static void check_screen(tally *t, const rc_kernels *k, lcg *g) {
     static const size_t groups[] = {1, 2, 7, 8, 9, 15, 16, 17, 24, 31, 33, 40};
     const int64_t rows = 37;
@@ -355,13 +491,32 @@ static void check_screen(tally *t, const rc_kernels *k, lcg *g) {
         int8_t *Q = malloc((size_t)rows * H), *p = malloc(H);
         float *S = malloc((size_t)rows * G * sizeof(float)), *tt = malloc(G * sizeof(float));
         float *got = malloc((size_t)(rows + 1) * sizeof(float)), *want = malloc((size_t)(rows + 1) * sizeof(float));
-        for (size_t i = 0; i < (size_t)rows * H; i++) {
-            uint32_t u = next_u32(g);
-            Q[i] = (int8_t)((u >> 8) % 5 == 0 ? ((u & 1) ? 127 : -127) : (int)((u >> 16) % 255) - 127);
-        }
+        int seen[256] = {0};
+        for (int64_t r = 0; r < rows; r++)
+            for (size_t i = 0; i < H; i++) {
+                const uint32_t u = next_u32(g);
+                int v = (int)(int8_t)(uint8_t)(u >> 8); /* every byte value */
+                if (r == 4) v = -128;
+                if (r == 5) v = (i % 3 == 0) ? -127 : -128;
+                if (r == 6) v = 127;
+                if (r == 7) v = (u & 1) ? -128 : 127;
+                Q[(size_t)r * H + i] = (int8_t)v;
+                seen[(uint8_t)v] = 1;
+            }
+        int pseen[256] = {0};
+        const uint32_t off = next_u32(g) >> 24;
         for (size_t i = 0; i < H; i++) {
-            uint32_t u = next_u32(g);
-            p[i] = (int8_t)((u >> 8) % 7 == 0 ? 0 : (u >> 8) % 5 == 0 ? ((u & 1) ? 127 : -127) : (int)((u >> 16) % 255) - 127);
+            p[i] = (int8_t)(uint8_t)(i * 167u + off); /* any 256 consecutive columns: every byte value */
+            if (G > 2 && i < 3 * RC_LM_SCREEN_GROUP) /* groups of p all -128, all -127, all 127 */
+                p[i] = (int8_t)(i < RC_LM_SCREEN_GROUP ? -128 : i < 2 * RC_LM_SCREEN_GROUP ? -127 : 127);
+            pseen[(uint8_t)p[i]] = 1;
+        }
+        int nseen = 0, npseen = 0;
+        for (int v = 0; v < 256; v++) nseen += seen[v], npseen += pseen[v];
+        if (G >= 8 && (nseen != 256 || npseen != 256)) {
+            printf("FAIL %s screen_i8 [groups=%zu]: only %d / %d of the 256 bytes drawn in q / p\n", t->path, G, nseen,
+                   npseen);
+            t->failed++;
         }
         for (size_t i = 0; i < (size_t)rows * G; i++) S[i] = (next_u32(g) % 11 == 0) ? 0.0f : fabsf(next_f(g));
         for (size_t i = 0; i < G; i++) tt[i] = fabsf(next_f(g)) * 1e-3f;
@@ -385,6 +540,38 @@ static void check_screen(tally *t, const rc_kernels *k, lcg *g) {
     }
 }
 
+/* screen_norms: the two double sums of squares of a row against rc_screen_norms_ref, bitwise, on
+ * 1 .. 40 groups, codes of every byte value, zero scales, weights of every magnitude. */
+static void check_screen_norms(tally *t, const rc_kernels *k, lcg *g) {
+    static const size_t groups[] = {1, 2, 3, 7, 8, 17, 24, 40};
+    for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
+        for (int round = 0; round < 3; round++) {
+            const size_t G = groups[gi], H = G * RC_LM_SCREEN_GROUP;
+            float *w = malloc(H * sizeof(float)), *sc = malloc(G * sizeof(float));
+            int8_t *q = malloc(H);
+            for (size_t i = 0; i < H; i++) {
+                w[i] = round == 1 ? ldexpf(next_f(g), (int)(next_u32(g) % 200) - 100) : next_f(g);
+                q[i] = (int8_t)(uint8_t)(next_u32(g) >> 8);
+            }
+            for (size_t i = 0; i < G; i++) sc[i] = (round == 2 && i % 3 == 0) ? 0.0f : fabsf(next_f(g)) / 127.0f;
+            double got[3] = {NAN, NAN, NAN}, want[3] = {NAN, NAN, NAN};
+            k->screen_norms(w, q, sc, H, got);
+            rc_screen_norms_ref(w, q, sc, H, want);
+            char what[64];
+            snprintf(what, sizeof what, "groups=%zu round=%d", G, round);
+            if (memcmp(got, want, sizeof got)) {
+                printf("FAIL %s screen_norms [%s]: got %a %a %a want %a %a %a\n", t->path, what, got[0], got[1], got[2],
+                       want[0], want[1], want[2]);
+                t->failed++;
+            } else {
+                t->passed++;
+            }
+            free(w);
+            free(sc);
+            free(q);
+        }
+}
+
 int rc_simd_selftest(int path, int *passed, int *failed) {
     rc_kernels k;
     recall_err err = {0};
@@ -397,10 +584,12 @@ int rc_simd_selftest(int path, int *passed, int *failed) {
     lcg g = {0x5eed0000u + (uint64_t)path};
     check_dot(&t, &k, &g);
     check_matmul(&t, &k, &g);
+    check_matmul_guarded(&t, &k, &g);
     check_attn(&t, &k, &g);
     check_dequant(&t, &k, &g);
     check_act(&t, &k, &g);
     check_screen(&t, &k, &g);
+    check_screen_norms(&t, &k, &g);
     *passed = t.passed;
     *failed = t.failed;
     return 0;

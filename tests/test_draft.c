@@ -7,7 +7,8 @@
  * (draft 0 is test_recall.c's golden run; its replies and final history are re-checked here
  * against the golden file), with drafts both accepted and rejected. The FULL arm likewise;
  * the chat stream through the public API (recall_turn's token events) and through `recall chat`
- * (stdout and --trace bytes). */
+ * (stdout and --trace bytes), each with drafts accepted and rejected (recall_reply.drafted /
+ * .accepted; chat's '[trace] draft:' lines), so that the drafted stream is what was compared. */
 #include "draft.h"
 #include "fixture.h"
 #include "json.h"
@@ -341,7 +342,7 @@ static int on_token(void *ctx, const recall_event *ev) {
 
 /* Two chat turns (the second extends the first's conversation, as `chat` does) whose user text
  * repeats a passage, so that prompt lookup has something to draft from. */
-static void chat_turns(recall_model *m, int draft, stream out[2], float margin[2]) {
+static void chat_turns(recall_model *m, int draft, stream out[2], float margin[2], long drafts[2]) {
     recall_loop_opts o;
     recall_loop_opts_init(m, &o);
     o.draft = draft;
@@ -367,6 +368,10 @@ static void chat_turns(recall_model *m, int draft, stream out[2], float margin[2
         cr_assert_eq((int)rep.n_ids, out[t].n);
         cr_assert(!memcmp(rep.ids, out[t].ids, rep.n_ids * sizeof *rep.ids));
         margin[t] = rep.min_margin;
+        drafts[0] += rep.drafted;
+        drafts[1] += rep.accepted;
+        cr_assert_leq(rep.accepted, rep.drafted, "turn %d", t);
+        if (!draft) cr_assert_eq(rep.drafted, 0, "turn %d drafted with draft 0", t);
         memcpy(conv + n_conv, rep.ids, rep.n_ids * sizeof *rep.ids);
         n_conv += rep.n_ids;
         recall_reply_free(l, &rep);
@@ -383,8 +388,12 @@ Test(draft, chat_streams_same_ids, .timeout = 600) {
     cr_assert_eq(recall_open(path, NULL, &m, &err), RECALL_OK, "%s", err.msg);
     stream plain[2], spec[2];
     float mp[2], ms[2];
-    chat_turns(m, 0, plain, mp);
-    chat_turns(m, 8, spec, ms);
+    long dp[2] = {0, 0}, ds[2] = {0, 0}; /* drafted, accepted */
+    chat_turns(m, 0, plain, mp, dp);
+    chat_turns(m, 8, spec, ms, ds);
+    cr_log_info("chat stream, draft 8: %ld drafted, %ld accepted", ds[0], ds[1]);
+    cr_assert_gt(ds[1], 0, "no draft was accepted: the drafted stream was not tested");
+    cr_assert_lt(ds[1], ds[0], "no draft was rejected: the crop was not tested");
     for (int t = 0; t < 2; t++) {
         cr_assert_gt(plain[t].n, 0, "turn %d streamed nothing", t);
         cr_assert_eq(plain[t].n, spec[t].n, "turn %d: %d ids plain, %d with draft 8", t, plain[t].n, spec[t].n);
@@ -416,6 +425,23 @@ Test(draft, cli_chat_same_stream, .timeout = 300) {
         cr_assert_eq(fixture_sh(cmd, &out[d]), 0, "%s", out[d]);
     }
     cr_assert_gt(strlen(out[0]), 0);
+    cr_assert(!strstr(out[0], "[trace] draft:"), "draft 0 verified drafts:\n%s", out[0]);
+    /* the draft run's output is the plain run's plus one '[trace] draft:' line per turn that drafted */
+    long drafted = 0, accepted = 0;
+    int lines = 0;
+    for (char *p; (p = strstr(out[1], "[trace] draft: ")) != NULL; lines++) {
+        int v;
+        long d, a;
+        cr_assert_eq(sscanf(p, "[trace] draft: %d verify forwards, %ld drafted, %ld accepted", &v, &d, &a), 3, "%s", p);
+        drafted += d;
+        accepted += a;
+        char *e = strchr(p, '\n');
+        cr_assert(e);
+        memmove(p, e + 1, strlen(e + 1) + 1);
+    }
+    cr_log_info("recall chat --draft 8: %d turns drafted, %ld drafted, %ld accepted", lines, drafted, accepted);
+    cr_assert_gt(accepted, 0, "no draft was accepted: the drafted stream was not tested\n%s", out[1]);
+    cr_assert_lt(accepted, drafted, "no draft was rejected: the crop was not tested");
     cr_assert_str_eq(out[0], out[1]);
     free(out[0]);
     free(out[1]);

@@ -10,8 +10,10 @@
  *     recent pages, the same per seed;
  *   - on the worldA f32 decoder: a budget covering the prefix gives the dense logits bitwise at
  *     every decode step (ranked and random); a small budget changes them; the random control is
- *     the same per seed and differs across seeds; scalar, AVX2 and AVX-512 (where the CPU has
- *     them; NEON under cross-test) and 1 or 2 threads give the same bits; crop + re-decode
+ *     the same per seed and differs across seeds; every path this CPU runs (fixture_path_runs:
+ *     a path the CPU runs but the build lacks fails) and 1 or 2 threads give the same bits: on
+ *     x86-64 scalar, AVX2, AVX-512; NEON where `make cross-test-aarch64` runs this file under
+ *     qemu (tests/cross/criterion); crop + re-decode
  *     equals a fresh run of the same history;
  *   - `score --scoring-rows 1` gives bitwise the prefill NLLs with dense attention; --kv-pages
  *     changes them only with a budget below the prefix; bad flags are refused. */
@@ -48,7 +50,7 @@ Test(kv_pages, bound_never_underestimates_any_fp32_score) {
     rc_kernels paths[RC_SIMD_COUNT];
     int np = 0;
     for (int p = 0; p < RC_SIMD_COUNT; p++)
-        if (rc_simd_available((rc_simd_path)p)) {
+        if (fixture_path_runs(p)) {
             recall_err err = {0};
             cr_assert_eq(rc_simd_select(rc_simd_name((rc_simd_path)p), &paths[np], &err), RECALL_OK, "%s", err.msg);
             np++;
@@ -274,7 +276,7 @@ Test(kv_pages, every_simd_path_and_thread_count_gives_the_same_bits) {
         run_decode(b, "scalar", 1, &cases[c], ids, N, ref);
         int paths = 0;
         for (int p = 0; p < RC_SIMD_COUNT; p++) {
-            if (!rc_simd_available((rc_simd_path)p)) continue;
+            if (!fixture_path_runs(p)) continue;
             for (int th = 1; th <= (p == RC_SIMD_SCALAR ? 1 : 2); th++) {
                 run_decode(b, rc_simd_name((rc_simd_path)p), th, &cases[c], ids, N, got);
                 const int d = first_diff_step(ref, got, S, V);

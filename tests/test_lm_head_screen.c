@@ -6,13 +6,19 @@
  *     a few rows only).
  *   adversarial_ties: a matrix with exact ties at the maximum and at the 5th place, rows 1 ulp
  *     apart, zero and NaN inputs: pick == the full reference, field by field, bit for bit, on
- *     every SIMD path at 1 and 2 threads.
+ *     every SIMD path this CPU runs (fixture_path_runs) at 1 and 2 threads (NEON: `make
+ *     cross-test-aarch64` runs this file under qemu).
  *   bound_random: |exact - approx| <= bound on random and hostile matrices (wide dynamic range,
  *     zeros, subnormals) and inputs.
  *   build_matches_blob / missing_tensors: the blob's tensors are rc_lmscreen_build of its lm_head;
  *     a blob without them runs unscreened on auto and refuses "on".
  *   multi_row_forward: the rows of a multi-row forward (normed_all) picked through the screen give
- *     the picks of its logits_all rows (what a k+1-row verify forward needs). */
+ *     the picks of its logits_all rows (what a k+1-row verify forward needs).
+ *   hostile_sections_refused / partial_section_and_views_refused: screen tensors edited after the
+ *     converter made them (codes zeroed or set to -128, norms too small or too large, scales NaN or
+ *     negative, a NaN in lm_head, codes without the rest) are refused at open naming the file,
+ *     tensor and row (the lowest bad row at 1 and 3 threads); the untouched ones open and pick
+ *     exactly. */
 #include "blob.h"
 #include "fixture.h"
 #include "json.h"
@@ -26,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     uint64_t s;
@@ -146,7 +153,7 @@ static int check_picks(synth *s, const float *h, const char *what) {
     static const char *paths[] = {"scalar", "avx2", "avx512", "neon"};
     int screened = 0;
     for (size_t pi = 0; pi < 4; pi++) {
-        if (!rc_simd_available((rc_simd_path)rc_simd_parse(paths[pi]))) continue;
+        if (!fixture_path_runs(rc_simd_parse(paths[pi]))) continue;
         for (int th = 1; th <= 2; th++) {
             recall_err err = {0};
             rc_exec *ex;
@@ -404,4 +411,194 @@ Test(lm_screen, multi_row_forward, .timeout = 300) {
     rc_qwen2_close(m);
     rc_exec_close(ex);
     rc_blob_close(b);
+}
+
+/* ---- hostile screen sections: refused at open, naming the tensor and the row ------------------ */
+
+#define HV 512
+#define HH 128
+
+typedef void (*screen_edit)(float *w, int8_t *q, float *scale, float *norm);
+
+/* A blob holding lm_head [HV, HH] (f32, random) and its screen tensors as the converter makes
+ * them, then edited; opened and screened on `threads` threads. Returns the status of
+ * rc_lmscreen_open, its message in msg. */
+static recall_status open_edited(screen_edit edit, int threads, char *msg, size_t cap) {
+    lcg g = {4242};
+    const int G = HH / 64;
+    float *w = malloc((size_t)HV * HH * sizeof(float)), *scale = malloc((size_t)HV * G * sizeof(float));
+    float *norm = malloc((size_t)HV * 2 * sizeof(float));
+    int8_t *q = malloc((size_t)HV * HH);
+    cr_assert(w && scale && norm && q);
+    for (size_t i = 0; i < (size_t)HV * HH; i++) w[i] = next_n(&g) * 0.05f;
+    recall_err err = {0};
+    rc_mat m = {RC_DT_F32, w, NULL, HV, HH};
+    cr_assert_eq(rc_lmscreen_build(&m, q, scale, norm, &err), RECALL_OK, "%s", err.msg);
+    if (edit) edit(w, q, scale, norm);
+    float *w_copy = malloc((size_t)HV * HH * sizeof(float)); /* the writer takes w */
+    cr_assert(w_copy);
+    memcpy(w_copy, w, (size_t)HV * HH * sizeof(float));
+    m.data = w_copy;
+    rc_blob_writer *wr;
+    cr_assert_eq(rc_writer_new(&wr, &err), RECALL_OK);
+    const int64_t vocab = HV, hidden = HH;
+    cr_assert_eq(rc_writer_kv_i64(wr, "qwen2.vocab", &vocab, 1, &err), RECALL_OK);
+    cr_assert_eq(rc_writer_kv_i64(wr, "qwen2.hidden", &hidden, 1, &err), RECALL_OK);
+    cr_assert_eq(rc_writer_tensor(wr, "qwen2.lm_head.weight", RC_DT_F32, 2, (const int64_t[]){HV, HH}, w,
+                                  (size_t)HV * HH * sizeof(float), &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_writer_tensor(wr, RC_LM_SCREEN_Q, RC_DT_U8, 2, (const int64_t[]){HV, HH}, q, (size_t)HV * HH, &err),
+                 RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_writer_tensor(wr, RC_LM_SCREEN_SCALE, RC_DT_F32, 2, (const int64_t[]){HV, G}, scale,
+                                  (size_t)HV * G * sizeof(float), &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_writer_tensor(wr, RC_LM_SCREEN_NORM, RC_DT_F32, 2, (const int64_t[]){HV, 2}, norm,
+                                  (size_t)HV * 2 * sizeof(float), &err), RECALL_OK, "%s", err.msg);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/recall_screen_%ld.blob", (long)getpid());
+    cr_assert_eq(rc_writer_write(wr, path, NULL, NULL, &err), RECALL_OK, "%s", err.msg);
+    rc_writer_free(wr);
+    rc_blob *b;
+    cr_assert_eq(rc_blob_open(path, RC_OPEN_VERIFY, &b, &err), RECALL_OK, "%s", err.msg); /* checksums all match */
+    remove(path);
+    rc_exec *ex;
+    rc_exec_opts xo = {threads, NULL};
+    cr_assert_eq(rc_exec_open(&xo, &ex, &err), RECALL_OK, "%s", err.msg);
+    rc_lmscreen *scr = NULL;
+    memset(&err, 0, sizeof err);
+    const recall_status st = rc_lmscreen_open(b, ex, &scr, &err);
+    snprintf(msg, cap, "%s", err.msg);
+    if (st == RECALL_OK) {
+        cr_assert(scr);
+        /* an accepted screen picks what the full logits pick */
+        float h[HH], *full = malloc(HV * sizeof(float));
+        for (int i = 0; i < HH; i++) h[i] = w_copy[(size_t)77 * HH + i] + next_n(&g) * 0.01f; /* row 77 leads */
+        rc_exec_matmul(ex, &m, NULL, h, HH, 1, full, HV);
+        rc_lm_pick want, got;
+        rc_lm_pick_full(full, HV, 5, &want);
+        cr_assert_eq(rc_lmscreen_pick(scr, h, 5, &got, &err), RECALL_OK, "%s", err.msg);
+        expect_same_pick(&got, &want, 5, "accepted screen");
+        free(full);
+    } else {
+        cr_assert_null(scr);
+    }
+    rc_lmscreen_close(scr);
+    rc_exec_close(ex);
+    rc_blob_close(b);
+    free(w_copy);
+    return st;
+}
+
+static void expect_refused(screen_edit edit, const char *tensor, const char *where) {
+    for (int th = 1; th <= 3; th += 2) {
+        char msg[512];
+        cr_assert_eq(open_edited(edit, th, msg, sizeof msg), RECALL_E_FORMAT, "%s %s accepted (%d threads)", tensor,
+                     where, th);
+        cr_assert(strstr(msg, "/tmp/recall_screen_") && strstr(msg, tensor) && strstr(msg, where),
+                  "message names the file, %s and %s: %s", tensor, where, msg);
+        if (th == 1) cr_log_info("refused: %s", msg);
+    }
+}
+
+/* row 77's codes zeroed (its approximation 0) and its ||w - s q|| left as it was: the bound of
+ * the true argmax shrinks far below its true error, a pick that trusted it would drop row 77 */
+static void edit_zero_codes(float *w, int8_t *q, float *s, float *n) {
+    (void)w, (void)s, (void)n;
+    memset(q + (size_t)77 * HH, 0, HH);
+}
+/* the same norm halved on two rows: the lower row is named, whatever the thread split */
+static void edit_small_norm(float *w, int8_t *q, float *s, float *n) {
+    (void)w, (void)q, (void)s;
+    n[2 * 400] *= 0.5f;
+    n[2 * 130] *= 0.5f;
+}
+static void edit_small_anorm(float *w, int8_t *q, float *s, float *n) {
+    (void)w, (void)q, (void)s;
+    n[2 * 131 + 1] = nextafterf(n[2 * 131 + 1] * (1.0f - 1e-5f), 0.0f);
+}
+static void edit_big_norm(float *w, int8_t *q, float *s, float *n) {
+    (void)w, (void)q, (void)s;
+    n[2 * 132] *= 2.0f;
+}
+static void edit_code_minus128(float *w, int8_t *q, float *s, float *n) {
+    (void)w, (void)s, (void)n;
+    q[(size_t)133 * HH + 70] = -128;
+}
+static void edit_one_code(float *w, int8_t *q, float *s, float *n) {
+    (void)w, (void)s, (void)n;
+    q[(size_t)134 * HH + 5] = (int8_t)(q[(size_t)134 * HH + 5] > 0 ? q[(size_t)134 * HH + 5] - 3 : q[(size_t)134 * HH + 5] + 3);
+}
+static void edit_scale_nan(float *w, int8_t *q, float *s, float *n) {
+    (void)w, (void)q, (void)n;
+    s[2 * 135 + 1] = NAN;
+}
+static void edit_scale_negative(float *w, int8_t *q, float *s, float *n) {
+    (void)w, (void)q, (void)n;
+    s[2 * 136] = -s[2 * 136];
+}
+static void edit_norm_inf(float *w, int8_t *q, float *s, float *n) {
+    (void)w, (void)q, (void)s;
+    n[2 * 137 + 1] = INFINITY;
+}
+static void edit_lm_head_nan(float *w, int8_t *q, float *s, float *n) {
+    (void)q, (void)s, (void)n;
+    w[(size_t)138 * HH + 9] = NAN;
+}
+static void edit_scale_bigger(float *w, int8_t *q, float *s, float *n) {
+    (void)w, (void)q, (void)n;
+    s[2 * 139] *= 1.5f; /* s q moves away from w: both norms change */
+}
+
+Test(lm_screen, hostile_sections_refused, .timeout = 300) {
+    char msg[512];
+    /* the converter's tensors open, and pick exactly (open_edited checks a pick) */
+    cr_assert_eq(open_edited(NULL, 1, msg, sizeof msg), RECALL_OK, "%s", msg);
+    expect_refused(edit_zero_codes, RC_LM_SCREEN_NORM, "row 77:");
+    expect_refused(edit_small_norm, RC_LM_SCREEN_NORM, "row 130:");
+    expect_refused(edit_small_anorm, RC_LM_SCREEN_NORM, "row 131:");
+    expect_refused(edit_big_norm, RC_LM_SCREEN_NORM, "row 132:");
+    expect_refused(edit_code_minus128, RC_LM_SCREEN_Q, "row 133 column 70 is -128");
+    expect_refused(edit_one_code, RC_LM_SCREEN_NORM, "row 134:");
+    expect_refused(edit_scale_nan, RC_LM_SCREEN_SCALE, "row 135 group 1");
+    expect_refused(edit_scale_negative, RC_LM_SCREEN_SCALE, "row 136 group 0");
+    expect_refused(edit_norm_inf, RC_LM_SCREEN_NORM, "row 137 ");
+    expect_refused(edit_lm_head_nan, "lm_head row 138", "not finite");
+    expect_refused(edit_scale_bigger, RC_LM_SCREEN_NORM, "row 139:");
+}
+
+/* A screen section with its codes missing (scale / norm alone) is refused; views are checked
+ * like the blob's. */
+Test(lm_screen, partial_section_and_views_refused, .timeout = 300) {
+    recall_err err = {0};
+    rc_blob_writer *wr;
+    cr_assert_eq(rc_writer_new(&wr, &err), RECALL_OK);
+    const int64_t vocab = 4, hidden = 64;
+    cr_assert_eq(rc_writer_kv_i64(wr, "qwen2.vocab", &vocab, 1, &err), RECALL_OK);
+    cr_assert_eq(rc_writer_kv_i64(wr, "qwen2.hidden", &hidden, 1, &err), RECALL_OK);
+    float *n = calloc(8, sizeof(float));
+    cr_assert_eq(rc_writer_tensor(wr, RC_LM_SCREEN_NORM, RC_DT_F32, 2, (const int64_t[]){4, 2}, n, 32, &err), RECALL_OK);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/recall_screenp_%ld.blob", (long)getpid());
+    cr_assert_eq(rc_writer_write(wr, path, NULL, NULL, &err), RECALL_OK, "%s", err.msg);
+    rc_writer_free(wr);
+    rc_blob *b;
+    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    remove(path);
+    rc_lmscreen *scr = NULL;
+    memset(&err, 0, sizeof err);
+    cr_assert_eq(rc_lmscreen_open(b, NULL, &scr, &err), RECALL_E_FORMAT);
+    cr_assert(strstr(err.msg, RC_LM_SCREEN_Q) && strstr(err.msg, "missing"), "%s", err.msg);
+    rc_blob_close(b);
+    /* rc_lmscreen_new checks the views too */
+    float w[4 * 64] = {0}, scale[4] = {0}, norm[8] = {0};
+    int8_t q[4 * 64] = {0};
+    q[200] = 1; /* a code where w and s are 0: ||w - s q|| = 0 as stored, s q = 0, so still consistent */
+    rc_mat m = {RC_DT_F32, w, NULL, 4, 64};
+    rc_exec *ex;
+    cr_assert_eq(rc_exec_open(NULL, &ex, &err), RECALL_OK);
+    cr_assert_eq(rc_lmscreen_new(&m, q, scale, norm, ex, &scr, &err), RECALL_OK, "%s", err.msg);
+    rc_lmscreen_close(scr);
+    scale[3] = 0.5f; /* now s q = 0.5 in row 3: both stored norms 0 are too small */
+    memset(&err, 0, sizeof err);
+    cr_assert_eq(rc_lmscreen_new(&m, q, scale, norm, ex, &scr, &err), RECALL_E_FORMAT);
+    cr_assert(strstr(err.msg, "lm_head screen: " RC_LM_SCREEN_NORM " row 3:"), "%s", err.msg);
+    rc_exec_close(ex);
 }

@@ -8,19 +8,27 @@
  * hence the same BGE embedding and bitwise equal bridge scores. Layout letters: a/b = facts 0/1
  * of benchmark problem 0, E / C = its fillers 4 / 2 (0-based); the probe turn ends the feed.
  *
- * Every fire must select sorted(rc_topk(bridge)) and inject exactly those candidates' ids in
- * chronological order; one fire per layout is pinned to the indices libstdc++'s nth_element gives
- * (hand trace in the test; the same numbers come from torch's loop compiled with g++ 12), and
- * differs from "ties go to the older candidate". */
+ * Every fire must select the candidates torch.topk itself picks from its bridge scores and inject
+ * exactly those candidates' ids in chronological order. torch's picks are a golden made by torch
+ * 1.13 (tests/golden/ties/recall_ties_torch.json, tools/make_ties_golden.py): for each fire of each
+ * layout its c0, the bridge scores as fp32 bits (so the inputs are checked too) and
+ * torch.topk(scores, min(2, n)).indices. One fire per layout is also pinned to the indices
+ * libstdc++'s nth_element gives (hand trace in the test) and differs from "ties go to the older
+ * candidate".
+ * RECALL_TIES_DUMP=DIR writes each layout's fires (c0 and bridge scores) to DIR/LAYOUT.json
+ * instead of checking them against the golden: the input of tools/make_ties_golden.py. */
 #include "problems.h"
 #include "blob.h"
 #include "fixture.h"
 #include "recall_loop.h"
-#include "topk.h"
+#include "json.h"
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define TIES_GOLDEN "tests/golden/ties/recall_ties_torch.json"
 
 #define BLOCK 128
 
@@ -126,30 +134,78 @@ static void older_wins(const float *s, int n, int out[2]) {
     }
 }
 
-/* Every fire: top = sorted(torch.topk(bridge, min(2, n))) and rid = those candidates' ids. Returns
- * the number of fires where that differs from "older wins". */
-static int check_fires(const ties_fixture *fx) {
+static uint32_t fbits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* RECALL_TIES_DUMP: the layout's fires for tools/make_ties_golden.py (scores to 9 digits: exact). */
+static void dump_fires(const rc_turn *t, const char *dir, const char *layout) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.json", dir, layout);
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "cannot write %s", path);
+    fprintf(f, "{\"layout\": \"%s\", \"fires\": [", layout);
+    for (int i = 0; i < t->n_fires; i++) {
+        fprintf(f, "%s\n  {\"c0\": %d, \"bridge\": [", i ? "," : "", t->fires[i].c0);
+        for (int c = 0; c < t->fires[i].ncand; c++) fprintf(f, "%s%.9g", c ? ", " : "", (double)t->fires[i].bridge[c]);
+        fprintf(f, "]}");
+    }
+    fprintf(f, "\n]}\n");
+    cr_assert_eq(fclose(f), 0);
+}
+
+/* The golden fires of `layout` (torch's picks). */
+static const json_value *golden_fires(json_doc **doc, const char *layout) {
+    recall_err err = {0};
+    char *text;
+    size_t len;
+    cr_assert_eq(rc_read_file(TIES_GOLDEN, &text, &len, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(json_parse(text, len, TIES_GOLDEN, doc, &err), RECALL_OK, "%s", err.msg);
+    free(text);
+    const json_value *l = json_get_type(json_get_type(json_root(*doc), "layouts", JSON_OBJ), layout, JSON_ARR);
+    cr_assert(l, "%s has no layout %s (tools/make_ties_golden.py)", TIES_GOLDEN, layout);
+    return l;
+}
+
+/* Every fire: top = sorted(torch.topk(bridge, min(2, n)).indices) from the golden (same c0, same
+ * bridge bits) and rid = those candidates' ids. Returns the number of fires where that differs
+ * from "older wins". */
+static int check_fires(const ties_fixture *fx, const char *layout) {
     const rc_turn *t = &fx->t;
     cr_assert_geq(t->n_fires, 8, "%d fires", t->n_fires);
+    const char *dump = getenv("RECALL_TIES_DUMP");
+    if (dump && *dump) {
+        dump_fires(t, dump, layout);
+        return 0;
+    }
+    json_doc *doc;
+    const json_value *gold = golden_fires(&doc, layout);
+    cr_assert_eq((int)gold->len, t->n_fires, "%s: %d fires, the golden has %zu", layout, t->n_fires, gold->len);
     int differ = 0;
     for (int i = 0; i < t->n_fires; i++) {
         const rc_fire_rec *f = &t->fires[i];
-        int k = f->ncand < 2 ? f->ncand : 2;
+        const json_value *g = &gold->items[i], *bits = json_get_type(g, "bridge_bits", JSON_ARR);
+        const json_value *top = json_get_type(g, "top", JSON_ARR), *c0 = json_get(g, "c0");
+        cr_assert(bits && top && c0, "golden fire %d of %s", i, layout);
+        cr_assert_eq(f->c0, (int)c0->num, "%s fire %d: c0 %d, the golden's %d", layout, i, f->c0, (int)c0->num);
+        cr_assert_eq(f->ncand, (int)bits->len, "%s fire at %d: %d candidates, the golden has %zu", layout, f->c0, f->ncand,
+                     bits->len);
+        for (int c = 0; c < f->ncand; c++)
+            cr_assert_eq(fbits(f->bridge[c]), (uint32_t)strtoul(bits->items[c].str, NULL, 16),
+                         "%s fire at %d: bridge[%d] = %08x, the golden's torch input %s", layout, f->c0, c,
+                         fbits(f->bridge[c]), bits->items[c].str);
+        const int k = f->ncand < 2 ? f->ncand : 2;
         cr_assert_eq(f->ntop, k);
-        rc_topk_pair scratch[128];
-        int32_t sel[2];
-        cr_assert_leq(rc_topk_scratch(f->ncand, k), 128);
-        rc_topk(f->bridge, f->ncand, k, scratch, sel, NULL);
-        if (k == 2 && sel[0] > sel[1]) {
-            int32_t x = sel[0];
-            sel[0] = sel[1];
-            sel[1] = x;
-        }
+        cr_assert_eq((int)top->len, k);
         int off = 0;
         for (int j = 0; j < k; j++) {
-            cr_assert_eq(f->top[j], sel[j], "fire at %d: top[%d] = %d, torch.topk gives %d", f->c0, j, f->top[j], sel[j]);
+            const int want = (int)top->items[j].num;
+            cr_assert_eq(f->top[j], want, "%s fire at %d: top[%d] = %d, torch.topk picks %d", layout, f->c0, j, f->top[j],
+                         want);
             int n;
-            const int32_t *ids = candidate(fx, f, sel[j], &n);
+            const int32_t *ids = candidate(fx, f, want, &n);
             cr_assert_leq(off + n, f->nrid);
             cr_assert(!memcmp(f->rid + off, ids, (size_t)n * sizeof *ids), "fire at %d: injected ids", f->c0);
             off += n;
@@ -157,8 +213,9 @@ static int check_fires(const ties_fixture *fx) {
         cr_assert_eq(off, f->nrid);
         int ow[2];
         older_wins(f->bridge, f->ncand, ow);
-        differ += k == 2 && (ow[0] != sel[0] || ow[1] != sel[1]);
+        differ += k == 2 && (ow[0] != f->top[0] || ow[1] != f->top[1]);
     }
+    json_free(doc);
     return differ;
 }
 
@@ -192,9 +249,9 @@ Test(recall_ties, identical_blocks_tie_newer_copy_wins, .timeout = 600) {
     int ow[2];
     older_wins(s, 6, ow);
     cr_assert(ow[0] == 1 && ow[1] == 3);
-    int differ = check_fires(&fx);
+    int differ = check_fires(&fx, "aEbEEEEEEE");
     cr_log_info("recall_ties aEbEEEEEEE: %d fires, %d decided differently from older-wins", fx.t.n_fires, differ);
-    cr_assert_geq(differ, 1);
+    if (!getenv("RECALL_TIES_DUMP")) cr_assert_geq(differ, 1);
     done(&fx);
 }
 
@@ -217,8 +274,8 @@ Test(recall_ties, tie_decides_the_injected_ids, .timeout = 600) {
     cr_assert_eq(f->nrid, 2 * BLOCK);
     cr_assert(!memcmp(f->rid + BLOCK, fx.feed + 3 * BLOCK, BLOCK * sizeof *f->rid));
     cr_assert(memcmp(f->rid + BLOCK, fx.feed + 2 * BLOCK, BLOCK * sizeof *f->rid), "older-wins' injection");
-    int differ = check_fires(&fx);
+    int differ = check_fires(&fx, "aECEEEEEEE");
     cr_log_info("recall_ties aECEEEEEEE: %d fires, %d decided differently from older-wins", fx.t.n_fires, differ);
-    cr_assert_geq(differ, 3);
+    if (!getenv("RECALL_TIES_DUMP")) cr_assert_geq(differ, 3);
     done(&fx);
 }

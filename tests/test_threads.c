@@ -98,7 +98,7 @@ static void qwen_all_contexts(const char *weights) {
     qwen_run(b, e0, ids, (int)n, 0, &ref);
     int runs = 0;
     for (int p = 0; p < RC_SIMD_COUNT; p++) {
-        if (!rc_simd_available((rc_simd_path)p)) continue;
+        if (!fixture_path_runs(p)) continue;
         for (size_t ti = 0; ti < sizeof thread_counts / sizeof thread_counts[0]; ti++) {
             rc_exec *e = exec_for((rc_simd_path)p, thread_counts[ti]);
             qwen_out got;
@@ -155,7 +155,7 @@ Test(threads_det, pooler_and_bert_all_paths_and_threads) {
     cr_assert_eq(rc_pooler_run(p0, past, L, sp_ref, &err), RECALL_OK, "%s", err.msg);
     cr_assert_eq(rc_bert_embed(m0, bids, NB, emb_ref, &err), RECALL_OK, "%s", err.msg);
     for (int p = 0; p < RC_SIMD_COUNT; p++) {
-        if (!rc_simd_available((rc_simd_path)p)) continue;
+        if (!fixture_path_runs(p)) continue;
         for (size_t ti = 0; ti < sizeof thread_counts / sizeof thread_counts[0]; ti++) {
             rc_exec *e = exec_for((rc_simd_path)p, thread_counts[ti]);
             rc_pooler *pp = NULL;
@@ -298,7 +298,7 @@ Test(threads_pool, fused_sections_equal_separate_calls) {
             e0->k.silu_mul(g_want, u_want, (size_t)nt * F);
             rc_exec_close(e0);
             for (int path = 0; path < RC_SIMD_COUNT; path++) {
-                if (!rc_simd_available((rc_simd_path)path)) continue;
+                if (!fixture_path_runs(path)) continue;
                 for (size_t ti = 0; ti < sizeof thread_counts / sizeof thread_counts[0]; ti++) {
                     rc_exec *e = exec_for((rc_simd_path)path, thread_counts[ti]);
                     rc_mm_part parts[NPART];
@@ -402,7 +402,7 @@ Test(threads_det, attention_blocking_never_changes_bits) {
     } cfg[] = {{RC_QWEN2_ATT_PAIRS, RC_QWEN2_ATT_TILE, 0}, {7, 13, 0}, {RC_QWEN2_ATT_PAIRS, RC_QWEN2_ATT_TILE, 3}};
     int runs = 0;
     for (int p = 0; p < RC_SIMD_COUNT; p++) {
-        if (!rc_simd_available((rc_simd_path)p)) continue;
+        if (!fixture_path_runs(p)) continue;
         for (int th = 1; th <= 3; th++) {
             rc_exec *e = exec_for((rc_simd_path)p, th);
             for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {

@@ -421,3 +421,87 @@ Test(yarn, cli_info_shows_profile_and_forward_refuses_contradiction) {
                      "./recall forward %s --ids '[1,2,3]' --rope-scaling yarn:4:256 2>&1", path));
     cleanup();
 }
+
+/* ---- hostile profile keys: the file's qwen2.rope.* keys are read strictly ------------------------ */
+
+typedef struct {
+    const char *key;
+    char kind;  /* 'i' one i64, 'f' one f64, 's' a string, '3' three f64 */
+    double v;
+    const char *s;
+} kv_spec;
+
+/* A blob holding only the given config keys; rc_rope_read's status, its message in msg. */
+static recall_status read_profile(const kv_spec *kv, int n, rc_rope_profile *p, char *msg, size_t cap) {
+    recall_err err = {0};
+    rc_blob_writer *w;
+    cr_assert_eq(rc_writer_new(&w, &err), RECALL_OK);
+    const int64_t max_pos = 4096;
+    cr_assert_eq(rc_writer_kv_i64(w, "qwen2.max_pos", &max_pos, 1, &err), RECALL_OK);
+    for (int i = 0; i < n; i++) {
+        recall_status s;
+        if (kv[i].kind == 'i') {
+            const int64_t v = (int64_t)kv[i].v;
+            s = rc_writer_kv_i64(w, kv[i].key, &v, 1, &err);
+        } else if (kv[i].kind == '3') {
+            const int64_t v[3] = {1, 2, 3};
+            s = rc_writer_kv_i64(w, kv[i].key, v, 3, &err);
+        } else if (kv[i].kind == 's') {
+            s = rc_writer_kv_str(w, kv[i].key, kv[i].s, &err);
+        } else {
+            s = rc_writer_kv_f64(w, kv[i].key, kv[i].v, &err);
+        }
+        cr_assert_eq(s, RECALL_OK, "%s", err.msg);
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/recall_rope_keys_%ld.blob", (long)getpid());
+    cr_assert_eq(rc_writer_write(w, path, NULL, NULL, &err), RECALL_OK, "%s", err.msg);
+    rc_writer_free(w);
+    rc_blob *b = open_blob(path);
+    remove(path);
+    const recall_status st = rc_rope_read(b, p, &err);
+    snprintf(msg, cap, "%s", err.msg);
+    rc_blob_close(b);
+    return st;
+}
+
+#define YT {RC_ROPE_KEY_TYPE, 's', 0, "yarn"}
+#define YF {RC_ROPE_KEY_FACTOR, 'f', 4.0, NULL}
+#define YO {RC_ROPE_KEY_ORIG, 'i', 256, NULL}
+
+Test(yarn, hostile_profile_keys_refused) {
+    rc_rope_profile p;
+    char msg[512];
+    const kv_spec ok[] = {YT, YF, YO, {RC_ROPE_KEY_TRUNCATE, 'i', 0, NULL}, {RC_ROPE_KEY_BETA_FAST, 'i', 16, NULL}};
+    cr_assert_eq(read_profile(ok, 5, &p, msg, sizeof msg), RECALL_OK, "%s", msg);
+    cr_assert(p.type == RC_ROPE_YARN && p.factor == 4.0 && p.orig == 256 && p.truncate == 0 && p.beta_fast == 16.0);
+    const kv_spec none[] = {{"qwen2.rope_theta", 'f', 10000.0, NULL}};
+    cr_assert_eq(read_profile(none, 1, &p, msg, sizeof msg), RECALL_OK, "%s", msg);
+    cr_assert_eq(p.type, RC_ROPE_DEFAULT);
+    static const struct {
+        kv_spec kv[4];
+        int n;
+        recall_status want;
+        const char *says;
+    } bad[] = {
+        /* a profile whose type key is gone would run plain RoPE */
+        {{YF, YO}, 2, RECALL_E_FORMAT, "qwen2.rope.factor without qwen2.rope.type"},
+        /* a key this build does not read would be silently ignored */
+        {{YT, YF, YO, {"qwen2.rope.low_freq_factor", 'f', 1.0, NULL}}, 4, RECALL_E_UNSUPPORTED,
+         "qwen2.rope.low_freq_factor is not a RoPE profile key"},
+        {{YT, YO}, 2, RECALL_E_MISSING, "qwen2.rope.factor is missing"},
+        {{YT, YF}, 2, RECALL_E_MISSING, "qwen2.rope.orig_max_pos is missing"},
+        {{YT, {RC_ROPE_KEY_FACTOR, 's', 0, "4"}, YO}, 3, RECALL_E_FORMAT, "qwen2.rope.factor must be one number"},
+        {{YT, {RC_ROPE_KEY_FACTOR, '3', 0, NULL}, YO}, 3, RECALL_E_FORMAT, "qwen2.rope.factor must be one number"},
+        {{YT, YF, {RC_ROPE_KEY_ORIG, 'f', 256.0, NULL}}, 3, RECALL_E_FORMAT, "qwen2.rope.orig_max_pos must be one integer"},
+        {{YT, YF, {RC_ROPE_KEY_ORIG, 'i', 1e18, NULL}}, 3, RECALL_E_FORMAT, "qwen2.rope.orig_max_pos 1e+18 outside"},
+        {{YT, YF, YO, {RC_ROPE_KEY_TRUNCATE, 'i', 5, NULL}}, 4, RECALL_E_FORMAT, "qwen2.rope.truncate is 5 (0 or 1)"},
+        {{YT, YF, YO, {RC_ROPE_KEY_ATTN, 'f', 1e-300, NULL}}, 4, RECALL_E_FORMAT, "attention factor 1e-300 is not a normal"},
+        {{YT, {RC_ROPE_KEY_FACTOR, 'f', NAN, NULL}, YO}, 3, RECALL_E_FORMAT, "yarn factor nan outside"},
+        {{{RC_ROPE_KEY_TYPE, 's', 0, "yarn2"}, YF, YO}, 3, RECALL_E_UNSUPPORTED, "is 'yarn2'; this build knows yarn only"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(read_profile(bad[i].kv, bad[i].n, &p, msg, sizeof msg), bad[i].want, "case %zu accepted: %s", i, msg);
+        cr_assert(strstr(msg, "/tmp/recall_rope_keys_") && strstr(msg, bad[i].says), "case %zu: %s", i, msg);
+    }
+}

@@ -226,6 +226,9 @@ static int chat_turn(chat_state *c, size_t n_feed) {
         for (int i = 0; i < t.n_fires; i++) inj += t.fires[i].injected;
         fprintf(stderr, "[trace] turn done: feed %zu, reply %d, %d gate checks, %d fires (%d injected)\n", n_feed,
                 t.n_reply, t.n_gates, t.n_fires, inj);
+        if (t.verifies)
+            fprintf(stderr, "[trace] draft: %d verify forwards, %ld drafted, %ld accepted\n", t.verifies, t.drafted,
+                    t.accepted);
     }
     rc_turn_free(&t);
     return chat_save(c);

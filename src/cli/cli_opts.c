@@ -533,7 +533,8 @@ const cli_command cli_commands[] = {
      "goes on with the next line, and the exit status is 1.",
      "Exit status: 0 all turns done; 1 a message skipped, a turn failed or the session file\n"
      "refused; 2 usage error; 3 FILE is in use by another process (the line names its pid).\n"
-     "With --trace, '[trace] session saved: N ids' follows each completed save.",
+     "With --trace, '[trace] session saved: N ids' follows each completed save, and with --draft\n"
+     "'[trace] draft: V verify forwards, D drafted, A accepted' each turn that verified drafts.",
      "BLOB", 1, 1, NULL, CHAT_OPTS, NULL, cli_chat},
     {"eval", "BLOB --bench FILE [options]", "the reference recall benchmark over problems x arms: table + JSON",
      "The reference multi-fact recall benchmark (docs/LOOP.md, \"The benchmark\"): every arm replays each problem\n"
