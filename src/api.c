@@ -410,7 +410,18 @@ recall_status recall_loop_open(recall_model *m, const recall_loop_opts *o, recal
     }
     uint64_t need = 0;
     RC_TRY(loop_estimate(m, o, &need, err));
+    /* The pooler's cache is optional (the same bits at any size): it is counted in the
+     * reservation and, under max_memory, gets at most what the limit leaves. */
+    uint64_t cache = o->pooler_cache_mb < 0 || o->reference_schedule || o->arm == RECALL_ARM_FULL ? 0
+                     : (uint64_t)(o->pooler_cache_mb ? o->pooler_cache_mb : RC_POOLER_CACHE_MB) << 20;
+    if (m->max_memory) {
+        const uint64_t used = sat_add(m->reserved, need);
+        const uint64_t room = m->max_memory > used ? m->max_memory - used : 0;
+        if (cache > room) cache = room >> 20 << 20;
+    }
     RC_TRY(reserve(m, need, "the recall loop (KV caches and scratch)", err));
+    if (cache) m->reserved += cache;
+    need += cache;
     recall_loop *l = al_alloc(&m->al, sizeof *l);
     if (!l) {
         m->reserved -= need;
@@ -440,6 +451,7 @@ recall_status recall_loop_open(recall_model *m, const recall_loop_opts *o, recal
     r.simd = o->simd;
     r.max_ctx = o->max_ctx;
     r.draft = o->draft;
+    r.pooler_cache_mb = cache ? (int)(cache >> 20) : -1;
     recall_status s = rc_recall_open(m->blob, &r, &l->r, err);
     if (s) {
         m->reserved -= need;

@@ -40,8 +40,13 @@ typedef struct {
     const char *rope_scaling;
     int ctx; /* --ctx N: the instance context (KV grows on demand up to N); 0 = the command's default */
     int lm_screen; /* --lm-head-screen on|off|auto: RC_LM_SCREEN_* (recall_loop.h); 0 = auto */
+    int pooler_cache_mb; /* --pooler-cache MB (loop commands): rc_recall_opts.pooler_cache_mb, 0 given as -1 */
 } cli_exec_args;
-/* If argv[*i] is --threads, --simd, --hugepages, --rope-scaling, --ctx or --lm-head-screen, consumes it and its value
+/* The loop commands' help line for --pooler-cache. */
+#define CLI_POOLER_CACHE_HELP                                                                                        \
+    "  --pooler-cache MB  keep the pooler's K/V rows of the oldest evicted tokens between rebuilds,\n"                \
+    "                   up to MB MiB (36 KiB per token at real shape; default 256, 0 = off); same bits\n"
+/* If argv[*i] is --threads, --simd, --hugepages, --rope-scaling, --ctx, --lm-head-screen or --pooler-cache, consumes it and its value
  * (advancing *i) and returns 1; returns 0 for any other argument and -1 (message printed) for a
  * bad value. */
 int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args *x);

@@ -273,6 +273,7 @@ int cli_calibrate(int argc, char **argv) {
     o.max_ctx = co.xa.ctx;
     o.simd = co.xa.simd;
     o.lm_screen = co.xa.lm_screen;
+    o.pooler_cache_mb = co.xa.pooler_cache_mb;
     o.threshold = INFINITY; /* score every check, fire none */
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
     if (calibrate_collect(r, bench, &co, &g)) goto out;

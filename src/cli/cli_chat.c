@@ -30,7 +30,8 @@ static void chat_usage(FILE *f) {
     fprintf(f,
             "usage: recall chat BLOB [--session FILE] [--mode faithful|clean] [--arm RC_bge|SP|FULL]\n"
             "                   [--threshold T] [--trace] [--fire-once] [--hysteresis N] [--floor F]\n"
-            "                   [--max-turn-tokens N] [--draft N] [--threads N] [--simd scalar|avx2|avx512|neon]\n"
+            "                   [--max-turn-tokens N] [--draft N] [--pooler-cache MB] [--threads N]\n"
+            "                   [--simd scalar|avx2|avx512|neon]\n"
             "\n"
             "Multi-turn chat through the recall loop. Reads one user message per line from stdin (a\n"
             "prompt is shown only when stdin is a terminal; piped input works too) and streams each\n"
@@ -59,6 +60,7 @@ static void chat_usage(FILE *f) {
             "  --lm-head-screen M on, off or auto (default: RECALL_LM_SCREEN, else on when the\n"
             "                     blob has convert --lm-head-screen's int8 lm_head): greedy picks read\n"
             "                     it and recompute exactly only rows that can win; same tokens\n"
+            CLI_POOLER_CACHE_HELP
             "A message longer than the window slides through it (what scrolls out goes to the gist and\n"
             "the archive). On the FULL arm a context beyond the model's trained positions is refused\n"
             "with both numbers; the turn is skipped and the exit status is 1.\n"
@@ -255,6 +257,7 @@ static int chat_open_model(chat_state *c) {
     o->threads = ca->xa.threads;
     o->simd = ca->xa.simd;
     o->lm_screen = ca->xa.lm_screen;
+    o->pooler_cache_mb = ca->xa.pooler_cache_mb;
     o->max_ctx = ca->xa.ctx;
     o->use_floor = ca->floor_s != NULL;
     c->vocab = (uint32_t)vocab64;

@@ -349,7 +349,7 @@ static int score_problem(FILE *f, const rc_bpe *bpe, const rc_problem *p, uint32
 static void eval_usage(FILE *f) {
     fprintf(f,
             "usage: recall eval BLOB --bench FILE [--problems 0-7] [--arms SP,RC_bge@-2.0,...]\n"
-            "                   [--mode faithful|clean] [--json OUT.json] [--shard K/N] [--draft N]\n"
+            "                   [--mode faithful|clean] [--json OUT.json] [--shard K/N] [--draft N] [--pooler-cache MB]\n"
             "       recall eval --merge SHARD.json... [--json OUT.json]\n"
             "\n"
             "The reference multi-fact recall benchmark (RECALL_SPEC 8.1): every arm replays each problem\n"
@@ -372,6 +372,7 @@ static void eval_usage(FILE *f) {
             "  --lm-head-screen M on, off or auto (default: RECALL_LM_SCREEN, else on when the\n"
             "                 blob has convert --lm-head-screen's int8 lm_head): greedy picks read\n"
             "                 it and recompute exactly only rows that can win; same tokens\n"
+            CLI_POOLER_CACHE_HELP
             "  --shard K/N      run shard K of N (K = 1..N): the jobs j with j %% N == K-1, where job\n"
             "                   j = arm index * number of problems + problem index (the order of one\n"
             "                   run); needs --json, which then also records what --merge checks\n"
@@ -552,6 +553,7 @@ static int eval_open(eval_run *r) {
     r->base.max_ctx = r->o->xa.ctx;
     r->base.simd = r->o->xa.simd;
     r->base.lm_screen = r->o->xa.lm_screen;
+    r->base.pooler_cache_mb = r->o->xa.pooler_cache_mb;
     if (cli_parse_mode_arm("eval", r->o->mode, NULL, &r->base)) return 2;
     if (r->o->draft_s && cli_parse_draft("eval", r->o->draft_s, &r->base.draft)) return 2;
     for (int a = 0; a < r->p->n_arms; a++) {

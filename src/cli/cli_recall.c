@@ -107,7 +107,7 @@ static void write_turn(FILE *f, const rc_bpe *bpe, const rc_problem_turn *pt) {
 static void replay_usage(FILE *f) {
     fprintf(f,
             "usage: recall replay BLOB --bench FILE --problem N [--mode faithful|clean]\n"
-            "                     [--arm RC_bge|SP|FULL] [--threshold T] [--reference-schedule] [--draft N]\n"
+            "                     [--arm RC_bge|SP|FULL] [--threshold T] [--reference-schedule] [--draft N] [--pooler-cache MB]\n"
             "                     [--threads N] [--simd scalar|avx2|avx512|neon] --trace OUT.json\n"
             "\n"
             "Runs benchmark problem N (built with CPython's random.Random(N), as the reference does)\n"
@@ -129,6 +129,7 @@ static void replay_usage(FILE *f) {
             "  --lm-head-screen M on, off or auto (default: RECALL_LM_SCREEN, else on when the\n"
             "                 blob has convert --lm-head-screen's int8 lm_head): greedy picks read\n"
             "                 it and recompute exactly only rows that can win; same tokens\n"
+            CLI_POOLER_CACHE_HELP
             "Progress goes to stderr: the SIMD path and thread count, then one line per generated turn.\n");
 }
 
@@ -235,6 +236,7 @@ static int replay_loop_opts(const replay_opts *ro, const rc_blob *b, rc_recall_o
     o->max_ctx = ro->xa.ctx;
     o->simd = ro->xa.simd;
     o->lm_screen = ro->xa.lm_screen;
+    o->pooler_cache_mb = ro->xa.pooler_cache_mb;
     if (cli_parse_mode_arm("replay", ro->mode, ro->arm, o)) return 2;
     if (ro->thr) {
         char *end;

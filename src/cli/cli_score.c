@@ -58,14 +58,23 @@ int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args 
         return 1;
     }
     int is_threads = !strcmp(a, "--threads"), is_simd = !strcmp(a, "--simd"), is_rope = !strcmp(a, "--rope-scaling");
-    int is_ctx = !strcmp(a, "--ctx"), is_screen = !strcmp(a, "--lm-head-screen");
-    if (!is_threads && !is_simd && !is_rope && !is_ctx && !is_screen) return 0;
+    int is_ctx = !strcmp(a, "--ctx"), is_screen = !strcmp(a, "--lm-head-screen"), is_pc = !strcmp(a, "--pooler-cache");
+    if (!is_threads && !is_simd && !is_rope && !is_ctx && !is_screen && !is_pc) return 0;
     if (*i + 1 >= argc) {
         fprintf(stderr, "recall %s: %s needs a value\n", cmd, a);
         return -1;
     }
     const char *v = argv[++*i];
-    if (is_screen) {
+    if (is_pc) {
+        char *end;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (errno || end == v || *end || n < 0 || n > (1L << 30)) {
+            fprintf(stderr, "recall %s: --pooler-cache %s: expected 0..%ld MiB\n", cmd, v, 1L << 30);
+            return -1;
+        }
+        x->pooler_cache_mb = n ? (int)n : -1;
+    } else if (is_screen) {
         if (rc_lm_screen_parse(v) < 0) {
             fprintf(stderr, "recall %s: --lm-head-screen %s: expected on, off or auto\n", cmd, v);
             return -1;
