@@ -218,7 +218,7 @@ static void check_matmul(tally *t, const rc_kernels *k, lcg *g) {
 }
 
 static void check_attn(tally *t, const rc_kernels *k, lcg *g) {
-    static const size_t Ds[] = {1, 13, 16, 64, 72, 128, 200};
+    static const size_t Ds[] = {1, 13, 16, 48, 64, 72, 96, 128, 192, 200, 248};
     static const int ns[] = {1, 2, 5, 33};
     for (size_t di = 0; di < sizeof Ds / sizeof Ds[0]; di++)
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
