@@ -23,7 +23,7 @@ typedef struct {
 } block_w;
 
 /* The K/V rows of the oldest tokens, chunk c holding tokens [c*tile, (c+1)*tile) as
- * [blocks][2][tile][H] (block b's K rows, then its V rows). */
+ * [blocks][2][heads][tile][hd] (block b's K rows, then its V rows, each head's apart). */
 typedef struct {
     size_t budget;    /* bytes the chunks and keys may take */
     float **chunk;    /* [n_chunk] */
@@ -296,11 +296,21 @@ void rc_pooler_set_cache(rc_pooler *p, size_t bytes) {
     kc->budget = bytes;
 }
 
-/* Row j of block bi's K (which = 0) or V (which = 1) in the cache; rows up to the end of j's
- * chunk follow it at stride H. */
-static float *kv_row(const rc_pooler *p, int bi, int which, int j) {
-    const size_t T = (size_t)p->tile;
-    return p->kc.chunk[(size_t)j / T] + (((size_t)bi * 2 + (size_t)which) * T + (size_t)j % T) * (size_t)p->c.hidden;
+/* Head h's slice of row j of block bi's K (which = 0) or V (which = 1) in the cache; the rows up
+ * to the end of j's chunk follow it at stride hd (each head's rows of a chunk are contiguous, so a
+ * pass over them streams through memory). */
+static float *kv_row(const rc_pooler *p, int bi, int which, int h, int j) {
+    const size_t T = (size_t)p->tile, hd = (size_t)(p->c.hidden / p->c.heads);
+    return p->kc.chunk[(size_t)j / T] +
+           ((((size_t)bi * 2 + (size_t)which) * (size_t)p->c.heads + (size_t)h) * T + (size_t)j % T) * hd;
+}
+
+/* The projected rows Y[n][H] of tokens j0.. into the cache, head by head. */
+static void kv_store(const rc_pooler *p, int bi, int which, int j0, int n, const float *Y) {
+    const int H = p->c.hidden, hd = H / p->c.heads;
+    for (int h = 0; h < p->c.heads; h++)
+        for (int t = 0; t < n; t++)
+            memcpy(kv_row(p, bi, which, h, j0 + t), Y + (size_t)t * H + (size_t)h * hd, (size_t)hd * sizeof *Y);
 }
 
 /* How a run of L tokens with these keys uses the cache: rows [0, *n_use) are read from it,
@@ -389,15 +399,18 @@ typedef struct {
     int wsum; /* 0: scores (K rows), 1: weighted sums (V rows) */
 } xa_job;
 
-/* The rows of keys [a, ...) of one contiguous piece, *n of them. */
-static const float *xa_piece(const xa_job *j, int which, int a, int *n) {
+/* Head h's K or V rows of keys [a, ...) in one contiguous piece: *n rows at stride *ld. */
+static const float *xa_piece(const xa_job *j, int which, int h, int a, int *n, size_t *ld) {
+    const rc_pooler *p = j->p;
     if (j->rows) {
         *n = j->a1 - a;
-        return j->rows + (size_t)(a - j->a0) * j->p->c.hidden;
+        *ld = (size_t)p->c.hidden;
+        return j->rows + (size_t)(a - j->a0) * p->c.hidden + (size_t)h * (p->c.hidden / p->c.heads);
     }
-    const int end = (a / j->p->tile + 1) * j->p->tile;
+    const int end = (a / p->tile + 1) * p->tile;
     *n = (end < j->a1 ? end : j->a1) - a;
-    return kv_row(j->p, j->bi, which, a);
+    *ld = (size_t)(p->c.hidden / p->c.heads);
+    return kv_row(p, j->bi, which, h, a);
 }
 
 /* pass 1 (scores) or pass 2 (weighted V rows) of the keys [a0, a1), heads [h0, h1) */
@@ -409,11 +422,12 @@ static void xa_pairs(void *ctx, int64_t h0, int64_t h1, int worker) {
     (void)worker;
     for (int64_t h = h0; h < h1; h++)
         for (int a = j->a0, n; a < j->a1; a += n) { /* one piece of K or V rows serves every query */
-            const float *R = xa_piece(j, j->wsum, a, &n) + (size_t)h * hd;
+            size_t ld;
+            const float *R = xa_piece(j, j->wsum, (int)h, a, &n, &ld);
             for (int t = 0; t < S; t++) {
                 float *s = j->sc + ((size_t)h * S + (size_t)t) * j->ld + a;
-                if (j->wsum) k->attn_wsum(s, R, (size_t)H, n, (size_t)hd, j->att + (size_t)t * H + (size_t)h * hd);
-                else k->attn_scores(j->Q + (size_t)t * H + (size_t)h * hd, R, (size_t)H, n, (size_t)hd, j->scale, s);
+                if (j->wsum) k->attn_wsum(s, R, ld, n, (size_t)hd, j->att + (size_t)t * H + (size_t)h * hd);
+                else k->attn_scores(j->Q + (size_t)t * H + (size_t)h * hd, R, ld, n, (size_t)hd, j->scale, s);
             }
         }
 }
@@ -463,9 +477,11 @@ static recall_status cross_attn(rc_pooler *p, int bi, const rc_pooler_src *src, 
         b = tile_end(p, a, L);
         RC_TRY(tile_kn(p, w, src, a, b - a, err));
         if (a < n_fill) { /* [a, b) inside [n_use, n_fill): n_fill is L or a multiple of the tile */
-            proj(p, &w->cross.in_w, w->cross.in_b, H, H, p->tX, b - a, kv_row(p, bi, 0, a));
-            proj(p, &w->cross.in_w, w->cross.in_b, 2 * H, H, p->tX, b - a, kv_row(p, bi, 1, a));
-            xa_run(p, xa_pairs, 0, &j, NULL, a, b);
+            proj(p, &w->cross.in_w, w->cross.in_b, 2 * H, H, p->tX, b - a, p->tKV);
+            kv_store(p, bi, 1, a, b - a, p->tKV);
+            proj(p, &w->cross.in_w, w->cross.in_b, H, H, p->tX, b - a, p->tKV);
+            kv_store(p, bi, 0, a, b - a, p->tKV);
+            xa_run(p, xa_pairs, 0, &j, p->tKV, a, b);
         } else {
             proj(p, &w->cross.in_w, w->cross.in_b, H, H, p->tX, b - a, p->tKV);
             xa_run(p, xa_pairs, 0, &j, p->tKV, a, b);
