@@ -51,6 +51,19 @@ int cli_parse_draft(const char *cmd, const char *v, int *out) {
     return 0;
 }
 
+/* A decimal integer flag value in lo..hi into *out; -1 after naming the flag, value and range. */
+static int exec_int(const char *cmd, const char *flag, const char *v, long lo, long hi, const char *unit, int *out) {
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || end == v || *end || n < lo || n > hi) {
+        fprintf(stderr, "recall %s: %s %s: expected %ld..%ld%s\n", cmd, flag, v, lo, hi, unit);
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
 int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args *x) {
     const char *a = argv[*i];
     if (!strcmp(a, "--hugepages")) {
@@ -66,14 +79,8 @@ int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args 
     }
     const char *v = argv[++*i];
     if (is_pc) {
-        char *end;
-        errno = 0;
-        long n = strtol(v, &end, 10);
-        if (errno || end == v || *end || n < 0 || n > (1L << 30)) {
-            fprintf(stderr, "recall %s: --pooler-cache %s: expected 0..%ld MiB\n", cmd, v, 1L << 30);
-            return -1;
-        }
-        x->pooler_cache_mb = n ? (int)n : -1;
+        if (exec_int(cmd, a, v, 0, 1L << 30, " MiB", &x->pooler_cache_mb)) return -1;
+        if (!x->pooler_cache_mb) x->pooler_cache_mb = -1; /* 0 = off (rc_recall_opts: < 0) */
     } else if (is_screen) {
         if (rc_lm_screen_parse(v) < 0) {
             fprintf(stderr, "recall %s: --lm-head-screen %s: expected on, off or auto\n", cmd, v);
@@ -89,23 +96,9 @@ int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args 
         }
         x->rope_scaling = v;
     } else if (is_ctx) {
-        char *end;
-        errno = 0;
-        long n = strtol(v, &end, 10);
-        if (errno || end == v || *end || n < 1 || n > (1L << 24)) {
-            fprintf(stderr, "recall %s: --ctx %s: expected 1..%ld positions\n", cmd, v, 1L << 24);
-            return -1;
-        }
-        x->ctx = (int)n;
+        if (exec_int(cmd, a, v, 1, 1L << 24, " positions", &x->ctx)) return -1;
     } else if (is_threads) {
-        char *end;
-        errno = 0;
-        long n = strtol(v, &end, 10);
-        if (errno || end == v || *end || n < 1 || n > RC_MAX_THREADS) {
-            fprintf(stderr, "recall %s: --threads %s: expected 1..%d\n", cmd, v, RC_MAX_THREADS);
-            return -1;
-        }
-        x->threads = (int)n;
+        if (exec_int(cmd, a, v, 1, RC_MAX_THREADS, "", &x->threads)) return -1;
     } else {
         if (rc_simd_parse(v) < 0 && strcmp(v, "auto")) {
             fprintf(stderr, "recall %s: --simd %s: expected scalar, avx2, avx512, neon or auto\n", cmd, v);
