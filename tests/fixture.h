@@ -19,6 +19,10 @@ float *fixture_npz_f32(const char *path, const char *key, size_t *n);
 /* Same, as int32 (values must be integers). */
 int *fixture_npz_i32(const char *path, const char *key, size_t *n);
 
+/* Asserts got[0..n) and want[0..n) are the same bits; a failure names `what`, the first differing
+ * float and both bit patterns. */
+void fixture_expect_same_bits(const float *got, const float *want, size_t n, const char *what);
+
 /* Runs a shell command; returns its exit status (-1 if it did not exit) and, when out is not
  * NULL, its stdout (malloc'd, NUL-terminated). Aborts the test if the command cannot start. */
 int fixture_sh(const char *cmd, char **out);

@@ -26,17 +26,6 @@
 static const int Ls[] = {0, 1, 7, 17, 64, 65, 130, 700, 2000};
 #define N_L ((int)(sizeof Ls / sizeof Ls[0]))
 
-static void expect_same(const float *got, const float *want, size_t n, const char *what) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t a, b;
-        memcpy(&a, &got[i], 4);
-        memcpy(&b, &want[i], 4);
-        if (a != b)
-            cr_assert_fail("%s: first difference at float %zu: got 0x%08x (%.9g) want 0x%08x (%.9g)", what, i, a,
-                           (double)got[i], b, (double)want[i]);
-    }
-}
-
 static rc_exec *exec_for(rc_simd_path path, int threads) {
     rc_exec_opts o = {threads, rc_simd_name(path)};
     rc_exec *e = NULL;
@@ -49,6 +38,13 @@ static float *nanbuf(size_t n) {
     float *x = malloc((n ? n : 1) * sizeof *x);
     for (size_t i = 0; i < n; i++) x[i] = NAN;
     return x;
+}
+
+/* worldA's embeddings (for the row source) and pooler on ex (NULL: private contexts) */
+static void open_models(rc_blob *b, const rc_exec *ex, rc_qwen2 **m, rc_pooler **p) {
+    recall_err err = {0};
+    cr_assert_eq(rc_qwen2_open_ex(b, 4, ex, m, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_pooler_open_ex(b, ex, p, &err), RECALL_OK, "%s", err.msg);
 }
 
 /* pooler.npz's ids_700 cycled to 2000 ids (any L is a prefix) */
@@ -111,7 +107,7 @@ static void expect_golden(rc_pooler *p, spy_rows *sp, const int32_t *keys, const
     cr_assert_eq(run(p, sp, keys, L, tile, out, &err), RECALL_OK, "%s: %s", what, err.msg);
     char msg[160];
     snprintf(msg, sizeof msg, "%s, %s L=%d", what, weights, L);
-    expect_same(out, want, 8 * 64, msg);
+    fixture_expect_same_bits(out, want, 8 * 64, msg);
     free(out);
     free(want);
 }
@@ -141,8 +137,7 @@ Test(pooler_stream, whole_history_bits_every_path_thread_tile, .timeout = 600) {
                 recall_err err = {0};
                 rc_qwen2 *m = NULL;
                 rc_pooler *p = NULL;
-                cr_assert_eq(rc_qwen2_open_ex(b, 4, ex, &m, &err), RECALL_OK, "%s", err.msg);
-                cr_assert_eq(rc_pooler_open_ex(b, ex, &p, &err), RECALL_OK, "%s", err.msg);
+                open_models(b, ex, &m, &p);
                 spy_rows sp = {{m, ids}, NULL, 64, 0, 0, 0, 0, 0, -1};
                 for (int k = 0; k < 4; k++) {
                     cr_assert_eq(rc_pooler_set_tile(p, tiles[k], &err), RECALL_OK, "%s", err.msg);
@@ -173,8 +168,7 @@ Test(pooler_stream, cache_gives_the_same_bits, .timeout = 300) {
     recall_err err = {0};
     rc_qwen2 *m = NULL;
     rc_pooler *p = NULL;
-    cr_assert_eq(rc_qwen2_open_ex(b, 4, ex, &m, &err), RECALL_OK, "%s", err.msg);
-    cr_assert_eq(rc_pooler_open_ex(b, ex, &p, &err), RECALL_OK, "%s", err.msg);
+    open_models(b, ex, &m, &p);
     const int T = 7;
     cr_assert_eq(rc_pooler_set_tile(p, T, &err), RECALL_OK, "%s", err.msg);
     int32_t *ids = golden_ids();
@@ -218,7 +212,7 @@ Test(pooler_stream, cache_gives_the_same_bits, .timeout = 300) {
     cr_assert_eq(run(ref, &sa, NULL, 130, RC_POOLER_TILE, want, &err), RECALL_OK, "%s", err.msg);
     cr_assert_eq(run(p, &sa, alt, 130, T, got, &err), RECALL_OK, "%s", err.msg);
     stats_are(p, 100, 30, 0, "changed id at 100");
-    expect_same(got, want, 8 * 64, "changed id at 100");
+    fixture_expect_same_bits(got, want, 8 * 64, "changed id at 100");
     cr_expect_eq(sa.rows, c->blocks * 30, "only rows 100..129 are fetched, once per block");
     expect_golden(p, &sp, ids, "f32", 130, T, "back to the original ids");
     stats_are(p, 100, 30, 0, "back to the original ids");
@@ -254,8 +248,7 @@ Test(pooler_stream, failing_row_source_leaves_a_consistent_cache, .timeout = 300
     recall_err err = {0};
     rc_qwen2 *m = NULL;
     rc_pooler *p = NULL;
-    cr_assert_eq(rc_qwen2_open_ex(b, 4, ex, &m, &err), RECALL_OK, "%s", err.msg);
-    cr_assert_eq(rc_pooler_open_ex(b, ex, &p, &err), RECALL_OK, "%s", err.msg);
+    open_models(b, ex, &m, &p);
     const int T = 16;
     cr_assert_eq(rc_pooler_set_tile(p, T, &err), RECALL_OK, "%s", err.msg);
     rc_pooler_set_cache(p, 1000 * rc_pooler_cache_bytes_per_token(p));
@@ -290,11 +283,9 @@ Test(pooler_stream, failing_row_source_leaves_a_consistent_cache, .timeout = 300
  * token (plus an eighth of slack), not the H-wide rows of P, kn, K and V. */
 Test(pooler_stream, scratch_grows_by_the_scores_only) {
     rc_blob *b = fixture_open_worldA("f32");
-    recall_err err = {0};
     rc_qwen2 *m = NULL;
     rc_pooler *p = NULL;
-    cr_assert_eq(rc_qwen2_open(b, 4, &m, &err), RECALL_OK, "%s", err.msg);
-    cr_assert_eq(rc_pooler_open(b, &p, &err), RECALL_OK, "%s", err.msg);
+    open_models(b, NULL, &m, &p);
     const rc_pooler_config *c = rc_pooler_cfg(p);
     int32_t *ids = golden_ids();
     spy_rows sp = {{m, ids}, NULL, 64, 0, 0, 0, 0, 0, -1};
@@ -432,7 +423,7 @@ Test(pooler_stream, real_head_width_every_path_thread_tile_cache, .timeout = 600
                             char what[128];
                             snprintf(what, sizeof what, "%s, %d threads, tile %d, cache %d, rep %d, L = %d", ex->k.name,
                                      threads[ti], tiles[k], cache, rep, hist[h]);
-                            expect_same(out, want + (size_t)h * S * H, (size_t)S * H, what);
+                            fixture_expect_same_bits(out, want + (size_t)h * S * H, (size_t)S * H, what);
                             free(out);
                             checked++;
                         }
