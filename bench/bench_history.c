@@ -153,10 +153,13 @@ static int history(const char *blob, int N, int cache_mb, int reps, rc_exec_opts
     rc_qwen2_fwd f0 = {.ids = &bos, .n = 1};
     float *logits = malloc((size_t)V * sizeof *logits);
     if (!logits || rc_qwen2_forward(m, &f0, &err)) die("bos", &err);
-    double t0 = bench_now_s(), forward_s = -1;
+    double t0 = bench_now_s(), c0 = bench_cpu_s(), forward_s = -1, forward_cpu = -1;
     rc_qwen2_fwd fr = {.embeds = in, .n = rows ? rows : 64, .logits_last = logits}; /* --rows 0: 64 untimed */
     if (rc_qwen2_forward(m, &fr, &err)) die("rebuild forward", &err);
-    if (rows) forward_s = bench_now_s() - t0;
+    if (rows) {
+        forward_s = bench_now_s() - t0;
+        forward_cpu = bench_cpu_s() - c0;
+    }
     const double rss_open = bench_status_mib("VmRSS:");
     /* the previous rebuild (cache: the history up to N - 64 goes in) */
     if (cache_mb > 0 && N > 64) pool(p, m, ids, N - 64, 1, sp);
@@ -185,10 +188,10 @@ static int history(const char *blob, int N, int cache_mb, int reps, rc_exec_opts
     for (int i = 0; i < S * H; i++) norm += (double)sp[i] * sp[i];
     loadavg(load1, sizeof load1);
     printf("history tree=%s N=%d cache_mb=%d threads=%d simd=%s reps=%d pooler_s=%.4f pooler_min_s=%.4f "
-           "pooler_cpu_s=%.4f forward_rows=%d forward_s=%.3f rebuild_s=%.3f rss_open_mib=%.1f rss_before_mib=%.1f "
+           "pooler_cpu_s=%.4f forward_rows=%d forward_s=%.3f forward_cpu_s=%.3f rebuild_s=%.3f rss_open_mib=%.1f rss_before_mib=%.1f "
            "peak_mib=%.1f growth_kib_per_token=%.2f cache_mib=%.1f scratch_mib=%.1f peak_reset=%s sp_sumsq=%.6f "
            "load_before=%s load_after=%s\n",
-           TREE, N, cache_mb, ex->threads, ex->k.name, reps, pool_s, wall[0], pool_cpu, rows, forward_s,
+           TREE, N, cache_mb, ex->threads, ex->k.name, reps, pool_s, wall[0], pool_cpu, rows, forward_s, forward_cpu,
            forward_s < 0 ? -1.0 : pool_s + forward_s, rss_open, rss_before, peak, (peak - rss_open) * 1024.0 / (double)last, cache_mib,
            scratch_mib, reset ? "yes" : "no", norm, load0, load1);
     free(ids);
@@ -255,10 +258,16 @@ static int other(const char *blob, int N, rc_exec_opts eo) {
     one.n_buf = 0;
     sealed.n_buf = 0;
     rc_retrieval rv;
-    double t0 = bench_now_s();
-    if (rc_retrieve_bge(&rt, &one, f, 2, 16, &kc, &rv, &err)) die("retrieve", &err);
-    const double block_s = bench_now_s() - t0;
-    rc_retrieval_free(&rv);
+    double blk[4];
+    for (int r = 0; r < 4; r++) { /* the first also maps BERT's weights: the median of the last 3 */
+        kc.n = 0;
+        const double t0 = bench_now_s();
+        if (rc_retrieve_bge(&rt, &one, f, 2, 16, &kc, &rv, &err)) die("retrieve", &err);
+        blk[r] = bench_now_s() - t0;
+        rc_retrieval_free(&rv);
+    }
+    qsort(blk + 1, 3, sizeof *blk, cmp_d);
+    const double block_s = blk[2];
     /* every sealed block's key in the cache (values do not change the cost of scoring them) */
     kc.d = d;
     kc.cap = kc.n = nb;
@@ -272,7 +281,7 @@ static int other(const char *blob, int N, rc_exec_opts eo) {
     /* the session file: the whole conversation, written atomically (fsync'd) */
     char path[64];
     snprintf(path, sizeof path, "/tmp/bench_history_%ld.session", (long)getpid());
-    t0 = bench_now_s();
+    const double t0 = bench_now_s();
     if (rc_session_save(path, ids, (size_t)N, 151936, &err)) die("session", &err);
     const double session_s = bench_now_s() - t0;
     unlink(path);

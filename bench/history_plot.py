@@ -3,13 +3,15 @@
 
 usage: python3 bench/history_plot.py RESULTS [-o OUT.svg] [--title TEXT] [--note TEXT]
 
-RESULTS holds the "history ..." lines of bench/bench_history.c (any other line is skipped).
+RESULTS holds the "history ..." lines of bench/bench_history.c (any other line, and the runs that
+timed the rebuild's forward, are skipped).
 Three panels over the evicted history N (log scale): the pooler's CPU seconds per rebuild, its
 wall seconds, and the peak resident memory above the process's baseline (rss_open). One curve
 per configuration: the tree before the streaming pooler ("whole"), the streaming pooler without
 a cache, and with a cache of M MiB. The legend gives each curve's slope between its smallest and
-largest N (per evicted token); --note adds a line at the bottom (host, date, command). Standard
-library only.
+largest N (per evicted token); a dashed line marks the rebuild's decoder forward (a constant: a
+rebuild costs the pooler plus that), from the run that timed it. --note adds a line at the bottom
+(host, date, command). Standard library only.
 """
 import math
 import sys
@@ -18,14 +20,20 @@ COLOURS = ["#c0392b", "#2471a3", "#1e8449", "#b9770e", "#7d3c98"]
 
 
 def parse(path):
-    rows = []
+    """(pooler rows, the rebuild forward's {"cpu", "wall"} seconds of this tree or None)"""
+    rows, fwd = [], None
     with open(path) as f:
         for line in f:
             if not line.startswith("history "):
                 continue
             kv = dict(tok.split("=", 1) for tok in line.split()[1:] if "=" in tok)
+            if kv.get("forward_rows", "0") != "0":  # a run that timed the rebuild's forward
+                if kv.get("tree") == "stream" and "forward_cpu_s" in kv:
+                    fwd = {"cpu": float(kv["forward_cpu_s"]), "wall": float(kv["forward_s"]),
+                           "rows": int(kv["forward_rows"])}
+                continue
             rows.append(kv)
-    return rows
+    return rows, fwd
 
 
 def label(tree, cache_mb):
@@ -33,7 +41,7 @@ def label(tree, cache_mb):
         return "before: the whole history at once"
     if cache_mb == 0:
         return "streaming, no cache"
-    return "streaming + cache of %d MiB" % cache_mb
+    return "streaming + cache of %d MiB%s" % (cache_mb, " (the default)" if cache_mb == 256 else "")
 
 
 def series(rows):
@@ -58,7 +66,7 @@ def fmt_n(n):
 def fmt_v(v, unit):
     if unit == "s":
         return "%g s" % float("%.2g" % v) if v >= 0.01 else "%g ms" % float("%.2g" % (v * 1e3))
-    return "%g GiB" % float("%.2g" % (v / 1024)) if v >= 1024 else "%g MiB" % float("%.2g" % v)
+    return "%s MiB" % format(float("%.2g" % v), ",g")
 
 
 def slope_text(pts, field, unit):
@@ -71,8 +79,10 @@ def slope_text(pts, field, unit):
     return "%.3g KiB/token" % (s * 1024)
 
 
-def panel(out, x0, y0, w, h, title, data, field, unit, nmin, nmax):
+def panel(out, x0, y0, w, h, title, data, field, unit, nmin, nmax, hline=None):
     vals = [p[field] for _, pts in data for _, p in pts if p[field] > 0]
+    if hline:
+        vals.append(hline[0])
     lo = 10 ** math.floor(math.log10(min(vals))) if vals else 1
     hi = 10 ** math.ceil(math.log10(max(vals))) if vals else 10
     if hi <= lo:
@@ -108,6 +118,11 @@ def panel(out, x0, y0, w, h, title, data, field, unit, nmin, nmax):
         n *= 4
     out.append('<text x="%.1f" y="%d" font-size="11" text-anchor="middle">evicted history (tokens)</text>' %
                (x0 + w / 2, y0 + h + 30))
+    if hline:  # a constant to compare with: dashed, labelled on the line
+        y = Y(hline[0])
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#555" stroke-dasharray="6,4"/>' % (x0, y, x0 + w, y))
+        out.append('<text x="%d" y="%.1f" font-size="10" fill="#555">%s: %s</text>' % (x0 + 6, y - 4, hline[1],
+                                                                                    fmt_v(hline[0], unit)))
     for i, (key, pts) in enumerate(data):
         c = COLOURS[i % len(COLOURS)]
         xy = [(X(n), Y(p[field])) for n, p in pts if p[field] > 0]
@@ -144,7 +159,7 @@ def main(argv):
             print("history_plot.py: unexpected argument %r" % argv[i], file=sys.stderr)
             return 2
         i += 2
-    rows = parse(argv[1])
+    rows, fwd = parse(argv[1])
     if not rows:
         print("history_plot.py: no history lines in %s" % argv[1], file=sys.stderr)
         return 1
@@ -152,7 +167,7 @@ def main(argv):
     ns = [n for _, pts in data for n, _ in pts]
     nmin = 2 ** math.floor(math.log2(min(ns)))
     nmax = 2 ** math.ceil(math.log2(max(ns)))
-    W, PW, PH = 1280, 360, 300
+    W, PW, PH = 1340, 360, 300
     H = 70 + PH + 50 + 16 * len(data) + 30
     svg = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif">' % (W, H),
            '<rect width="100%" height="100%" fill="white"/>',
@@ -160,7 +175,8 @@ def main(argv):
     for k, (field, unit, t) in enumerate([("cpu", "s", "pooler CPU time per rebuild (all threads)"),
                                           ("wall", "s", "pooler wall time per rebuild"),
                                           ("mem", "m", "peak memory above the baseline")]):
-        panel(svg, 80 + k * (PW + 70), 70, PW, PH, t, data, field, unit, nmin, nmax)
+        hl = (fwd[field], "the rebuild's %d-row decoder forward" % fwd["rows"]) if fwd and field in fwd else None
+        panel(svg, 80 + k * (PW + 80), 70, PW, PH, t, data, field, unit, nmin, nmax, hl)
     if note:
         svg.append('<text x="20" y="%d" font-size="11" fill="#555">%s</text>' % (H - 10, note.replace("&", "&amp;")
                                                                                 .replace("<", "&lt;")))
