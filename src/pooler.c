@@ -476,16 +476,14 @@ static recall_status cross_attn(rc_pooler *p, int bi, const rc_pooler_src *src, 
     for (int a = n_use, b; a < L; a = b) {
         b = tile_end(p, a, L);
         RC_TRY(tile_kn(p, w, src, a, b - a, err));
-        if (a < n_fill) { /* [a, b) inside [n_use, n_fill): n_fill is L or a multiple of the tile */
+        const int fill = a < n_fill; /* [a, b) inside [n_use, n_fill): n_fill is L or a multiple of the tile */
+        if (fill) {
             proj(p, &w->cross.in_w, w->cross.in_b, 2 * H, H, p->tX, b - a, p->tKV);
             kv_store(p, bi, 1, a, b - a, p->tKV);
-            proj(p, &w->cross.in_w, w->cross.in_b, H, H, p->tX, b - a, p->tKV);
-            kv_store(p, bi, 0, a, b - a, p->tKV);
-            xa_run(p, xa_pairs, 0, &j, p->tKV, a, b);
-        } else {
-            proj(p, &w->cross.in_w, w->cross.in_b, H, H, p->tX, b - a, p->tKV);
-            xa_run(p, xa_pairs, 0, &j, p->tKV, a, b);
         }
+        proj(p, &w->cross.in_w, w->cross.in_b, H, H, p->tX, b - a, p->tKV);
+        if (fill) kv_store(p, bi, 0, a, b - a, p->tKV);
+        xa_run(p, xa_pairs, 0, &j, p->tKV, a, b);
     }
     xa_run(p, xa_softmax, 0, &j, NULL, 0, L);
     /* pass 2: V weighted by the probabilities, keys ascending */
