@@ -74,7 +74,7 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = synth-copy realshape bench-loop bench-long soak soak-lsan bench-tok bench-kv-pages bench-draft test-sbs
+PHONY_EXTRA = synth-copy realshape bench-loop bench-long bench-history soak soak-lsan bench-tok bench-kv-pages bench-draft test-sbs
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   abi-check cli-doc \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
@@ -90,6 +90,8 @@ help:
 	@echo "  bench-loop  fast vs reference loop schedule on worldA problem 0 (rows and time per turn)"
 	@echo "  bench-draft plain vs --draft N decode tok/s + acceptance on the synth blob (BENCH_ARGS='--draft 8')"
 	@echo "  bench-long  prefill/decode tok/s, KV bytes, peak RSS at 4k..32k on the synth blob (LONG_LENS=..)"
+	@echo "  bench-history  a rebuild's pooler time and peak RSS as the evicted history grows to 64k, with and"
+	@echo "              without the pooler cache, and what else grows (HISTORY_LENS=..; synth blob)"
 	@echo "  soak        200 worldA chat turns via recall chat --session, SIGKILLed at seeded points (SOAK_ARGS=)"
 	@echo "  soak-lsan   a shorter soak with ./recall built with ASan + LeakSanitizer (build-asan/recall)"
 	@echo "  bench-tok   tokenizer MB/s (BPE encode/decode, WordPiece encode), 1 thread, no blob needed"
@@ -158,7 +160,7 @@ INCDIR  ?= $(PREFIX)/include
 # VERSION and soname policy (docs/API.md): MAJOR.MINOR.PATCH; the soname is librecall.so.MAJOR and
 # changes only when a program linked against an earlier library would stop working (a symbol
 # removed, a frozen struct changed). Appending option fields or adding functions is a MINOR step.
-VERSION  = 0.2.0
+VERSION  = 0.3.0
 SOMAJOR  = $(firstword $(subst ., ,$(VERSION)))
 API_HEADERS = src/recall.h src/status.h
 # The shared object links position-independent copies of the library objects (build/pic/).
@@ -360,6 +362,24 @@ $(BUILD)/longctx_bench: bench/longctx_bench.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 bench-long: $(BUILD)/longctx_bench
 	@for n in $(LONG_LENS); do ./$(BUILD)/longctx_bench $(SYNTH)/r1-1.5b-nf4.blob --len $$n $(BENCH_ARGS) || exit 1; done
+
+# A rebuild as the evicted history grows (bench/bench_history.c): pooler time (wall, CPU), the
+# rebuild's 800-row forward and the peak RSS per history length, one process each, without the
+# pooler cache and with one that holds the whole history; then what else grows (--other: the
+# archive, the bridge keys, a fire's scoring, the session file). HISTORY_LENS='1024 4096',
+# BENCH_ARGS='--threads 2 --reps 3'. bench/history_plot.py draws the table into an SVG.
+HISTORY_LENS ?= 1024 4096 16384 65536
+HISTORY_CACHE_MB ?= 2600
+$(BUILD)/bench_history: bench/bench_history.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+bench-history: $(BUILD)/bench_history
+	./$(BUILD)/bench_history $(SYNTH)/r1-1.5b-nf4.blob --len $(firstword $(HISTORY_LENS)) --reps 1 $(BENCH_ARGS)
+	@for n in $(HISTORY_LENS); do \
+	  ./$(BUILD)/bench_history $(SYNTH)/r1-1.5b-nf4.blob --len $$n --rows 0 $(BENCH_ARGS) || exit 1; \
+	  ./$(BUILD)/bench_history $(SYNTH)/r1-1.5b-nf4.blob --len $$n --rows 0 --cache-mb $(HISTORY_CACHE_MB) $(BENCH_ARGS) \
+	    || exit 1; \
+	done
+	./$(BUILD)/bench_history $(SYNTH)/r1-1.5b-nf4.blob --other $(lastword $(HISTORY_LENS))
 
 # Long-running sessions (bench/soak.c, not part of `make test`): an uninterrupted reference chat,
 # then the same chat SIGKILLed at seeded points and restarted from the session file; checks every

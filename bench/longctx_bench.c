@@ -23,34 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
-
-static double peak_rss_mib(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss / 1024.0; /* Linux: KiB */
-}
-
-/* CPU seconds (user + system, all threads) this process has used: on a shared machine, tok per
- * CPU-second is the figure that other processes' load disturbs least. */
-static double cpu_s(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-/* Current resident set (VmRSS) in MiB, or -1 where /proc is missing. */
-static double rss_now_mib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    double kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) kb = atof(line + 6);
-    fclose(f);
-    return kb < 0 ? -1 : kb / 1024.0;
-}
 
 static int argmax(const float *x, int n) {
     int t = 0;
@@ -112,10 +85,10 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < P; i++) ids[i] = (int32_t)(((int64_t)i * 7919 + 13) % 151643); /* below the specials */
     for (int i = 0; i < V; i++) logits[i] = NAN; /* poisoned: a skipped row would stay NaN */
-    const double rss_before = rss_now_mib();
+    const double rss_before = bench_status_mib("VmRSS:");
     rc_qwen2_fwd f;
     memset(&f, 0, sizeof f);
-    double t0 = bench_now_s(), c0 = cpu_s();
+    double t0 = bench_now_s(), c0 = bench_cpu_s();
     for (int at = 0; at < P; at += R) {
         f.ids = ids + at;
         f.n = P - at < R ? P - at : R;
@@ -127,10 +100,10 @@ int main(int argc, char **argv) {
         double t = bench_now_s() - t0;
         fprintf(stderr, "\rprefill %d/%d positions, %.1f s, %.2f tok/s   ", at + f.n, P, t, (at + f.n) / t);
     }
-    const double t_prefill = bench_now_s() - t0, c_prefill = cpu_s() - c0;
+    const double t_prefill = bench_now_s() - t0, c_prefill = bench_cpu_s() - c0;
     fprintf(stderr, "\n");
     int ok = rc_qwen2_n_cached(m) == P && isfinite(logits[argmax(logits, V)]);
-    double t1 = bench_now_s(), c1 = cpu_s();
+    double t1 = bench_now_s(), c1 = bench_cpu_s();
     for (int s = 0; s < D && ok; s++) {
         int32_t t = argmax(logits, V);
         for (int i = 0; i < V; i++) logits[i] = NAN;
@@ -143,8 +116,8 @@ int main(int argc, char **argv) {
         }
         ok = rc_qwen2_n_cached(m) == P + s + 1 && isfinite(logits[argmax(logits, V)]);
     }
-    const double t_decode = bench_now_s() - t1, c_decode = cpu_s() - c1;
-    const double kv_mib = rc_qwen2_kv_bytes(m) / 1048576.0, peak = peak_rss_mib();
+    const double t_decode = bench_now_s() - t1, c_decode = bench_cpu_s() - c1;
+    const double kv_mib = rc_qwen2_kv_bytes(m) / 1048576.0, peak = bench_peak_rss_mib();
     printf("longctx N=%d simd=%s threads=%d attn=%d:%d load=%s: prefill %d tok %.1f s %.2f tok/s (cpu %.1f s); decode %d steps "
            "at %d..%d %.3f s %.2f tok/s (cpu %.3f s); kv %.1f MiB (%zu B, capacity %d); rss before prefill %.1f MiB; peak rss %.1f MiB; "
            "peak-kv %.1f MiB; finite %s; last logits xxh64 %016llx\n",

@@ -1,7 +1,7 @@
 /* soak.c - `make soak`: a long chat through `recall chat --session`, killed by SIGKILL at seeded
  * random points and restarted from the session file.
  *
- *   soak RECALL_BIN BLOB [--turns N] [--kills K] [--seed S] [--reply-cap M]
+ *   soak RECALL_BIN BLOB [--turns N] [--kills K] [--seed S] [--reply-cap M] [--pooler-cache MB]
  *
  * 1. Reference: one uninterrupted chat of N turns (seeded messages, reply cap M). After each turn
  *    ("[trace] session saved" on the child's stderr) the session file is loaded with the library;
@@ -71,6 +71,8 @@ typedef struct {
     buf o, e; /* everything read from its stdout / stderr */
 } child;
 
+static const char *pooler_cache = "256"; /* recall chat --pooler-cache (--pooler-cache MB; 256 = its default) */
+
 static child spawn(const char *bin, const char *blob, const char *sess, const char *cap) {
     int pi[2], po[2], pe[2];
     if (pipe(pi) || pipe(po) || pipe(pe)) die("%s pipe: errno %ld", "", errno);
@@ -82,7 +84,8 @@ static child spawn(const char *bin, const char *blob, const char *sess, const ch
         dup2(po[1], 1);
         dup2(pe[1], 2);
         for (int fd = 3; fd < 64; fd++) close(fd);
-        execl(bin, bin, "chat", blob, "--session", sess, "--trace", "--max-turn-tokens", cap, (char *)NULL);
+        execl(bin, bin, "chat", blob, "--session", sess, "--trace", "--max-turn-tokens", cap, "--pooler-cache",
+              pooler_cache, (char *)NULL);
         _exit(127);
     }
     close(pi[0]);
@@ -184,7 +187,7 @@ static void only_session_left(const char *dir) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: soak RECALL_BIN BLOB [--turns N] [--kills K] [--seed S] [--reply-cap M]\n");
+        fprintf(stderr, "usage: soak RECALL_BIN BLOB [--turns N] [--kills K] [--seed S] [--reply-cap M] [--pooler-cache MB]\n");
         return 2;
     }
     const char *bin = argv[1], *blob = argv[2], *cap = "8";
@@ -195,6 +198,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--kills")) K = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--seed")) seed = strtoul(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--reply-cap")) cap = argv[i + 1];
+        else if (!strcmp(argv[i], "--pooler-cache")) pooler_cache = argv[i + 1];
         else die("unknown argument %s%ld", argv[i], 0);
     }
     if (N < 1 || K < 0 || K > N - 1) die("%sbad --turns / --kills (%ld)", "", N);
@@ -316,10 +320,10 @@ int main(int argc, char **argv) {
     unlink(sess);
     rmdir(dir);
 
-    printf("soak: %d turns, reply cap %s, seed %lu: reference run %.1f s; killed run %.1f s with %d SIGKILLs "
+    printf("soak: %d turns, reply cap %s, pooler cache %s MiB, seed %lu: reference run %.1f s; killed run %.1f s with %d SIGKILLs "
            "(%d during generation, %d around the save: %d left FILE.tmp mid-save, %d after the rename), "
            "%d restarts from the session file\n",
-           N, cap, seed, t_ref, t_kill, kills_gen + kills_save, kills_gen, kills_save, mid_save, after_rename,
+           N, cap, pooler_cache, seed, t_ref, t_kill, kills_gen + kills_save, kills_gen, kills_save, mid_save, after_rename,
            restarts);
     printf("soak: after every kill the session opened and held exactly the reference's ids at a completed turn; "
            "%d turns' printed text = the reference's; final session = the uninterrupted run's (%zu ids); "

@@ -3,6 +3,7 @@
  *   silu_mul: g[i] = (g[i] / (1 + rc_expf(-g[i]))) * u[i]          (qwen2 MLP, [rows*ffn])
  *   gelu    : x[i] = (x[i] * 0.5f) * (1 + rc_erff(x[i] * 1/sqrt2))  (bert / pooler FFN)
  *   softmax : in place over one attention row s[n]
+ *   sincos  : rc_sincosf over an array (the pooler's positional encoding), in double as the reference
  * The same operation sequence as the scalar code (see act_avx512.c). rc_erff's 8-entry
  * coefficient rows are looked up per double lane with two vpermps over the row seen as 16
  * floats (entries 0-3 / 4-7) and a blend: exact copies, no arithmetic.
@@ -123,10 +124,58 @@ static void avx2_softmax(float *s, size_t n) {
     for (; i < n; i++) s[i] = s[i] / sum;
 }
 
+/* rc_sincosf's double core on 4 lanes, as sincos8 in act_avx512.c (no fma; lanes finite with
+ * |x| < 2^30, checked by the caller). */
+AINLINE __m128 sincos4(__m128 xf, __m128 *cf) {
+    const __m256d x = _mm256_cvtps_pd(xf), half = _mm256_set1_pd(0.5), one = _mm256_set1_pd(1.0);
+    const __m256d t = _mm256_mul_pd(x, _mm256_set1_pd(6.36619772367581382433e-01));
+    const __m256d nonneg = _mm256_cmp_pd(t, _mm256_setzero_pd(), _CMP_GE_OQ);
+    const __m256d h = _mm256_blendv_pd(_mm256_sub_pd(t, half), _mm256_add_pd(t, half), nonneg);
+    const __m256d kd = _mm256_round_pd(h, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m256d r = _mm256_sub_pd(x, _mm256_mul_pd(kd, _mm256_set1_pd(1.57079632673412561417e+00)));
+    r = _mm256_sub_pd(r, _mm256_mul_pd(kd, _mm256_set1_pd(6.07710050630396597660e-11)));
+    r = _mm256_sub_pd(r, _mm256_mul_pd(kd, _mm256_set1_pd(2.02226624879595063154e-21)));
+    const __m256d r2 = _mm256_mul_pd(r, r), sign = _mm256_set1_pd(-0.0);
+    __m256d ts = r, ps = r, tc = one, pc = one;
+    for (int i = 1; i <= 10; i++) {
+        ts = _mm256_div_pd(_mm256_mul_pd(_mm256_xor_pd(ts, sign), r2), _mm256_set1_pd((double)((2 * i) * (2 * i + 1))));
+        ps = _mm256_add_pd(ps, ts);
+        tc = _mm256_div_pd(_mm256_mul_pd(_mm256_xor_pd(tc, sign), r2), _mm256_set1_pd((double)((2 * i - 1) * (2 * i))));
+        pc = _mm256_add_pd(pc, tc);
+    }
+    const __m256d fl = _mm256_round_pd(_mm256_mul_pd(kd, _mm256_set1_pd(0.25)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m256d q = _mm256_sub_pd(kd, _mm256_mul_pd(fl, _mm256_set1_pd(4.0)));
+    const __m256d q1 = _mm256_cmp_pd(q, one, _CMP_EQ_OQ), q2 = _mm256_cmp_pd(q, _mm256_set1_pd(2.0), _CMP_EQ_OQ),
+                  q3 = _mm256_cmp_pd(q, _mm256_set1_pd(3.0), _CMP_EQ_OQ);
+    const __m256d nps = _mm256_xor_pd(ps, sign), npc = _mm256_xor_pd(pc, sign);
+    const __m256d s = _mm256_blendv_pd(_mm256_blendv_pd(_mm256_blendv_pd(ps, pc, q1), nps, q2), npc, q3);
+    const __m256d c = _mm256_blendv_pd(_mm256_blendv_pd(_mm256_blendv_pd(pc, nps, q1), npc, q2), ps, q3);
+    *cf = _mm256_cvtpd_ps(c);
+    return _mm256_cvtpd_ps(s);
+}
+
+static void avx2_sincos(const float *x, float *s, float *c, size_t n) {
+    const __m256 lim = _mm256_set1_ps(1073741824.0f), absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i); /* |v| < 2^30 in every lane; NaN compares false */
+        if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(v, absmask), lim, _CMP_LT_OQ)) != 0xff) {
+            rc_sincos_f32(x + i, s + i, c + i, 8);
+            continue;
+        }
+        __m128 c0, c1; /* two independent halves: twice the division chains in flight */
+        const __m128 s0 = sincos4(_mm256_castps256_ps128(v), &c0), s1 = sincos4(_mm256_extractf128_ps(v, 1), &c1);
+        _mm256_storeu_ps(s + i, _mm256_set_m128(s1, s0));
+        _mm256_storeu_ps(c + i, _mm256_set_m128(c1, c0));
+    }
+    rc_sincos_f32(x + i, s + i, c + i, n - i);
+}
+
 int rc_act_avx2(rc_kernels *k) {
     k->silu_mul = avx2_silu_mul;
     k->gelu = avx2_gelu;
     k->softmax = avx2_softmax;
+    k->sincos = avx2_sincos;
     return 1;
 }
 

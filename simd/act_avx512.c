@@ -3,6 +3,7 @@
  *   silu_mul: g[i] = (g[i] / (1 + rc_expf(-g[i]))) * u[i]          (qwen2 MLP, [rows*ffn])
  *   gelu    : x[i] = (x[i] * 0.5f) * (1 + rc_erff(x[i] * 1/sqrt2))  (bert / pooler FFN)
  *   softmax : in place over one attention row s[n]
+ *   sincos  : rc_sincosf over an array (the pooler's positional encoding), in double as the reference
  * Each vector function repeats the scalar sequence operation for operation: the same float
  * constants, the same rounding steps, fma where the reference writes fmaf/fma, and the scalar
  * special cases (NaN, overflow, underflow, |x| >= 4 for erf) as lane blends. Tails (n % 16)
@@ -118,10 +119,67 @@ static void avx512_softmax(float *s, size_t n) {
     for (; i < n; i++) s[i] = s[i] / sum;
 }
 
+/* rc_sincosf's double core (ops.c sincos_d) on 8 lanes, operation for operation (no fma: the
+ * scalar code has none): round-half-away quotient by pi/2, the 3-part reduction, the two Taylor
+ * chains with their divisions, the quadrant from kd mod 4 (kd - 4 floor(kd / 4), exact), then one
+ * rounding to float. Lanes must be finite with |x| < 2^30 (the caller checks). */
+AINLINE __m512d neg8(__m512d v) { /* -v: the sign bit flipped, as C's unary minus */
+    return _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(v), _mm512_set1_epi64((long long)0x8000000000000000ull)));
+}
+
+AINLINE void sincos8(__m256 xf, __m256 *sf, __m256 *cf) {
+    const __m512d x = _mm512_cvtps_pd(xf), half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
+    const __m512d t = _mm512_mul_pd(x, _mm512_set1_pd(6.36619772367581382433e-01));
+    const __mmask8 nonneg = _mm512_cmp_pd_mask(t, _mm512_setzero_pd(), _CMP_GE_OQ);
+    const __m512d h = _mm512_mask_add_pd(_mm512_sub_pd(t, half), nonneg, t, half);
+    const __m512d kd = _mm512_roundscale_pd(h, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m512d r = _mm512_sub_pd(x, _mm512_mul_pd(kd, _mm512_set1_pd(1.57079632673412561417e+00)));
+    r = _mm512_sub_pd(r, _mm512_mul_pd(kd, _mm512_set1_pd(6.07710050630396597660e-11)));
+    r = _mm512_sub_pd(r, _mm512_mul_pd(kd, _mm512_set1_pd(2.02226624879595063154e-21)));
+    const __m512d r2 = _mm512_mul_pd(r, r);
+    __m512d ts = r, ps = r, tc = one, pc = one;
+    for (int i = 1; i <= 10; i++) {
+        ts = _mm512_div_pd(_mm512_mul_pd(neg8(ts), r2), _mm512_set1_pd((double)((2 * i) * (2 * i + 1))));
+        ps = _mm512_add_pd(ps, ts);
+        tc = _mm512_div_pd(_mm512_mul_pd(neg8(tc), r2), _mm512_set1_pd((double)((2 * i - 1) * (2 * i))));
+        pc = _mm512_add_pd(pc, tc);
+    }
+    const __m512d fl = _mm512_roundscale_pd(_mm512_mul_pd(kd, _mm512_set1_pd(0.25)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m512d q = _mm512_sub_pd(kd, _mm512_mul_pd(fl, _mm512_set1_pd(4.0)));
+    const __mmask8 q1 = _mm512_cmp_pd_mask(q, one, _CMP_EQ_OQ), q2 = _mm512_cmp_pd_mask(q, _mm512_set1_pd(2.0), _CMP_EQ_OQ),
+                   q3 = _mm512_cmp_pd_mask(q, _mm512_set1_pd(3.0), _CMP_EQ_OQ);
+    const __m512d nps = neg8(ps), npc = neg8(pc);
+    __m512d s = _mm512_mask_mov_pd(_mm512_mask_mov_pd(_mm512_mask_mov_pd(ps, q1, pc), q2, nps), q3, npc);
+    __m512d c = _mm512_mask_mov_pd(_mm512_mask_mov_pd(_mm512_mask_mov_pd(pc, q1, nps), q2, npc), q3, ps);
+    *sf = _mm512_cvtpd_ps(s);
+    *cf = _mm512_cvtpd_ps(c);
+}
+
+static void avx512_sincos(const float *x, float *s, float *c, size_t n) {
+    const __m512 lim = _mm512_set1_ps(1073741824.0f); /* 2^30; NaN compares false */
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        if (_mm512_cmp_ps_mask(_mm512_abs_ps(v), lim, _CMP_LT_OQ) != 0xffff) {
+            rc_sincos_f32(x + i, s + i, c + i, 16);
+            continue;
+        }
+        __m256 s0, c0, s1, c1; /* two independent halves: twice the division chains in flight */
+        sincos8(_mm512_castps512_ps256(v), &s0, &c0);
+        sincos8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), &s1, &c1);
+        _mm256_storeu_ps(s + i, s0);
+        _mm256_storeu_ps(s + i + 8, s1);
+        _mm256_storeu_ps(c + i, c0);
+        _mm256_storeu_ps(c + i + 8, c1);
+    }
+    rc_sincos_f32(x + i, s + i, c + i, n - i);
+}
+
 int rc_act_avx512(rc_kernels *k) {
     k->silu_mul = avx512_silu_mul;
     k->gelu = avx512_gelu;
     k->softmax = avx512_softmax;
+    k->sincos = avx512_sincos;
     return 1;
 }
 

@@ -3,6 +3,7 @@
  *   silu_mul: g[i] = (g[i] / (1 + rc_expf(-g[i]))) * u[i]          (qwen2 MLP, [rows*ffn])
  *   gelu    : x[i] = (x[i] * 0.5f) * (1 + rc_erff(x[i] * 1/sqrt2))  (bert / pooler FFN)
  *   softmax : in place over one attention row s[n]
+ *   sincos  : rc_sincosf over an array (the pooler's positional encoding), in double as the reference
  * The same operation sequence as the scalar code (see act_avx512.c); vfmaq is one rounding
  * (fmaf / fma), vcvtq_s32_f32 truncates as the C cast does. rc_erff runs in float64x2 with the
  * coefficients of each lane's interval loaded from the table.
@@ -111,10 +112,55 @@ static void neon_softmax(float *s, size_t n) {
     for (; i < n; i++) s[i] = s[i] / sum;
 }
 
+/* rc_sincosf's double core on 2 lanes, as sincos8 in act_avx512.c (no fma: vmulq/vsubq round
+ * separately; vrndq truncates, vrndmq floors; lanes finite with |x| < 2^30, checked by the caller). */
+AINLINE float32x2_t sincos2(float32x2_t xf, float32x2_t *cf) {
+    const float64x2_t x = vcvt_f64_f32(xf), half = vdupq_n_f64(0.5), one = vdupq_n_f64(1.0);
+    const float64x2_t t = vmulq_f64(x, vdupq_n_f64(6.36619772367581382433e-01));
+    const float64x2_t h = vbslq_f64(vcgeq_f64(t, vdupq_n_f64(0.0)), vaddq_f64(t, half), vsubq_f64(t, half));
+    const float64x2_t kd = vrndq_f64(h);
+    float64x2_t r = vsubq_f64(x, vmulq_f64(kd, vdupq_n_f64(1.57079632673412561417e+00)));
+    r = vsubq_f64(r, vmulq_f64(kd, vdupq_n_f64(6.07710050630396597660e-11)));
+    r = vsubq_f64(r, vmulq_f64(kd, vdupq_n_f64(2.02226624879595063154e-21)));
+    const float64x2_t r2 = vmulq_f64(r, r);
+    float64x2_t ts = r, ps = r, tc = one, pc = one;
+    for (int i = 1; i <= 10; i++) {
+        ts = vdivq_f64(vmulq_f64(vnegq_f64(ts), r2), vdupq_n_f64((double)((2 * i) * (2 * i + 1))));
+        ps = vaddq_f64(ps, ts);
+        tc = vdivq_f64(vmulq_f64(vnegq_f64(tc), r2), vdupq_n_f64((double)((2 * i - 1) * (2 * i))));
+        pc = vaddq_f64(pc, tc);
+    }
+    const float64x2_t q = vsubq_f64(kd, vmulq_f64(vrndmq_f64(vmulq_f64(kd, vdupq_n_f64(0.25))), vdupq_n_f64(4.0)));
+    const uint64x2_t q1 = vceqq_f64(q, one), q2 = vceqq_f64(q, vdupq_n_f64(2.0)), q3 = vceqq_f64(q, vdupq_n_f64(3.0));
+    const float64x2_t nps = vnegq_f64(ps), npc = vnegq_f64(pc);
+    const float64x2_t s = vbslq_f64(q3, npc, vbslq_f64(q2, nps, vbslq_f64(q1, pc, ps)));
+    const float64x2_t c = vbslq_f64(q3, ps, vbslq_f64(q2, npc, vbslq_f64(q1, nps, pc)));
+    *cf = vcvt_f32_f64(c);
+    return vcvt_f32_f64(s);
+}
+
+static void neon_sincos(const float *x, float *s, float *c, size_t n) {
+    const float32x4_t lim = vdupq_n_f32(1073741824.0f);
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i); /* |v| < 2^30 in every lane; NaN compares false */
+        if (vminvq_u32(vcltq_f32(vabsq_f32(v), lim)) == 0) {
+            rc_sincos_f32(x + i, s + i, c + i, 4);
+            continue;
+        }
+        float32x2_t c0, c1; /* two independent halves: twice the division chains in flight */
+        const float32x2_t s0 = sincos2(vget_low_f32(v), &c0), s1 = sincos2(vget_high_f32(v), &c1);
+        vst1q_f32(s + i, vcombine_f32(s0, s1));
+        vst1q_f32(c + i, vcombine_f32(c0, c1));
+    }
+    rc_sincos_f32(x + i, s + i, c + i, n - i);
+}
+
 int rc_act_neon(rc_kernels *k) {
     k->silu_mul = neon_silu_mul;
     k->gelu = neon_gelu;
     k->softmax = neon_softmax;
+    k->sincos = neon_sincos;
     return 1;
 }
 

@@ -93,23 +93,37 @@ static void avx512_attn_scores(const float *q, const float *K, size_t ldk, int n
     for (; j < n; j++) s[j] = avx512_dot_f32(q, K + (size_t)j * ldk, D) * scale;
 }
 
+/* Columns [i0, i0 + 16 NV) of the weighted sum: NV accumulators stay in registers over all keys
+ * (independent FMA chains; one chain alone is latency-bound). */
+AINLINE void wsum_cols(const float *p, const float *V, size_t ldv, int n, float *out, size_t i0, const int NV) {
+    __m512 acc[8];
+    RC_UNROLL
+    for (int k = 0; k < NV; k++) acc[k] = _mm512_loadu_ps(out + i0 + 16 * k);
+    for (int j = 0; j < n; j++) {
+        const __m512 pj = _mm512_set1_ps(p[j]);
+        const float *v = V + (size_t)j * ldv + i0;
+        RC_UNROLL
+        for (int k = 0; k < NV; k++) acc[k] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + 16 * k), acc[k]);
+    }
+    RC_UNROLL
+    for (int k = 0; k < NV; k++) _mm512_storeu_ps(out + i0 + 16 * k, acc[k]);
+}
+
+/* 128 columns at a time, then 64, 32, 16 (head dims 64, 192: one pass over the keys per block) */
 static void avx512_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {
     size_t i0 = 0;
-    for (; i0 + 128 <= D; i0 += 128) { /* 8 zmm accumulators stay in registers over all j */
-        __m512 acc[8];
-        for (int k = 0; k < 8; k++) acc[k] = _mm512_loadu_ps(out + i0 + 16 * k);
-        for (int j = 0; j < n; j++) {
-            const __m512 pj = _mm512_set1_ps(p[j]);
-            const float *v = V + (size_t)j * ldv + i0;
-            for (int k = 0; k < 8; k++) acc[k] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + 16 * k), acc[k]);
-        }
-        for (int k = 0; k < 8; k++) _mm512_storeu_ps(out + i0 + 16 * k, acc[k]);
+    for (; i0 + 128 <= D; i0 += 128) wsum_cols(p, V, ldv, n, out, i0, 8);
+    if (i0 + 64 <= D) {
+        wsum_cols(p, V, ldv, n, out, i0, 4);
+        i0 += 64;
     }
-    for (; i0 + 16 <= D; i0 += 16) {
-        __m512 acc = _mm512_loadu_ps(out + i0);
-        for (int j = 0; j < n; j++)
-            acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(V + (size_t)j * ldv + i0), acc);
-        _mm512_storeu_ps(out + i0, acc);
+    if (i0 + 32 <= D) {
+        wsum_cols(p, V, ldv, n, out, i0, 2);
+        i0 += 32;
+    }
+    if (i0 + 16 <= D) {
+        wsum_cols(p, V, ldv, n, out, i0, 1);
+        i0 += 16;
     }
     for (; i0 < D; i0++) {
         float o = out[i0];

@@ -71,6 +71,7 @@ int rc_kernels_scalar(rc_kernels *k) {
     k->silu_mul = rc_silu_mul_f32;
     k->gelu = rc_gelu_f32;
     k->softmax = rc_softmax;
+    k->sincos = rc_sincos_f32;
     k->screen_i8 = rc_screen_i8_ref;
     k->screen_norms = rc_screen_norms_ref;
     return 1;

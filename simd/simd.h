@@ -62,6 +62,10 @@ typedef struct {
     void (*silu_mul)(float *g, const float *u, size_t n);
     void (*gelu)(float *x, size_t n);
     void (*softmax)(float *s, size_t n);
+    /* s[i], c[i] = rc_sincosf(x[i]) for i < n (the pooler's positional encoding): the same
+     * double-precision steps on several lanes; lanes that are not finite or have |x| >= 2^30 go
+     * through rc_sincosf itself. */
+    void (*sincos)(const float *x, float *s, float *c, size_t n);
     /* lm_head screening (src/lm_screen.h; the reference rc_screen_i8_ref is in ops.h): A[r - r0]
      * for rows [r0, r1) of the int8 copy Q [.][H] with scales S [.][H/64], against the int8 h codes
      * p [H], scales t [H/64]:

@@ -131,7 +131,7 @@ static recall_status reserve(recall_model *m, uint64_t bytes, const char *what, 
 #define OPEN_OPTS_MIN (offsetof(recall_open_opts, rope_scaling) + sizeof(const char *))
 #define LOOP_OPTS_MIN (offsetof(recall_loop_opts, draft) + sizeof(int))
 #define OPEN_OPTS_END OPEN_OPTS_MIN
-#define LOOP_OPTS_END LOOP_OPTS_MIN
+#define LOOP_OPTS_END (offsetof(recall_loop_opts, pooler_cache_mb) + sizeof(int))
 
 /* *out (holding the defaults, struct_size its own) takes the caller's known fields. */
 static recall_status take_sized(const void *caller, size_t min, size_t end, void *out, const char *what,
@@ -458,7 +458,18 @@ recall_status recall_loop_open2(recall_model *m, const recall_loop_opts *caller,
     if (caller) RC_TRY(take_sized(caller, LOOP_OPTS_MIN, LOOP_OPTS_END, &opts, "recall_loop_opts", err));
     uint64_t need = 0;
     RC_TRY(loop_estimate(m, o, &need, err));
+    /* The pooler's cache is optional (the same bits at any size): it is counted in the
+     * reservation and, under max_memory, gets at most what the limit leaves. */
+    uint64_t cache = o->pooler_cache_mb < 0 || o->reference_schedule || o->arm == RECALL_ARM_FULL ? 0
+                     : (uint64_t)(o->pooler_cache_mb ? o->pooler_cache_mb : RC_POOLER_CACHE_MB) << 20;
+    if (m->max_memory) {
+        const uint64_t used = sat_add(m->reserved, need);
+        const uint64_t room = m->max_memory > used ? m->max_memory - used : 0;
+        if (cache > room) cache = room >> 20 << 20;
+    }
     RC_TRY(reserve(m, need, "the recall loop (KV caches and scratch)", err));
+    if (cache) m->reserved += cache;
+    need += cache;
     recall_loop *l = al_alloc(&m->al, sizeof *l);
     if (!l) {
         m->reserved -= need;
@@ -475,6 +486,7 @@ recall_status recall_loop_open2(recall_model *m, const recall_loop_opts *caller,
 #undef TO_ENGINE
     r.mode = (rc_loop_mode)o->mode;
     r.arm = (rc_arm)o->arm;
+    r.pooler_cache_mb = cache ? (int)(cache >> 20) : -1;
     recall_status s = rc_recall_open(m->blob, &r, &l->r, err);
     if (s) {
         m->reserved -= need;

@@ -410,6 +410,10 @@ void rc_silu_mul_f32(float *g, const float *u, size_t n) {
     for (size_t i = 0; i < n; i++) g[i] = rc_silu(g[i]) * u[i];
 }
 
+void rc_sincos_f32(const float *x, float *s, float *c, size_t n) {
+    for (size_t i = 0; i < n; i++) rc_sincosf(x[i], &s[i], &c[i]);
+}
+
 void rc_gelu_f32(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = rc_gelu(x[i]);
 }

@@ -118,6 +118,8 @@ float rc_gelu(float x);
  * g[i] = rc_silu(g[i]) * u[i]; x[i] = rc_gelu(x[i]). */
 void rc_silu_mul_f32(float *g, const float *u, size_t n);
 void rc_gelu_f32(float *x, size_t n);
+/* rc_sincosf over an array (the kernel table's sincos reference): s[i], c[i] of x[i]. */
+void rc_sincos_f32(const float *x, float *s, float *c, size_t n);
 
 /* rc_erff's polynomials: [power][interval], shared with the SIMD paths. */
 #define RC_ERF_DEG 10

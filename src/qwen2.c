@@ -446,14 +446,24 @@ static recall_status grow_gather(rc_qwen2 *m, int pos, recall_err *err) {
     return RECALL_OK;
 }
 
-recall_status rc_qwen2_embed(const rc_qwen2 *m, const int32_t *ids, int n, float *out, recall_err *err) {
+/* ids[0 .. n) are the history's ids[base ..]: error messages name that index */
+static recall_status embed_at(const rc_qwen2 *m, const int32_t *ids, int n, int base, float *out, recall_err *err) {
     for (int t = 0; t < n; t++) {
         if (ids[t] < 0 || ids[t] >= m->c.vocab)
-            return rc_fail(err, RECALL_E_ARG, "qwen2: token id %d at index %d outside [0, %d)", (int)ids[t], t,
+            return rc_fail(err, RECALL_E_ARG, "qwen2: token id %d at index %d outside [0, %d)", (int)ids[t], base + t,
                            m->c.vocab);
         rc_mat_row_f32(&m->embed, ids[t], out + (size_t)t * (size_t)m->c.hidden);
     }
     return RECALL_OK;
+}
+
+recall_status rc_qwen2_embed(const rc_qwen2 *m, const int32_t *ids, int n, float *out, recall_err *err) {
+    return embed_at(m, ids, n, 0, out, err);
+}
+
+recall_status rc_qwen2_embed_rows(void *ctx, int j0, int n, float *dst, recall_err *err) {
+    const rc_qwen2_id_rows *r = ctx;
+    return embed_at(r->m, r->ids + j0, n, j0, dst, err);
 }
 
 /* Y[t][r] = W[r,:] . X[t] (+ b[r]) for t < nr; output rows split over the pool. */

@@ -138,5 +138,13 @@ const float *rc_qwen2_k_row(const rc_qwen2 *m, int layer, int pos);
 
 /* out[n][H] = embed_tokens rows (exact fp32 values). Ids are bounds-checked. */
 recall_status rc_qwen2_embed(const rc_qwen2 *m, const int32_t *ids, int n, float *out, recall_err *err);
+/* A history of ids as rows of their embeddings, fetched a few at a time (the pooler's row source,
+ * rc_pooler_rows_fn in pooler.h): rc_qwen2_embed_rows(&(rc_qwen2_id_rows){m, ids}, j0, n, dst, err)
+ * writes the embeddings of ids[j0 .. j0 + n). */
+typedef struct {
+    const rc_qwen2 *m;
+    const int32_t *ids;
+} rc_qwen2_id_rows;
+recall_status rc_qwen2_embed_rows(void *ctx, int j0, int n, float *dst, recall_err *err);
 
 #endif

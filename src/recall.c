@@ -12,6 +12,7 @@
 #include "retriever.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,8 +34,6 @@ struct rc_recall {
     rc_lm_stats lm;
     float *rows;                   /* rebuild input rows, grown on demand */
     size_t cap_rows;
-    float *past;                   /* pooler input rows, grown on demand */
-    size_t cap_past;
     struct loop_state *st;         /* carried between turns by the fast schedule */
     /* speculative decoding (opts.draft > 0): the verify forward's rows and outputs */
     rc_drafter dr;
@@ -79,7 +78,7 @@ void rc_recall_close(rc_recall *r) {
     state_free(r->st);
     rc_bpe_free(r->bpe);
     rc_wp_free(r->wp);
-    RC_FREE(r->last, r->prime_last, r->last_h, r->prime_h, r->gq, r->rows, r->past, r->vrows, r->vlogits,
+    RC_FREE(r->last, r->prime_last, r->last_h, r->prime_h, r->gq, r->rows, r->vrows, r->vlogits,
             r->vnormed, r->vq, r);
 }
 
@@ -88,6 +87,10 @@ int rc_recall_eos(const rc_recall *r) { return r->eos; }
 const char *rc_recall_simd_name(const rc_recall *r) { return rc_simd_name(r->ex->k.path); }
 int rc_recall_threads(const rc_recall *r) { return r->ex->threads; }
 void rc_recall_lm_stats(const rc_recall *r, rc_lm_stats *out) { *out = r->lm; }
+void rc_recall_pooler_stats(const rc_recall *r, rc_pooler_stats *out) {
+    if (r->pooler) rc_pooler_get_stats(r->pooler, out);
+    else memset(out, 0, sizeof *out);
+}
 
 int rc_lm_screen_parse(const char *s) {
     if (!s) return -1;
@@ -149,7 +152,13 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
         s = rc_exec_open(&xo, &r->ex, err);
     }
     if (!s && o->arm != RC_ARM_FULL) s = rc_pooler_open_ex(b, r->ex, &r->pooler, err);
-    if (!s && r->pooler) r->n_sp = rc_pooler_cfg(r->pooler)->n_sp;
+    if (!s && r->pooler) {
+        r->n_sp = rc_pooler_cfg(r->pooler)->n_sp;
+        /* the reference schedule recomputes every rebuild from scratch: no cache there */
+        const size_t mb = (size_t)(o->pooler_cache_mb ? o->pooler_cache_mb : RC_POOLER_CACHE_MB);
+        if (o->pooler_cache_mb >= 0 && !o->reference_schedule)
+            rc_pooler_set_cache(r->pooler, mb > (SIZE_MAX >> 20) ? SIZE_MAX : mb << 20);
+    }
     int max_ctx = 1 + r->n_sp + o->k * o->block + o->window + o->chunk;
     if (o->arm == RC_ARM_FULL) max_ctx = o->max_ctx > 0 ? o->max_ctx : max_pos; /* KV grows on demand */
     if (!s && o->arm != RC_ARM_FULL && max_ctx > max_pos) /* FULL: rc_qwen2_open names both */
@@ -588,14 +597,15 @@ static recall_status rebuild_keys(loop_state *st, int c0, int R, int n_sp, int f
     return RECALL_OK;
 }
 
-/* SP rows j..n_sp-1 (H floats each) into dst: the pooler over the embeddings of kept = ids[0:nd]. */
+/* SP rows j..n_sp-1 (H floats each) into dst: the pooler over the embeddings of kept = ids[0:nd],
+ * embedded a tile at a time (pooler.h: memory flat in nd); the ids are the keys of its K/V cache. */
 static recall_status gist_rows(rc_recall *r, const int32_t *ids, int nd, int j, float *dst, recall_err *err) {
     const int H = r->H;
-    if (!grow_rows(&r->past, &r->cap_past, (size_t)nd * H)) return oom(err);
     float *sp = malloc((size_t)r->n_sp * H * sizeof *sp);
     if (!sp) return oom(err);
-    recall_status s = rc_qwen2_embed(r->llm, ids, nd, r->past, err);
-    if (!s) s = rc_pooler_run(r->pooler, r->past, nd, sp, err);
+    rc_qwen2_id_rows rows = {r->llm, ids};
+    const rc_pooler_src src = {rc_qwen2_embed_rows, &rows, ids};
+    recall_status s = rc_pooler_run_src(r->pooler, &src, nd, sp, err);
     if (!s) memcpy(dst, sp + (size_t)j * H, (size_t)(r->n_sp - j) * H * sizeof *dst);
     free(sp);
     return s;

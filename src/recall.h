@@ -47,7 +47,7 @@
 extern "C" {
 #endif
 
-#define RECALL_API_VERSION 2 /* 2: the option structs carry struct_size */
+#define RECALL_API_VERSION 3 /* 2: the option structs carry struct_size; 3: recall_loop_opts.pooler_cache_mb */
 
 /* ---- allocation --------------------------------------------------------------------------- */
 
@@ -161,6 +161,14 @@ typedef struct {
      * multi-row forward; the longest prefix that the greedy choices confirm is kept. 0 = off,
      * at most 32. Replies, events and margins are bitwise those of draft 0; only speed differs. */
     int draft;
+    /* Memory for the pooler's K/V cache, in MiB: the key and value rows of the oldest evicted
+     * tokens (36 KiB per token at the 1.5B shape) are kept between rebuilds instead of being
+     * recomputed, so a rebuild's pooler time grows far slower with the history; tokens past the
+     * budget are recomputed every rebuild. 0 = the default (256 MiB), < 0 = no cache. With
+     * open_opts.max_memory set, the cache gets at most what the limit leaves after the loop's
+     * own needs. Replies and events are bitwise the same for every value; only speed and memory
+     * differ. */
+    int pooler_cache_mb;
     /* New fields go here, at the end; zero must mean the default. */
 } recall_loop_opts;
 

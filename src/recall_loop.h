@@ -67,7 +67,12 @@ typedef struct {
      * RC_LM_SCREEN_AUTO (0) = RECALL_LM_SCREEN=on|off|auto if set, else on when the blob holds the
      * int8 copy; RC_LM_SCREEN_ON = required (an error without it); RC_LM_SCREEN_OFF = never. */
     int lm_screen;
+    /* The pooler's K/V cache (pooler.h) in MiB: the K and V rows of the oldest evicted tokens
+     * are kept between rebuilds instead of recomputed (36 KiB per token at real shape). 0 = the
+     * default, RC_POOLER_CACHE_MB; < 0 = off. The reference schedule never caches. Same bits. */
+    int pooler_cache_mb;
 } rc_recall_opts;
+#define RC_POOLER_CACHE_MB 256
 enum { RC_LM_SCREEN_AUTO = 0, RC_LM_SCREEN_ON = 1, RC_LM_SCREEN_OFF = 2 };
 
 typedef struct { int c0; float score; int fired; } rc_gate_rec;
@@ -161,5 +166,8 @@ typedef struct {
 void rc_recall_lm_stats(const rc_recall *r, rc_lm_stats *out);
 /* "on|off|auto" -> RC_LM_SCREEN_*; -1 when unknown (CLI and environment parsing). */
 int rc_lm_screen_parse(const char *s);
+/* The pooler's cache and scratch (pooler.h) after the latest rebuild; all zero on the FULL arm. */
+struct rc_pooler_stats;
+void rc_recall_pooler_stats(const rc_recall *r, struct rc_pooler_stats *out);
 
 #endif

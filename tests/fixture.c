@@ -8,6 +8,7 @@
 
 #include <criterion/criterion.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,17 @@ static rc_npy get(const char *path, const char *key, rc_npz **z) {
     cr_assert_eq(rc_npz_open(path, z, &err), RECALL_OK, "%s", err.msg);
     cr_assert_eq(rc_npz_get(*z, key, &a, &err), RECALL_OK, "%s", err.msg);
     return a;
+}
+
+void fixture_expect_same_bits(const float *got, const float *want, size_t n, const char *what) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a, b;
+        memcpy(&a, &got[i], 4);
+        memcpy(&b, &want[i], 4);
+        if (a != b)
+            cr_assert_fail("%s: first difference at float %zu: got 0x%08x (%.9g) want 0x%08x (%.9g)", what, i, a,
+                           (double)got[i], b, (double)want[i]);
+    }
 }
 
 float *fixture_npz_f32(const char *path, const char *key, size_t *n) {

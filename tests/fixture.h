@@ -54,6 +54,10 @@ char *fixture_cmd(int status, const char *needle, const char *fmt, ...)
 #endif
     ;
 
+/* Asserts got[0..n) and want[0..n) are the same bits; a failure names `what`, the first differing
+ * float and both bit patterns. */
+void fixture_expect_same_bits(const float *got, const float *want, size_t n, const char *what);
+
 /* Runs a shell command; returns its exit status (-1 if it did not exit) and, when out is not
  * NULL, its stdout (malloc'd, NUL-terminated). Aborts the test if the command cannot start. */
 int fixture_sh(const char *cmd, char **out);

@@ -351,7 +351,7 @@ static void check_matmul_guarded(tally *t, const rc_kernels *k, lcg *g) {
 }
 
 static void check_attn(tally *t, const rc_kernels *k, lcg *g) {
-    static const size_t Ds[] = {1, 13, 16, 64, 72, 128, 200};
+    static const size_t Ds[] = {1, 13, 16, 48, 64, 72, 96, 128, 192, 200, 248};
     static const int ns[] = {1, 2, 5, 33};
     for (size_t di = 0; di < sizeof Ds / sizeof Ds[0]; di++)
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
@@ -422,6 +422,49 @@ static void check_dequant(tally *t, const rc_kernels *k, lcg *g) {
     free(og);
     free(ow);
     free_mat(&tm);
+}
+
+/* sincos: the pooler's arguments (float)pos * rc_expf(j * c) for positions up to 70k, edge
+ * values (NaN, +-inf, +-0, quadrant boundaries, the 2^30 cut to the scalar lanes, huge), random
+ * bit patterns and floats of the usual range, at lengths that leave every tail. */
+static void check_sincos(tally *t, const rc_kernels *k, lcg *g) {
+    static const float edge[] = {0.0f, -0.0f, NAN, -NAN, INFINITY, -INFINITY, 0.78539819f, -0.78539819f, 1.5707964f,
+                                 -1.5707964f, 3.1415927f, -3.1415927f, 4.712389f, 6.2831855f, 1073741824.0f,
+                                 1073741760.0f, -1073741824.0f, 1048576.0f, 3e38f, -3e38f, 1e-30f, -1e-40f, 65535.0f,
+                                 70000.5f, 0.5f, 2.3561945f};
+    static const size_t lens[] = {0, 1, 3, 4, 7, 8, 15, 16, 17, 33, 100, 768, 1000};
+    const size_t ne = sizeof edge / sizeof edge[0], nmax = 1000 + 1;
+    float *x = malloc(nmax * sizeof(float)), *sg = malloc(nmax * sizeof(float)), *cg = malloc(nmax * sizeof(float));
+    float *sw = malloc(nmax * sizeof(float)), *cw = malloc(nmax * sizeof(float));
+    const float cdiv = (float)(-9.210340371976184 / 1536.0);
+    for (int round = 0; round < 4; round++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const size_t n = lens[li];
+            const float pos = (float)(next_u32(g) % 70000u);
+            for (size_t i = 0; i < n; i++) {
+                if (round == 0) x[i] = edge[i % ne];
+                else if (round == 1) {
+                    uint32_t b = next_u32(g);
+                    memcpy(&x[i], &b, 4);
+                } else if (round == 2) x[i] = next_f(g) * 64.0f;
+                else x[i] = pos * rc_expf((float)(2 * (i % 768)) * cdiv);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "round=%d n=%zu", round, n);
+            poison(sg, n + 1);
+            poison(cg, n + 1);
+            poison(sw, n + 1);
+            poison(cw, n + 1);
+            k->sincos(x, sg, cg, n);
+            rc_sincos_f32(x, sw, cw, n);
+            check(t, "sincos (sin)", what, sg, sw, n + 1);
+            check(t, "sincos (cos)", what, cg, cw, n + 1);
+        }
+    free(x);
+    free(sg);
+    free(cg);
+    free(sw);
+    free(cw);
 }
 
 /* silu_mul / gelu / softmax: edge values of rc_expf and rc_erff (NaN, +-inf, +-0, overflow and
@@ -588,6 +631,7 @@ int rc_simd_selftest(int path, int *passed, int *failed) {
     check_attn(&t, &k, &g);
     check_dequant(&t, &k, &g);
     check_act(&t, &k, &g);
+    check_sincos(&t, &k, &g);
     check_screen(&t, &k, &g);
     check_screen_norms(&t, &k, &g);
     *passed = t.passed;

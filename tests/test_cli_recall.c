@@ -277,6 +277,40 @@ Test(cli_recall, argument_errors) {
     free(fixture_cmd(0, "BASE[@THRESH][:rFLOOR]", "./recall eval --help"));
 }
 
+/* --pooler-cache changes memory and speed only: the traces of replay with the cache off (0), a
+ * 1 MiB cache (smaller than the history) and the default are the same bytes; a bad value is a
+ * usage error naming the flag. */
+Test(cli_recall, pooler_cache_flag_same_trace, .timeout = 600) {
+    const char *blob = fixture_worldA_blob("f32");
+    cr_assert(blob);
+    char *d = tmpdir(), cmd[1024], trace[3][300], *out;
+    static const char *flag[3] = {"", "--pooler-cache 0", "--pooler-cache 1"};
+    char *text[3];
+    size_t len[3];
+    for (int k = 0; k < 3; k++) {
+        snprintf(trace[k], sizeof trace[k], "%s/trace%d.json", d, k);
+        snprintf(cmd, sizeof cmd, "./recall replay %s --bench tests/golden/recall_bench.json --problem 0 %s --trace %s 2>&1",
+                 blob, flag[k], trace[k]);
+        cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
+        free(out);
+        text[k] = fixture_read(trace[k], &len[k]);
+    }
+    for (int k = 1; k < 3; k++) {
+        cr_assert_eq(len[k], len[0], "%s", flag[k]);
+        cr_assert(!memcmp(text[k], text[0], len[0]), "%s: the trace differs", flag[k]);
+    }
+    for (int k = 0; k < 3; k++) {
+        free(text[k]);
+        unlink(trace[k]);
+    }
+    snprintf(cmd, sizeof cmd, "./recall chat %s --pooler-cache 12x </dev/null 2>&1", blob);
+    cr_assert_eq(fixture_sh(cmd, &out), 2);
+    cr_expect(strstr(out, "--pooler-cache 12x"), "%s", out);
+    free(out);
+    rmdir(d);
+    free(d);
+}
+
 /* --hugepages only changes where the blob lives: `recall forward` prints exactly the same. */
 Test(cli_recall, hugepages_same_output) {
     const char *blob = fixture_worldA_blob("nf4");

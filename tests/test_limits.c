@@ -83,6 +83,40 @@ Test(api_limits, loop_over_the_limit_names_the_numbers) {
     recall_close(m);
 }
 
+/* The pooler's K/V cache (recall_loop_opts.pooler_cache_mb) is counted in the reservation but
+ * never refuses a loop: under max_memory it gets what the limit leaves (here 3 MiB of the
+ * default 256), and that room is then taken (a second loop no longer fits). */
+Test(api_limits, pooler_cache_gets_what_the_limit_leaves) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    recall_open_opts o;
+    recall_open_opts_init(&o);
+    o.max_memory = 1 << 20;
+    recall_err err = {0};
+    recall_model *m = NULL;
+    cr_assert_eq(recall_open(path, &o, &m, &err), RECALL_OK, "%s", err.msg);
+    recall_loop *l = NULL;
+    cr_assert_eq(recall_loop_open(m, NULL, &l, &err), RECALL_E_LIMIT, "%s", err.msg);
+    unsigned long long need = 0, used = 0;
+    const char *at = strstr(err.msg, "needs about ");
+    cr_assert(at && sscanf(at, "needs about %llu bytes (%llu already in use)", &need, &used) == 2, "%s", err.msg);
+    recall_close(m);
+    o.max_memory = used + need + (3u << 20) + 1000;
+    cr_assert_eq(recall_open(path, &o, &m, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(recall_loop_open(m, NULL, &l, &err), RECALL_OK, "the default cache must shrink to fit: %s", err.msg);
+    recall_loop *l2 = NULL;
+    cr_assert_eq(recall_loop_open(m, NULL, &l2, &err), RECALL_E_LIMIT, "%s", err.msg);
+    recall_loop_close(l);
+    /* an explicit budget is clamped the same way; without a limit the default is reserved */
+    recall_loop_opts lo;
+    recall_loop_opts_init(m, &lo);
+    cr_expect_eq(lo.pooler_cache_mb, 0, "0 = the default budget");
+    lo.pooler_cache_mb = 1 << 20;
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_OK, "%s", err.msg);
+    recall_loop_close(l);
+    recall_close(m);
+}
+
 /* A blob that declares a huge decoder (1024 layers, 1024 KV heads of 4096 dims, 16384 positions:
  * ~2^47 bytes of KV cache) but holds only config + tokenizer: the FULL arm refuses it by the limit
  * before allocating anything. */

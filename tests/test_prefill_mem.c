@@ -5,6 +5,7 @@
  * its KV bytes (12 MiB) within 4 MiB (RoPE rows, one score row per worker), while a single head's
  * 2,048 x 2,048 fp32 score matrix alone would add 16 MiB.
  * The bench that shows the same at 4k..32k on the real-shape model is bench/longctx_bench.c. */
+#include "../bench/bench_util.h" /* bench_status_mib, bench_reset_peak */
 #include "blob.h"
 #include "fixture.h"
 #include "qwen2.h"
@@ -13,27 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A "Vm...:" line of /proc/self/status in KiB, or -1. */
-static long status_kib(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    long kb = -1;
-    const size_t n = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n)) kb = atol(line + n);
-    fclose(f);
-    return kb;
-}
-
-/* Resets VmHWM to the current RSS (Linux >= 4.0); 0 on success. */
-static int reset_peak(void) {
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-    if (!f) return -1;
-    int bad = fputs("5", f) < 0;
-    return (fclose(f) != 0 || bad) ? -1 : 0;
-}
 
 /* Peak RSS growth in bytes over one fresh T-row prefill with the KV reserved for T positions. */
 static long long prefill_peak_growth(const rc_blob *b, int T, size_t *kv_bytes) {
@@ -45,22 +25,22 @@ static long long prefill_peak_growth(const rc_blob *b, int T, size_t *kv_bytes) 
     float *logits = malloc((size_t)V * sizeof *logits);
     cr_assert(ids && logits);
     for (int i = 0; i < T; i++) ids[i] = (int32_t)(((unsigned)i * 2654435761u >> 7) % (unsigned)V);
-    cr_assert_eq(reset_peak(), 0);
-    const long before = status_kib("VmRSS:");
+    cr_assert_eq(bench_reset_peak(), 0);
+    const double before = bench_status_mib("VmRSS:");
     cr_assert_eq(rc_qwen2_reserve(m, T, &err), RECALL_OK, "%s", err.msg);
     rc_qwen2_fwd f = {.ids = ids, .n = T, .logits_last = logits};
     cr_assert_eq(rc_qwen2_forward(m, &f, &err), RECALL_OK, "%s", err.msg);
-    const long peak = status_kib("VmHWM:");
+    const double peak = bench_status_mib("VmHWM:");
     cr_assert(before > 0 && peak >= before);
     *kv_bytes = rc_qwen2_kv_bytes(m);
     rc_qwen2_close(m);
     free(ids);
     free(logits);
-    return (long long)(peak - before) * 1024;
+    return (long long)((peak - before) * 1048576.0);
 }
 
 Test(prefill_memory, peak_grows_by_the_kv_bytes_not_quadratically, .timeout = 120) {
-    if (reset_peak() != 0 || status_kib("VmHWM:") < 0) cr_skip_test("no /proc/self/clear_refs here");
+    if (bench_reset_peak() != 0 || bench_status_mib("VmHWM:") < 0) cr_skip_test("no /proc/self/clear_refs here");
     const char *path = fixture_worldA_blob("f32");
     cr_assert(path);
     rc_blob *b = NULL;

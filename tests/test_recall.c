@@ -2,10 +2,12 @@
  * faithful/clean x fp32/nf4): every reply id, gate decision, fire, injected id, rebuild and
  * rebuild top-5 id identical; gate scores within 1e-3 absolute, bridge scores and top-5 logits
  * within 1e-3 relative. The measured maxima are logged. Also checks the CPython-compatible
- * problem builder against the table in docs/LOOP.md, "The benchmark". */
+ * problem builder against the table in docs/LOOP.md, "The benchmark", and that the pooler cache
+ * budget never changes a bit. */
 #include "problems.h"
 #include "blob.h"
 #include "fixture.h"
+#include "pooler.h"
 #include "json.h"
 #include "recall_loop.h"
 
@@ -218,4 +220,46 @@ Test(recall_golden, faithful_nf4, .timeout = 900) {
 }
 Test(recall_golden, clean_nf4, .timeout = 900) {
     run_golden("tests/golden/worldA/loop_A_seed0_clean_nf4.json", "nf4", RC_MODE_CLEAN);
+}
+
+/* The pooler's K/V cache at the loop: off, a budget smaller than the conversation's evicted
+ * history and the default give the bits of each other (and, through the golden tests above,
+ * of the reference schedule, which never caches). */
+Test(recall_golden, pooler_cache_budgets_same_bits, .timeout = 900) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    rc_blob *b;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    rc_bench *bench;
+    cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", &bench, &err), RECALL_OK);
+    rc_problem p;
+    cr_assert_eq(rc_bench_problem(bench, 0, &p, &err), RECALL_OK);
+    static const int budgets[] = {-1, 1, 0}; /* off, 1 MiB, the default */
+    rc_problem_run runs[3];
+    rc_pooler_stats st[3];
+    for (int k = 0; k < 3; k++) {
+        rc_recall_opts o;
+        rc_recall_defaults(b, &o);
+        o.pooler_cache_mb = budgets[k];
+        rc_recall *r;
+        cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
+        cr_assert_eq(rc_run_problem(r, &p, NULL, NULL, NULL, &runs[k], &err), RECALL_OK, "%s", err.msg);
+        rc_recall_pooler_stats(r, &st[k]);
+        rc_recall_close(r);
+    }
+    const int L = st[0].last_L;
+    cr_log_info("last rebuild: %d evicted tokens; 1 MiB cached %d, streamed %d", L, st[1].last_cached,
+                st[1].last_streamed);
+    cr_expect_eq(st[0].cache_bytes, 0u);
+    cr_expect_eq(st[0].last_streamed, L);
+    cr_expect(st[1].last_cached > 0 && st[1].last_streamed > 0, "1 MiB: a part of the history from the cache");
+    cr_expect_leq(st[1].cache_bytes, (size_t)1 << 20);
+    cr_expect(L > 0 && st[2].last_cached + st[2].last_filled == L, "the default holds the whole history");
+    fixture_expect_same_run(&runs[1], &runs[0], "pooler cache 1 MiB");
+    fixture_expect_same_run(&runs[2], &runs[0], "pooler cache default");
+    for (int k = 0; k < 3; k++) rc_problem_run_free(&runs[k]);
+    rc_problem_free(&p);
+    rc_bench_free(bench);
+    rc_blob_close(b);
 }

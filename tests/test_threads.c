@@ -23,18 +23,6 @@
 
 static const int thread_counts[] = {1, 2, 3, 4, 7, 16};
 
-static void expect_same(const float *got, const float *want, size_t n, const char *what) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t a, b;
-        memcpy(&a, &got[i], 4);
-        memcpy(&b, &want[i], 4);
-        if (a != b) {
-            cr_assert_fail("%s: first difference at float %zu: got 0x%08x (%.9g) want 0x%08x (%.9g)", what, i, a,
-                           (double)got[i], b, (double)want[i]);
-        }
-    }
-}
-
 static rc_exec *exec_for(rc_simd_path path, int threads) {
     rc_exec_opts o = {threads, rc_simd_name(path)};
     rc_exec *e = NULL;
@@ -105,17 +93,17 @@ static void qwen_all_contexts(const char *weights) {
             char what[96];
             qwen_run(b, e, ids, (int)n, 0, &got);
             snprintf(what, sizeof what, "qwen2 %s %s x%d logits", weights, e->k.name, e->threads);
-            expect_same(got.logits, ref.logits, ref.nl, what);
+            fixture_expect_same_bits(got.logits, ref.logits, ref.nl, what);
             snprintf(what, sizeof what, "qwen2 %s %s x%d hidden", weights, e->k.name, e->threads);
-            expect_same(got.hidden, ref.hidden, ref.nh, what);
+            fixture_expect_same_bits(got.hidden, ref.hidden, ref.nh, what);
             snprintf(what, sizeof what, "qwen2 %s %s x%d gate q", weights, e->k.name, e->threads);
-            expect_same(got.gq, ref.gq, ref.ng, what);
+            fixture_expect_same_bits(got.gq, ref.gq, ref.ng, what);
             qwen_free(&got);
             if (thread_counts[ti] == 3) { /* token-by-token decode == scalar one-shot prefill */
                 qwen_run(b, e, ids, (int)n, 1, &got);
                 snprintf(what, sizeof what, "qwen2 %s %s x3 decode vs scalar prefill", weights, e->k.name);
-                expect_same(got.logits, ref.logits, ref.nl, what);
-                expect_same(got.gq, ref.gq, ref.ng, what);
+                fixture_expect_same_bits(got.logits, ref.logits, ref.nl, what);
+                fixture_expect_same_bits(got.gq, ref.gq, ref.ng, what);
                 qwen_free(&got);
             }
             rc_exec_close(e);
@@ -168,11 +156,11 @@ Test(threads_det, pooler_and_bert_all_paths_and_threads) {
                 cr_assert_eq(rc_pooler_run(pp, rep ? past : NULL, rep ? L : 0, sp, &err), RECALL_OK, "%s", err.msg);
             }
             snprintf(what, sizeof what, "pooler %s x%d", e->k.name, e->threads);
-            expect_same(sp, sp_ref, (size_t)S * H, what);
+            fixture_expect_same_bits(sp, sp_ref, (size_t)S * H, what);
             for (int i = 0; i < BH; i++) emb[i] = NAN;
             cr_assert_eq(rc_bert_embed(mm, bids, NB, emb, &err), RECALL_OK, "%s", err.msg);
             snprintf(what, sizeof what, "bert %s x%d", e->k.name, e->threads);
-            expect_same(emb, emb_ref, (size_t)BH, what);
+            fixture_expect_same_bits(emb, emb_ref, (size_t)BH, what);
             rc_pooler_close(pp);
             rc_bert_close(mm);
             rc_exec_close(e);
@@ -311,15 +299,15 @@ Test(threads_pool, fused_sections_equal_separate_calls) {
                     for (int p = 0; p < NPART; p++) {
                         snprintf(what, sizeof what, "%s parts %s x%d nt %d part %d", dt ? "nf4" : "f32", e->k.name,
                                  e->threads, nt, p);
-                        expect_same(got[p], want[p], (size_t)nt * (size_t)rows[p], what);
+                        fixture_expect_same_bits(got[p], want[p], (size_t)nt * (size_t)rows[p], what);
                         free(got[p]);
                     }
                     float *g = poisoned((size_t)nt * F), *u = poisoned((size_t)nt * F);
                     rc_exec_swiglu(e, &w[0], &up, X, COLS, nt, g, u);
                     snprintf(what, sizeof what, "%s swiglu %s x%d nt %d", dt ? "nf4" : "f32", e->k.name, e->threads, nt);
-                    expect_same(g, g_want, (size_t)nt * F, what);
+                    fixture_expect_same_bits(g, g_want, (size_t)nt * F, what);
                     snprintf(what, sizeof what, "%s swiglu up %s x%d nt %d", dt ? "nf4" : "f32", e->k.name, e->threads, nt);
-                    expect_same(u, u_want, (size_t)nt * F, what);
+                    fixture_expect_same_bits(u, u_want, (size_t)nt * F, what);
                     free(g);
                     free(u);
                     rc_exec_close(e);
@@ -411,7 +399,7 @@ Test(threads_det, attention_blocking_never_changes_bits) {
                 char what[128];
                 snprintf(what, sizeof what, "%s x%d pairs %d tile %d decode %d vs unblocked scalar", e->k.name, th,
                          cfg[c].pairs, cfg[c].tile, cfg[c].decode_last);
-                expect_same(got, ref, n, what);
+                fixture_expect_same_bits(got, ref, n, what);
                 runs++;
             }
             rc_exec_close(e);

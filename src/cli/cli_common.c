@@ -18,6 +18,7 @@ void cli_args_init(cli_args *a, const char *cmd) {
     a->cmd = cmd;
     a->threshold = a->floor = NAN;
     a->turn_cap = -1;
+    a->pooler_cache_mb = -1;
     a->problem = -1;
     a->decode_from = -1;
     a->percentile = 10.0;
@@ -112,6 +113,8 @@ void cli_loop_opts(const cli_args *a, const rc_blob *b, rc_recall_opts *o) {
     o->draft = a->draft;
     o->reference_schedule = a->reference_schedule;
     o->lm_screen = a->lm_screen;
+    /* rc_recall_opts: 0 = the default budget, < 0 = no cache */
+    if (a->pooler_cache_mb >= 0) o->pooler_cache_mb = a->pooler_cache_mb ? a->pooler_cache_mb : -1;
     o->threads = cli_threads(a);
     o->simd = a->simd;
     o->max_ctx = a->ctx;

@@ -37,6 +37,7 @@ typedef struct cli_args {
     /* the recall loop: NaN / -1 = the blob's value */
     int mode, arm, fire_once, hysteresis, reference_schedule, draft, lm_screen, trace_live;
     int turn_cap;            /* --max-turn-tokens; -1: the blob's loop.turn_cap */
+    int pooler_cache_mb;     /* --pooler-cache MB; -1: the default budget (0 given: no cache) */
     double threshold, floor; /* --threshold, --floor; NaN: the blob's threshold / no floor */
     /* eval, calibrate, longctx */
     const char *problems, *arms, *shard, *task, *len, *depth, *haystack, *prompts;
@@ -54,8 +55,8 @@ typedef struct cli_args {
     int use_bge, special, skip_special, no_tensors;
 } cli_args;
 
-/* The defaults: all zero / NULL but threshold and floor NaN, turn_cap, problem and decode_from -1,
- * percentile 10, max_new 32, scoring_rows 64. */
+/* The defaults: all zero / NULL but threshold and floor NaN, turn_cap, pooler_cache_mb, problem and
+ * decode_from -1, percentile 10, max_new 32, scoring_rows 64. */
 void cli_args_init(cli_args *a, const char *cmd);
 
 /* ---- printing and exit codes ---- */

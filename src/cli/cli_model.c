@@ -156,7 +156,7 @@ int cli_pool(const cli_args *a) {
     rc_pooler *p = NULL;
     int32_t *ids = NULL;
     int L = 0, rc = 1;
-    float *past = NULL, *sp = NULL;
+    float *sp = NULL;
     rc_npz_writer *w = NULL;
     if (cli_get_ids(a, &ids, &L, &err) || cli_blob_open(a, a->pos[0], 0, &b, &err) || cli_exec_open(a, &ex, &err) ||
         rc_qwen2_open_ex(b, 1, ex, &m, &err) || rc_pooler_open_ex(b, ex, &p, &err))
@@ -167,13 +167,14 @@ int cli_pool(const cli_args *a) {
         rc_fail(&err, RECALL_E_SHAPE, "pooler hidden %d != qwen2 hidden %d", c->hidden, rc_qwen2_cfg(m)->hidden);
         goto out;
     }
-    past = malloc(((size_t)L * (size_t)c->hidden + 1) * sizeof(float));
     sp = malloc((size_t)c->n_sp * (size_t)c->hidden * sizeof(float));
-    if (!past || !sp) {
+    if (!sp) {
         rc_fail(&err, RECALL_E_NOMEM, "out of memory");
         goto out;
     }
-    if (rc_qwen2_embed(m, ids, L, past, &err) || rc_pooler_run(p, L ? past : NULL, L, sp, &err)) goto out;
+    rc_qwen2_id_rows rows = {m, ids}; /* embedded a tile at a time: memory flat in L */
+    const rc_pooler_src src = {rc_qwen2_embed_rows, &rows, NULL};
+    if (rc_pooler_run_src(p, &src, L, sp, &err)) goto out;
     if (a->dump) {
         int64_t s[2] = {c->n_sp, c->hidden};
         if (rc_npz_writer_new(&w, &err) || rc_npz_writer_add(w, "sp", RC_NPY_F32, 2, s, sp, &err) ||
@@ -190,7 +191,6 @@ int cli_pool(const cli_args *a) {
 out:
     if (rc) cli_fail("pool", &err);
     rc_npz_writer_free(w);
-    free(past);
     free(sp);
     free(ids);
     rc_pooler_close(p);

@@ -223,7 +223,13 @@ static const cli_opt O_SCREEN = {"--lm-head-screen", NULL, "M",
                                  "has convert --lm-head-screen's int8 lm_head): greedy picks read it and\n"
                                  "recompute exactly only the rows that can win; the same tokens",
                                  set_screen, F(lm_screen), NOLIM};
-#define LOOP_OPTS &O_MODE, &O_ARM, &O_THRESHOLD, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_DRAFT, &O_SCREEN
+static const cli_opt O_POOLER_CACHE = {"--pooler-cache", NULL, "MB",
+                                      "keep the pooler's K/V rows of the oldest evicted tokens between\n"
+                                      "rebuilds, up to MB MiB (36 KiB per token at the 1.5B shape; default 256,\n"
+                                      "0 = off); the same bits at any size",
+                                      set_int, F(pooler_cache_mb), 0, 1 << 30};
+#define LOOP_OPTS                                                                                                    \
+    &O_MODE, &O_ARM, &O_THRESHOLD, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_DRAFT, &O_SCREEN, &O_POOLER_CACHE
 
 /* ---- convert, info, verify --------------------------------------------------------------------- */
 
@@ -388,7 +394,7 @@ static const cli_opt O_SHARD = {"--shard", NULL, "K/N",
                                 "run); needs --json, which then also records what --merge checks",
                                 set_str, F(shard), NOLIM};
 static const cli_opt *const EVAL_OPTS[] = {&O_BENCH,  &O_PROBLEMS, &O_EVAL_ARMS, &O_MODE,  &O_JSON_EVAL,
-                                           &O_SHARD,  &O_DRAFT,    &O_SCREEN,    &O_CTX_FULL, &O_ROPE,
+                                           &O_SHARD,  &O_DRAFT,    &O_SCREEN,    &O_POOLER_CACHE, &O_CTX_FULL, &O_ROPE,
                                            EXEC_OPTS, NULL};
 static const cli_moved EVAL_MOVED[] = {
     {"--merge", "--merge must come first: recall eval --merge SHARD.json... [--json OUT]"}, {NULL, NULL}};
@@ -402,7 +408,7 @@ static const cli_opt *const MERGE_OPTS[] = {&O_JSON_MERGE, NULL};
 static const cli_opt O_PERCENTILE = {"--percentile", NULL, "P", "percentile of the recall-position scores (default 10)",
                                      set_num, F(percentile), 0, 100};
 static const cli_opt *const CALIBRATE_OPTS[] = {&O_BENCH, &O_PROBLEMS, &O_PERCENTILE, &O_MODE, &O_SCREEN,
-                                                &O_ROPE,  EXEC_OPTS,   NULL};
+                                                &O_POOLER_CACHE, &O_ROPE,  EXEC_OPTS,   NULL};
 
 static const cli_opt O_TASK = {"--task", NULL, "LIST", "needle, multikey, vartrack (comma-separated, each once)",
                                set_str, F(task), NOLIM};
@@ -441,7 +447,7 @@ static const cli_opt O_NO_RUN = {"--no-run", NULL, NULL, "build and check the ca
                                  set_flag, F(no_run), NOLIM};
 static const cli_opt *const LONGCTX_OPTS[] = {&O_TASK,   &O_LEN,   &O_DEPTH,   &O_SEED,      &O_LCTX_ARMS,
                                               &O_MAX_NEW, &O_JSON_LCTX, &O_HAYSTACK, &O_PROMPTS, &O_NO_RUN,
-                                              &O_MODE,  &O_SCREEN, &O_CTX_FULL, &O_ROPE,    EXEC_OPTS, NULL};
+                                              &O_MODE,  &O_SCREEN, &O_POOLER_CACHE, &O_CTX_FULL, &O_ROPE,    EXEC_OPTS, NULL};
 
 /* ---- trace-svg, compare --------------------------------------------------------------------- */
 
@@ -462,7 +468,7 @@ static const cli_opt *const COMPARE_OPTS[] = {&O_JSON_CMP, &O_CMP_THRESHOLD, NUL
 const cli_opt *const cli_all_opts[] = {
     &O_THREADS, &O_SIMD, &O_HUGEPAGES, &O_CTX_FWD, &O_CTX_FULL, &O_ROPE, &O_KV_PAGES, &O_KV_RANDOM, &O_IDS,
     &O_TOKENS_FILE, &O_BENCH, &O_MODE, &O_ARM, &O_THRESHOLD, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_TURN_CAP,
-    &O_DRAFT, &O_REFERENCE, &O_SCREEN, &O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE, &O_WEIGHTS,
+    &O_DRAFT, &O_REFERENCE, &O_SCREEN, &O_POOLER_CACHE, &O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE, &O_WEIGHTS,
     &O_POOLER_HEADS, &O_STORE_SCREEN, &O_TOKENIZERS_ONLY, &O_OUT, &O_QUIET, &O_NO_TENSORS, &O_USE_BGE, &O_SPECIAL,
     &O_TEXT_FILE, &O_SKIP_SPECIAL, &O_DUMP_FWD, &O_DECODE_FROM, &O_CHUNK, &O_BOS, &O_PER_POSITION, &O_JSON_SCORE,
     &O_SCORING_ROWS, &O_EMBED_FILE, &O_DUMP_EMBED, &O_DUMP_POOL, &O_Q, &O_EMB, &O_PROBLEM, &O_TRACE_OUT,
