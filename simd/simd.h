@@ -55,6 +55,14 @@ typedef struct {
      * out[i], i < D. Callers start out at +0.0f, so keys split over several calls (tiles, in
      * ascending order) give the bits of one call. */
     void (*attn_wsum)(const float *p, const float *V, size_t ldv, int n, size_t D, float *out);
+    /* The same two over a binary16 K / V (the f16 KV cache): every element widened exactly, then
+     * the fp32 order above (references rc_dot_f16, rc_axpy_f16). */
+    void (*attn_scores_f16)(const float *q, const uint16_t *K, size_t ldk, int n, size_t D, float scale,
+                            float *scores);
+    void (*attn_wsum_f16)(const float *p, const uint16_t *V, size_t ldv, int n, size_t D, float *out);
+    /* y[i] = rc_f32_to_f16(x[i]) for i < n: round to nearest even (F16C / AVX-512 vcvtps2ph imm 0,
+     * NEON vcvt_f16_f32), elementwise, so any split gives the same bits. */
+    void (*f32_to_f16)(const float *x, uint16_t *y, size_t n);
     /* out[i] = exact fp32 value of nf4 flat element start + i, i < n. */
     void (*nf4_dequant)(const uint8_t *codes, const float *absmax, size_t start, size_t n, float *out);
     /* Elementwise (simd/act_*.c): g[i] = rc_silu(g[i]) * u[i]; x[i] = rc_gelu(x[i]);
