@@ -32,7 +32,9 @@ struct rc_qwen2 {
     int max_ctx, n_cached;
     int cap;            /* positions allocated in kc / vc / rope / scores (0 .. max_ctx) */
     int att_pairs, att_tile; /* attention blocking (rc_qwen2_set_attn_blocking) */
-    float *kc, *vc;     /* [NL][cap][kvd], K after RoPE */
+    rc_kv_dtype kv;      /* the element of kc / vc / gk / gv (rc_qwen2_set_kv_dtype) */
+    size_t kv_esz;      /* its bytes: 4 (f32) or 2 (f16) */
+    void *kc, *vc;      /* [NL][cap][kvd], K after RoPE */
     float *rope_cos, *rope_sin; /* [cap][D/2] */
     float *inv_freq;    /* [D/2] */
     float scale;        /* (float)(1/sqrt(D)) */
@@ -47,7 +49,7 @@ struct rc_qwen2 {
     int max_pages;         /* ceil(max_ctx / page) */
     rc_kvp_rank *rank;     /* [NKV][max_pages] selection scratch */
     unsigned char *keep;   /* [NKV][max_pages] */
-    float *gk, *gv;        /* [NKV][gather_cap][D]: the selected K / V rows of one decode step */
+    void *gk, *gv;         /* [NKV][gather_cap][D]: the selected K / V rows of one decode step */
     int gather_cap;        /* positions per KV head in gk / gv */
     int *n_sel;            /* [NKV] positions gathered */
 };
@@ -231,6 +233,8 @@ recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex,
         return st;
     }
     m->max_ctx = max_ctx;
+    m->kv = RC_KV_DT_F32;
+    m->kv_esz = sizeof(float);
     rc_qwen2_set_attn_blocking(m, RC_QWEN2_ATT_PAIRS, RC_QWEN2_ATT_TILE);
     m->qd = m->c.heads * m->c.head_dim;
     m->kvd = m->c.kv_heads * m->c.head_dim;
@@ -255,7 +259,7 @@ int rc_qwen2_max_ctx(const rc_qwen2 *m) { return m->max_ctx; }
 int rc_qwen2_kv_capacity(const rc_qwen2 *m) { return m->cap; }
 
 size_t rc_qwen2_kv_bytes_for(const rc_qwen2 *m, int positions) {
-    return 2 * (size_t)m->c.layers * (size_t)positions * (size_t)m->kvd * sizeof(float);
+    return 2 * (size_t)m->c.layers * (size_t)positions * (size_t)m->kvd * m->kv_esz;
 }
 
 size_t rc_qwen2_kv_bytes(const rc_qwen2 *m) { return rc_qwen2_kv_bytes_for(m, m->cap); }
@@ -265,9 +269,9 @@ size_t rc_qwen2_kv_bytes(const rc_qwen2 *m) { return rc_qwen2_kv_bytes_for(m, m-
  * RoPE rows for the new positions computed by the open-time formula. On failure nothing changes. */
 static recall_status grow_to(rc_qwen2 *m, int cap, recall_err *err) {
     const int NL = m->c.layers, half = m->c.head_dim / 2;
-    const size_t kvd = (size_t)m->kvd, ncap = (size_t)cap;
-    float *kc = (float *)malloc((size_t)NL * ncap * kvd * sizeof(float));
-    float *vc = (float *)malloc((size_t)NL * ncap * kvd * sizeof(float));
+    const size_t kvd = (size_t)m->kvd, ncap = (size_t)cap, esz = m->kv_esz;
+    char *kc = (char *)malloc((size_t)NL * ncap * kvd * esz);
+    char *vc = (char *)malloc((size_t)NL * ncap * kvd * esz);
     float *rc = (float *)realloc(m->rope_cos, ncap * (size_t)half * sizeof(float));
     if (rc) m->rope_cos = rc;
     float *rs = rc ? (float *)realloc(m->rope_sin, ncap * (size_t)half * sizeof(float)) : NULL;
@@ -292,10 +296,10 @@ static recall_status grow_to(rc_qwen2 *m, int cap, recall_err *err) {
                        cap, rc_qwen2_kv_bytes_for(m, cap));
     }
     for (int l = 0; l < NL; l++) {
-        const size_t rows = (size_t)m->n_cached * kvd * sizeof(float);
+        const size_t rows = (size_t)m->n_cached * kvd * esz;
         if (rows) {
-            memcpy(kc + (size_t)l * ncap * kvd, m->kc + (size_t)l * (size_t)m->cap * kvd, rows);
-            memcpy(vc + (size_t)l * ncap * kvd, m->vc + (size_t)l * (size_t)m->cap * kvd, rows);
+            memcpy(kc + (size_t)l * ncap * kvd * esz, (const char *)m->kc + (size_t)l * (size_t)m->cap * kvd * esz, rows);
+            memcpy(vc + (size_t)l * ncap * kvd * esz, (const char *)m->vc + (size_t)l * (size_t)m->cap * kvd * esz, rows);
         }
     }
     const int yarn = m->c.rope.type == RC_ROPE_YARN;
@@ -316,6 +320,50 @@ static recall_status grow_to(rc_qwen2 *m, int cap, recall_err *err) {
     m->vc = vc;
     m->scores = sc;
     m->cap = cap;
+    return RECALL_OK;
+}
+
+const char *rc_kv_dtype_name(rc_kv_dtype t) { return t == RC_KV_DT_F16 ? "f16" : "f32"; }
+
+int rc_kv_dtype_parse(const char *s) {
+    if (s && !strcmp(s, "f32")) return RC_KV_DT_F32;
+    if (s && !strcmp(s, "f16")) return RC_KV_DT_F16;
+    return -1;
+}
+
+rc_kv_dtype rc_qwen2_kv_dtype(const rc_qwen2 *m) { return m->kv; }
+
+recall_status rc_qwen2_set_kv_dtype(rc_qwen2 *m, rc_kv_dtype t, recall_err *err) {
+    if (t != RC_KV_DT_F32 && t != RC_KV_DT_F16)
+        return rc_fail(err, RECALL_E_ARG, "qwen2: kv storage %d unknown (f32 = %d, f16 = %d)", (int)t, RC_KV_DT_F32,
+                       RC_KV_DT_F16);
+    if (t == m->kv) return RECALL_OK;
+    if (m->n_cached)
+        return rc_fail(err, RECALL_E_ARG, "qwen2: the kv storage changes only while the cache is empty (%d positions "
+                       "cached)", m->n_cached);
+    const size_t esz = t == RC_KV_DT_F16 ? sizeof(uint16_t) : sizeof(float);
+    const size_t n = (size_t)m->c.layers * (size_t)m->cap * (size_t)m->kvd;
+    void *kc = NULL, *vc = NULL;
+    if (n) { /* the positions already allocated, at the new element size */
+        kc = malloc(n * esz);
+        vc = malloc(n * esz);
+        if (!kc || !vc) {
+            free(kc);
+            free(vc);
+            return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory for a %s KV cache of %d positions", rc_kv_dtype_name(t),
+                           m->cap);
+        }
+    }
+    free(m->kc);
+    free(m->vc);
+    free(m->gk); /* the page gather buffers regrow at the new size on demand */
+    free(m->gv);
+    m->kc = kc;
+    m->vc = vc;
+    m->gk = m->gv = NULL;
+    m->gather_cap = 0;
+    m->kv = t;
+    m->kv_esz = esz;
     return RECALL_OK;
 }
 
@@ -360,16 +408,25 @@ static float *page_max(const rc_qwen2 *m, int page, int l) {
     return m->kmax + ((size_t)page * (size_t)m->c.layers + (size_t)l) * (size_t)m->kvd;
 }
 
-/* Refolds the key bounds of positions [pos0, n) from the cache, every layer; pos0 starts a page. */
+/* The cached K row of position pos at layer l [kvd] as fp32, the values attention reads: the
+ * cache itself (f32) or its f16 values widened into tmp [kvd]. */
+static const float *cached_k_row(const rc_qwen2 *m, int l, int pos, float *tmp) {
+    const size_t off = ((size_t)l * m->cap + (size_t)pos) * (size_t)m->kvd;
+    if (m->kv == RC_KV_DT_F32) return (const float *)m->kc + off;
+    const uint16_t *h = (const uint16_t *)m->kc + off;
+    for (int i = 0; i < m->kvd; i++) tmp[i] = rc_f16_to_f32(h[i]);
+    return tmp;
+}
+
+/* Refolds the key bounds of positions [pos0, n) from the cache, every layer; pos0 starts a page.
+ * Called between forwards, so the row scratch m->k is free to hold a widened f16 row. */
 static void refold_pages(rc_qwen2 *m, int pos0, int n) {
     const int P = m->kvp.page;
     if (pos0 >= n) return; /* nothing cached (the cache may not exist yet) */
-    for (int l = 0; l < m->c.layers; l++) {
-        const float *kc = m->kc + (size_t)l * m->cap * m->kvd;
+    for (int l = 0; l < m->c.layers; l++)
         for (int pos = pos0; pos < n; pos++)
-            rc_kvp_fold(page_min(m, pos / P, l), page_max(m, pos / P, l), kc + (size_t)pos * m->kvd, (size_t)m->kvd,
+            rc_kvp_fold(page_min(m, pos / P, l), page_max(m, pos / P, l), cached_k_row(m, l, pos, m->k), (size_t)m->kvd,
                         pos % P == 0);
-    }
 }
 
 recall_status rc_qwen2_crop(rc_qwen2 *m, int n, recall_err *err) {
@@ -434,9 +491,13 @@ recall_status rc_qwen2_kv_page_bounds(const rc_qwen2 *m, int layer, int page, co
     return RECALL_OK;
 }
 
-const float *rc_qwen2_k_row(const rc_qwen2 *m, int layer, int pos) {
-    if (layer < 0 || layer >= m->c.layers || pos < 0 || pos >= m->n_cached) return NULL;
-    return m->kc + ((size_t)layer * m->cap + (size_t)pos) * m->kvd;
+recall_status rc_qwen2_k_row(const rc_qwen2 *m, int layer, int pos, float *out, recall_err *err) {
+    if (layer < 0 || layer >= m->c.layers || pos < 0 || pos >= m->n_cached)
+        return rc_fail(err, RECALL_E_ARG, "qwen2: no cached key at layer %d, position %d (%d layers, %d positions)",
+                       layer, pos, m->c.layers, m->n_cached);
+    const float *k = cached_k_row(m, layer, pos, out);
+    if (k != out) memcpy(out, k, (size_t)m->kvd * sizeof(float));
+    return RECALL_OK;
 }
 
 /* The gather buffers for a decode step at position pos: at most (budget/page + 3) pages. */
@@ -446,7 +507,7 @@ static recall_status grow_gather(rc_qwen2 *m, int pos, recall_err *err) {
     if (need > pos + 1) need = pos + 1;
     if (need <= m->gather_cap) return RECALL_OK;
     const size_t n = (size_t)m->c.kv_heads * (size_t)need * (size_t)m->c.head_dim;
-    float *gk = falloc(n), *gv = falloc(n);
+    void *gk = calloc(n, m->kv_esz), *gv = calloc(n, m->kv_esz);
     if (!gk || !gv) {
         free(gk);
         free(gv);
@@ -479,10 +540,25 @@ static void matmul_rows(const rc_qwen2 *m, const rc_mat *w, const float *bias, c
  * sparse: one decode row over the rows gathered per KV head by select_pages. */
 typedef struct {
     const rc_qwen2 *m;
-    const float *kc, *vc;
+    const void *kc, *vc; /* the layer's cache [cap][kvd], elements of m->kv */
     int nr, pos0, sparse, layer;
     int t_first; /* rows [t_first, nr): the last layer skips rows whose output nobody reads */
 } attn_job;
+
+/* The scores of one (head, row) pair over keys [j0, j0 + len) of K (rows of ld elements), into
+ * s[j0 ..], and their weighted sum of V's rows into out: the kernels of the cache's element. */
+static void pair_scores(const rc_qwen2 *m, const float *q, const void *K, size_t ld, int j0, int len, float *s) {
+    const rc_kernels *k = &m->ex->k;
+    const size_t D = (size_t)m->c.head_dim, at = (size_t)j0 * ld;
+    if (m->kv == RC_KV_DT_F16) k->attn_scores_f16(q, (const uint16_t *)K + at, ld, len, D, m->scale, s + j0);
+    else k->attn_scores(q, (const float *)K + at, ld, len, D, m->scale, s + j0);
+}
+static void pair_wsum(const rc_qwen2 *m, const float *s, const void *V, size_t ld, int j0, int len, float *out) {
+    const rc_kernels *k = &m->ex->k;
+    const size_t D = (size_t)m->c.head_dim, at = (size_t)j0 * ld;
+    if (m->kv == RC_KV_DT_F16) k->attn_wsum_f16(s + j0, (const uint16_t *)V + at, ld, len, D, out);
+    else k->attn_wsum(s + j0, (const float *)V + at, ld, len, D, out);
+}
 
 /* Blocks of up to att_pairs (query head, row) pairs that share a KV head walk the keys in tiles
  * of att_tile: each tile of K, then of V, comes from memory once per block and is reused from
@@ -503,11 +579,12 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
         if (he > h1) he = h1;
         if (he - hs > P) he = hs + P;
         const int nh = (int)(he - hs), R = P / nh; /* rows per block */
-        const float *K = j->kc + (size_t)kvh * D, *V = j->vc + (size_t)kvh * D;
+        const size_t esz = m->kv_esz;
+        const char *K = (const char *)j->kc + (size_t)kvh * D * esz, *V = (const char *)j->vc + (size_t)kvh * D * esz;
         size_t ld = (size_t)m->kvd;
         if (j->sparse) {
-            K = m->gk + (size_t)kvh * m->gather_cap * D;
-            V = m->gv + (size_t)kvh * m->gather_cap * D;
+            K = (const char *)m->gk + (size_t)kvh * m->gather_cap * D * esz;
+            V = (const char *)m->gv + (size_t)kvh * m->gather_cap * D * esz;
             ld = (size_t)D;
         }
         for (int t0 = j->t_first; t0 < j->nr; t0 += R) {
@@ -520,9 +597,7 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
                 for (int a = 0; a < nh; a++)
                     for (int r = 0; r < rn; r++) {
                         const int n = PAIR_N(r), len = n - j0 < T ? n - j0 : T;
-                        if (len > 0)
-                            k->attn_scores(m->q + PAIR_OFF(a, r), K + (size_t)j0 * ld, ld, len, (size_t)D, m->scale,
-                                           PAIR_S(a, r) + j0);
+                        if (len > 0) pair_scores(m, m->q + PAIR_OFF(a, r), K, ld, j0, len, PAIR_S(a, r));
                     }
             for (int a = 0; a < nh; a++)
                 for (int r = 0; r < rn; r++) {
@@ -533,9 +608,7 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
                 for (int a = 0; a < nh; a++)
                     for (int r = 0; r < rn; r++) {
                         const int n = PAIR_N(r), len = n - j0 < T ? n - j0 : T;
-                        if (len > 0)
-                            k->attn_wsum(PAIR_S(a, r) + j0, V + (size_t)j0 * ld, ld, len, (size_t)D,
-                                         m->att + PAIR_OFF(a, r));
+                        if (len > 0) pair_wsum(m, PAIR_S(a, r), V, ld, j0, len, m->att + PAIR_OFF(a, r));
                     }
 #undef PAIR_N
 #undef PAIR_S
@@ -569,14 +642,16 @@ static void select_pages(void *ctx, int64_t g0, int64_t g1, int worker) {
             rank[p].bound = best;
         }
         rc_kvp_select(&m->kvp, n_pages, rank, j->layer, kvh, pos, keep);
-        float *gk = m->gk + (size_t)kvh * m->gather_cap * D, *gv = m->gv + (size_t)kvh * m->gather_cap * D;
+        const size_t esz = m->kv_esz, row = (size_t)D * esz; /* one KV head's row, in bytes */
+        char *gk = (char *)m->gk + (size_t)kvh * m->gather_cap * row, *gv = (char *)m->gv + (size_t)kvh * m->gather_cap * row;
+        const char *kc = (const char *)j->kc + (size_t)kvh * row, *vc = (const char *)j->vc + (size_t)kvh * row;
         int n = 0;
         for (int p = 0; p < n_pages; p++) {
             if (!keep[p]) continue;
             const int end = (p + 1) * P < pos + 1 ? (p + 1) * P : pos + 1;
             for (int r = p * P; r < end; r++, n++) {
-                memcpy(gk + (size_t)n * D, j->kc + (size_t)r * m->kvd + (size_t)kvh * D, (size_t)D * sizeof(float));
-                memcpy(gv + (size_t)n * D, j->vc + (size_t)r * m->kvd + (size_t)kvh * D, (size_t)D * sizeof(float));
+                memcpy(gk + (size_t)n * row, kc + (size_t)r * m->kvd * esz, row);
+                memcpy(gv + (size_t)n * row, vc + (size_t)r * m->kvd * esz, row);
             }
         }
         m->n_sel[kvh] = n;
@@ -593,6 +668,23 @@ static void rope(float *vec, int nheads, int D, const float *cs, const float *sn
             x[i + half] = b * cs[i] + a * sn[i];
         }
     }
+}
+
+/* Position pos of layer l's cache from the fp32 rows k (after RoPE) and v [kvd]. F16: each value
+ * rounded to nearest even; with page bounds on, k is then overwritten by the widened cached
+ * values, the keys attention reads, which the bounds must cover. */
+static void store_kv_row(rc_qwen2 *m, int l, int pos, float *k, const float *v) {
+    const size_t kvd = (size_t)m->kvd, off = ((size_t)l * m->cap + (size_t)pos) * kvd;
+    if (m->kv == RC_KV_DT_F32) {
+        memcpy((float *)m->kc + off, k, kvd * sizeof(float));
+        memcpy((float *)m->vc + off, v, kvd * sizeof(float));
+        return;
+    }
+    uint16_t *kh = (uint16_t *)m->kc + off;
+    m->ex->k.f32_to_f16(k, kh, kvd);
+    m->ex->k.f32_to_f16(v, (uint16_t *)m->vc + off, kvd);
+    if (m->kvp.page)
+        for (size_t i = 0; i < kvd; i++) k[i] = rc_f16_to_f32(kh[i]);
 }
 
 /* One chunk of nr rows at positions pos0.., rows [row0, row0+nr) of the call. */
@@ -630,14 +722,12 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
             if (last_chunk)
                 memcpy(m->gate_q + (size_t)gi * m->qd, m->q + (size_t)(nr - 1) * m->qd, (size_t)m->qd * sizeof(float));
         }
-        float *kc = m->kc + (size_t)l * m->cap * m->kvd, *vc = m->vc + (size_t)l * m->cap * m->kvd;
         for (int t = 0; t < nr; t++) {
             const int pos = pos0 + t;
             const float *cs = m->rope_cos + (size_t)pos * half, *sn = m->rope_sin + (size_t)pos * half;
             rope(m->q + (size_t)t * m->qd, c->heads, D, cs, sn);
             rope(m->k + (size_t)t * m->kvd, c->kv_heads, D, cs, sn);
-            memcpy(kc + (size_t)pos * m->kvd, m->k + (size_t)t * m->kvd, (size_t)m->kvd * sizeof(float));
-            memcpy(vc + (size_t)pos * m->kvd, m->v + (size_t)t * m->kvd, (size_t)m->kvd * sizeof(float));
+            store_kv_row(m, l, pos, m->k + (size_t)t * m->kvd, m->v + (size_t)t * m->kvd);
             if (m->kvp.page)
                 rc_kvp_fold(page_min(m, pos / m->kvp.page, l), page_max(m, pos / m->kvp.page, l),
                             m->k + (size_t)t * m->kvd, (size_t)m->kvd, pos % m->kvp.page == 0);
@@ -646,7 +736,9 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
         if (n0 == 0) break;
         {
             /* a decode step (a call of one row) attends to the selected pages; prefill densely */
-            attn_job aj = {m, kc, vc, nr, pos0, m->kvp.page && f->n == 1, l, t0};
+            const size_t layer = (size_t)l * m->cap * m->kvd * m->kv_esz; /* bytes to layer l's rows */
+            attn_job aj = {m, (const char *)m->kc + layer, (const char *)m->vc + layer, nr, pos0,
+                           m->kvp.page && f->n == 1, l, t0};
             if (aj.sparse) rc_pool_for(m->ex->pool, c->kv_heads, 1, select_pages, &aj);
             rc_pool_for(m->ex->pool, c->heads, 1, attn_heads, &aj);
         }
