@@ -58,6 +58,9 @@ enum {
                                        (fewer TLB misses while decoding; costs the read at open) */
 };
 
+/* KV cache storage (recall_open_opts.kv, recall_loop_opts.kv). */
+typedef enum { RECALL_KV_F32 = 0, RECALL_KV_F16 = 1 } recall_kv;
+
 typedef struct {
     unsigned flags;
     /* Upper bound in bytes on the memory an open / loop may need, estimated from the sizes the
@@ -70,6 +73,10 @@ typedef struct {
      * own profile). One that contradicts the blob's fails with RECALL_E_ARG naming both. The
      * model's max_pos becomes floor(FACTOR x ORIG). */
     const char *rope_scaling;
+    /* KV cache storage of recall_forward's decoder: RECALL_KV_F32 (the default, exact) or
+     * RECALL_KV_F16 (binary16: half the bytes; K and V rounded to nearest even as they enter the
+     * cache, the math fp32; an approximation, deterministic like the rest). */
+    recall_kv kv;
 } recall_open_opts;
 
 void recall_open_opts_init(recall_open_opts *o);
@@ -143,6 +150,9 @@ typedef struct {
      * multi-row forward; the longest prefix that the greedy choices confirm is kept. 0 = off,
      * at most 32. Replies, events and margins are bitwise those of draft 0; only speed differs. */
     int draft;
+    /* KV cache storage of the loop's decoders (as recall_open_opts.kv); RECALL_KV_F16 halves the
+     * KV bytes and changes the results (measured distance in docs/KV.md). */
+    recall_kv kv;
 } recall_loop_opts;
 
 typedef struct recall_loop recall_loop;

@@ -67,6 +67,9 @@ typedef struct {
      * RC_LM_SCREEN_AUTO (0) = RECALL_LM_SCREEN=on|off|auto if set, else on when the blob holds the
      * int8 copy; RC_LM_SCREEN_ON = required (an error without it); RC_LM_SCREEN_OFF = never. */
     int lm_screen;
+    /* KV cache storage of the loop's decoders (qwen2.h rc_kv_dtype): RC_KV_DT_F32 (0, exact) or
+     * RC_KV_DT_F16 (half the bytes, an approximation named in every output). */
+    int kv;
 } rc_recall_opts;
 enum { RC_LM_SCREEN_AUTO = 0, RC_LM_SCREEN_ON = 1, RC_LM_SCREEN_OFF = 2 };
 

@@ -7,8 +7,9 @@
  *                            for byte once the per-problem "seconds" are blanked; each shard file
  *                            lists exactly its jobs. Refused with exit 2, one line naming the file,
  *                            and no output written: a shard given twice, a missing shard, a shard
- *                            of another run (--mode clean), and shard files edited to claim another
- *                            blob, benchmark, problem list or job list, and a whole-run file.
+ *                            of another run (--mode clean, --kv f16), and shard files edited to claim
+ *                            another blob, benchmark, problem list, job list or kv, and a whole-run
+ *                            file; a shard without "kv" (written before the setting) merges as f32.
  *   usage_errors             --shard bounds and syntax, --shard without --json, --merge misuse */
 #include "fixture.h"
 #include "json.h"
@@ -180,6 +181,14 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
     snprintf(b, sizeof b, "%s/clean3_4.json", d);
     snprintf(files, sizeof files, "%s/s1_4.json %s/s2_4.json %s %s/s4_4.json", d, d, b, d);
     expect_refused(d, files, b, "mode clean vs faithful");
+    /* ... and with an f16 KV cache: the results differ, so the shards must not mix */
+    run_shard(blob, d, "--kv f16", 3, 4, "f16_3_4.json");
+    snprintf(b, sizeof b, "%s/f16_3_4.json", d);
+    char *f16 = slurp(b);
+    cr_expect(strstr(f16, "\"kv\": \"f16\""), "%s", f16);
+    free(f16);
+    snprintf(files, sizeof files, "%s/s1_4.json %s/s2_4.json %s %s/s4_4.json", d, d, b, d);
+    expect_refused(d, files, b, "kv f16 vs f32");
     /* shard files edited to claim another blob, benchmark, problem list, job list */
     snprintf(path, sizeof path, "%s/s3_4.json", d);
     char *s34 = slurp(path);
@@ -188,6 +197,7 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
         {"\"bench_xxh64\": \"", "\"bench_xxh64\": \"f", "bench_xxh64"},
         {"\"problems\": [0, 1, 2]", "\"problems\": [0, 1, 3]", "seed 3"},
         {"\"jobs\": [2]", "\"jobs\": [3]", "jobs"},
+        {"\"kv\": \"f32\"", "\"kv\": \"f64\"", "kv is not"},
     };
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
         char *e = edit(s34, edits[i].from, edits[i].to);
@@ -198,10 +208,18 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
         expect_refused(d, files, b, edits[i].msg);
         unlink(b);
     }
+    /* a shard written before the KV setting existed (no "kv") is an f32 one: it merges */
+    char *old = edit(s34, "\"kv\": \"f32\", ", "");
+    snprintf(b, sizeof b, "%s/nokv3_4.json", d);
+    spit(b, old);
+    free(old);
+    snprintf(files, sizeof files, "%s/s1_4.json %s/s2_4.json %s %s/s4_4.json", d, d, b, d);
+    merge_matches_whole(d, files, table, whole);
+    unlink(b);
     free(s34);
 
     const char *names[] = {"whole.json", "s1_2.json", "s2_2.json", "s1_4.json", "s2_4.json", "s3_4.json",
-                           "s4_4.json", "clean3_4.json", "merged.json"};
+                           "s4_4.json", "clean3_4.json", "f16_3_4.json", "merged.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", d, names[i]);
         unlink(path);

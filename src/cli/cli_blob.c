@@ -2,6 +2,7 @@
 #include "blob.h"
 #include "rope.h"
 #include "cli.h"
+#include "qwen2.h"
 #include "convert.h"
 #include "pool.h"
 
@@ -106,14 +107,23 @@ static int open_or_die(const char *cmd, const char *path, unsigned flags, rc_blo
 int cli_info(int argc, char **argv) {
     const char *path = NULL;
     int show_tensors = 1;
+    rc_kv_dtype kv = RC_KV_DT_F32;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: recall info BLOB [--no-tensors]\n"
+            printf("usage: recall info BLOB [--no-tensors] [--kv f32|f16]\n"
                    "Prints the blob's header, config and tensor table (name, dtype, shape, offset,\n"
-                   "bytes, XXH64). Does not hash the data: use `recall verify` for that.\n");
+                   "bytes, XXH64). Does not hash the data: use `recall verify` for that.\n"
+                   "--kv f32|f16: the KV cache storage the 'kv:' line describes (default f32: exact; f16 halves\n"
+                   "the KV bytes per position).\n");
             return 0;
         } else if (!strcmp(argv[i], "--no-tensors")) {
             show_tensors = 0;
+        } else if (!strcmp(argv[i], "--kv")) {
+            if (i + 1 >= argc || rc_kv_dtype_parse(argv[i + 1]) < 0) {
+                fprintf(stderr, "recall info: --kv needs f32 or f16\n");
+                return 2;
+            }
+            kv = (rc_kv_dtype)rc_kv_dtype_parse(argv[++i]);
         } else if (!path) {
             path = argv[i];
         } else {
@@ -136,6 +146,12 @@ int cli_info(int argc, char **argv) {
         recall_err xerr = {0};
         if (rc_exec_open(NULL, &ex, &xerr) == RECALL_OK) {
             printf("  simd: %s, threads: %d\n", ex->k.name, ex->threads);
+            int64_t L = 0, NKV = 0, D = 0; /* the KV bytes per position of the decoder, if any */
+            if (!rc_blob_get_i64(b, "qwen2.layers", &L, &xerr) && !rc_blob_get_i64(b, "qwen2.kv_heads", &NKV, &xerr) &&
+                !rc_blob_get_i64(b, "qwen2.head_dim", &D, &xerr))
+                printf("  kv: %s, %lld bytes per position (f32 %lld, f16 %lld)\n", rc_kv_dtype_name(kv),
+                       (long long)(2 * L * NKV * D * (kv == RC_KV_DT_F16 ? 2 : 4)), (long long)(8 * L * NKV * D),
+                       (long long)(4 * L * NKV * D));
             rc_exec_close(ex);
         } else {
             printf("  simd: unavailable (%s)\n", xerr.msg);

@@ -14,6 +14,7 @@
 #include "problems.h"
 #include "blob.h"
 #include "cli.h"
+#include "qwen2.h"
 #include "recall_loop.h"
 #include "tokenize_bpe.h"
 
@@ -74,6 +75,7 @@ static void calibrate_usage(FILE *f) {
     fprintf(f,
             "usage: recall calibrate BLOB --bench FILE [--problems 0-7] [--percentile 10]\n"
             "                        [--mode faithful|clean] [--threads N] [--simd scalar|avx2|avx512|neon] [--hugepages]\n"
+            "                        [--kv f32|f16]\n"
             "\n"
             "Suggests a gate threshold for this build (weights, quantisation, mode), as the reference\n"
             "handoff prescribes: needle dialogues through the deployed model, threshold at about the\n"
@@ -232,8 +234,8 @@ static void calibrate_report(gate_stats *g, const calibrate_opts *co, int faithf
     double thr = percentile(pos->v, pos->n, co->P);
     for (int i = 0; i < g->q_max.n; i++) q_fire += g->q_max.v[i] > thr;
     for (int i = 0; i < g->probe_max.n; i++) probe_fire += g->probe_max.v[i] > thr;
-    printf("gate score distribution (%d problems, mode %s, firing disabled)\n", co->n_seeds,
-           faithful ? "faithful" : "clean");
+    printf("gate score distribution (%d problems, mode %s, kv %s, firing disabled)\n", co->n_seeds,
+           faithful ? "faithful" : "clean", rc_kv_dtype_name((rc_kv_dtype)co->xa.kv));
     printf("  %-26s %5s %9s %9s %9s %9s %9s %9s %9s\n", "", "n", "min", "p10", "p25", "p50", "p75", "p90", "max");
     print_row("recall positions", pos);
     print_row("casual positions", cas);
@@ -273,6 +275,7 @@ int cli_calibrate(int argc, char **argv) {
     o.max_ctx = co.xa.ctx;
     o.simd = co.xa.simd;
     o.lm_screen = co.xa.lm_screen;
+    o.kv = co.xa.kv;
     o.threshold = INFINITY; /* score every check, fire none */
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
     if (calibrate_collect(r, bench, &co, &g)) goto out;

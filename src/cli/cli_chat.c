@@ -12,6 +12,7 @@
 #include "blob.h"
 #include "cli.h"
 #include "rope.h"
+#include "qwen2.h"
 #include "recall_loop.h"
 #include "session.h"
 #include "tokenize_bpe.h"
@@ -56,6 +57,8 @@ static void chat_usage(FILE *f) {
             "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
             "  --hugepages          copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P             kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
+            "  --kv f32|f16         KV cache storage (default f32, exact; f16 halves the KV bytes and rounds\n"
+            "                       each K / V value once: an approximation)\n"
             "  --lm-head-screen M on, off or auto (default: RECALL_LM_SCREEN, else on when the\n"
             "                     blob has convert --lm-head-screen's int8 lm_head): greedy picks read\n"
             "                     it and recompute exactly only rows that can win; same tokens\n"
@@ -255,6 +258,7 @@ static int chat_open_model(chat_state *c) {
     o->threads = ca->xa.threads;
     o->simd = ca->xa.simd;
     o->lm_screen = ca->xa.lm_screen;
+    o->kv = ca->xa.kv;
     o->max_ctx = ca->xa.ctx;
     o->use_floor = ca->floor_s != NULL;
     c->vocab = (uint32_t)vocab64;
@@ -463,8 +467,8 @@ int cli_chat(int argc, char **argv) {
     c.cs.bpe = rc_recall_bpe(c.r);
     c.cs.trace = ca.trace;
     if (ca.trace)
-        fprintf(stderr, "[trace] simd %s, %d thread%s\n", rc_recall_simd_name(c.r), rc_recall_threads(c.r),
-                rc_recall_threads(c.r) == 1 ? "" : "s");
+        fprintf(stderr, "[trace] simd %s, %d thread%s, kv %s\n", rc_recall_simd_name(c.r), rc_recall_threads(c.r),
+                rc_recall_threads(c.r) == 1 ? "" : "s", rc_kv_dtype_name((rc_kv_dtype)ca.xa.kv));
     const int tty = isatty(STDIN_FILENO);
     if (tty)
         fprintf(stderr, "recall chat: %s, %s session (%zu tokens); end with Ctrl-D\n", ca.blob_path,

@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "cli_eval.h"
 #include "json.h"
+#include "qwen2.h"
 #include "recall_loop.h"
 #include "tokenize_bpe.h"
 
@@ -158,11 +159,11 @@ static void json_list(FILE *f, double *v, int n) {
     fputc(']', f);
 }
 
-void eval_json_head(FILE *f, const char *blob, const char *mode, const uint32_t *seeds, int n_seeds,
+void eval_json_head(FILE *f, const char *blob, const char *mode, const char *kv, const uint32_t *seeds, int n_seeds,
                     const eval_shard_info *sh) {
     fprintf(f, "{\"blob\": ");
     eval_json_str(f, blob);
-    fprintf(f, ", \"mode\": \"%s\", \"problems\": [", mode);
+    fprintf(f, ", \"mode\": \"%s\", \"kv\": \"%s\", \"problems\": [", mode, kv);
     for (int i = 0; i < n_seeds; i++) fprintf(f, "%s%u", i ? ", " : "", seeds[i]);
     fputc(']', f);
     if (sh) {
@@ -369,6 +370,9 @@ static void eval_usage(FILE *f) {
             "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
             "  --hugepages      copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P         kernel path scalar|avx2|avx512|neon (default: RECALL_SIMD, else the best)\n"
+            "  --kv f32|f16     KV cache storage (default f32, exact; f16 halves the KV bytes and rounds each\n"
+            "                   K / V value once: an approximation, named as \"kv\" in the JSON; --merge\n"
+            "                   refuses shards of different kv)\n"
             "  --lm-head-screen M on, off or auto (default: RECALL_LM_SCREEN, else on when the\n"
             "                 blob has convert --lm-head-screen's int8 lm_head): greedy picks read\n"
             "                 it and recompute exactly only rows that can win; same tokens\n"
@@ -552,6 +556,7 @@ static int eval_open(eval_run *r) {
     r->base.max_ctx = r->o->xa.ctx;
     r->base.simd = r->o->xa.simd;
     r->base.lm_screen = r->o->xa.lm_screen;
+    r->base.kv = r->o->xa.kv;
     if (cli_parse_mode_arm("eval", r->o->mode, NULL, &r->base)) return 2;
     if (r->o->draft_s && cli_parse_draft("eval", r->o->draft_s, &r->base.draft)) return 2;
     for (int a = 0; a < r->p->n_arms; a++) {
@@ -590,8 +595,8 @@ static int eval_json_start(eval_run *r) {
     }
     r->jf = eval_json_create(r->o->json_path, &r->jtmp);
     if (r->jf)
-        eval_json_head(r->jf, r->o->blob_path, r->base.mode == RC_MODE_FAITHFUL ? "faithful" : "clean", p->seeds,
-                       p->n_seeds, r->o->shard_s ? &sh : NULL);
+        eval_json_head(r->jf, r->o->blob_path, r->base.mode == RC_MODE_FAITHFUL ? "faithful" : "clean",
+                       rc_kv_dtype_name((rc_kv_dtype)r->base.kv), p->seeds, p->n_seeds, r->o->shard_s ? &sh : NULL);
     free(jobs);
     return r->jf ? 0 : 1;
 }

@@ -7,9 +7,10 @@
  * what differs (exit 2):
  *   - a file that is not a shard file, or whose jobs are not exactly those j < n_jobs with
  *     j % n == k-1, or whose per-problem objects do not match its jobs;
- *   - a file of another run: mode, problems, arms (label, threshold, floor), the blob's body
- *     checksum or the benchmark file's checksum differ from the first file's (paths may differ;
- *     the merged "blob" is the first file's);
+ *   - a file of another run: mode, KV storage ("kv"; a file without it ran before the setting
+ *     existed, with f32), problems, arms (label, threshold, floor), the blob's body checksum or the
+ *     benchmark file's checksum differ from the first file's (paths may differ; the merged "blob"
+ *     is the first file's);
  *   - a job held by two files, or by none.
  * Output: per arm, the per-problem objects copied byte for byte from the shard that ran them, in
  * job order; the counts summed; the per-fire bridge score lists concatenated (they are written
@@ -17,6 +18,7 @@
  * job on its machine) differ from one unsharded run. */
 #include "cli_eval.h"
 #include "json.h"
+#include "qwen2.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -44,6 +46,12 @@ static int refuse(const char *path, const char *fmt, ...) {
     fputc('\n', stderr);
     va_end(ap);
     return 2;
+}
+
+/* The run's KV storage: "kv", or "f32" for a file written before the setting existed. */
+static const char *kv_of(const json_value *root) {
+    const json_value *kv = json_get_type(root, "kv", JSON_STR);
+    return kv ? kv->str : "f32";
 }
 
 /* obj[key] as an integer in lo..hi, else -1 (lo >= 0 throughout). */
@@ -154,6 +162,8 @@ static int load_shard(shard_file *s) {
             return refuse(s->path, "problems[%zu] is not a seed", i);
     const char *mode = str_at(s->root, "mode");
     if (strcmp(mode, "faithful") && strcmp(mode, "clean")) return refuse(s->path, "mode \"%s\" is not faithful or clean", mode);
+    if (json_get(s->root, "kv") && rc_kv_dtype_parse(kv_of(s->root)) < 0)
+        return refuse(s->path, "kv is not \"f32\" or \"f16\"");
     if (!s->n_seeds || !s->arms->len || (size_t)s->n_jobs != s->arms->len * s->problems->len)
         return refuse(s->path, "n_jobs %d is not arms (%zu) x problems (%zu)", s->n_jobs, s->arms->len,
                       s->problems->len);
@@ -171,6 +181,8 @@ static int same_run(const shard_file *f, const shard_file *t) {
         const char *y = str_at(keys[k][0][0] ? t->shard : t->root, keys[k][1]);
         if (strcmp(x, y)) snprintf(what, sizeof what, "%s %.40s vs %.40s", keys[k][1], y, x);
     }
+    if (!what[0] && strcmp(kv_of(f->root), kv_of(t->root)))
+        snprintf(what, sizeof what, "kv %s vs %s", kv_of(t->root), kv_of(f->root));
     if (!what[0] && f->problems->len != t->problems->len)
         snprintf(what, sizeof what, "%zu problems vs %zu", t->problems->len, f->problems->len);
     for (size_t i = 0; !what[0] && i < f->problems->len; i++)
@@ -192,8 +204,8 @@ static int same_run(const shard_file *f, const shard_file *t) {
         }
     }
     if (!what[0]) return 0;
-    return refuse(t->path, "not the same run as %s: %s (shards of one run share BLOB, --bench, --problems, --arms "
-                           "and --mode)", f->path, what);
+    return refuse(t->path, "not the same run as %s: %s (shards of one run share BLOB, --bench, --problems, --arms, "
+                           "--mode and --kv)", f->path, what);
 }
 
 /* owner[j] = the file holding job j; every job exactly once. */
@@ -243,7 +255,7 @@ static int write_merged(FILE *f, const shard_file *s, int n_files, const int *ow
         return -1;
     }
     for (int i = 0; i < P; i++) seeds[i] = (uint32_t)s[0].problems->items[i].i;
-    eval_json_head(f, str_at(s[0].root, "blob"), str_at(s[0].root, "mode"), seeds, P, NULL);
+    eval_json_head(f, str_at(s[0].root, "blob"), str_at(s[0].root, "mode"), kv_of(s[0].root), seeds, P, NULL);
     for (int a = 0; a < (int)s[0].arms->len; a++) {
         eval_json_arm_head(f, a, &info[a]);
         memset(cursor, 0, (size_t)n_files * sizeof *cursor);

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "cli_eval.h"
 #include "longctx.h"
+#include "qwen2.h"
 #include "recall_loop.h"
 #include "rope.h"
 #include "tokenize_bpe.h"
@@ -63,6 +64,8 @@ static void longctx_usage(FILE *f) {
             "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile\n"
             "  --hugepages     copy the blob into huge-page memory\n"
             "  --simd P        kernel path scalar|avx2|avx512|neon (default: RECALL_SIMD, else the best)\n"
+            "  --kv f32|f16    KV cache storage (default f32, exact; f16 halves the KV bytes and rounds each\n"
+            "                  K / V value once: an approximation, named as \"kv\" in the JSON)\n"
             "Exact match: the reply text after its last \"</think>\" (if any), from its first non-blank\n"
             "character to the next newline, trailing whitespace trimmed, equals the expected digits. A case the FULL arm cannot hold (BOS +\n"
             "prompt + max-new + 1 positions above the context) is refused before anything runs.\n");
@@ -371,6 +374,7 @@ static int longctx_run_arm(longctx_run *r, int a) {
     rc_recall_defaults(r->b, &ro);
     ro.threads = o->xa.threads;
     ro.simd = o->xa.simd;
+    ro.kv = o->xa.kv;
     ro.max_ctx = o->xa.ctx;
     ro.turn_cap = o->max_new;
     if (cli_parse_mode_arm("longctx", o->mode, o->arms[a], &ro)) return 2;
@@ -459,9 +463,10 @@ static int longctx_write_json(const longctx_run *r) {
     fprintf(f, ", \"blob_xxh64\": \"%016llx\", \"haystack\": ", (unsigned long long)rc_blob_hdr(r->b)->body_checksum);
     eval_json_str(f, o->haystack);
     fprintf(f, ", \"haystack_xxh64\": \"%016llx\", \"haystack_tokens\": %d, \"seed\": %llu, \"max_new\": %d, "
-               "\"mode\": \"%s\", \"context\": %d, \"trained_positions\": %d, \"ran\": %s,\n\"cases\": [",
+               "\"mode\": \"%s\", \"kv\": \"%s\", \"context\": %d, \"trained_positions\": %d, \"ran\": %s,\n\"cases\": [",
             (unsigned long long)r->hay.xxh64, r->hay.n, (unsigned long long)o->seed, o->max_new,
-            o->mode ? o->mode : "faithful", r->ctx, r->trained, o->no_run ? "false" : "true");
+            o->mode ? o->mode : "faithful", rc_kv_dtype_name((rc_kv_dtype)o->xa.kv), r->ctx, r->trained,
+            o->no_run ? "false" : "true");
     for (int c = 0; c < r->n_cases; c++) write_case(f, r, c);
     fputs("],\n\"summary\": {", f);
     for (int a = 0; !o->no_run && a < o->n_arms; a++) {

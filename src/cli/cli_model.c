@@ -12,6 +12,7 @@
 #include "bert.h"
 #include "blob.h"
 #include "cli.h"
+#include "compare.h"
 #include "heads.h"
 #include "json.h"
 #include "npy.h"
@@ -95,7 +96,7 @@ static recall_status read_npy_f32(const char *path, float **out, size_t *n, reca
 static const char FORWARD_USAGE[] =
     "usage: recall forward BLOB (--ids '[1,2,3]' | --tokens-file F) [--dump OUT.npz] [--threads N]\n"
     "                      [--simd scalar|avx2|avx512|neon] [--ctx N] [--rope-scaling yarn:FACTOR:ORIG]\n"
-    "                      [--decode-from N [--kv-pages PAGE:BUDGET [--kv-pages-random SEED]]]\n"
+    "                      [--decode-from N [--kv-pages PAGE:BUDGET [--kv-pages-random SEED]]] [--kv f32|f16]\n"
     "One Qwen2 prefill of the ids from an empty cache (F: a JSON array of ids or whitespace-separated\n"
     "ids). Prints the context and the KV cache bytes the prefill allocated. --ctx N: the instance\n"
     "context (default: the number of ids; at most the trained positions, which a longer request\n"
@@ -103,13 +104,16 @@ static const char FORWARD_USAGE[] =
     "positions floor(FACTOR x ORIG)); one contradicting the blob's fails naming both.\n"
     "--dump writes ids [T] (int32), logits [T,V],\n"
     "hidden_last [layers+1,H] (HF hidden_states at the last position) and q_layers [n_gate,T,heads*head_dim]\n"
-    "(q_proj outputs after bias, before RoPE, at the gate layers). Without --dump: prints the argmax\n"
+    "(q_proj outputs after bias, before RoPE, at the gate layers) and kv_bits [1] (32, or 16 under --kv f16:\n"
+    "recall compare names it). Without --dump: prints the argmax\n"
     "of the last logits.\n"
     "--decode-from N: ids 0..N-1 in one prefill, then each later id in its own call (the decode\n"
     "path; the logits are bitwise those of one prefill unless --kv-pages is given).\n"
     "--kv-pages PAGE:BUDGET [--kv-pages-random SEED]: page-sparse attention for those decode steps\n"
     "(an approximation: page 0, the last two pages and the best BUDGET/PAGE pages ranked by a key\n"
-    "bound, or as many drawn at random with the seed); prefill rows stay dense.\n";
+    "bound, or as many drawn at random with the seed); prefill rows stay dense.\n"
+    "--kv f32|f16: the KV cache's storage (default f32, exact; f16 halves the bytes and rounds each\n"
+    "K / V value once: an approximation, printed as 'kv f16').\n";
 
 /* The forward itself: ids[0..n0) in one call, then one call per id (the decode path); every
  * row's logits into logits[T][V], its gate-layer q into q[n_gate][T][QD], hid at the last row. */
@@ -182,7 +186,7 @@ int cli_forward(int argc, char **argv) {
         goto out;
     }
     if (cli_exec_open(&a.x, &ex, &err) || rc_qwen2_open_ex(b, ctx, ex, &m, &err) ||
-        rc_qwen2_set_kv_pages(m, &a.kvp, &err))
+        rc_qwen2_set_kv_dtype(m, (rc_kv_dtype)a.x.kv, &err) || rc_qwen2_set_kv_pages(m, &a.kvp, &err))
         goto out;
     const rc_qwen2_config *c = rc_qwen2_cfg(m);
     const size_t V = (size_t)c->vocab, H = (size_t)c->hidden, QD = (size_t)c->heads * (size_t)c->head_dim;
@@ -204,15 +208,18 @@ int cli_forward(int argc, char **argv) {
             printf("prefill %ld ids, decode %ld, attention %s\n", n0, T - n0, kvp);
         }
     }
+    printf("kv %s\n", rc_kv_dtype_name(rc_qwen2_kv_dtype(m)));
     printf("kv_bytes %zu (%d positions allocated for %d in use)\n", rc_qwen2_kv_bytes(m), rc_qwen2_kv_capacity(m),
            rc_qwen2_n_cached(m));
     if (a.dump) {
         int64_t s1[1] = {T}, s2[2] = {T, (int64_t)V}, s3[2] = {c->layers + 1, (int64_t)H},
-                s4[3] = {c->n_gate, T, (int64_t)QD};
+                s4[3] = {c->n_gate, T, (int64_t)QD}, s5[1] = {1};
+        const int32_t kv_bits[1] = {rc_qwen2_kv_dtype(m) == RC_KV_DT_F16 ? 16 : 32}; /* recall compare names it */
         if (rc_npz_writer_new(&w, &err) || rc_npz_writer_add(w, "ids", RC_NPY_I32, 1, s1, ids, &err) ||
             rc_npz_writer_add(w, "logits", RC_NPY_F32, 2, s2, logits, &err) ||
             rc_npz_writer_add(w, "hidden_last", RC_NPY_F32, 2, s3, hid, &err) ||
-            rc_npz_writer_add(w, "q_layers", RC_NPY_F32, 3, s4, q, &err) || rc_npz_writer_write(w, a.dump, &err))
+            rc_npz_writer_add(w, "q_layers", RC_NPY_F32, 3, s4, q, &err) ||
+            rc_npz_writer_add(w, RC_CMP_KV_ARRAY, RC_NPY_I32, 1, s5, kv_bits, &err) || rc_npz_writer_write(w, a.dump, &err))
             goto out;
     } else {
         const float *last = logits + (size_t)(T - 1) * V;

@@ -3,6 +3,7 @@
 #include "problems.h"
 #include "blob.h"
 #include "cli.h"
+#include "qwen2.h"
 #include "recall_loop.h"
 #include "tokenize_bpe.h"
 
@@ -126,6 +127,8 @@ static void replay_usage(FILE *f) {
             "  --rope-scaling yarn:FACTOR:ORIG  YaRN for a blob without a profile (floor(FACTOR x ORIG) positions)\n"
             "  --hugepages      copy the blob into huge-page memory (faster decode, slower start)\n"
             "  --simd P         kernel path (default: RECALL_SIMD, else the best this CPU runs)\n"
+            "  --kv f32|f16     KV cache storage (default f32, exact; f16 halves the KV bytes and rounds each\n"
+            "                   K / V value once: an approximation, named as \"kv\" in the trace)\n"
             "  --lm-head-screen M on, off or auto (default: RECALL_LM_SCREEN, else on when the\n"
             "                 blob has convert --lm-head-screen's int8 lm_head): greedy picks read\n"
             "                 it and recompute exactly only rows that can win; same tokens\n"
@@ -235,6 +238,7 @@ static int replay_loop_opts(const replay_opts *ro, const rc_blob *b, rc_recall_o
     o->max_ctx = ro->xa.ctx;
     o->simd = ro->xa.simd;
     o->lm_screen = ro->xa.lm_screen;
+    o->kv = ro->xa.kv;
     if (cli_parse_mode_arm("replay", ro->mode, ro->arm, o)) return 2;
     if (ro->thr) {
         char *end;
@@ -257,9 +261,9 @@ static int write_trace(const char *path, long problem, const rc_recall_opts *o, 
         fprintf(stderr, "recall replay: %s: %s\n", tmp, strerror(errno));
         return 1;
     }
-    fprintf(f, "{\"seed\": %ld, \"mode\": \"%s\", \"arm\": \"%s\", \"threshold\": ", problem,
+    fprintf(f, "{\"seed\": %ld, \"mode\": \"%s\", \"arm\": \"%s\", \"kv\": \"%s\", \"threshold\": ", problem,
             o->mode == RC_MODE_FAITHFUL ? "faithful" : "clean",
-            o->arm == RC_ARM_RC_BGE ? "RC_bge" : o->arm == RC_ARM_SP ? "SP" : "FULL");
+            o->arm == RC_ARM_RC_BGE ? "RC_bge" : o->arm == RC_ARM_SP ? "SP" : "FULL", rc_kv_dtype_name((rc_kv_dtype)o->kv));
     json_float(f, o->threshold);
     fprintf(f, ", \"constants\": {\"RW\": %d, \"C\": %d, \"BLOCK\": %d, \"RECALL_K\": %d, \"TURN_CAP\": %d},\n",
             o->window, o->chunk, o->block, o->k, o->turn_cap);
@@ -312,8 +316,8 @@ int cli_replay(int argc, char **argv) {
         goto out;
     }
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
-    fprintf(stderr, "replay: problem %ld, simd %s, %d thread%s\n", ro.problem, rc_recall_simd_name(r),
-            rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s");
+    fprintf(stderr, "replay: problem %ld, simd %s, %d thread%s, kv %s\n", ro.problem, rc_recall_simd_name(r),
+            rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s", rc_kv_dtype_name((rc_kv_dtype)o.kv));
     if (rc_run_problem(r, &p, NULL, on_turn, NULL, &run, &err)) goto fail;
     rc_lm_stats lm;
     rc_recall_lm_stats(r, &lm);

@@ -58,14 +58,20 @@ int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args 
         return 1;
     }
     int is_threads = !strcmp(a, "--threads"), is_simd = !strcmp(a, "--simd"), is_rope = !strcmp(a, "--rope-scaling");
-    int is_ctx = !strcmp(a, "--ctx"), is_screen = !strcmp(a, "--lm-head-screen");
-    if (!is_threads && !is_simd && !is_rope && !is_ctx && !is_screen) return 0;
+    int is_ctx = !strcmp(a, "--ctx"), is_screen = !strcmp(a, "--lm-head-screen"), is_kv = !strcmp(a, "--kv");
+    if (!is_threads && !is_simd && !is_rope && !is_ctx && !is_screen && !is_kv) return 0;
     if (*i + 1 >= argc) {
         fprintf(stderr, "recall %s: %s needs a value\n", cmd, a);
         return -1;
     }
     const char *v = argv[++*i];
-    if (is_screen) {
+    if (is_kv) {
+        if (rc_kv_dtype_parse(v) < 0) {
+            fprintf(stderr, "recall %s: --kv %s: expected f32 or f16\n", cmd, v);
+            return -1;
+        }
+        x->kv = rc_kv_dtype_parse(v);
+    } else if (is_screen) {
         if (rc_lm_screen_parse(v) < 0) {
             fprintf(stderr, "recall %s: --lm-head-screen %s: expected on, off or auto\n", cmd, v);
             return -1;
@@ -288,7 +294,7 @@ recall_status cli_get_ids(const char *inline_ids, const char *tokens_file, int32
 static const char SCORE_USAGE[] =
     "usage: recall score BLOB (--tokens-file F | --ids '[...]') [--ctx N] [--bos] [--json OUT]\n"
     "                    [--per-position] [--threads N] [--simd scalar|avx2|avx512|neon]\n"
-    "                    [--scoring-rows R] [--kv-pages PAGE:BUDGET [--kv-pages-random SEED]]\n"
+    "                    [--scoring-rows R] [--kv-pages PAGE:BUDGET [--kv-pages-random SEED]] [--kv f32|f16]\n"
     "Teacher-forced scoring: per-position negative log-likelihood (natural log, double from the fp32\n"
     "logits) and greedy token, and perplexity with llama-perplexity's protocol: the ids are cut into\n"
     "chunks of N (default: all ids, at most the model's trained positions), each chunk is evaluated\n"
@@ -310,6 +316,8 @@ static const char SCORE_USAGE[] =
     "                   decode step attends to page 0, the last two pages and the best BUDGET/PAGE\n"
     "                   other pages of PAGE positions, ranked by a per-page bound of q.k\n"
     "  --kv-pages-random SEED  the control: the same number of pages, drawn at random (seeded)\n"
+    "  --kv f32|f16     the KV cache's storage (default f32, exact); f16 halves its bytes, rounding\n"
+    "                   each K / V value once (an approximation: the JSON names it, \"kv\")\n"
     "  --threads N / --simd P   execution (defaults: RECALL_THREADS / RECALL_SIMD); bitwise the same\n"
     "  --hugepages              copy the blob into huge-page memory (faster decode, slower start)\n"
     "Prefill progress goes to stderr.\n";
@@ -448,6 +456,7 @@ static recall_status score_open(const score_opts *o, score_run *s, recall_err *e
     if (s->n_ctx < 3) return rc_fail(err, RECALL_E_ARG, "%s: %d tokens; scoring needs a chunk of at least 3", s->src, n);
     RC_TRY(cli_exec_open(&o->xa, &s->ex, err));
     RC_TRY(rc_qwen2_open_ex(s->b, s->n_ctx, s->ex, &s->m, err));
+    RC_TRY(rc_qwen2_set_kv_dtype(s->m, (rc_kv_dtype)o->xa.kv, err));
     RC_TRY(rc_qwen2_set_kv_pages(s->m, &o->kvp, err));
     if (n < s->n_ctx)
         return rc_fail(err, RECALL_E_ARG, "%s: %d tokens is shorter than one chunk of %d (--ctx)", s->src, n, s->n_ctx);
@@ -558,7 +567,8 @@ static recall_status score_write_json(const score_opts *o, const score_run *s, d
     for (int i = 0; i < s->n_chunk; i++) fprintf(jf, "%s%.17g", i ? ", " : "", s->chunk_ppl[i]);
     char kvp[128];
     cli_kv_pages_describe(&o->kvp, kvp, sizeof kvp);
-    fprintf(jf, "], \"scoring_rows\": %d, \"attention\": \"%s\"", o->rows, kvp);
+    fprintf(jf, "], \"scoring_rows\": %d, \"attention\": \"%s\", \"kv\": \"%s\"", o->rows, kvp,
+            rc_kv_dtype_name(rc_qwen2_kv_dtype(s->m)));
     if (s->decode_tps > 0) fprintf(jf, ", \"decode_tok_s\": %.6g, \"decode_tok_s_rows\": %d", s->decode_tps, s->tps_rows);
     if (o->per_pos) {
         fputs(", \"positions\": [", jf);
@@ -608,7 +618,7 @@ int cli_score(int argc, char **argv) {
         cli_kv_pages_describe(&o.kvp, kvp, sizeof kvp);
         printf("n_ctx %d chunks %d scored_per_chunk %d bos %s\n", s.n_ctx, s.n_chunk, s.n_ctx - s.first - 1,
                s.use_bos ? "replaced" : "off");
-        printf("scoring rows per call %d, attention %s\n", o.rows, kvp);
+        printf("scoring rows per call %d, attention %s, kv %s\n", o.rows, kvp, rc_kv_dtype_name(rc_qwen2_kv_dtype(s.m)));
         fflush(stdout);
         if (!score_chunks(&o, &s, &err) && !score_report(&o, &s, &err)) rc = 0;
     }
