@@ -296,6 +296,9 @@ bench-kv-pages: $(BUILD)/bench_kv_pages
 # recall's side of bench/side_by_side.sh (llama-bench's tests and protocol, jsonl lines).
 $(BUILD)/bench_sbs: bench/bench_sbs.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+# Decode step time against the context depth (bench/bench_depth.c), depths interleaved per round.
+$(BUILD)/bench_depth: bench/bench_depth.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 
 # Real-shape decoder smoke (64-token prefill + 16 decode steps, finite logits) and the loop's fast
 # vs reference schedule (rows and wall time per turn, outputs checked bitwise).
