@@ -5,7 +5,9 @@
  * the KV cache, the RoPE tables and the attention score rows grow with the positions in use
  * (RC_QWEN2_KV_UNIT, then doubling, capped at max_ctx; rc_qwen2_reserve sizes them once).
  * Growing copies the cached rows unchanged and every table entry is a pure function of its
- * position, so growth never changes a result bit. */
+ * position, so growth never changes a result bit. The K / V layout (kv_off), the decode split
+ * (attn_grain) and the huge-page advice (kv_alloc) decide only how fast decode streams the cache
+ * at depth, never a bit. */
 #include "qwen2.h"
 
 #include "kv_pages.h"
@@ -16,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 typedef struct {
     rc_mat q, k, v, o, gate, up, down;
@@ -34,7 +39,7 @@ struct rc_qwen2 {
     int att_pairs, att_tile; /* attention blocking (rc_qwen2_set_attn_blocking) */
     rc_kv_dtype kv;      /* the element of kc / vc / gk / gv (rc_qwen2_set_kv_dtype) */
     size_t kv_esz;      /* its bytes: 4 (f32) or 2 (f16) */
-    void *kc, *vc;      /* [NL][cap][kvd], K after RoPE */
+    void *kc, *vc;      /* [NL][NKV][cap][D] (kv_off), K after RoPE (kv_alloc) */
     float *rope_cos, *rope_sin; /* [cap][D/2] */
     float *inv_freq;    /* [D/2] */
     float scale;        /* (float)(1/sqrt(D)) */
@@ -56,6 +61,20 @@ struct rc_qwen2 {
 
 static void kv_pages_free(rc_qwen2 *m);
 
+/* The K and V arrays. Decode reads every cached key and value of every layer once per step, so
+ * they are 2 MiB aligned and advised for transparent huge pages where the OS offers them (Linux
+ * MADV_HUGEPAGE; advisory, nothing depends on it): with 4 KiB pages a 512-position f32 cache of the
+ * real-shape model spans 7,168 pages, more than the second-level TLB holds, walked every step. */
+#define RC_KV_HUGE ((size_t)2 << 20)
+static void *kv_alloc(size_t bytes) {
+    const size_t len = (bytes + RC_KV_HUGE - 1) / RC_KV_HUGE * RC_KV_HUGE;
+    void *p = NULL;
+    if (!len || posix_memalign(&p, RC_KV_HUGE, len)) return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, len, MADV_HUGEPAGE);
+#endif
+    return p;
+}
 void rc_qwen2_close(rc_qwen2 *m) {
     if (!m) return;
     free(m->L);
@@ -270,8 +289,8 @@ size_t rc_qwen2_kv_bytes(const rc_qwen2 *m) { return rc_qwen2_kv_bytes_for(m, m-
 static recall_status grow_to(rc_qwen2 *m, int cap, recall_err *err) {
     const int NL = m->c.layers, half = m->c.head_dim / 2;
     const size_t kvd = (size_t)m->kvd, ncap = (size_t)cap, esz = m->kv_esz;
-    char *kc = (char *)malloc((size_t)NL * ncap * kvd * esz);
-    char *vc = (char *)malloc((size_t)NL * ncap * kvd * esz);
+    char *kc = (char *)kv_alloc((size_t)NL * ncap * kvd * esz);
+    char *vc = (char *)kv_alloc((size_t)NL * ncap * kvd * esz);
     float *rc = (float *)realloc(m->rope_cos, ncap * (size_t)half * sizeof(float));
     if (rc) m->rope_cos = rc;
     float *rs = rc ? (float *)realloc(m->rope_sin, ncap * (size_t)half * sizeof(float)) : NULL;
@@ -295,12 +314,10 @@ static recall_status grow_to(rc_qwen2 *m, int cap, recall_err *err) {
         return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory growing the KV cache to %d positions (%zu bytes)",
                        cap, rc_qwen2_kv_bytes_for(m, cap));
     }
-    for (int l = 0; l < NL; l++) {
-        const size_t rows = (size_t)m->n_cached * kvd * esz;
-        if (rows) {
-            memcpy(kc + (size_t)l * ncap * kvd * esz, (const char *)m->kc + (size_t)l * (size_t)m->cap * kvd * esz, rows);
-            memcpy(vc + (size_t)l * ncap * kvd * esz, (const char *)m->vc + (size_t)l * (size_t)m->cap * kvd * esz, rows);
-        }
+    const size_t D = (size_t)m->c.head_dim, rows = (size_t)m->n_cached * D * esz; /* one (layer, KV head) */
+    for (size_t lh = 0; rows && lh < (size_t)NL * (size_t)m->c.kv_heads; lh++) {
+        memcpy(kc + lh * ncap * D * esz, (const char *)m->kc + lh * (size_t)m->cap * D * esz, rows);
+        memcpy(vc + lh * ncap * D * esz, (const char *)m->vc + lh * (size_t)m->cap * D * esz, rows);
     }
     const int yarn = m->c.rope.type == RC_ROPE_YARN;
     const float att = m->c.rope_attention;
@@ -345,8 +362,8 @@ recall_status rc_qwen2_set_kv_dtype(rc_qwen2 *m, rc_kv_dtype t, recall_err *err)
     const size_t n = (size_t)m->c.layers * (size_t)m->cap * (size_t)m->kvd;
     void *kc = NULL, *vc = NULL;
     if (n) { /* the positions already allocated, at the new element size */
-        kc = malloc(n * esz);
-        vc = malloc(n * esz);
+        kc = kv_alloc(n * esz);
+        vc = kv_alloc(n * esz);
         if (!kc || !vc) {
             free(kc);
             free(vc);
@@ -408,25 +425,39 @@ static float *page_max(const rc_qwen2 *m, int page, int l) {
     return m->kmax + ((size_t)page * (size_t)m->c.layers + (size_t)l) * (size_t)m->kvd;
 }
 
-/* The cached K row of position pos at layer l [kvd] as fp32, the values attention reads: the
- * cache itself (f32) or its f16 values widened into tmp [kvd]. */
-static const float *cached_k_row(const rc_qwen2 *m, int l, int pos, float *tmp) {
-    const size_t off = ((size_t)l * m->cap + (size_t)pos) * (size_t)m->kvd;
-    if (m->kv == RC_KV_DT_F32) return (const float *)m->kc + off;
-    const uint16_t *h = (const uint16_t *)m->kc + off;
-    for (int i = 0; i < m->kvd; i++) tmp[i] = rc_f16_to_f32(h[i]);
-    return tmp;
+/* Element offset of (layer l, KV head h, position pos) in kc / vc, laid out [NL][NKV][cap][D]: the
+ * keys one KV head attends over are contiguous (decode streams them; a page holds 8 positions of
+ * it in f32, 16 in f16, instead of every other 512 bytes of 4 positions). */
+static size_t kv_off(const rc_qwen2 *m, int l, int h, int pos) {
+    return (((size_t)l * (size_t)m->c.kv_heads + (size_t)h) * (size_t)m->cap + (size_t)pos) * (size_t)m->c.head_dim;
+}
+
+/* The cached K row of position pos at layer l, all KV heads [kvd], as fp32 into out: the values
+ * attention reads (f16 widened). */
+static void cached_k_row(const rc_qwen2 *m, int l, int pos, float *out) {
+    const int D = m->c.head_dim;
+    for (int h = 0; h < m->c.kv_heads; h++) {
+        const size_t off = kv_off(m, l, h, pos);
+        float *o = out + (size_t)h * D;
+        if (m->kv == RC_KV_DT_F32) {
+            memcpy(o, (const float *)m->kc + off, (size_t)D * sizeof(float));
+        } else {
+            const uint16_t *k = (const uint16_t *)m->kc + off;
+            for (int i = 0; i < D; i++) o[i] = rc_f16_to_f32(k[i]);
+        }
+    }
 }
 
 /* Refolds the key bounds of positions [pos0, n) from the cache, every layer; pos0 starts a page.
- * Called between forwards, so the row scratch m->k is free to hold a widened f16 row. */
+ * Called between forwards, so the row scratch m->k is free to hold a cached row. */
 static void refold_pages(rc_qwen2 *m, int pos0, int n) {
     const int P = m->kvp.page;
     if (pos0 >= n) return; /* nothing cached (the cache may not exist yet) */
     for (int l = 0; l < m->c.layers; l++)
-        for (int pos = pos0; pos < n; pos++)
-            rc_kvp_fold(page_min(m, pos / P, l), page_max(m, pos / P, l), cached_k_row(m, l, pos, m->k), (size_t)m->kvd,
-                        pos % P == 0);
+        for (int pos = pos0; pos < n; pos++) {
+            cached_k_row(m, l, pos, m->k);
+            rc_kvp_fold(page_min(m, pos / P, l), page_max(m, pos / P, l), m->k, (size_t)m->kvd, pos % P == 0);
+        }
 }
 
 recall_status rc_qwen2_crop(rc_qwen2 *m, int n, recall_err *err) {
@@ -495,8 +526,7 @@ recall_status rc_qwen2_k_row(const rc_qwen2 *m, int layer, int pos, float *out, 
     if (layer < 0 || layer >= m->c.layers || pos < 0 || pos >= m->n_cached)
         return rc_fail(err, RECALL_E_ARG, "qwen2: no cached key at layer %d, position %d (%d layers, %d positions)",
                        layer, pos, m->c.layers, m->n_cached);
-    const float *k = cached_k_row(m, layer, pos, out);
-    if (k != out) memcpy(out, k, (size_t)m->kvd * sizeof(float));
+    cached_k_row(m, layer, pos, out);
     return RECALL_OK;
 }
 
@@ -540,7 +570,7 @@ static void matmul_rows(const rc_qwen2 *m, const rc_mat *w, const float *bias, c
  * sparse: one decode row over the rows gathered per KV head by select_pages. */
 typedef struct {
     const rc_qwen2 *m;
-    const void *kc, *vc; /* the layer's cache [cap][kvd], elements of m->kv */
+    const void *kc, *vc; /* m->kc / m->vc (elements of m->kv) */
     int nr, pos0, sparse, layer;
     int t_first; /* rows [t_first, nr): the last layer skips rows whose output nobody reads */
 } attn_job;
@@ -579,13 +609,12 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
         if (he > h1) he = h1;
         if (he - hs > P) he = hs + P;
         const int nh = (int)(he - hs), R = P / nh; /* rows per block */
-        const size_t esz = m->kv_esz;
-        const char *K = (const char *)j->kc + (size_t)kvh * D * esz, *V = (const char *)j->vc + (size_t)kvh * D * esz;
-        size_t ld = (size_t)m->kvd;
+        const size_t esz = m->kv_esz, ld = (size_t)D; /* rows of one KV head are contiguous */
+        const char *K = (const char *)j->kc + kv_off(m, j->layer, kvh, 0) * esz;
+        const char *V = (const char *)j->vc + kv_off(m, j->layer, kvh, 0) * esz;
         if (j->sparse) {
             K = (const char *)m->gk + (size_t)kvh * m->gather_cap * D * esz;
             V = (const char *)m->gv + (size_t)kvh * m->gather_cap * D * esz;
-            ld = (size_t)D;
         }
         for (int t0 = j->t_first; t0 < j->nr; t0 += R) {
             const int rn = j->nr - t0 < R ? j->nr - t0 : R;
@@ -618,6 +647,19 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
     }
 }
 
+/* Query heads per unit of the attention split over the pool. A call whose rows fit in one block of
+ * pairs (decode, a draft verify) is bound by reading K and V, not by arithmetic: units of
+ * ceil(heads / threads) heads, at most one KV group, let each thread stream the keys and values it
+ * needs once, where single heads taken one by one made the threads read every KV head's cache
+ * several times over (9 passes over the 2 KV heads instead of 2, at 2 threads). Longer calls keep
+ * single heads: each is long work the guided split balances. Bits do not depend on the split. */
+static int64_t attn_grain(const rc_qwen2 *m, int rows) {
+    const int group = m->c.heads / m->c.kv_heads, threads = m->ex->threads;
+    if (rows * group > RC_QWEN2_ATT_PAIRS || threads < 2) return 1;
+    const int per_thread = (m->c.heads + threads - 1) / threads;
+    return per_thread < group ? per_thread : group;
+}
+
 /* Page selection of a decode row at position pos0 (kv_pages.h), KV heads [g0, g1): ranks the
  * candidate pages by the largest bound over the group's query heads, then gathers the kept
  * pages' K and V rows in ascending position order into gk / gv. */
@@ -642,17 +684,17 @@ static void select_pages(void *ctx, int64_t g0, int64_t g1, int worker) {
             rank[p].bound = best;
         }
         rc_kvp_select(&m->kvp, n_pages, rank, j->layer, kvh, pos, keep);
-        const size_t esz = m->kv_esz, row = (size_t)D * esz; /* one KV head's row, in bytes */
+        const size_t esz = m->kv_esz, row = (size_t)D * esz; /* one position of one KV head, in bytes */
         char *gk = (char *)m->gk + (size_t)kvh * m->gather_cap * row, *gv = (char *)m->gv + (size_t)kvh * m->gather_cap * row;
-        const char *kc = (const char *)j->kc + (size_t)kvh * row, *vc = (const char *)j->vc + (size_t)kvh * row;
+        const char *kc = (const char *)j->kc + kv_off(m, j->layer, kvh, 0) * esz;
+        const char *vc = (const char *)j->vc + kv_off(m, j->layer, kvh, 0) * esz;
         int n = 0;
-        for (int p = 0; p < n_pages; p++) {
+        for (int p = 0; p < n_pages; p++) { /* a page's rows are contiguous: one copy each */
             if (!keep[p]) continue;
             const int end = (p + 1) * P < pos + 1 ? (p + 1) * P : pos + 1;
-            for (int r = p * P; r < end; r++, n++) {
-                memcpy(gk + (size_t)n * row, kc + (size_t)r * m->kvd * esz, row);
-                memcpy(gv + (size_t)n * row, vc + (size_t)r * m->kvd * esz, row);
-            }
+            memcpy(gk + (size_t)n * row, kc + (size_t)p * P * row, (size_t)(end - p * P) * row);
+            memcpy(gv + (size_t)n * row, vc + (size_t)p * P * row, (size_t)(end - p * P) * row);
+            n += end - p * P;
         }
         m->n_sel[kvh] = n;
     }
@@ -674,17 +716,22 @@ static void rope(float *vec, int nheads, int D, const float *cs, const float *sn
  * rounded to nearest even; with page bounds on, k is then overwritten by the widened cached
  * values, the keys attention reads, which the bounds must cover. */
 static void store_kv_row(rc_qwen2 *m, int l, int pos, float *k, const float *v) {
-    const size_t kvd = (size_t)m->kvd, off = ((size_t)l * m->cap + (size_t)pos) * kvd;
-    if (m->kv == RC_KV_DT_F32) {
-        memcpy((float *)m->kc + off, k, kvd * sizeof(float));
-        memcpy((float *)m->vc + off, v, kvd * sizeof(float));
-        return;
+    const size_t D = (size_t)m->c.head_dim;
+    for (int h = 0; h < m->c.kv_heads; h++) {
+        const size_t off = kv_off(m, l, h, pos);
+        float *kh = k + (size_t)h * D;
+        const float *vh = v + (size_t)h * D;
+        if (m->kv == RC_KV_DT_F32) {
+            memcpy((float *)m->kc + off, kh, D * sizeof(float));
+            memcpy((float *)m->vc + off, vh, D * sizeof(float));
+            continue;
+        }
+        uint16_t *kc = (uint16_t *)m->kc + off;
+        m->ex->k.f32_to_f16(kh, kc, D);
+        m->ex->k.f32_to_f16(vh, (uint16_t *)m->vc + off, D);
+        if (m->kvp.page)
+            for (size_t i = 0; i < D; i++) kh[i] = rc_f16_to_f32(kc[i]);
     }
-    uint16_t *kh = (uint16_t *)m->kc + off;
-    m->ex->k.f32_to_f16(k, kh, kvd);
-    m->ex->k.f32_to_f16(v, (uint16_t *)m->vc + off, kvd);
-    if (m->kvp.page)
-        for (size_t i = 0; i < kvd; i++) k[i] = rc_f16_to_f32(kh[i]);
 }
 
 /* One chunk of nr rows at positions pos0.., rows [row0, row0+nr) of the call. */
@@ -736,11 +783,9 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
         if (n0 == 0) break;
         {
             /* a decode step (a call of one row) attends to the selected pages; prefill densely */
-            const size_t layer = (size_t)l * m->cap * m->kvd * m->kv_esz; /* bytes to layer l's rows */
-            attn_job aj = {m, (const char *)m->kc + layer, (const char *)m->vc + layer, nr, pos0,
-                           m->kvp.page && f->n == 1, l, t0};
+            attn_job aj = {m, m->kc, m->vc, nr, pos0, m->kvp.page && f->n == 1, l, t0};
             if (aj.sparse) rc_pool_for(m->ex->pool, c->kv_heads, 1, select_pages, &aj);
-            rc_pool_for(m->ex->pool, c->heads, 1, attn_heads, &aj);
+            rc_pool_for(m->ex->pool, c->heads, attn_grain(m, n0), attn_heads, &aj);
         }
         float *Xr = X + (size_t)t0 * H, *xn = m->xn + (size_t)t0 * H;
         matmul_rows(m, &w->o, NULL, m->att + (size_t)t0 * m->qd, n0, xn);

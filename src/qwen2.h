@@ -27,7 +27,10 @@
  * K / V value rounded once as it enters; the math stays fp32).
  * Rows are processed in chunks of RC_QWEN2_CHUNK (scratch allocated once at open); the kernels
  * come from the execution context's table (simd/simd.h, bitwise the scalar order) and the pool
- * splits weight output rows / heads, never a reduction. Attention walks the keys in tiles shared by
+ * splits weight output rows / heads, never a reduction (a call of few rows, i.e. decode, in units
+ * of whole KV groups where the threads allow, so each KV head's cache is streamed once per step;
+ * the cache is laid out [layer][KV head][position][D] for the same reason: contiguous keys and
+ * values per KV head, in huge-page-advised memory). Attention walks the keys in tiles shared by
  * a block of (head, row) pairs of one KV head (cache reuse at long context); each pair keeps its
  * own full softmax and ascending-key sums, so the blocking never changes a bit
  * (rc_qwen2_set_attn_blocking, for tests and benchmarks). The last layer computes K and V of
