@@ -201,13 +201,10 @@ int main(int argc, char **argv) {
                cpu * 1e3, depths[0], med0 / med, mean0 / mean, cpu0 / cpu, rc_qwen2_kv_bytes(r->m) / 1048576.0,
                r->same ? "yes" : "NO");
     }
-    for (int d = 0; d < nd; d++) {
-        rc_qwen2_close(runs[d].m);
-        free(runs[d].step_s);
-    }
+    for (int d = 0; d < nd; d++) rc_qwen2_close(runs[d].m), free(runs[d].step_s);
     free(ids);
     free(logits);
-    rc_exec_close(ex);
+    rc_exec_close(ex); /* after the decoders that borrow it */
     rc_blob_close(b);
     return 0;
 }

@@ -60,17 +60,11 @@ AINLINE float tree_v(__m512 a) {
     return _mm_cvtss_f32(s1);
 }
 
-/* Element i of a row of fp32 (f16 = 0) or binary16 (f16 = 1) values, as fp32 (the widening is
- * exact), and 16 of them from i on: the attention kernels are written once for both K / V caches. */
-AINLINE float elem(const void *p, size_t i, int f16) {
-    return f16 ? rc_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
+/* 16 elements of a K / V row from i on, as fp32: fp32 (f16 = 0) or binary16 (f16 = 1) widened by
+ * vcvtph2ps (exact); the scalar element is rc_kv_elem (simd.h). */
 AINLINE __m512 ld16(const void *p, size_t i, int f16) {
     if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i)));
     return _mm512_loadu_ps((const float *)p + i);
-}
-AINLINE const void *elem_at(const void *p, size_t i, int f16) {
-    return f16 ? (const void *)((const uint16_t *)p + i) : (const void *)((const float *)p + i);
 }
 
 /* the canonical dot of a[n] (fp32) and b[n] (fp32 or binary16) */
@@ -81,7 +75,7 @@ AINLINE float dot_any(const float *a, const void *b, size_t n, int f16) {
     if (i == n) return tree_v(acc);
     float s[16];
     _mm512_storeu_ps(s, acc);
-    for (int l = 0; i < n; i++, l++) s[l] = fmaf(a[i], elem(b, i, f16), s[l]);
+    for (int l = 0; i < n; i++, l++) s[l] = fmaf(a[i], rc_kv_elem(b, i, f16), s[l]);
     return tree16(s);
 }
 
@@ -107,7 +101,7 @@ AINLINE void attn_scores_any(const float *q, const void *K, size_t ldk, int n, s
             RC_UNROLL
             for (int u = 0; u < 4; u++) s[j + u] = tree_v(a[u]) * scale;
         }
-    for (; j < n; j++) s[j] = dot_any(q, elem_at(K, (size_t)j * ldk, f16), D, f16) * scale;
+    for (; j < n; j++) s[j] = dot_any(q, rc_kv_elem_at(K, (size_t)j * ldk, f16), D, f16) * scale;
 }
 
 AINLINE void attn_wsum_any(const float *p, const void *V, size_t ldv, int n, size_t D, float *out, int f16) {
@@ -129,24 +123,12 @@ AINLINE void attn_wsum_any(const float *p, const void *V, size_t ldv, int n, siz
     }
     for (; i0 < D; i0++) {
         float o = out[i0];
-        for (int j = 0; j < n; j++) o = fmaf(p[j], elem(V, (size_t)j * ldv + i0, f16), o);
+        for (int j = 0; j < n; j++) o = fmaf(p[j], rc_kv_elem(V, (size_t)j * ldv + i0, f16), o);
         out[i0] = o;
     }
 }
 
-static void avx512_attn_scores(const float *q, const float *K, size_t ldk, int n, size_t D, float scale, float *s) {
-    attn_scores_any(q, K, ldk, n, D, scale, s, 0);
-}
-static void avx512_attn_scores_f16(const float *q, const uint16_t *K, size_t ldk, int n, size_t D, float scale,
-                                   float *s) {
-    attn_scores_any(q, K, ldk, n, D, scale, s, 1);
-}
-static void avx512_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {
-    attn_wsum_any(p, V, ldv, n, D, out, 0);
-}
-static void avx512_attn_wsum_f16(const float *p, const uint16_t *V, size_t ldv, int n, size_t D, float *out) {
-    attn_wsum_any(p, V, ldv, n, D, out, 1);
-}
+RC_ATTN_KERNELS(avx512)
 
 /* vcvtps2ph with imm 0 (round to nearest even, not MXCSR's mode); the tail through the same
  * instruction under a mask */

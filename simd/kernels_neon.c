@@ -47,17 +47,11 @@ AINLINE float finish(const acc16 *a, const float *w_tail_vals, const float *x, s
     return tree16(s);
 }
 
-/* Element i of a row of fp32 (f16 = 0) or binary16 (f16 = 1) values, as fp32 (the widening is
- * exact), and 4 of them from i on (vcvt_f32_f16): the attention kernels serve both KV caches. */
-AINLINE float elem(const void *p, size_t i, int f16) {
-    return f16 ? rc_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
+/* 4 elements of a K / V row from i on, as fp32: fp32 (f16 = 0) or binary16 (f16 = 1) widened by
+ * vcvt_f32_f16 (exact); the scalar element is rc_kv_elem (simd.h). */
 AINLINE float32x4_t ld4(const void *p, size_t i, int f16) {
     if (f16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)p + i)));
     return vld1q_f32((const float *)p + i);
-}
-AINLINE const void *elem_at(const void *p, size_t i, int f16) {
-    return f16 ? (const void *)((const uint16_t *)p + i) : (const void *)((const float *)p + i);
 }
 
 /* the canonical dot of a[n] (fp32) and b[n] (fp32 or binary16) */
@@ -70,7 +64,7 @@ AINLINE float dot_any(const float *a, const void *b, size_t n, int f16) {
     if (i == n) return tree_v(&acc);
     float s[16];
     for (int k = 0; k < 4; k++) vst1q_f32(s + 4 * k, acc.v[k]);
-    for (int l = 0; i < n; i++, l++) s[l] = fmaf(a[i], elem(b, i, f16), s[l]);
+    for (int l = 0; i < n; i++, l++) s[l] = fmaf(a[i], rc_kv_elem(b, i, f16), s[l]);
     return tree16(s);
 }
 
@@ -96,7 +90,7 @@ AINLINE void attn_scores_any(const float *q, const void *K, size_t ldk, int n, s
                 }
             for (int u = 0; u < 4; u++) s[j + u] = tree_v(&a[u]) * scale;
         }
-    for (; j < n; j++) s[j] = dot_any(q, elem_at(K, (size_t)j * ldk, f16), D, f16) * scale;
+    for (; j < n; j++) s[j] = dot_any(q, rc_kv_elem_at(K, (size_t)j * ldk, f16), D, f16) * scale;
 }
 
 AINLINE void attn_wsum_any(const float *p, const void *V, size_t ldv, int n, size_t D, float *out, int f16) {
@@ -118,24 +112,12 @@ AINLINE void attn_wsum_any(const float *p, const void *V, size_t ldv, int n, siz
     }
     for (; i0 < D; i0++) {
         float o = out[i0];
-        for (int j = 0; j < n; j++) o = fmaf(p[j], elem(V, (size_t)j * ldv + i0, f16), o);
+        for (int j = 0; j < n; j++) o = fmaf(p[j], rc_kv_elem(V, (size_t)j * ldv + i0, f16), o);
         out[i0] = o;
     }
 }
 
-static void neon_attn_scores(const float *q, const float *K, size_t ldk, int n, size_t D, float scale, float *s) {
-    attn_scores_any(q, K, ldk, n, D, scale, s, 0);
-}
-static void neon_attn_scores_f16(const float *q, const uint16_t *K, size_t ldk, int n, size_t D, float scale,
-                                 float *s) {
-    attn_scores_any(q, K, ldk, n, D, scale, s, 1);
-}
-static void neon_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {
-    attn_wsum_any(p, V, ldv, n, D, out, 0);
-}
-static void neon_attn_wsum_f16(const float *p, const uint16_t *V, size_t ldv, int n, size_t D, float *out) {
-    attn_wsum_any(p, V, ldv, n, D, out, 1);
-}
+RC_ATTN_KERNELS(neon)
 
 /* vcvt_f16_f32: round to nearest even under the default FPCR (Linux starts every thread so, and
  * nothing here changes it); the last n % 4 through the same instruction on a zero-padded copy */

@@ -78,6 +78,36 @@ typedef struct {
                       int64_t r1, float *A);
 } rc_kernels;
 
+/* Element i of a K / V row of fp32 (f16 = 0) or binary16 (f16 = 1) values, as fp32 (the widening
+ * is exact), and the address of element i: the paths' attention kernels are written once for both
+ * KV caches (their vector loads are the paths' own). */
+static inline float rc_kv_elem(const void *p, size_t i, int f16) {
+    return f16 ? rc_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+static inline const void *rc_kv_elem_at(const void *p, size_t i, int f16) {
+    return f16 ? (const void *)((const uint16_t *)p + i) : (const void *)((const float *)p + i);
+}
+
+/* The four attention entries of a path whose file writes its kernels once for both K / V
+ * element types, as attn_scores_any / attn_wsum_any(..., f16) with f16 = 0 (fp32) or 1 (binary16):
+ * defines pfx_attn_scores, pfx_attn_scores_f16, pfx_attn_wsum, pfx_attn_wsum_f16. */
+#define RC_ATTN_KERNELS(pfx)                                                                               \
+    static void pfx##_attn_scores(const float *q, const float *K, size_t ldk, int n, size_t D, float scale,   \
+                                  float *s) {                                                               \
+        attn_scores_any(q, K, ldk, n, D, scale, s, 0);                                                      \
+    }                                                                                                       \
+    static void pfx##_attn_scores_f16(const float *q, const uint16_t *K, size_t ldk, int n, size_t D,        \
+                                      float scale, float *s) {                                              \
+        attn_scores_any(q, K, ldk, n, D, scale, s, 1);                                                      \
+    }                                                                                                       \
+    static void pfx##_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {    \
+        attn_wsum_any(p, V, ldv, n, D, out, 0);                                                             \
+    }                                                                                                       \
+    static void pfx##_attn_wsum_f16(const float *p, const uint16_t *V, size_t ldv, int n, size_t D,          \
+                                    float *out) {                                                           \
+        attn_wsum_any(p, V, ldv, n, D, out, 1);                                                             \
+    }
+
 /* Which paths this binary was compiled with AND this CPU can run (scalar always). */
 int rc_simd_available(rc_simd_path p);
 /* Name <-> path; rc_simd_parse returns -1 for an unknown name. */

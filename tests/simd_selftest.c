@@ -217,6 +217,47 @@ static void check_matmul(tally *t, const rc_kernels *k, lcg *g) {
     }
 }
 
+/* Attention over a binary16 K / V (the f16 KV cache), one (D, n) case: the kernels against the
+ * references that widen each element exactly (rc_dot_f16, rc_axpy_f16), whole and split at a key. */
+static void check_attn_f16_case(tally *t, const rc_kernels *k, lcg *g, size_t D, int n) {
+    const size_t ld = D + 3;
+    const int a = n / 3 + 1;
+    float *q = malloc(D * sizeof(float)), *Kf = malloc((size_t)n * ld * sizeof(float));
+    uint16_t *K = malloc((size_t)n * ld * sizeof(uint16_t));
+    float *sg = malloc(((size_t)n + 1) * sizeof(float)), *sw = malloc(((size_t)n + 1) * sizeof(float));
+    float *og = malloc((D + 1) * sizeof(float)), *ow = malloc((D + 1) * sizeof(float));
+    fill_f(g, q, D);
+    fill_f(g, Kf, (size_t)n * ld);
+    for (size_t i = 0; i < (size_t)n * ld; i++) K[i] = rc_f32_to_f16(Kf[i]);
+    const float scale = 0.08838834764831845f;
+    char what[64];
+    snprintf(what, sizeof what, "D=%zu n=%d", D, n);
+    for (int split = 0; split < 2; split++) {
+        const int a0 = split ? a : n; /* keys [0, a0) in one call, the rest in a second */
+        poison(sg, (size_t)n + 1);
+        poison(sw, (size_t)n + 1);
+        k->attn_scores_f16(q, K, ld, a0, D, scale, sg);
+        if (a0 < n) k->attn_scores_f16(q, K + (size_t)a0 * ld, ld, n - a0, D, scale, sg + a0);
+        for (int j = 0; j < n; j++) sw[j] = rc_dot_f16(K + (size_t)j * ld, q, D) * scale;
+        check(t, split ? "attn_scores_f16 split" : "attn_scores_f16", what, sg, sw, (size_t)n + 1);
+        rc_softmax(sw, (size_t)n);
+        poison(og, D + 1);
+        poison(ow, D + 1);
+        for (size_t i = 0; i < D; i++) og[i] = ow[i] = 0.0f; /* attn_wsum_f16 continues from out */
+        k->attn_wsum_f16(sw, K, ld, a0, D, og);
+        if (a0 < n) k->attn_wsum_f16(sw + a0, K + (size_t)a0 * ld, ld, n - a0, D, og);
+        for (int j = 0; j < n; j++) rc_axpy_f16(sw[j], K + (size_t)j * ld, ow, D);
+        check(t, split ? "attn_wsum_f16 split" : "attn_wsum_f16", what, og, ow, D + 1);
+    }
+    free(q);
+    free(Kf);
+    free(K);
+    free(sg);
+    free(sw);
+    free(og);
+    free(ow);
+}
+
 static void check_attn(tally *t, const rc_kernels *k, lcg *g) {
     static const size_t Ds[] = {1, 13, 16, 64, 72, 128, 200};
     static const int ns[] = {1, 2, 5, 33};
@@ -259,53 +300,8 @@ static void check_attn(tally *t, const rc_kernels *k, lcg *g) {
             k->attn_wsum(sw, K, ld, a, D, og);
             if (a < n) k->attn_wsum(sw + a, K + (size_t)a * ld, ld, n - a, D, og);
             check(t, "attn_wsum split", what, og, ow, D + 1);
+            check_attn_f16_case(t, k, g, D, n); /* the same case over an f16 cache */
             free(q);
-            free(K);
-            free(sg);
-            free(sw);
-            free(og);
-            free(ow);
-        }
-}
-
-/* Attention over a binary16 K / V (the f16 KV cache): the kernels against the references that
- * widen each element exactly (rc_dot_f16, rc_axpy_f16), whole and split at a key. */
-static void check_attn_f16(tally *t, const rc_kernels *k, lcg *g) {
-    static const size_t Ds[] = {1, 13, 16, 64, 72, 128, 200};
-    static const int ns[] = {1, 2, 5, 33};
-    for (size_t di = 0; di < sizeof Ds / sizeof Ds[0]; di++)
-        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
-            const size_t D = Ds[di], ld = D + 3;
-            const int n = ns[ni], a = n / 3 + 1;
-            float *q = malloc(D * sizeof(float)), *Kf = malloc((size_t)n * ld * sizeof(float));
-            uint16_t *K = malloc((size_t)n * ld * sizeof(uint16_t));
-            float *sg = malloc(((size_t)n + 1) * sizeof(float)), *sw = malloc(((size_t)n + 1) * sizeof(float));
-            float *og = malloc((D + 1) * sizeof(float)), *ow = malloc((D + 1) * sizeof(float));
-            fill_f(g, q, D);
-            fill_f(g, Kf, (size_t)n * ld);
-            for (size_t i = 0; i < (size_t)n * ld; i++) K[i] = rc_f32_to_f16(Kf[i]);
-            const float scale = 0.08838834764831845f;
-            char what[64];
-            snprintf(what, sizeof what, "D=%zu n=%d", D, n);
-            for (int split = 0; split < 2; split++) {
-                const int a0 = split ? a : n; /* keys [0, a0) in one call, the rest in a second */
-                poison(sg, (size_t)n + 1);
-                poison(sw, (size_t)n + 1);
-                k->attn_scores_f16(q, K, ld, a0, D, scale, sg);
-                if (a0 < n) k->attn_scores_f16(q, K + (size_t)a0 * ld, ld, n - a0, D, scale, sg + a0);
-                for (int j = 0; j < n; j++) sw[j] = rc_dot_f16(K + (size_t)j * ld, q, D) * scale;
-                check(t, split ? "attn_scores_f16 split" : "attn_scores_f16", what, sg, sw, (size_t)n + 1);
-                rc_softmax(sw, (size_t)n);
-                poison(og, D + 1);
-                poison(ow, D + 1);
-                for (size_t i = 0; i < D; i++) og[i] = ow[i] = 0.0f; /* attn_wsum_f16 continues from out */
-                k->attn_wsum_f16(sw, K, ld, a0, D, og);
-                if (a0 < n) k->attn_wsum_f16(sw + a0, K + (size_t)a0 * ld, ld, n - a0, D, og);
-                for (int j = 0; j < n; j++) rc_axpy_f16(sw[j], K + (size_t)j * ld, ow, D);
-                check(t, split ? "attn_wsum_f16 split" : "attn_wsum_f16", what, og, ow, D + 1);
-            }
-            free(q);
-            free(Kf);
             free(K);
             free(sg);
             free(sw);
@@ -508,7 +504,6 @@ int rc_simd_selftest(int path, int *passed, int *failed) {
     check_dot(&t, &k, &g);
     check_matmul(&t, &k, &g);
     check_attn(&t, &k, &g);
-    check_attn_f16(&t, &k, &g);
     check_f32_to_f16(&t, &k, &g);
     check_dequant(&t, &k, &g);
     check_act(&t, &k, &g);

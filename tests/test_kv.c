@@ -53,6 +53,17 @@ static void first_diff(const float *a, const float *b, size_t n, const char *wha
     }
 }
 
+/* Crops m to `keep` positions, forwards ids[keep .. n) in one call and checks its last logits
+ * against want[(n - 1) * V ..] bitwise (got: V floats of scratch). */
+static void crop_and_reforward(rc_qwen2 *m, int keep, const int32_t *ids, int n, const float *want, int V, float *got,
+                               const char *what) {
+    recall_err err = {0};
+    cr_assert_eq(rc_qwen2_crop(m, keep, &err), RECALL_OK, "%s", err.msg);
+    rc_qwen2_fwd f = {.ids = ids + keep, .n = n - keep, .logits_last = got};
+    cr_assert_eq(rc_qwen2_forward(m, &f, &err), RECALL_OK, "%s", err.msg);
+    first_diff(got, want + (size_t)(n - 1) * V, (size_t)V, what);
+}
+
 Test(kv_growth, growing_cache_matches_reserved_bitwise_with_fewer_bytes) {
     rc_blob *b = fixture_open_worldA("f32");
     recall_err err = {0};
@@ -102,10 +113,7 @@ Test(kv_growth, growing_cache_matches_reserved_bitwise_with_fewer_bytes) {
     cr_assert_eq(rc_qwen2_kv_capacity(grow), MAXC);
 
     /* growth kept the contents: crop back into the first unit and re-run the tail */
-    cr_assert_eq(rc_qwen2_crop(grow, 200, &err), RECALL_OK, "%s", err.msg);
-    rc_qwen2_fwd tail = {.ids = ids + 200, .n = 40, .logits_last = got};
-    cr_assert_eq(rc_qwen2_forward(grow, &tail, &err), RECALL_OK, "%s", err.msg);
-    first_diff(got, ref + (size_t)239 * V, (size_t)V, "crop + re-forward after growth");
+    crop_and_reforward(grow, 200, ids, 240, ref, V, got, "crop + re-forward after growth");
 
     free(ids);
     free(ref);
@@ -225,10 +233,7 @@ Test(kv_f16, half_the_bytes_and_the_same_bits_for_every_batching_path_and_thread
         cr_assert_eq(rc_qwen2_forward(grow, &d, &err), RECALL_OK, "%s", err.msg);
     }
     first_diff(got, want, (size_t)N * V, "f16: calls of 7 rows, then decode, vs one prefill");
-    cr_assert_eq(rc_qwen2_crop(grow, 200, &err), RECALL_OK, "%s", err.msg);
-    rc_qwen2_fwd tail = {.ids = ids + 200, .n = 40, .logits_last = got};
-    cr_assert_eq(rc_qwen2_forward(grow, &tail, &err), RECALL_OK, "%s", err.msg);
-    first_diff(got, want + (size_t)239 * V, (size_t)V, "f16: crop + re-forward");
+    crop_and_reforward(grow, 200, ids, 240, want, V, got, "f16: crop + re-forward");
     rc_qwen2_close(grow);
 
     /* the last 3 rows decoded on every SIMD path, 2 threads */
@@ -254,9 +259,7 @@ Test(kv_f16, half_the_bytes_and_the_same_bits_for_every_batching_path_and_thread
     /* back to f32 while empty: the exact logits again */
     cr_assert_eq(rc_qwen2_crop(ref, 0, &err), RECALL_OK, "%s", err.msg);
     cr_assert_eq(rc_qwen2_set_kv_dtype(ref, RC_KV_DT_F32, &err), RECALL_OK, "%s", err.msg);
-    rc_qwen2_fwd again = {.ids = ids, .n = 50, .logits_last = got};
-    cr_assert_eq(rc_qwen2_forward(ref, &again, &err), RECALL_OK, "%s", err.msg);
-    first_diff(got, exact + (size_t)49 * V, (size_t)V, "f32 again after f16");
+    crop_and_reforward(ref, 0, ids, 50, exact, V, got, "f32 again after f16");
     free(ids);
     free(want);
     free(exact);
