@@ -25,9 +25,9 @@ CFLAGS_ALL = $(CSTD) $(OPT) -g $(WARN) $(FPFLAGS) $(FMA_FLAG) $(DEFS) $(INC) $(E
 # targets x86-64 (the files are empty elsewhere); simd/simd.c picks a path at run time (cpuid),
 # so the rest of the binary keeps the baseline flags. NEON needs no flag on aarch64.
 ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine 2>/dev/null)),)
-$(BUILD)/simd/kernels_avx2.o $(BUILD)/simd/act_avx2.o $(BUILD)/simd/screen_avx2.o: SIMD_FLAGS = -mavx2 -mfma
-$(BUILD)/simd/kernels_avx512.o $(BUILD)/simd/act_avx512.o $(BUILD)/simd/screen_avx512.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mfma
-$(BUILD)/simd/kernels_avx512vbmi.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512vbmi -mfma
+$(BUILD)/simd/kernels_avx2.o $(BUILD)/simd/act_avx2.o $(BUILD)/simd/screen_avx2.o: SIMD_FLAGS = -mavx2 -mfma -mf16c
+$(BUILD)/simd/kernels_avx512.o $(BUILD)/simd/act_avx512.o $(BUILD)/simd/screen_avx512.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mfma -mf16c
+$(BUILD)/simd/kernels_avx512vbmi.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512vbmi -mfma -mf16c
 endif
 LDLIBS   = -lm -lpthread
 TEST_LDLIBS = -lcriterion
@@ -329,6 +329,9 @@ bench-kv-pages: $(BUILD)/bench_kv_pages
 	./$(BUILD)/bench_kv_pages $(SYNTH)/r1-1.5b-nf4.blob $(KVP_IDS) $(KVP_N) $(KVP_ARGS)
 # recall's side of bench/side_by_side.sh (llama-bench's tests and protocol, jsonl lines).
 $(BUILD)/bench_sbs: bench/bench_sbs.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+# Decode step time against the context depth (bench/bench_depth.c), depths interleaved per round.
+$(BUILD)/bench_depth: bench/bench_depth.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 
 # Real-shape decoder smoke (64-token prefill + 16 decode steps, finite logits) and the loop's fast

@@ -8,8 +8,10 @@
  * attention block, the RoPE tables N x D; no N x N matrix).
  *
  * usage: longctx_bench BLOB --len N [--decode D] [--threads T] [--simd PATH] [--chunk R] [--attn PAIRS:TILE]
+ *                      [--kv f32|f16]
  * --attn sets the attention blocking (qwen2.h; 1:0 = one row at a time, the loop before blocking):
- * the result line carries an XXH64 of the last logits, equal for every setting.
+ * the result line carries an XXH64 of the last logits, equal for every setting. --kv: the KV cache
+ * storage (f16: half the KV bytes; other logits).
  * (RECALL_BENCH_LOAD=huge copies the blob into huge-page-advised memory, as the other benches)
  * Prefill progress goes to stderr; the result is one line on stdout ("longctx N=... ").
  */
@@ -33,13 +35,14 @@ static int argmax(const float *x, int n) {
 }
 
 int main(int argc, char **argv) {
-    const char *usage = "usage: longctx_bench BLOB --len N [--decode D] [--threads T] [--simd PATH] [--chunk R] [--attn PAIRS:TILE]\n";
+    const char *usage = "usage: longctx_bench BLOB --len N [--decode D] [--threads T] [--simd PATH] [--chunk R] "
+                        "[--attn PAIRS:TILE] [--kv f32|f16]\n";
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fprintf(argc < 2 ? stderr : stdout, "%s", usage);
         return argc < 2 ? 2 : 0;
     }
     rc_exec_opts eo = {0, NULL};
-    int N = 4096, D = 16, R = 512, pairs = RC_QWEN2_ATT_PAIRS, tile = RC_QWEN2_ATT_TILE;
+    int N = 4096, D = 16, R = 512, pairs = RC_QWEN2_ATT_PAIRS, tile = RC_QWEN2_ATT_TILE, kv = RC_KV_DT_F32;
     for (int i = 2; i < argc; i += 2) {
         if (i + 1 >= argc) {
             fprintf(stderr, "longctx_bench: %s needs a value\n%s", argv[i], usage);
@@ -50,6 +53,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--chunk")) R = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) eo.threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--simd")) eo.simd = argv[i + 1];
+        else if (!strcmp(argv[i], "--kv")) {
+            if ((kv = rc_kv_dtype_parse(argv[i + 1])) < 0) {
+                fprintf(stderr, "longctx_bench: --kv wants f32 or f16, got '%s'\n", argv[i + 1]);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--attn")) {
             if (sscanf(argv[i + 1], "%d:%d", &pairs, &tile) != 2 || pairs < 1 || tile < 0) {
                 fprintf(stderr, "longctx_bench: --attn wants PAIRS:TILE (PAIRS >= 1, TILE >= 0), got '%s'\n", argv[i + 1]);
@@ -70,7 +79,8 @@ int main(int argc, char **argv) {
     rc_exec *ex;
     rc_qwen2 *m;
     if (rc_blob_open(argv[1], flags, &b, &err) || rc_exec_open(&eo, &ex, &err) ||
-        rc_qwen2_open_ex(b, N, ex, &m, &err) || rc_qwen2_reserve(m, N, &err)) {
+        rc_qwen2_open_ex(b, N, ex, &m, &err) || rc_qwen2_set_kv_dtype(m, (rc_kv_dtype)kv, &err) ||
+        rc_qwen2_reserve(m, N, &err)) {
         fprintf(stderr, "longctx_bench: %s\n", err.msg);
         return 1;
     }
@@ -118,10 +128,10 @@ int main(int argc, char **argv) {
     }
     const double t_decode = bench_now_s() - t1, c_decode = bench_cpu_s() - c1;
     const double kv_mib = rc_qwen2_kv_bytes(m) / 1048576.0, peak = bench_peak_rss_mib();
-    printf("longctx N=%d simd=%s threads=%d attn=%d:%d load=%s: prefill %d tok %.1f s %.2f tok/s (cpu %.1f s); decode %d steps "
+    printf("longctx N=%d simd=%s threads=%d attn=%d:%d kv=%s load=%s: prefill %d tok %.1f s %.2f tok/s (cpu %.1f s); decode %d steps "
            "at %d..%d %.3f s %.2f tok/s (cpu %.3f s); kv %.1f MiB (%zu B, capacity %d); rss before prefill %.1f MiB; peak rss %.1f MiB; "
            "peak-kv %.1f MiB; finite %s; last logits xxh64 %016llx\n",
-           N, ex->k.name, ex->threads, pairs, tile, flags ? "huge" : "mmap", P, t_prefill, P / t_prefill, c_prefill, D, P, N - 1,
+           N, ex->k.name, ex->threads, pairs, tile, rc_kv_dtype_name((rc_kv_dtype)kv), flags ? "huge" : "mmap", P, t_prefill, P / t_prefill, c_prefill, D, P, N - 1,
            t_decode, D / t_decode, c_decode, kv_mib, rc_qwen2_kv_bytes(m), rc_qwen2_kv_capacity(m), rss_before, peak, peak - kv_mib,
            ok ? "yes" : "NO", (unsigned long long)rc_xxh64(logits, (size_t)V * sizeof *logits, 0));
     free(ids);

@@ -1,7 +1,8 @@
-/* kernels_avx2.c - the AVX2+FMA kernel table (x86-64; this file is compiled with -mavx2 -mfma,
- * and is empty of code elsewhere). Canonical order of simd.h: lanes 0..7 of the 16 accumulators
- * live in one ymm register, lanes 8..15 in another; the tail (n % 16 elements) is finished in
- * scalar fmaf on the spilled lanes, then the same tree as ops.c.
+/* kernels_avx2.c - the AVX2+FMA(+F16C) kernel table (x86-64; this file is compiled with -mavx2
+ * -mfma -mf16c, and is empty of code elsewhere). Canonical order of simd.h: lanes 0..7 of the 16
+ * accumulators live in one ymm register, lanes 8..15 in another; the tail (n % 16 elements) is
+ * finished in scalar fmaf on the spilled lanes, then the same tree as ops.c. Attention over an
+ * f16 K / V cache runs the same kernels with each 8 elements widened by vcvtph2ps (exact).
  *
  * nf4 decode of 8 weights (4 code bytes): broadcast the 32-bit word, vpsrlvd brings each
  * element's nibble to bits 0..3 (vpermps reads bits 0..2), vpsllvd brings nibble bit 3 to the
@@ -23,7 +24,7 @@
  */
 #include "simd.h"
 
-#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 #include "nf4.h"
 
@@ -51,30 +52,40 @@ AINLINE float tree_v(__m256 a0, __m256 a1) {
     return _mm_cvtss_f32(s1);
 }
 
-static float avx2_dot_f32(const float *a, const float *b, size_t n) {
+/* 8 elements of a K / V row from i on, as fp32: fp32 (f16 = 0) or binary16 (f16 = 1) widened by
+ * F16C vcvtph2ps (exact); the scalar element is rc_kv_elem (simd.h). */
+AINLINE __m256 ld8(const void *p, size_t i, int f16) {
+    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+    return _mm256_loadu_ps((const float *)p + i);
+}
+
+/* the canonical dot of a[n] (fp32) and b[n] (fp32 or binary16) */
+AINLINE float dot_any(const float *a, const void *b, size_t n, int f16) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), a1);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), ld8(b, i, f16), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), ld8(b, i + 8, f16), a1);
     }
     if (i == n) return tree_v(a0, a1);
     float acc[16];
     _mm256_storeu_ps(acc, a0);
     _mm256_storeu_ps(acc + 8, a1);
-    for (int l = 0; i < n; i++, l++) acc[l] = fmaf(a[i], b[i], acc[l]);
+    for (int l = 0; i < n; i++, l++) acc[l] = fmaf(a[i], rc_kv_elem(b, i, f16), acc[l]);
     return tree16(acc);
 }
+
+static float avx2_dot_f32(const float *a, const float *b, size_t n) { return dot_any(a, b, n, 0); }
 
 static float avx2_sumsq_f32(const float *x, size_t n) { return avx2_dot_f32(x, x, n); }
 
 /* Four keys at a time: eight independent FMA chains instead of two (a single dot of D = 128 is
  * 8 dependent FMAs per half, latency-bound); each score is still its own canonical dot. */
-static void avx2_attn_scores(const float *q, const float *K, size_t ldk, int n, size_t D, float scale, float *s) {
+AINLINE void attn_scores_any(const float *q, const void *K, size_t ldk, int n, size_t D, float scale, float *s,
+                             int f16) {
     int j = 0;
     if (D % 16 == 0)
         for (; j + 4 <= n; j += 4) {
-            const float *k0 = K + (size_t)j * ldk;
             __m256 a0[4], a1[4];
             RC_UNROLL
             for (int u = 0; u < 4; u++) a0[u] = a1[u] = _mm256_setzero_ps();
@@ -82,52 +93,70 @@ static void avx2_attn_scores(const float *q, const float *K, size_t ldk, int n, 
                 const __m256 q0 = _mm256_loadu_ps(q + i), q1 = _mm256_loadu_ps(q + i + 8);
                 RC_UNROLL
                 for (int u = 0; u < 4; u++) {
-                    a0[u] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(k0 + (size_t)u * ldk + i), a0[u]);
-                    a1[u] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(k0 + (size_t)u * ldk + i + 8), a1[u]);
+                    const size_t k = (size_t)(j + u) * ldk + i;
+                    a0[u] = _mm256_fmadd_ps(q0, ld8(K, k, f16), a0[u]);
+                    a1[u] = _mm256_fmadd_ps(q1, ld8(K, k + 8, f16), a1[u]);
                 }
             }
             RC_UNROLL
             for (int u = 0; u < 4; u++) s[j + u] = tree_v(a0[u], a1[u]) * scale;
         }
-    for (; j < n; j++) s[j] = avx2_dot_f32(q, K + (size_t)j * ldk, D) * scale;
+    for (; j < n; j++) s[j] = dot_any(q, rc_kv_elem_at(K, (size_t)j * ldk, f16), D, f16) * scale;
 }
 
 /* Columns [i0, i0 + 8 NV) of the weighted sum: NV accumulators stay in registers over all keys
- * (independent FMA chains; one chain alone is latency-bound). */
-AINLINE void wsum_cols(const float *p, const float *V, size_t ldv, int n, float *out, size_t i0, const int NV) {
+ * (independent FMA chains; one chain alone is latency-bound); V is fp32 or binary16. */
+AINLINE void wsum_cols(const float *p, const void *V, size_t ldv, int n, float *out, size_t i0, const int NV,
+                       int f16) {
     __m256 acc[8];
     RC_UNROLL
     for (int k = 0; k < NV; k++) acc[k] = _mm256_loadu_ps(out + i0 + 8 * k);
     for (int j = 0; j < n; j++) {
         const __m256 pj = _mm256_set1_ps(p[j]);
-        const float *v = V + (size_t)j * ldv + i0;
+        const size_t v = (size_t)j * ldv + i0;
         RC_UNROLL
-        for (int k = 0; k < NV; k++) acc[k] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * k), acc[k]);
+        for (int k = 0; k < NV; k++) acc[k] = _mm256_fmadd_ps(pj, ld8(V, v + 8 * (size_t)k, f16), acc[k]);
     }
     RC_UNROLL
     for (int k = 0; k < NV; k++) _mm256_storeu_ps(out + i0 + 8 * k, acc[k]);
 }
 
 /* 64 columns at a time, then 32, 16, 8 (head dim 192 = 3 x 64; 72 = 64 + 8) */
-static void avx2_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {
+AINLINE void attn_wsum_any(const float *p, const void *V, size_t ldv, int n, size_t D, float *out, int f16) {
     size_t i0 = 0;
-    for (; i0 + 64 <= D; i0 += 64) wsum_cols(p, V, ldv, n, out, i0, 8);
+    for (; i0 + 64 <= D; i0 += 64) wsum_cols(p, V, ldv, n, out, i0, 8, f16);
     if (i0 + 32 <= D) {
-        wsum_cols(p, V, ldv, n, out, i0, 4);
+        wsum_cols(p, V, ldv, n, out, i0, 4, f16);
         i0 += 32;
     }
     if (i0 + 16 <= D) {
-        wsum_cols(p, V, ldv, n, out, i0, 2);
+        wsum_cols(p, V, ldv, n, out, i0, 2, f16);
         i0 += 16;
     }
     if (i0 + 8 <= D) {
-        wsum_cols(p, V, ldv, n, out, i0, 1);
+        wsum_cols(p, V, ldv, n, out, i0, 1, f16);
         i0 += 8;
     }
     for (; i0 < D; i0++) {
         float o = out[i0];
-        for (int j = 0; j < n; j++) o = fmaf(p[j], V[(size_t)j * ldv + i0], o);
+        for (int j = 0; j < n; j++) o = fmaf(p[j], rc_kv_elem(V, (size_t)j * ldv + i0, f16), o);
         out[i0] = o;
+    }
+}
+
+RC_ATTN_KERNELS(avx2)
+
+/* F16C vcvtps2ph with imm 0 (round to nearest even, not MXCSR's mode), 8 at a time; the last
+ * n % 8 through the same instruction on a zero-padded copy */
+static void avx2_f32_to_f16(const float *x, uint16_t *y, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), 0));
+    if (i < n) {
+        float t[8] = {0};
+        uint16_t h[8];
+        memcpy(t, x + i, (n - i) * sizeof *t);
+        _mm_storeu_si128((__m128i *)h, _mm256_cvtps_ph(_mm256_loadu_ps(t), 0));
+        memcpy(y + i, h, (n - i) * sizeof *h);
     }
 }
 
@@ -599,6 +628,9 @@ int rc_kernels_avx2(rc_kernels *k) {
     k->matmul_scratch = PF_SCRATCH_FLOATS;
     k->attn_scores = avx2_attn_scores;
     k->attn_wsum = avx2_attn_wsum;
+    k->attn_scores_f16 = avx2_attn_scores_f16;
+    k->attn_wsum_f16 = avx2_attn_wsum_f16;
+    k->f32_to_f16 = avx2_f32_to_f16;
     k->nf4_dequant = avx2_nf4_dequant;
     return 1;
 }

@@ -1,8 +1,9 @@
 /* kernels_avx512.c - the AVX-512 (F/BW/VL + FMA) kernel table (x86-64; compiled with
- * -mavx512f -mavx512bw -mavx512vl -mfma, empty of code elsewhere). Canonical order of simd.h:
+ * -mavx512f -mavx512bw -mavx512vl -mfma -mf16c, empty of code elsewhere). Canonical order of simd.h:
  * the 16 accumulators are exactly one zmm register (element i -> lane i % 16); the first tree
  * level adds its two 256-bit halves; the tail (n % 16) is finished in scalar fmaf on the
- * spilled lanes.
+ * spilled lanes. Attention over an f16 K / V cache runs the same kernels with each 16 elements
+ * widened by vcvtph2ps (exact); fp32 -> f16 is vcvtps2ph with imm 0.
  *
  * nf4: ONE table lookup per 16 weights: the 8 code bytes are split into 16 nibbles in element
  * order (vpsrlw + vpunpcklbw; vpermps reads only bits 0..3 of each index), widened to dwords,
@@ -32,7 +33,7 @@
 #endif
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
-    defined(__FMA__) && (!defined(RC_AVX512_VBMI) || defined(__AVX512VBMI__))
+    defined(__FMA__) && defined(__F16C__) && (!defined(RC_AVX512_VBMI) || defined(__AVX512VBMI__))
 
 #include "nf4.h"
 
@@ -59,76 +60,100 @@ AINLINE float tree_v(__m512 a) {
     return _mm_cvtss_f32(s1);
 }
 
-static float avx512_dot_f32(const float *a, const float *b, size_t n) {
+/* 16 elements of a K / V row from i on, as fp32: fp32 (f16 = 0) or binary16 (f16 = 1) widened by
+ * vcvtph2ps (exact); the scalar element is rc_kv_elem (simd.h). */
+AINLINE __m512 ld16(const void *p, size_t i, int f16) {
+    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i)));
+    return _mm512_loadu_ps((const float *)p + i);
+}
+
+/* the canonical dot of a[n] (fp32) and b[n] (fp32 or binary16) */
+AINLINE float dot_any(const float *a, const void *b, size_t n, int f16) {
     __m512 acc = _mm512_setzero_ps();
     size_t i = 0;
-    for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+    for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), ld16(b, i, f16), acc);
     if (i == n) return tree_v(acc);
     float s[16];
     _mm512_storeu_ps(s, acc);
-    for (int l = 0; i < n; i++, l++) s[l] = fmaf(a[i], b[i], s[l]);
+    for (int l = 0; i < n; i++, l++) s[l] = fmaf(a[i], rc_kv_elem(b, i, f16), s[l]);
     return tree16(s);
 }
+
+static float avx512_dot_f32(const float *a, const float *b, size_t n) { return dot_any(a, b, n, 0); }
 
 static float avx512_sumsq_f32(const float *x, size_t n) { return avx512_dot_f32(x, x, n); }
 
 /* Four keys at a time: four independent FMA chains instead of one (a single dot of D = 128 is
  * 8 dependent FMAs, latency-bound); each score is still its own canonical dot. */
-static void avx512_attn_scores(const float *q, const float *K, size_t ldk, int n, size_t D, float scale, float *s) {
+AINLINE void attn_scores_any(const float *q, const void *K, size_t ldk, int n, size_t D, float scale, float *s,
+                             int f16) {
     int j = 0;
     if (D % 16 == 0)
         for (; j + 4 <= n; j += 4) {
-            const float *k0 = K + (size_t)j * ldk;
             __m512 a[4];
             RC_UNROLL
             for (int u = 0; u < 4; u++) a[u] = _mm512_setzero_ps();
             for (size_t i = 0; i < D; i += 16) {
                 const __m512 qv = _mm512_loadu_ps(q + i);
                 RC_UNROLL
-                for (int u = 0; u < 4; u++) a[u] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + (size_t)u * ldk + i), a[u]);
+                for (int u = 0; u < 4; u++) a[u] = _mm512_fmadd_ps(qv, ld16(K, (size_t)(j + u) * ldk + i, f16), a[u]);
             }
             RC_UNROLL
             for (int u = 0; u < 4; u++) s[j + u] = tree_v(a[u]) * scale;
         }
-    for (; j < n; j++) s[j] = avx512_dot_f32(q, K + (size_t)j * ldk, D) * scale;
+    for (; j < n; j++) s[j] = dot_any(q, rc_kv_elem_at(K, (size_t)j * ldk, f16), D, f16) * scale;
 }
 
 /* Columns [i0, i0 + 16 NV) of the weighted sum: NV accumulators stay in registers over all keys
- * (independent FMA chains; one chain alone is latency-bound). */
-AINLINE void wsum_cols(const float *p, const float *V, size_t ldv, int n, float *out, size_t i0, const int NV) {
+ * (independent FMA chains; one chain alone is latency-bound); V is fp32 or binary16. */
+AINLINE void wsum_cols(const float *p, const void *V, size_t ldv, int n, float *out, size_t i0, const int NV,
+                       int f16) {
     __m512 acc[8];
     RC_UNROLL
     for (int k = 0; k < NV; k++) acc[k] = _mm512_loadu_ps(out + i0 + 16 * k);
     for (int j = 0; j < n; j++) {
         const __m512 pj = _mm512_set1_ps(p[j]);
-        const float *v = V + (size_t)j * ldv + i0;
+        const size_t v = (size_t)j * ldv + i0;
         RC_UNROLL
-        for (int k = 0; k < NV; k++) acc[k] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + 16 * k), acc[k]);
+        for (int k = 0; k < NV; k++) acc[k] = _mm512_fmadd_ps(pj, ld16(V, v + 16 * (size_t)k, f16), acc[k]);
     }
     RC_UNROLL
     for (int k = 0; k < NV; k++) _mm512_storeu_ps(out + i0 + 16 * k, acc[k]);
 }
 
 /* 128 columns at a time, then 64, 32, 16 (head dims 64, 192: one pass over the keys per block) */
-static void avx512_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {
+AINLINE void attn_wsum_any(const float *p, const void *V, size_t ldv, int n, size_t D, float *out, int f16) {
     size_t i0 = 0;
-    for (; i0 + 128 <= D; i0 += 128) wsum_cols(p, V, ldv, n, out, i0, 8);
+    for (; i0 + 128 <= D; i0 += 128) wsum_cols(p, V, ldv, n, out, i0, 8, f16);
     if (i0 + 64 <= D) {
-        wsum_cols(p, V, ldv, n, out, i0, 4);
+        wsum_cols(p, V, ldv, n, out, i0, 4, f16);
         i0 += 64;
     }
     if (i0 + 32 <= D) {
-        wsum_cols(p, V, ldv, n, out, i0, 2);
+        wsum_cols(p, V, ldv, n, out, i0, 2, f16);
         i0 += 32;
     }
     if (i0 + 16 <= D) {
-        wsum_cols(p, V, ldv, n, out, i0, 1);
+        wsum_cols(p, V, ldv, n, out, i0, 1, f16);
         i0 += 16;
     }
     for (; i0 < D; i0++) {
         float o = out[i0];
-        for (int j = 0; j < n; j++) o = fmaf(p[j], V[(size_t)j * ldv + i0], o);
+        for (int j = 0; j < n; j++) o = fmaf(p[j], rc_kv_elem(V, (size_t)j * ldv + i0, f16), o);
         out[i0] = o;
+    }
+}
+
+RC_ATTN_KERNELS(avx512)
+
+/* vcvtps2ph with imm 0 (round to nearest even, not MXCSR's mode); the tail through the same
+ * instruction under a mask */
+static void avx512_f32_to_f16(const float *x, uint16_t *y, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtps_ph(_mm512_loadu_ps(x + i), 0));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        _mm256_mask_storeu_epi16(y + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), 0));
     }
 }
 
@@ -630,6 +655,9 @@ int RC_KERNELS_AVX512_FN(rc_kernels *k) {
     k->matmul_scratch = PF_SCRATCH_FLOATS;
     k->attn_scores = avx512_attn_scores;
     k->attn_wsum = avx512_attn_wsum;
+    k->attn_scores_f16 = avx512_attn_scores_f16;
+    k->attn_wsum_f16 = avx512_attn_wsum_f16;
+    k->f32_to_f16 = avx512_f32_to_f16;
     k->nf4_dequant = avx512_nf4_dequant;
     return 1;
 }

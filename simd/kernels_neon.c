@@ -2,7 +2,8 @@
  * of simd.h: the 16 accumulators are four float32x4 registers (lanes 0-3, 4-7, 8-11, 12-15);
  * tree level one adds registers 0+2 and 1+3, level two adds those two, then pairs within one
  * register; the tail (n % 16) is finished in scalar fmaf on the spilled lanes. vfmaq_f32 is a
- * fused multiply-add (one rounding), exactly fmaf.
+ * fused multiply-add (one rounding), exactly fmaf. Attention over an f16 K / V cache runs the same
+ * kernels with each 4 elements widened by vcvt_f32_f16 (exact); fp32 -> f16 is vcvt_f16_f32.
  *
  * nf4: the 16 nibbles of 8 code bytes are split in element order (vshr/vand + vzip); each code is
  * replicated to its 4 byte positions (vqtbl1q) and turned into byte offsets 4c..4c+3, and vqtbl4q
@@ -46,25 +47,38 @@ AINLINE float finish(const acc16 *a, const float *w_tail_vals, const float *x, s
     return tree16(s);
 }
 
-static float neon_dot_f32(const float *a, const float *b, size_t n) {
+/* 4 elements of a K / V row from i on, as fp32: fp32 (f16 = 0) or binary16 (f16 = 1) widened by
+ * vcvt_f32_f16 (exact); the scalar element is rc_kv_elem (simd.h). */
+AINLINE float32x4_t ld4(const void *p, size_t i, int f16) {
+    if (f16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)p + i)));
+    return vld1q_f32((const float *)p + i);
+}
+
+/* the canonical dot of a[n] (fp32) and b[n] (fp32 or binary16) */
+AINLINE float dot_any(const float *a, const void *b, size_t n, int f16) {
     acc16 acc;
     for (int k = 0; k < 4; k++) acc.v[k] = vdupq_n_f32(0.0f);
     size_t i = 0;
     for (; i + 16 <= n; i += 16)
-        for (int k = 0; k < 4; k++) acc.v[k] = vfmaq_f32(acc.v[k], vld1q_f32(a + i + 4 * k), vld1q_f32(b + i + 4 * k));
+        for (int k = 0; k < 4; k++) acc.v[k] = vfmaq_f32(acc.v[k], vld1q_f32(a + i + 4 * k), ld4(b, i + 4 * k, f16));
     if (i == n) return tree_v(&acc);
-    return finish(&acc, a + i, b + i, n - i);
+    float s[16];
+    for (int k = 0; k < 4; k++) vst1q_f32(s + 4 * k, acc.v[k]);
+    for (int l = 0; i < n; i++, l++) s[l] = fmaf(a[i], rc_kv_elem(b, i, f16), s[l]);
+    return tree16(s);
 }
+
+static float neon_dot_f32(const float *a, const float *b, size_t n) { return dot_any(a, b, n, 0); }
 
 static float neon_sumsq_f32(const float *x, size_t n) { return neon_dot_f32(x, x, n); }
 
 /* Four keys at a time, as on x86: 16 independent FMA chains instead of 4 (a core with two FMA
  * pipes of latency 4 needs 8 to stay busy); each score is still its own canonical dot. */
-static void neon_attn_scores(const float *q, const float *K, size_t ldk, int n, size_t D, float scale, float *s) {
+AINLINE void attn_scores_any(const float *q, const void *K, size_t ldk, int n, size_t D, float scale, float *s,
+                             int f16) {
     int j = 0;
     if (D % 16 == 0)
         for (; j + 4 <= n; j += 4) {
-            const float *k0 = K + (size_t)j * ldk;
             acc16 a[4];
             for (int u = 0; u < 4; u++)
                 for (int k = 0; k < 4; k++) a[u].v[k] = vdupq_n_f32(0.0f);
@@ -72,34 +86,50 @@ static void neon_attn_scores(const float *q, const float *K, size_t ldk, int n, 
                 for (int k = 0; k < 4; k++) {
                     const float32x4_t qv = vld1q_f32(q + i + 4 * k);
                     for (int u = 0; u < 4; u++)
-                        a[u].v[k] = vfmaq_f32(a[u].v[k], qv, vld1q_f32(k0 + (size_t)u * ldk + i + 4 * k));
+                        a[u].v[k] = vfmaq_f32(a[u].v[k], qv, ld4(K, (size_t)(j + u) * ldk + i + 4 * (size_t)k, f16));
                 }
             for (int u = 0; u < 4; u++) s[j + u] = tree_v(&a[u]) * scale;
         }
-    for (; j < n; j++) s[j] = neon_dot_f32(q, K + (size_t)j * ldk, D) * scale;
+    for (; j < n; j++) s[j] = dot_any(q, rc_kv_elem_at(K, (size_t)j * ldk, f16), D, f16) * scale;
 }
 
-static void neon_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {
+AINLINE void attn_wsum_any(const float *p, const void *V, size_t ldv, int n, size_t D, float *out, int f16) {
     size_t i0 = 0;
     for (; i0 + 64 <= D; i0 += 64) {
         float32x4_t acc[16];
         for (int k = 0; k < 16; k++) acc[k] = vld1q_f32(out + i0 + 4 * k);
         for (int j = 0; j < n; j++) {
             const float32x4_t pj = vdupq_n_f32(p[j]);
-            const float *v = V + (size_t)j * ldv + i0;
-            for (int k = 0; k < 16; k++) acc[k] = vfmaq_f32(acc[k], pj, vld1q_f32(v + 4 * k));
+            const size_t v = (size_t)j * ldv + i0;
+            for (int k = 0; k < 16; k++) acc[k] = vfmaq_f32(acc[k], pj, ld4(V, v + 4 * (size_t)k, f16));
         }
         for (int k = 0; k < 16; k++) vst1q_f32(out + i0 + 4 * k, acc[k]);
     }
     for (; i0 + 4 <= D; i0 += 4) {
         float32x4_t acc = vld1q_f32(out + i0);
-        for (int j = 0; j < n; j++) acc = vfmaq_f32(acc, vdupq_n_f32(p[j]), vld1q_f32(V + (size_t)j * ldv + i0));
+        for (int j = 0; j < n; j++) acc = vfmaq_f32(acc, vdupq_n_f32(p[j]), ld4(V, (size_t)j * ldv + i0, f16));
         vst1q_f32(out + i0, acc);
     }
     for (; i0 < D; i0++) {
         float o = out[i0];
-        for (int j = 0; j < n; j++) o = fmaf(p[j], V[(size_t)j * ldv + i0], o);
+        for (int j = 0; j < n; j++) o = fmaf(p[j], rc_kv_elem(V, (size_t)j * ldv + i0, f16), o);
         out[i0] = o;
+    }
+}
+
+RC_ATTN_KERNELS(neon)
+
+/* vcvt_f16_f32: round to nearest even under the default FPCR (Linux starts every thread so, and
+ * nothing here changes it); the last n % 4 through the same instruction on a zero-padded copy */
+static void neon_f32_to_f16(const float *x, uint16_t *y, size_t n) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+    if (i < n) {
+        float t[4] = {0};
+        uint16_t h[4];
+        memcpy(t, x + i, (n - i) * sizeof *t);
+        vst1_u16(h, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(t))));
+        memcpy(y + i, h, (n - i) * sizeof *h);
     }
 }
 
@@ -255,6 +285,9 @@ int rc_kernels_neon(rc_kernels *k) {
     k->matmul_scratch = 0;
     k->attn_scores = neon_attn_scores;
     k->attn_wsum = neon_attn_wsum;
+    k->attn_scores_f16 = neon_attn_scores_f16;
+    k->attn_wsum_f16 = neon_attn_wsum_f16;
+    k->f32_to_f16 = neon_f32_to_f16;
     k->nf4_dequant = neon_nf4_dequant;
     return 1;
 }

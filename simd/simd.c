@@ -41,6 +41,19 @@ static void scalar_attn_wsum(const float *p, const float *V, size_t ldv, int n, 
     for (int j = 0; j < n; j++) rc_axpy(p[j], V + (size_t)j * ldv, out, D);
 }
 
+static void scalar_attn_scores_f16(const float *q, const uint16_t *K, size_t ldk, int n, size_t D, float scale,
+                                   float *scores) {
+    for (int j = 0; j < n; j++) scores[j] = rc_dot_f16(K + (size_t)j * ldk, q, D) * scale;
+}
+
+static void scalar_attn_wsum_f16(const float *p, const uint16_t *V, size_t ldv, int n, size_t D, float *out) {
+    for (int j = 0; j < n; j++) rc_axpy_f16(p[j], V + (size_t)j * ldv, out, D);
+}
+
+static void scalar_f32_to_f16(const float *x, uint16_t *y, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = rc_f32_to_f16(x[i]);
+}
+
 void rc_pf_finish_tail(const rc_mat *w, const float *acc, size_t acc_ld, const float *X, size_t ldx, int nt,
                        const float *bias, float *Y, size_t ldy, int64_t p, int pr) {
     const size_t n = (size_t)w->cols, n16 = n - n % 16;
@@ -67,6 +80,9 @@ int rc_kernels_scalar(rc_kernels *k) {
     k->matmul_scratch = 0;
     k->attn_scores = scalar_attn_scores;
     k->attn_wsum = scalar_attn_wsum;
+    k->attn_scores_f16 = scalar_attn_scores_f16;
+    k->attn_wsum_f16 = scalar_attn_wsum_f16;
+    k->f32_to_f16 = scalar_f32_to_f16;
     k->nf4_dequant = rc_nf4_dequant;
     k->silu_mul = rc_silu_mul_f32;
     k->gelu = rc_gelu_f32;
@@ -83,10 +99,11 @@ static int cpu_has(rc_simd_path p) {
     switch (p) {
     case RC_SIMD_SCALAR: return 1;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    case RC_SIMD_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case RC_SIMD_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     case RC_SIMD_AVX512:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 #endif
 #if defined(__aarch64__)
     case RC_SIMD_NEON: return 1;

@@ -55,6 +55,14 @@ typedef struct {
      * out[i], i < D. Callers start out at +0.0f, so keys split over several calls (tiles, in
      * ascending order) give the bits of one call. */
     void (*attn_wsum)(const float *p, const float *V, size_t ldv, int n, size_t D, float *out);
+    /* The same two over a binary16 K / V (the f16 KV cache): every element widened exactly, then
+     * the fp32 order above (references rc_dot_f16, rc_axpy_f16). */
+    void (*attn_scores_f16)(const float *q, const uint16_t *K, size_t ldk, int n, size_t D, float scale,
+                            float *scores);
+    void (*attn_wsum_f16)(const float *p, const uint16_t *V, size_t ldv, int n, size_t D, float *out);
+    /* y[i] = rc_f32_to_f16(x[i]) for i < n: round to nearest even (F16C / AVX-512 vcvtps2ph imm 0,
+     * NEON vcvt_f16_f32), elementwise, so any split gives the same bits. */
+    void (*f32_to_f16)(const float *x, uint16_t *y, size_t n);
     /* out[i] = exact fp32 value of nf4 flat element start + i, i < n. */
     void (*nf4_dequant)(const uint8_t *codes, const float *absmax, size_t start, size_t n, float *out);
     /* Elementwise (simd/act_*.c): g[i] = rc_silu(g[i]) * u[i]; x[i] = rc_gelu(x[i]);
@@ -77,6 +85,36 @@ typedef struct {
      * double, 8 lanes (rc_screen_norms_ref): what lm_screen.c checks the stored norms against. */
     void (*screen_norms)(const float *w, const int8_t *q, const float *s, size_t H, double *ss);
 } rc_kernels;
+
+/* Element i of a K / V row of fp32 (f16 = 0) or binary16 (f16 = 1) values, as fp32 (the widening
+ * is exact), and the address of element i: the paths' attention kernels are written once for both
+ * KV caches (their vector loads are the paths' own). */
+static inline float rc_kv_elem(const void *p, size_t i, int f16) {
+    return f16 ? rc_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+static inline const void *rc_kv_elem_at(const void *p, size_t i, int f16) {
+    return f16 ? (const void *)((const uint16_t *)p + i) : (const void *)((const float *)p + i);
+}
+
+/* The four attention entries of a path whose file writes its kernels once for both K / V
+ * element types, as attn_scores_any / attn_wsum_any(..., f16) with f16 = 0 (fp32) or 1 (binary16):
+ * defines pfx_attn_scores, pfx_attn_scores_f16, pfx_attn_wsum, pfx_attn_wsum_f16. */
+#define RC_ATTN_KERNELS(pfx)                                                                               \
+    static void pfx##_attn_scores(const float *q, const float *K, size_t ldk, int n, size_t D, float scale,   \
+                                  float *s) {                                                               \
+        attn_scores_any(q, K, ldk, n, D, scale, s, 0);                                                      \
+    }                                                                                                       \
+    static void pfx##_attn_scores_f16(const float *q, const uint16_t *K, size_t ldk, int n, size_t D,        \
+                                      float scale, float *s) {                                              \
+        attn_scores_any(q, K, ldk, n, D, scale, s, 1);                                                      \
+    }                                                                                                       \
+    static void pfx##_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {    \
+        attn_wsum_any(p, V, ldv, n, D, out, 0);                                                             \
+    }                                                                                                       \
+    static void pfx##_attn_wsum_f16(const float *p, const uint16_t *V, size_t ldv, int n, size_t D,          \
+                                    float *out) {                                                           \
+        attn_wsum_any(p, V, ldv, n, D, out, 1);                                                             \
+    }
 
 /* Which paths this binary was compiled with AND this CPU can run (scalar always). */
 int rc_simd_available(rc_simd_path p);

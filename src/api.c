@@ -36,6 +36,7 @@ struct recall_model {
     rc_bpe *bpe;
     recall_model_info info;
     const char *rope_scaling; /* recall_open_opts.rope_scaling (borrowed until model_finish) */
+    recall_kv kv;             /* recall_open_opts.kv: recall_forward's cache */
     rc_qwen2 *fwd;        /* recall_forward's decoder, reopened when a longer input needs more cache */
     uint64_t fwd_reserved;
     int n_loops;
@@ -96,12 +97,12 @@ static int64_t cfg_i64(const rc_blob *b, const char *key, int64_t dflt) {
 static uint64_t sat_mul(uint64_t a, uint64_t b) { return a && b > UINT64_MAX / a ? UINT64_MAX : a * b; }
 static uint64_t sat_add(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
 
-static uint64_t qwen2_bytes(const rc_blob *b, int64_t max_ctx) {
+static uint64_t qwen2_bytes(const rc_blob *b, int64_t max_ctx, recall_kv kvs) {
     uint64_t L = (uint64_t)cfg_i64(b, "qwen2.layers", 0), H = (uint64_t)cfg_i64(b, "qwen2.hidden", 0);
     uint64_t NH = (uint64_t)cfg_i64(b, "qwen2.heads", 0), NKV = (uint64_t)cfg_i64(b, "qwen2.kv_heads", 0);
     uint64_t D = (uint64_t)cfg_i64(b, "qwen2.head_dim", 0), F = (uint64_t)cfg_i64(b, "qwen2.ffn", 0);
     uint64_t V = (uint64_t)cfg_i64(b, "qwen2.vocab", 0), C = (uint64_t)(max_ctx > 0 ? max_ctx : 0);
-    uint64_t kv = sat_mul(sat_mul(sat_mul(2 * 4, L), C), sat_mul(NKV, D));
+    uint64_t kv = sat_mul(sat_mul(sat_mul(kvs == RECALL_KV_F16 ? 2 * 2 : 2 * 4, L), C), sat_mul(NKV, D));
     uint64_t rope = sat_mul(sat_mul(C, D), 4);
     uint64_t row = sat_add(sat_add(sat_mul(6, H), sat_mul(2, F)), sat_add(sat_mul(3, sat_mul(NH, D)), sat_mul(NH, C)));
     uint64_t scratch = sat_add(sat_mul(sat_mul(RC_QWEN2_CHUNK, row), 4), sat_mul(4 * 4, V));
@@ -130,8 +131,8 @@ static recall_status reserve(recall_model *m, uint64_t bytes, const char *what, 
  * _END: the end of the last field this library knows: when a field is appended, move _END to it. */
 #define OPEN_OPTS_MIN (offsetof(recall_open_opts, rope_scaling) + sizeof(const char *))
 #define LOOP_OPTS_MIN (offsetof(recall_loop_opts, draft) + sizeof(int))
-#define OPEN_OPTS_END OPEN_OPTS_MIN
-#define LOOP_OPTS_END (offsetof(recall_loop_opts, pooler_cache_mb) + sizeof(int))
+#define OPEN_OPTS_END (offsetof(recall_open_opts, kv) + sizeof(recall_kv))
+#define LOOP_OPTS_END (offsetof(recall_loop_opts, kv) + sizeof(recall_kv))
 
 /* *out (holding the defaults, struct_size its own) takes the caller's known fields. */
 static recall_status take_sized(const void *caller, size_t min, size_t end, void *out, const char *what,
@@ -177,6 +178,12 @@ static recall_status model_new(const recall_open_opts *o, recall_model **out, re
     m->al = *al;
     m->max_memory = o ? o->max_memory : 0;
     m->rope_scaling = o ? o->rope_scaling : NULL;
+    m->kv = o ? o->kv : RECALL_KV_F32;
+    if ((unsigned)m->kv > RECALL_KV_F16) {
+        const int kv = (int)m->kv;
+        al_free(al, m);
+        return rc_fail(err, RECALL_E_ARG, "recall_open: kv storage %d unknown (RECALL_KV_F32, RECALL_KV_F16)", kv);
+    }
     *out = m;
     return RECALL_OK;
 }
@@ -380,10 +387,13 @@ recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, floa
         m->fwd = NULL;
         m->reserved -= m->fwd_reserved;
         m->fwd_reserved = 0;
-        uint64_t need = qwen2_bytes(m->blob, ctx);
+        uint64_t need = qwen2_bytes(m->blob, ctx, m->kv);
         RC_TRY(reserve(m, need, "the forward context", err));
         recall_status s = rc_qwen2_open(m->blob, ctx, &m->fwd, err);
+        if (!s) s = rc_qwen2_set_kv_dtype(m->fwd, (rc_kv_dtype)m->kv, err);
         if (s) {
+            rc_qwen2_close(m->fwd);
+            m->fwd = NULL;
             m->reserved -= need;
             return s;
         }
@@ -431,8 +441,9 @@ static recall_status loop_estimate(const recall_model *m, const recall_loop_opts
                        o->window, o->block, o->chunk, lim, o->k, o->turn_cap, lim, o->buf_min, lim);
     if (o->draft < 0 || o->draft > RC_DRAFT_MAX)
         return rc_fail(err, RECALL_E_ARG, "recall_loop_open: draft %d (0..%d)", o->draft, RC_DRAFT_MAX);
-    if ((unsigned)o->mode > 1 || (unsigned)o->arm > 2)
-        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: mode %d / arm %d unknown", (int)o->mode, (int)o->arm);
+    if ((unsigned)o->mode > 1 || (unsigned)o->arm > 2 || (unsigned)o->kv > RECALL_KV_F16)
+        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: mode %d / arm %d / kv %d unknown", (int)o->mode,
+                       (int)o->arm, (int)o->kv);
     int64_t n_sp = o->arm == RECALL_ARM_FULL ? 0 : cfg_i64(m->blob, "pooler.n_sp", 0);
     if (n_sp < 0 || n_sp > lim) n_sp = lim;
     int64_t ctx = 1 + n_sp + (int64_t)o->k * o->block + o->window + o->chunk;
@@ -441,8 +452,9 @@ static recall_status loop_estimate(const recall_model *m, const recall_loop_opts
                        "recall_loop_open: a context of %d positions was requested but the model was trained on %d",
                        o->max_ctx, m->info.max_pos);
     if (o->arm == RECALL_ARM_FULL) ctx = o->max_ctx > 0 ? o->max_ctx : m->info.max_pos;
-    uint64_t b = qwen2_bytes(m->blob, ctx);
-    if (o->arm == RECALL_ARM_RC_BGE && o->mode == RECALL_MODE_FAITHFUL) b = sat_add(b, qwen2_bytes(m->blob, o->block));
+    uint64_t b = qwen2_bytes(m->blob, ctx, o->kv);
+    if (o->arm == RECALL_ARM_RC_BGE && o->mode == RECALL_MODE_FAITHFUL)
+        b = sat_add(b, qwen2_bytes(m->blob, o->block, o->kv));
     if (o->draft > 0) /* the verify forward's logits of up to min(draft + 1, chunk) rows */
         b = sat_add(b, (uint64_t)(o->draft < o->chunk ? o->draft + 1 : o->chunk) * (uint64_t)m->info.vocab * 4u);
     *bytes = b;
@@ -487,6 +499,7 @@ recall_status recall_loop_open2(recall_model *m, const recall_loop_opts *caller,
     r.mode = (rc_loop_mode)o->mode;
     r.arm = (rc_arm)o->arm;
     r.pooler_cache_mb = cache ? (int)(cache >> 20) : -1;
+    r.kv = (int)o->kv;
     recall_status s = rc_recall_open(m->blob, &r, &l->r, err);
     if (s) {
         m->reserved -= need;

@@ -218,6 +218,27 @@ static const char *npz_kind(const rc_npz *z) {
     return "npz";
 }
 
+/* A forward dump's KV storage (RC_CMP_KV_ARRAY) into out[8]: "f32" / "f16", "?" for another
+ * value, "" when absent. */
+static recall_status npz_kv(const rc_npz *z, const char *path, char *out, recall_err *err) {
+    out[0] = 0;
+    if (!rc_npz_has(z, RC_CMP_KV_ARRAY)) return RECALL_OK;
+    rc_npy a;
+    memset(&a, 0, sizeof a);
+    int64_t bits = 0;
+    recall_status st = rc_npz_get(z, RC_CMP_KV_ARRAY, &a, err);
+    if (!st) st = rc_npy_scalar_i64(&a, path, &bits, err);
+    rc_npy_free(&a);
+    if (!st) snprintf(out, 8, "%s", bits == 32 ? "f32" : bits == 16 ? "f16" : "?");
+    return st;
+}
+
+/* Both sides' KV storage into the report; absent reads as f32 for kv_differ. */
+static void note_kv(rc_cmp_report *r) {
+    const char *a = r->kv_a[0] ? r->kv_a : "f32", *b = r->kv_b[0] ? r->kv_b : "f32";
+    r->kv_differ = strcmp(a, b) != 0;
+}
+
 static recall_status add_name(rc_cmp_report *r, size_t *cap, const char *name, int side) {
     for (size_t i = 0; i < r->n_arrays; i++)
         if (!strcmp(r->arrays[i].name, name)) {
@@ -253,12 +274,16 @@ static recall_status compare_npz(const void *ba, size_t la, const char *pa, cons
     }
     r->kind = 1;
     snprintf(r->what, sizeof r->what, "%s", ka);
+    st = npz_kv(za, pa, r->kv_a, err);
+    if (!st) st = npz_kv(zb, pb, r->kv_b, err);
+    note_kv(r);
     size_t cap = 0;
     for (int side = 0; side < 2 && !st; side++) {
         const rc_npz *z = side ? zb : za;
         for (size_t i = 0; i < rc_npz_count(z); i++) {
             char key[64];
             if (!rc_npz_key(z, i, key, sizeof key)) continue; /* not an .npy member, or a name too long */
+            if (!strcmp(key, RC_CMP_KV_ARRAY)) continue;      /* a setting, reported as kv_a / kv_b */
             if (add_name(r, &cap, key, side)) {
                 st = rc_fail(err, RECALL_E_NOMEM, "out of memory");
                 break;
@@ -972,6 +997,11 @@ static recall_status compare_traces(const json_value *ra, const char *pa, const 
     r->kind = 2;
     snprintf(r->what, sizeof r->what, "trace");
     r->last_turn_affected = -1;
+    for (int side = 0; side < 2; side++) {
+        const json_value *kv = json_get_type(side ? rb : ra, "kv", JSON_STR);
+        if (kv) snprintf(side ? r->kv_b : r->kv_a, sizeof r->kv_a, "%.7s", kv->str);
+    }
+    note_kv(r);
     r->has_threshold = a.has_thr || b.has_thr || (o && o->has_threshold);
     r->threshold = a.has_thr ? a.thr : b.has_thr ? b.thr : o && o->has_threshold ? o->threshold : 0.0f;
     int nt = a.n_turns < b.n_turns ? a.n_turns : b.n_turns;

@@ -50,6 +50,9 @@ typedef struct {
 const rc_cmp_tol *rc_cmp_tolerances(size_t *n);
 const rc_cmp_tol *rc_cmp_tolerance(const char *name); /* NULL when absent */
 
+/* The name of the KV-storage marker array in a forward dump (int32 [1]: 32 or 16). */
+#define RC_CMP_KV_ARRAY "kv_bits"
+
 /* ---- npz report ---- */
 #define RC_CMP_MAX_DIMS 8
 typedef struct {
@@ -154,6 +157,12 @@ typedef struct {
     /* verdict: 0 agree within tolerance, 1 real divergence / array beyond tolerance,
      * 3 only near-ties (the CLI's exit codes) */
     int verdict;
+    /* The KV cache storage each side names: a trace's "kv", a forward dump's "kv_bits" (32 / 16;
+     * not compared as an array): "f32" / "f16", or "" when the file does not say (a reference, or
+     * an output from before the setting: f32 both). kv_differ: the two (absent read as f32)
+     * differ, so differences beyond the numerics table are the f16 rounding's, not a bug. */
+    char kv_a[8], kv_b[8];
+    int kv_differ;
 } rc_cmp_report;
 
 typedef struct {

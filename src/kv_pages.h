@@ -1,7 +1,8 @@
 /* kv_pages.h - page-sparse decode attention (REQ-CTX-006, `--kv-pages PAGE:BUDGET`): an opt-in,
  * named approximation. The decoder (qwen2.c) keeps, per page of PAGE consecutive positions, per
- * layer and per KV head, the elementwise minimum and maximum of the cached (post-RoPE) keys; a
- * decode step (a forward call of exactly one row) then attends, per KV head, to
+ * layer and per KV head, the elementwise minimum and maximum of the cached (post-RoPE) keys, as
+ * attention reads them (under `--kv f16` the f16-rounded values, widened: so the bound stays sound
+ * for the keys actually scored); a decode step (a forward call of exactly one row) then attends, per KV head, to
  *   - the sink: page 0;
  *   - the recent window: the page holding the current position and the page before it (so at
  *     least PAGE and at most 2*PAGE of the newest positions, the current one included);

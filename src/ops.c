@@ -97,6 +97,26 @@ float rc_f16_to_f32(uint16_t h) {
     return f;
 }
 
+uint16_t rc_f32_to_f16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a >= 0x7f800000u) /* inf, or NaN: quieted, the top fraction bits kept */
+        return (uint16_t)(sign | (a == 0x7f800000u ? 0x7c00u : 0x7e00u | ((a >> 13) & 0x3ffu)));
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 = 65504 + half an ulp: inf */
+    if (a >= 0x38800000u) { /* f16 normal: rebias, then round the 13 dropped bits to nearest even */
+        a -= 112u << 23;
+        a += 0xfffu + ((a >> 13) & 1u);
+        return (uint16_t)(sign | (a >> 13)); /* a carry out of the fraction bumps the exponent */
+    }
+    if (a <= 0x33000000u) return sign; /* <= 2^-25: ties to the even 0 */
+    /* f16 subnormal: round(x * 2^24) to nearest even; x = m * 2^(e - 150), so x * 2^24 = m >> (126 - e) */
+    const uint32_t m = (a & 0x7fffffu) | 0x800000u, sh = 126u - (a >> 23); /* 14 .. 24 */
+    const uint32_t r = m >> sh, rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u);
+    return (uint16_t)(sign | (r + (rem > half || (rem == half && (r & 1u))))); /* 0x400 = the smallest normal */
+}
+
 float rc_mat_get(const rc_mat *w, int64_t r, int64_t c) {
     size_t e = (size_t)(r * w->cols + c);
     switch (w->dtype) {
@@ -154,7 +174,7 @@ static float dot_bf16(const uint16_t *w, const float *x, size_t n) {
     return rc_tree16(acc);
 }
 
-static float dot_f16(const uint16_t *w, const float *x, size_t n) {
+float rc_dot_f16(const uint16_t *w, const float *x, size_t n) {
     float acc[16] = {0};
     for (size_t i = 0; i < n; i++) acc[i & 15] = fmaf(rc_f16_to_f32(w[i]), x[i], acc[i & 15]);
     return rc_tree16(acc);
@@ -171,7 +191,7 @@ float rc_dot_row(const rc_mat *w, int64_t r, const float *x) {
     switch (w->dtype) {
     case RC_DT_F32: return rc_dot_f32((const float *)w->data + off, x, n);
     case RC_DT_BF16: return dot_bf16((const uint16_t *)w->data + off, x, n);
-    case RC_DT_F16: return dot_f16((const uint16_t *)w->data + off, x, n);
+    case RC_DT_F16: return rc_dot_f16((const uint16_t *)w->data + off, x, n);
     case RC_DT_NF4: return dot_nf4((const uint8_t *)w->data, w->absmax, off, x, n);
     default: return NAN;
     }
@@ -190,6 +210,10 @@ void rc_matvec(const rc_mat *w, const float *bias, const float *x, float *y) {
 
 void rc_axpy(float a, const float *x, float *out, size_t n) {
     for (size_t j = 0; j < n; j++) out[j] = fmaf(a, x[j], out[j]);
+}
+
+void rc_axpy_f16(float a, const uint16_t *x, float *out, size_t n) {
+    for (size_t j = 0; j < n; j++) out[j] = fmaf(a, rc_f16_to_f32(x[j]), out[j]);
 }
 
 float rc_softmax_max(const float *s, size_t n) {

@@ -77,7 +77,14 @@ float rc_mat_get(const rc_mat *w, int64_t r, int64_t c);
 void rc_mat_row_f32(const rc_mat *w, int64_t r, float *out);
 
 float rc_bf16_to_f32(uint16_t h);
-float rc_f16_to_f32(uint16_t h);
+float rc_f16_to_f32(uint16_t h); /* exact widening */
+/* IEEE binary16 of x, rounded to nearest, ties to even (what F16C vcvtps2ph with imm 0 and NEON
+ * vcvt_f16_f32 under the default FPCR compute, and the bit-exact oracle the SIMD paths are tested
+ * against): |x| >= 65520 -> inf; below 2^-14 the f16 subnormals (2^-25 itself rounds to 0, anything
+ * above it to at least 2^-24); NaN -> a quiet NaN with the sign and the top 10 fraction bits kept
+ * (sign | 0x7e00 | fraction >> 13). Round trip: rc_f16_to_f32(rc_f32_to_f16(x)) is x for every
+ * value an f16 holds. */
+uint16_t rc_f32_to_f16(float x);
 
 /* ---- canonical reductions ---- */
 /* The final tree over the 16 lane accumulators (overwrites acc). */
@@ -85,6 +92,9 @@ float rc_tree16(float *acc);
 float rc_dot_f32(const float *a, const float *b, size_t n);
 float rc_sum_f32(const float *x, size_t n);
 float rc_sumsq_f32(const float *x, size_t n);
+/* dot(h, x) over n binary16 values h (each widened exactly) and fp32 x, the canonical order:
+ * the reference of attention scores over an f16 K cache. */
+float rc_dot_f16(const uint16_t *h, const float *x, size_t n);
 /* dot(W[r,:], x) with the canonical order. */
 float rc_dot_row(const rc_mat *w, int64_t r, const float *x);
 /* y[r] = dot(W[r,:], x) (+ bias[r]) for r in [0, rows). bias may be NULL. */
@@ -92,8 +102,9 @@ void rc_matvec(const rc_mat *w, const float *bias, const float *x, float *y);
 /* Rows [r0, r1) only (for splitting over threads). */
 void rc_matvec_rows(const rc_mat *w, const float *bias, const float *x, float *y, int64_t r0, int64_t r1);
 
-/* out[j] = fmaf(a, x[j], out[j]) for j in [0, n). */
+/* out[j] = fmaf(a, x[j], out[j]) for j in [0, n); _f16: x binary16, widened exactly. */
 void rc_axpy(float a, const float *x, float *out, size_t n);
+void rc_axpy_f16(float a, const uint16_t *x, float *out, size_t n);
 /* In-place softmax of s[0..n), n >= 1. */
 void rc_softmax(float *s, size_t n);
 /* Its pieces, for the SIMD paths: the max (sequential, first wins); and, after elements [0, i)

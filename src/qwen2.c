@@ -5,7 +5,9 @@
  * the KV cache, the RoPE tables and the attention score rows grow with the positions in use
  * (RC_QWEN2_KV_UNIT, then doubling, capped at max_ctx; rc_qwen2_reserve sizes them once).
  * Growing copies the cached rows unchanged and every table entry is a pure function of its
- * position, so growth never changes a result bit. */
+ * position, so growth never changes a result bit. The K / V layout (kv_off), the decode split
+ * (attn_grain) and the huge-page advice (kv_alloc) decide only how fast decode streams the cache
+ * at depth, never a bit. */
 #include "qwen2.h"
 
 #include "kv_pages.h"
@@ -17,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 typedef struct {
     rc_mat q, k, v, o, gate, up, down;
@@ -33,7 +38,9 @@ struct rc_qwen2 {
     int max_ctx, n_cached;
     int cap;            /* positions allocated in kc / vc / rope / scores (0 .. max_ctx) */
     int att_pairs, att_tile; /* attention blocking (rc_qwen2_set_attn_blocking) */
-    float *kc, *vc;     /* [NL][cap][kvd], K after RoPE */
+    rc_kv_dtype kv;      /* the element of kc / vc / gk / gv (rc_qwen2_set_kv_dtype) */
+    size_t kv_esz;      /* its bytes: 4 (f32) or 2 (f16) */
+    void *kc, *vc;      /* [NL][NKV][cap][D] (kv_off), K after RoPE (kv_alloc) */
     float *rope_cos, *rope_sin; /* [cap][D/2] */
     float *inv_freq;    /* [D/2] */
     float scale;        /* (float)(1/sqrt(D)) */
@@ -48,13 +55,27 @@ struct rc_qwen2 {
     int max_pages;         /* ceil(max_ctx / page) */
     rc_kvp_rank *rank;     /* [NKV][max_pages] selection scratch */
     unsigned char *keep;   /* [NKV][max_pages] */
-    float *gk, *gv;        /* [NKV][gather_cap][D]: the selected K / V rows of one decode step */
+    void *gk, *gv;         /* [NKV][gather_cap][D]: the selected K / V rows of one decode step */
     int gather_cap;        /* positions per KV head in gk / gv */
     int *n_sel;            /* [NKV] positions gathered */
 };
 
 static void kv_pages_free(rc_qwen2 *m);
 
+/* The K and V arrays. Decode reads every cached key and value of every layer once per step, so
+ * they are 2 MiB aligned and advised for transparent huge pages where the OS offers them (Linux
+ * MADV_HUGEPAGE; advisory, nothing depends on it): with 4 KiB pages a 512-position f32 cache of the
+ * real-shape model spans 7,168 pages, more than the second-level TLB holds, walked every step. */
+#define RC_KV_HUGE ((size_t)2 << 20)
+static void *kv_alloc(size_t bytes) {
+    const size_t len = (bytes + RC_KV_HUGE - 1) / RC_KV_HUGE * RC_KV_HUGE;
+    void *p = NULL;
+    if (!len || posix_memalign(&p, RC_KV_HUGE, len)) return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, len, MADV_HUGEPAGE);
+#endif
+    return p;
+}
 void rc_qwen2_close(rc_qwen2 *m) {
     if (!m) return;
     RC_FREE(m->L, m->vecs, m->kc, m->vc, m->rope_cos, m->rope_sin, m->inv_freq, m->x, m->xn, m->q, m->k, m->v,
@@ -217,6 +238,8 @@ recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex,
         return st;
     }
     m->max_ctx = max_ctx;
+    m->kv = RC_KV_DT_F32;
+    m->kv_esz = sizeof(float);
     rc_qwen2_set_attn_blocking(m, RC_QWEN2_ATT_PAIRS, RC_QWEN2_ATT_TILE);
     m->qd = m->c.heads * m->c.head_dim;
     m->kvd = m->c.kv_heads * m->c.head_dim;
@@ -241,7 +264,7 @@ int rc_qwen2_max_ctx(const rc_qwen2 *m) { return m->max_ctx; }
 int rc_qwen2_kv_capacity(const rc_qwen2 *m) { return m->cap; }
 
 size_t rc_qwen2_kv_bytes_for(const rc_qwen2 *m, int positions) {
-    return 2 * (size_t)m->c.layers * (size_t)positions * (size_t)m->kvd * sizeof(float);
+    return 2 * (size_t)m->c.layers * (size_t)positions * (size_t)m->kvd * m->kv_esz;
 }
 
 size_t rc_qwen2_kv_bytes(const rc_qwen2 *m) { return rc_qwen2_kv_bytes_for(m, m->cap); }
@@ -251,9 +274,9 @@ size_t rc_qwen2_kv_bytes(const rc_qwen2 *m) { return rc_qwen2_kv_bytes_for(m, m-
  * RoPE rows for the new positions computed by the open-time formula. On failure nothing changes. */
 static recall_status grow_to(rc_qwen2 *m, int cap, recall_err *err) {
     const int NL = m->c.layers, half = m->c.head_dim / 2;
-    const size_t kvd = (size_t)m->kvd, ncap = (size_t)cap;
-    float *kc = (float *)malloc((size_t)NL * ncap * kvd * sizeof(float));
-    float *vc = (float *)malloc((size_t)NL * ncap * kvd * sizeof(float));
+    const size_t kvd = (size_t)m->kvd, ncap = (size_t)cap, esz = m->kv_esz;
+    char *kc = (char *)kv_alloc((size_t)NL * ncap * kvd * esz);
+    char *vc = (char *)kv_alloc((size_t)NL * ncap * kvd * esz);
     float *rc = (float *)realloc(m->rope_cos, ncap * (size_t)half * sizeof(float));
     if (rc) m->rope_cos = rc;
     float *rs = rc ? (float *)realloc(m->rope_sin, ncap * (size_t)half * sizeof(float)) : NULL;
@@ -277,12 +300,10 @@ static recall_status grow_to(rc_qwen2 *m, int cap, recall_err *err) {
         return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory growing the KV cache to %d positions (%zu bytes)",
                        cap, rc_qwen2_kv_bytes_for(m, cap));
     }
-    for (int l = 0; l < NL; l++) {
-        const size_t rows = (size_t)m->n_cached * kvd * sizeof(float);
-        if (rows) {
-            memcpy(kc + (size_t)l * ncap * kvd, m->kc + (size_t)l * (size_t)m->cap * kvd, rows);
-            memcpy(vc + (size_t)l * ncap * kvd, m->vc + (size_t)l * (size_t)m->cap * kvd, rows);
-        }
+    const size_t D = (size_t)m->c.head_dim, rows = (size_t)m->n_cached * D * esz; /* one (layer, KV head) */
+    for (size_t lh = 0; rows && lh < (size_t)NL * (size_t)m->c.kv_heads; lh++) {
+        memcpy(kc + lh * ncap * D * esz, (const char *)m->kc + lh * (size_t)m->cap * D * esz, rows);
+        memcpy(vc + lh * ncap * D * esz, (const char *)m->vc + lh * (size_t)m->cap * D * esz, rows);
     }
     const int yarn = m->c.rope.type == RC_ROPE_YARN;
     const float att = m->c.rope_attention;
@@ -302,6 +323,50 @@ static recall_status grow_to(rc_qwen2 *m, int cap, recall_err *err) {
     m->vc = vc;
     m->scores = sc;
     m->cap = cap;
+    return RECALL_OK;
+}
+
+const char *rc_kv_dtype_name(rc_kv_dtype t) { return t == RC_KV_DT_F16 ? "f16" : "f32"; }
+
+int rc_kv_dtype_parse(const char *s) {
+    if (s && !strcmp(s, "f32")) return RC_KV_DT_F32;
+    if (s && !strcmp(s, "f16")) return RC_KV_DT_F16;
+    return -1;
+}
+
+rc_kv_dtype rc_qwen2_kv_dtype(const rc_qwen2 *m) { return m->kv; }
+
+recall_status rc_qwen2_set_kv_dtype(rc_qwen2 *m, rc_kv_dtype t, recall_err *err) {
+    if (t != RC_KV_DT_F32 && t != RC_KV_DT_F16)
+        return rc_fail(err, RECALL_E_ARG, "qwen2: kv storage %d unknown (f32 = %d, f16 = %d)", (int)t, RC_KV_DT_F32,
+                       RC_KV_DT_F16);
+    if (t == m->kv) return RECALL_OK;
+    if (m->n_cached)
+        return rc_fail(err, RECALL_E_ARG, "qwen2: the kv storage changes only while the cache is empty (%d positions "
+                       "cached)", m->n_cached);
+    const size_t esz = t == RC_KV_DT_F16 ? sizeof(uint16_t) : sizeof(float);
+    const size_t n = (size_t)m->c.layers * (size_t)m->cap * (size_t)m->kvd;
+    void *kc = NULL, *vc = NULL;
+    if (n) { /* the positions already allocated, at the new element size */
+        kc = kv_alloc(n * esz);
+        vc = kv_alloc(n * esz);
+        if (!kc || !vc) {
+            free(kc);
+            free(vc);
+            return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory for a %s KV cache of %d positions", rc_kv_dtype_name(t),
+                           m->cap);
+        }
+    }
+    free(m->kc);
+    free(m->vc);
+    free(m->gk); /* the page gather buffers regrow at the new size on demand */
+    free(m->gv);
+    m->kc = kc;
+    m->vc = vc;
+    m->gk = m->gv = NULL;
+    m->gather_cap = 0;
+    m->kv = t;
+    m->kv_esz = esz;
     return RECALL_OK;
 }
 
@@ -346,16 +411,39 @@ static float *page_max(const rc_qwen2 *m, int page, int l) {
     return m->kmax + ((size_t)page * (size_t)m->c.layers + (size_t)l) * (size_t)m->kvd;
 }
 
-/* Refolds the key bounds of positions [pos0, n) from the cache, every layer; pos0 starts a page. */
+/* Element offset of (layer l, KV head h, position pos) in kc / vc, laid out [NL][NKV][cap][D]: the
+ * keys one KV head attends over are contiguous (decode streams them; a page holds 8 positions of
+ * it in f32, 16 in f16, instead of every other 512 bytes of 4 positions). */
+static size_t kv_off(const rc_qwen2 *m, int l, int h, int pos) {
+    return (((size_t)l * (size_t)m->c.kv_heads + (size_t)h) * (size_t)m->cap + (size_t)pos) * (size_t)m->c.head_dim;
+}
+
+/* The cached K row of position pos at layer l, all KV heads [kvd], as fp32 into out: the values
+ * attention reads (f16 widened). */
+static void cached_k_row(const rc_qwen2 *m, int l, int pos, float *out) {
+    const int D = m->c.head_dim;
+    for (int h = 0; h < m->c.kv_heads; h++) {
+        const size_t off = kv_off(m, l, h, pos);
+        float *o = out + (size_t)h * D;
+        if (m->kv == RC_KV_DT_F32) {
+            memcpy(o, (const float *)m->kc + off, (size_t)D * sizeof(float));
+        } else {
+            const uint16_t *k = (const uint16_t *)m->kc + off;
+            for (int i = 0; i < D; i++) o[i] = rc_f16_to_f32(k[i]);
+        }
+    }
+}
+
+/* Refolds the key bounds of positions [pos0, n) from the cache, every layer; pos0 starts a page.
+ * Called between forwards, so the row scratch m->k is free to hold a cached row. */
 static void refold_pages(rc_qwen2 *m, int pos0, int n) {
     const int P = m->kvp.page;
     if (pos0 >= n) return; /* nothing cached (the cache may not exist yet) */
-    for (int l = 0; l < m->c.layers; l++) {
-        const float *kc = m->kc + (size_t)l * m->cap * m->kvd;
-        for (int pos = pos0; pos < n; pos++)
-            rc_kvp_fold(page_min(m, pos / P, l), page_max(m, pos / P, l), kc + (size_t)pos * m->kvd, (size_t)m->kvd,
-                        pos % P == 0);
-    }
+    for (int l = 0; l < m->c.layers; l++)
+        for (int pos = pos0; pos < n; pos++) {
+            cached_k_row(m, l, pos, m->k);
+            rc_kvp_fold(page_min(m, pos / P, l), page_max(m, pos / P, l), m->k, (size_t)m->kvd, pos % P == 0);
+        }
 }
 
 recall_status rc_qwen2_crop(rc_qwen2 *m, int n, recall_err *err) {
@@ -420,9 +508,12 @@ recall_status rc_qwen2_kv_page_bounds(const rc_qwen2 *m, int layer, int page, co
     return RECALL_OK;
 }
 
-const float *rc_qwen2_k_row(const rc_qwen2 *m, int layer, int pos) {
-    if (layer < 0 || layer >= m->c.layers || pos < 0 || pos >= m->n_cached) return NULL;
-    return m->kc + ((size_t)layer * m->cap + (size_t)pos) * m->kvd;
+recall_status rc_qwen2_k_row(const rc_qwen2 *m, int layer, int pos, float *out, recall_err *err) {
+    if (layer < 0 || layer >= m->c.layers || pos < 0 || pos >= m->n_cached)
+        return rc_fail(err, RECALL_E_ARG, "qwen2: no cached key at layer %d, position %d (%d layers, %d positions)",
+                       layer, pos, m->c.layers, m->n_cached);
+    cached_k_row(m, layer, pos, out);
+    return RECALL_OK;
 }
 
 /* The gather buffers for a decode step at position pos: at most (budget/page + 3) pages. */
@@ -432,7 +523,7 @@ static recall_status grow_gather(rc_qwen2 *m, int pos, recall_err *err) {
     if (need > pos + 1) need = pos + 1;
     if (need <= m->gather_cap) return RECALL_OK;
     const size_t n = (size_t)m->c.kv_heads * (size_t)need * (size_t)m->c.head_dim;
-    float *gk = falloc(n), *gv = falloc(n);
+    void *gk = calloc(n, m->kv_esz), *gv = calloc(n, m->kv_esz);
     if (!gk || !gv) {
         free(gk);
         free(gv);
@@ -475,10 +566,25 @@ static void matmul_rows(const rc_qwen2 *m, const rc_mat *w, const float *bias, c
  * sparse: one decode row over the rows gathered per KV head by select_pages. */
 typedef struct {
     const rc_qwen2 *m;
-    const float *kc, *vc;
+    const void *kc, *vc; /* m->kc / m->vc (elements of m->kv) */
     int nr, pos0, sparse, layer;
     int t_first; /* rows [t_first, nr): the last layer skips rows whose output nobody reads */
 } attn_job;
+
+/* The scores of one (head, row) pair over keys [j0, j0 + len) of K (rows of ld elements), into
+ * s[j0 ..], and their weighted sum of V's rows into out: the kernels of the cache's element. */
+static void pair_scores(const rc_qwen2 *m, const float *q, const void *K, size_t ld, int j0, int len, float *s) {
+    const rc_kernels *k = &m->ex->k;
+    const size_t D = (size_t)m->c.head_dim, at = (size_t)j0 * ld;
+    if (m->kv == RC_KV_DT_F16) k->attn_scores_f16(q, (const uint16_t *)K + at, ld, len, D, m->scale, s + j0);
+    else k->attn_scores(q, (const float *)K + at, ld, len, D, m->scale, s + j0);
+}
+static void pair_wsum(const rc_qwen2 *m, const float *s, const void *V, size_t ld, int j0, int len, float *out) {
+    const rc_kernels *k = &m->ex->k;
+    const size_t D = (size_t)m->c.head_dim, at = (size_t)j0 * ld;
+    if (m->kv == RC_KV_DT_F16) k->attn_wsum_f16(s + j0, (const uint16_t *)V + at, ld, len, D, out);
+    else k->attn_wsum(s + j0, (const float *)V + at, ld, len, D, out);
+}
 
 /* Blocks of up to att_pairs (query head, row) pairs that share a KV head walk the keys in tiles
  * of att_tile: each tile of K, then of V, comes from memory once per block and is reused from
@@ -499,12 +605,12 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
         if (he > h1) he = h1;
         if (he - hs > P) he = hs + P;
         const int nh = (int)(he - hs), R = P / nh; /* rows per block */
-        const float *K = j->kc + (size_t)kvh * D, *V = j->vc + (size_t)kvh * D;
-        size_t ld = (size_t)m->kvd;
+        const size_t esz = m->kv_esz, ld = (size_t)D; /* rows of one KV head are contiguous */
+        const char *K = (const char *)j->kc + kv_off(m, j->layer, kvh, 0) * esz;
+        const char *V = (const char *)j->vc + kv_off(m, j->layer, kvh, 0) * esz;
         if (j->sparse) {
-            K = m->gk + (size_t)kvh * m->gather_cap * D;
-            V = m->gv + (size_t)kvh * m->gather_cap * D;
-            ld = (size_t)D;
+            K = (const char *)m->gk + (size_t)kvh * m->gather_cap * D * esz;
+            V = (const char *)m->gv + (size_t)kvh * m->gather_cap * D * esz;
         }
         for (int t0 = j->t_first; t0 < j->nr; t0 += R) {
             const int rn = j->nr - t0 < R ? j->nr - t0 : R;
@@ -516,9 +622,7 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
                 for (int a = 0; a < nh; a++)
                     for (int r = 0; r < rn; r++) {
                         const int n = PAIR_N(r), len = n - j0 < T ? n - j0 : T;
-                        if (len > 0)
-                            k->attn_scores(m->q + PAIR_OFF(a, r), K + (size_t)j0 * ld, ld, len, (size_t)D, m->scale,
-                                           PAIR_S(a, r) + j0);
+                        if (len > 0) pair_scores(m, m->q + PAIR_OFF(a, r), K, ld, j0, len, PAIR_S(a, r));
                     }
             for (int a = 0; a < nh; a++)
                 for (int r = 0; r < rn; r++) {
@@ -529,9 +633,7 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
                 for (int a = 0; a < nh; a++)
                     for (int r = 0; r < rn; r++) {
                         const int n = PAIR_N(r), len = n - j0 < T ? n - j0 : T;
-                        if (len > 0)
-                            k->attn_wsum(PAIR_S(a, r) + j0, V + (size_t)j0 * ld, ld, len, (size_t)D,
-                                         m->att + PAIR_OFF(a, r));
+                        if (len > 0) pair_wsum(m, PAIR_S(a, r), V, ld, j0, len, m->att + PAIR_OFF(a, r));
                     }
 #undef PAIR_N
 #undef PAIR_S
@@ -539,6 +641,19 @@ static void attn_heads(void *ctx, int64_t h0, int64_t h1, int worker) {
         }
         hs = he;
     }
+}
+
+/* Query heads per unit of the attention split over the pool. A call whose rows fit in one block of
+ * pairs (decode, a draft verify) is bound by reading K and V, not by arithmetic: units of
+ * ceil(heads / threads) heads, at most one KV group, let each thread stream the keys and values it
+ * needs once, where single heads taken one by one made the threads read every KV head's cache
+ * several times over (9 passes over the 2 KV heads instead of 2, at 2 threads). Longer calls keep
+ * single heads: each is long work the guided split balances. Bits do not depend on the split. */
+static int64_t attn_grain(const rc_qwen2 *m, int rows) {
+    const int group = m->c.heads / m->c.kv_heads, threads = m->ex->threads;
+    if (rows * group > RC_QWEN2_ATT_PAIRS || threads < 2) return 1;
+    const int per_thread = (m->c.heads + threads - 1) / threads;
+    return per_thread < group ? per_thread : group;
 }
 
 /* Page selection of a decode row at position pos0 (kv_pages.h), KV heads [g0, g1): ranks the
@@ -565,15 +680,17 @@ static void select_pages(void *ctx, int64_t g0, int64_t g1, int worker) {
             rank[p].bound = best;
         }
         rc_kvp_select(&m->kvp, n_pages, rank, j->layer, kvh, pos, keep);
-        float *gk = m->gk + (size_t)kvh * m->gather_cap * D, *gv = m->gv + (size_t)kvh * m->gather_cap * D;
+        const size_t esz = m->kv_esz, row = (size_t)D * esz; /* one position of one KV head, in bytes */
+        char *gk = (char *)m->gk + (size_t)kvh * m->gather_cap * row, *gv = (char *)m->gv + (size_t)kvh * m->gather_cap * row;
+        const char *kc = (const char *)j->kc + kv_off(m, j->layer, kvh, 0) * esz;
+        const char *vc = (const char *)j->vc + kv_off(m, j->layer, kvh, 0) * esz;
         int n = 0;
-        for (int p = 0; p < n_pages; p++) {
+        for (int p = 0; p < n_pages; p++) { /* a page's rows are contiguous: one copy each */
             if (!keep[p]) continue;
             const int end = (p + 1) * P < pos + 1 ? (p + 1) * P : pos + 1;
-            for (int r = p * P; r < end; r++, n++) {
-                memcpy(gk + (size_t)n * D, j->kc + (size_t)r * m->kvd + (size_t)kvh * D, (size_t)D * sizeof(float));
-                memcpy(gv + (size_t)n * D, j->vc + (size_t)r * m->kvd + (size_t)kvh * D, (size_t)D * sizeof(float));
-            }
+            memcpy(gk + (size_t)n * row, kc + (size_t)p * P * row, (size_t)(end - p * P) * row);
+            memcpy(gv + (size_t)n * row, vc + (size_t)p * P * row, (size_t)(end - p * P) * row);
+            n += end - p * P;
         }
         m->n_sel[kvh] = n;
     }
@@ -588,6 +705,28 @@ static void rope(float *vec, int nheads, int D, const float *cs, const float *sn
             x[i] = a * cs[i] - b * sn[i];
             x[i + half] = b * cs[i] + a * sn[i];
         }
+    }
+}
+
+/* Position pos of layer l's cache from the fp32 rows k (after RoPE) and v [kvd]. F16: each value
+ * rounded to nearest even; with page bounds on, k is then overwritten by the widened cached
+ * values, the keys attention reads, which the bounds must cover. */
+static void store_kv_row(rc_qwen2 *m, int l, int pos, float *k, const float *v) {
+    const size_t D = (size_t)m->c.head_dim;
+    for (int h = 0; h < m->c.kv_heads; h++) {
+        const size_t off = kv_off(m, l, h, pos);
+        float *kh = k + (size_t)h * D;
+        const float *vh = v + (size_t)h * D;
+        if (m->kv == RC_KV_DT_F32) {
+            memcpy((float *)m->kc + off, kh, D * sizeof(float));
+            memcpy((float *)m->vc + off, vh, D * sizeof(float));
+            continue;
+        }
+        uint16_t *kc = (uint16_t *)m->kc + off;
+        m->ex->k.f32_to_f16(kh, kc, D);
+        m->ex->k.f32_to_f16(vh, (uint16_t *)m->vc + off, D);
+        if (m->kvp.page)
+            for (size_t i = 0; i < D; i++) kh[i] = rc_f16_to_f32(kc[i]);
     }
 }
 
@@ -626,14 +765,12 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
             if (last_chunk)
                 memcpy(m->gate_q + (size_t)gi * m->qd, m->q + (size_t)(nr - 1) * m->qd, (size_t)m->qd * sizeof(float));
         }
-        float *kc = m->kc + (size_t)l * m->cap * m->kvd, *vc = m->vc + (size_t)l * m->cap * m->kvd;
         for (int t = 0; t < nr; t++) {
             const int pos = pos0 + t;
             const float *cs = m->rope_cos + (size_t)pos * half, *sn = m->rope_sin + (size_t)pos * half;
             rope(m->q + (size_t)t * m->qd, c->heads, D, cs, sn);
             rope(m->k + (size_t)t * m->kvd, c->kv_heads, D, cs, sn);
-            memcpy(kc + (size_t)pos * m->kvd, m->k + (size_t)t * m->kvd, (size_t)m->kvd * sizeof(float));
-            memcpy(vc + (size_t)pos * m->kvd, m->v + (size_t)t * m->kvd, (size_t)m->kvd * sizeof(float));
+            store_kv_row(m, l, pos, m->k + (size_t)t * m->kvd, m->v + (size_t)t * m->kvd);
             if (m->kvp.page)
                 rc_kvp_fold(page_min(m, pos / m->kvp.page, l), page_max(m, pos / m->kvp.page, l),
                             m->k + (size_t)t * m->kvd, (size_t)m->kvd, pos % m->kvp.page == 0);
@@ -642,9 +779,9 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
         if (n0 == 0) break;
         {
             /* a decode step (a call of one row) attends to the selected pages; prefill densely */
-            attn_job aj = {m, kc, vc, nr, pos0, m->kvp.page && f->n == 1, l, t0};
+            attn_job aj = {m, m->kc, m->vc, nr, pos0, m->kvp.page && f->n == 1, l, t0};
             if (aj.sparse) rc_pool_for(m->ex->pool, c->kv_heads, 1, select_pages, &aj);
-            rc_pool_for(m->ex->pool, c->heads, 1, attn_heads, &aj);
+            rc_pool_for(m->ex->pool, c->heads, attn_grain(m, n0), attn_heads, &aj);
         }
         float *Xr = X + (size_t)t0 * H, *xn = m->xn + (size_t)t0 * H;
         matmul_rows(m, &w->o, NULL, m->att + (size_t)t0 * m->qd, n0, xn);

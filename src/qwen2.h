@@ -23,9 +23,14 @@
  * RC_QWEN2_KV_UNIT positions, then by doubling, never past max_ctx; growing copies the cached
  * rows unchanged, so a cache that grew many times gives bitwise the logits of a reserved one.
  * rc_qwen2_reserve sizes it once for a request of known length; rc_qwen2_kv_bytes reports it.
+ * The cache holds f32 (exact, the default) or binary16 (rc_qwen2_set_kv_dtype: half the bytes, each
+ * K / V value rounded once as it enters; the math stays fp32).
  * Rows are processed in chunks of RC_QWEN2_CHUNK (scratch allocated once at open); the kernels
  * come from the execution context's table (simd/simd.h, bitwise the scalar order) and the pool
- * splits weight output rows / heads, never a reduction. Attention walks the keys in tiles shared by
+ * splits weight output rows / heads, never a reduction (a call of few rows, i.e. decode, in units
+ * of whole KV groups where the threads allow, so each KV head's cache is streamed once per step;
+ * the cache is laid out [layer][KV head][position][D] for the same reason: contiguous keys and
+ * values per KV head, in huge-page-advised memory). Attention walks the keys in tiles shared by
  * a block of (head, row) pairs of one KV head (cache reuse at long context); each pair keeps its
  * own full softmax and ascending-key sums, so the blocking never changes a bit
  * (rc_qwen2_set_attn_blocking, for tests and benchmarks). The last layer computes K and V of
@@ -99,10 +104,22 @@ recall_status rc_qwen2_forward(rc_qwen2 *m, const rc_qwen2_fwd *f, recall_err *e
  * layers, concatenated: [n_gate * NH * D]. Zero before the first forward. */
 const float *rc_qwen2_gate_q(const rc_qwen2 *m);
 
+/* KV cache storage: RC_KV_DT_F32 (the default: exact) or RC_KV_DT_F16 (`--kv f16`: binary16
+ * storage, half the bytes). Under f16 the K rows (after RoPE) and V rows are rounded to nearest even
+ * (rc_f32_to_f16) as they enter the cache and attention reads them widened exactly, its math fp32
+ * in the order above: an opt-in approximation, deterministic like the rest (the same bits for every
+ * SIMD path, thread count, chunk and call size). rc_qwen2_set_kv_dtype works only while nothing is
+ * cached (RECALL_E_ARG otherwise); the cache keeps the positions it had allocated. */
+typedef enum { RC_KV_DT_F32 = 0, RC_KV_DT_F16 = 1 } rc_kv_dtype;
+const char *rc_kv_dtype_name(rc_kv_dtype t); /* "f32" / "f16" */
+int rc_kv_dtype_parse(const char *s);        /* "f32" / "f16" -> rc_kv_dtype; -1 otherwise */
+recall_status rc_qwen2_set_kv_dtype(rc_qwen2 *m, rc_kv_dtype t, recall_err *err);
+rc_kv_dtype rc_qwen2_kv_dtype(const rc_qwen2 *m);
+
 int rc_qwen2_n_cached(const rc_qwen2 *m);
 int rc_qwen2_max_ctx(const rc_qwen2 *m);
 /* Positions the KV cache has allocated now (0 .. max_ctx), and its size in bytes (K and V,
- * all layers, fp32): 2 * layers * capacity * kv_heads * head_dim * 4. */
+ * all layers): 2 * layers * capacity * kv_heads * head_dim * (4 for f32, 2 for f16). */
 int rc_qwen2_kv_capacity(const rc_qwen2 *m);
 size_t rc_qwen2_kv_bytes(const rc_qwen2 *m);
 size_t rc_qwen2_kv_bytes_for(const rc_qwen2 *m, int positions);
@@ -130,11 +147,11 @@ void rc_qwen2_set_attn_blocking(rc_qwen2 *m, int pairs, int tile);
  * built from the cached keys at once and kept as rows are appended or cropped. */
 recall_status rc_qwen2_set_kv_pages(rc_qwen2 *m, const rc_kv_pages_opts *o, recall_err *err);
 const rc_kv_pages_opts *rc_qwen2_kv_pages(const rc_qwen2 *m);
-/* For tests: the key bounds [kv_heads * D] of a cached page at a layer, and a cached K row
- * [kv_heads * D] (after RoPE; NULL outside the cache). */
+/* For tests: the key bounds [kv_heads * D] of a cached page at a layer, and a cached K row into
+ * out [kv_heads * D] (after RoPE, as attention reads it: f16 widened; RECALL_E_ARG outside the cache). */
 recall_status rc_qwen2_kv_page_bounds(const rc_qwen2 *m, int layer, int page, const float **mn, const float **mx,
                                       recall_err *err);
-const float *rc_qwen2_k_row(const rc_qwen2 *m, int layer, int pos);
+recall_status rc_qwen2_k_row(const rc_qwen2 *m, int layer, int pos, float *out, recall_err *err);
 
 /* out[n][H] = embed_tokens rows (exact fp32 values). Ids are bounds-checked. */
 recall_status rc_qwen2_embed(const rc_qwen2 *m, const int32_t *ids, int n, float *out, recall_err *err);

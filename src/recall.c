@@ -166,6 +166,7 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
                     "recall: the loop needs %d positions (1 + %d SP + %d x %d injected + %d window + %d chunk) but "
                     "the model was trained on %d", max_ctx, r->n_sp, o->k, o->block, o->window, o->chunk, max_pos);
     if (!s) s = rc_qwen2_open_ex(b, max_ctx, r->ex, &r->llm, err);
+    if (!s) s = rc_qwen2_set_kv_dtype(r->llm, (rc_kv_dtype)o->kv, err);
     if (!s) {
         r->H = rc_qwen2_cfg(r->llm)->hidden;
         r->V = rc_qwen2_cfg(r->llm)->vocab;
@@ -181,6 +182,7 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
         if (!s) s = rc_bert_open_ex(b, r->ex, &r->bert, err);
         if (!s) s = rc_heads_open(b, &r->heads, err);
         if (!s && o->mode == RC_MODE_FAITHFUL) s = rc_qwen2_open_ex(b, o->block, r->ex, &r->seal, err);
+        if (!s && r->seal) s = rc_qwen2_set_kv_dtype(r->seal, (rc_kv_dtype)o->kv, err);
     }
     if (!s) {
         const rc_qwen2_config *c = rc_qwen2_cfg(r->llm);

@@ -47,7 +47,7 @@
 extern "C" {
 #endif
 
-#define RECALL_API_VERSION 3 /* 2: the option structs carry struct_size; 3: recall_loop_opts.pooler_cache_mb */
+#define RECALL_API_VERSION 3 /* 2: the option structs carry struct_size; 3: recall_loop_opts.pooler_cache_mb, the kv fields */
 
 /* ---- allocation --------------------------------------------------------------------------- */
 
@@ -68,6 +68,9 @@ enum {
                                        (fewer TLB misses while decoding; costs the read at open) */
 };
 
+/* KV cache storage (recall_open_opts.kv, recall_loop_opts.kv). */
+typedef enum { RECALL_KV_F32 = 0, RECALL_KV_F16 = 1 } recall_kv;
+
 typedef struct {
     size_t struct_size; /* sizeof this struct as the caller was compiled: recall_open_opts_init sets it */
     unsigned flags;
@@ -81,6 +84,10 @@ typedef struct {
      * own profile). One that contradicts the blob's fails with RECALL_E_ARG naming both. The
      * model's max_pos becomes floor(FACTOR x ORIG). */
     const char *rope_scaling;
+    /* KV cache storage of recall_forward's decoder: RECALL_KV_F32 (the default, exact) or
+     * RECALL_KV_F16 (binary16: half the bytes; K and V rounded to nearest even as they enter the
+     * cache, the math fp32; an approximation, deterministic like the rest). */
+    recall_kv kv;
     /* New fields go here, at the end; zero must mean the default. */
 } recall_open_opts;
 
@@ -169,6 +176,9 @@ typedef struct {
      * own needs. Replies and events are bitwise the same for every value; only speed and memory
      * differ. */
     int pooler_cache_mb;
+    /* KV cache storage of the loop's decoders (as recall_open_opts.kv); RECALL_KV_F16 halves the
+     * KV bytes and changes the results (measured distance in docs/KV.md). */
+    recall_kv kv;
     /* New fields go here, at the end; zero must mean the default. */
 } recall_loop_opts;
 

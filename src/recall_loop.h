@@ -71,6 +71,9 @@ typedef struct {
      * are kept between rebuilds instead of recomputed (36 KiB per token at real shape). 0 = the
      * default, RC_POOLER_CACHE_MB; < 0 = off. The reference schedule never caches. Same bits. */
     int pooler_cache_mb;
+    /* KV cache storage of the loop's decoders (qwen2.h rc_kv_dtype): RC_KV_DT_F32 (0, exact) or
+     * RC_KV_DT_F16 (half the bytes, an approximation named in every output). */
+    int kv;
 } rc_recall_opts;
 #define RC_POOLER_CACHE_MB 256
 enum { RC_LM_SCREEN_AUTO = 0, RC_LM_SCREEN_ON = 1, RC_LM_SCREEN_OFF = 2 };

@@ -350,6 +350,47 @@ static void check_matmul_guarded(tally *t, const rc_kernels *k, lcg *g) {
     }
 }
 
+/* Attention over a binary16 K / V (the f16 KV cache), one (D, n) case: the kernels against the
+ * references that widen each element exactly (rc_dot_f16, rc_axpy_f16), whole and split at a key. */
+static void check_attn_f16_case(tally *t, const rc_kernels *k, lcg *g, size_t D, int n) {
+    const size_t ld = D + 3;
+    const int a = n / 3 + 1;
+    float *q = malloc(D * sizeof(float)), *Kf = malloc((size_t)n * ld * sizeof(float));
+    uint16_t *K = malloc((size_t)n * ld * sizeof(uint16_t));
+    float *sg = malloc(((size_t)n + 1) * sizeof(float)), *sw = malloc(((size_t)n + 1) * sizeof(float));
+    float *og = malloc((D + 1) * sizeof(float)), *ow = malloc((D + 1) * sizeof(float));
+    fill_f(g, q, D);
+    fill_f(g, Kf, (size_t)n * ld);
+    for (size_t i = 0; i < (size_t)n * ld; i++) K[i] = rc_f32_to_f16(Kf[i]);
+    const float scale = 0.08838834764831845f;
+    char what[64];
+    snprintf(what, sizeof what, "D=%zu n=%d", D, n);
+    for (int split = 0; split < 2; split++) {
+        const int a0 = split ? a : n; /* keys [0, a0) in one call, the rest in a second */
+        poison(sg, (size_t)n + 1);
+        poison(sw, (size_t)n + 1);
+        k->attn_scores_f16(q, K, ld, a0, D, scale, sg);
+        if (a0 < n) k->attn_scores_f16(q, K + (size_t)a0 * ld, ld, n - a0, D, scale, sg + a0);
+        for (int j = 0; j < n; j++) sw[j] = rc_dot_f16(K + (size_t)j * ld, q, D) * scale;
+        check(t, split ? "attn_scores_f16 split" : "attn_scores_f16", what, sg, sw, (size_t)n + 1);
+        rc_softmax(sw, (size_t)n);
+        poison(og, D + 1);
+        poison(ow, D + 1);
+        for (size_t i = 0; i < D; i++) og[i] = ow[i] = 0.0f; /* attn_wsum_f16 continues from out */
+        k->attn_wsum_f16(sw, K, ld, a0, D, og);
+        if (a0 < n) k->attn_wsum_f16(sw + a0, K + (size_t)a0 * ld, ld, n - a0, D, og);
+        for (int j = 0; j < n; j++) rc_axpy_f16(sw[j], K + (size_t)j * ld, ow, D);
+        check(t, split ? "attn_wsum_f16 split" : "attn_wsum_f16", what, og, ow, D + 1);
+    }
+    free(q);
+    free(Kf);
+    free(K);
+    free(sg);
+    free(sw);
+    free(og);
+    free(ow);
+}
+
 static void check_attn(tally *t, const rc_kernels *k, lcg *g) {
     static const size_t Ds[] = {1, 13, 16, 48, 64, 72, 96, 128, 192, 200, 248};
     static const int ns[] = {1, 2, 5, 33};
@@ -392,6 +433,7 @@ static void check_attn(tally *t, const rc_kernels *k, lcg *g) {
             k->attn_wsum(sw, K, ld, a, D, og);
             if (a < n) k->attn_wsum(sw + a, K + (size_t)a * ld, ld, n - a, D, og);
             check(t, "attn_wsum split", what, og, ow, D + 1);
+            check_attn_f16_case(t, k, g, D, n); /* the same case over an f16 cache */
             free(q);
             free(K);
             free(sg);
@@ -399,6 +441,70 @@ static void check_attn(tally *t, const rc_kernels *k, lcg *g) {
             free(og);
             free(ow);
         }
+}
+
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* fp32 -> f16 (the path's instruction: vcvtps2ph / vcvt_f16_f32) against the oracle
+ * rc_f32_to_f16, bit for bit, on every value class: zeros, fp32 subnormals, the f16 subnormal range
+ * and its rounding boundaries (2^-25 ties to 0), ties to even everywhere (the 13 dropped bits at
+ * 0x1000 with the kept lsb 0 and 1) and around each of them, the largest f16 and the overflow
+ * boundary 65520, infinities, quiet and signalling NaNs with payloads, both signs; then every
+ * exponent with a spread of fractions, and random bit patterns. Odd lengths take the tails. */
+static void check_f32_to_f16(tally *t, const rc_kernels *k, lcg *g) {
+    static const uint32_t special[] = {
+        0x00000000u, 0x00000001u, 0x007fffffu, 0x00800000u, 0x33000000u, 0x33000001u, 0x337fffffu, 0x33800000u,
+        0x33c00000u, 0x34200000u, 0x34400000u, 0x387fc000u, 0x387fe000u, 0x387fffffu, 0x38800000u, 0x38801000u,
+        0x38803000u, 0x3f800000u, 0x3f801000u, 0x3f802000u, 0x3f803000u, 0x3f800fffu, 0x3f801001u, 0x477fe000u,
+        0x477fefffu, 0x477ff000u, 0x477ff001u, 0x47800000u, 0x7f7fffffu, 0x7f800000u, 0x7f800001u, 0x7fbfffffu,
+        0x7fc00000u, 0x7fc00001u, 0x7fd5a000u, 0x7fffffffu, 0x7fa02000u, 0x7f802000u, 0x3dcccccdu, 0x42f6e979u};
+    enum { N = 4099 };
+    uint32_t *u = malloc(N * sizeof *u);
+    float *x = malloc(N * sizeof *x);
+    uint16_t *hg = malloc((N + 1) * sizeof *hg), *hw = malloc((N + 1) * sizeof *hw);
+    for (int batch = 0; batch < 16 + 256; batch++) {
+        size_t n = 0;
+        if (batch == 0) { /* the specials, both signs */
+            for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) {
+                u[n++] = special[i];
+                u[n++] = special[i] | 0x80000000u;
+            }
+        } else if (batch < 16) { /* random bit patterns */
+            for (; n < N; n++) u[n] = next_u32(g);
+        } else { /* exponent e: fractions at and around the rounding point of the 13 dropped bits */
+            static const uint32_t low[] = {0, 1, 0x7ff, 0xfff, 0x1000, 0x1001, 0x17ff, 0x1fff};
+            const uint32_t e = (uint32_t)(batch - 16);
+            for (; n + 16 <= N; n += 16)
+                for (int j = 0; j < 16; j++) {
+                    const uint32_t hi = next_u32(g) & 0x7fc000u, kept_lsb = (uint32_t)(j & 1) << 13;
+                    u[n + (size_t)j] = ((uint32_t)(j >> 3) << 31) | (e << 23) | hi | kept_lsb | low[(j >> 1) & 7];
+                }
+        }
+        for (size_t i = 0; i < n; i++) x[i] = from_bits(u[i]);
+        for (size_t i = 0; i < n; i++) hw[i] = rc_f32_to_f16(x[i]);
+        for (size_t len = n; len + 5 > n && len > 0; len -= 3) { /* the tails of every path */
+            for (size_t i = 0; i <= n; i++) hg[i] = 0xdeadu;
+            k->f32_to_f16(x, hg, len);
+            size_t bad = n + 1;
+            for (size_t i = 0; i <= n && bad > n; i++)
+                if (hg[i] != (i < len ? hw[i] : 0xdeadu)) bad = i;
+            if (bad <= n) {
+                printf("FAIL %s f32_to_f16 [batch %d, n=%zu]: index %zu: input 0x%08x got 0x%04x want 0x%04x\n",
+                       t->path, batch, len, bad, bad < n ? u[bad] : 0u, hg[bad], bad < len ? hw[bad] : 0xdeadu);
+                t->failed++;
+            } else {
+                t->passed++;
+            }
+        }
+    }
+    free(u);
+    free(x);
+    free(hg);
+    free(hw);
 }
 
 static void check_dequant(tally *t, const rc_kernels *k, lcg *g) {
@@ -629,6 +735,7 @@ int rc_simd_selftest(int path, int *passed, int *failed) {
     check_matmul(&t, &k, &g);
     check_matmul_guarded(&t, &k, &g);
     check_attn(&t, &k, &g);
+    check_f32_to_f16(&t, &k, &g);
     check_dequant(&t, &k, &g);
     check_act(&t, &k, &g);
     check_sincos(&t, &k, &g);

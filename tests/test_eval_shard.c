@@ -7,12 +7,12 @@
  *                            for byte once the per-problem "seconds" are blanked; each shard file
  *                            lists exactly its jobs. Refused with exit 2, one line naming the file,
  *                            and no output written: a shard given twice, a missing shard, a shard
- *                            of another run (--mode clean), and shard files edited to claim another
+ *                            of another run (--mode clean, --kv f16), and shard files edited to claim another
  *                            blob, benchmark, problem list, job list, arm label, threshold or floor,
  *                            a shard without the "options" record, and a whole-run file.
  *   every_option_that_changes_bits_must_match  one job (FULL arm, problem 0) in shards 1/3, 2/3,
  *                            3/3: a merge with 2/3 run under another --ctx, --draft,
- *                            --lm-head-screen or --rope-scaling is refused naming that option and
+ *                            --lm-head-screen, --rope-scaling or --kv is refused naming that option and
  *                            both values; one run under other --threads / --simd merges (they never
  *                            change bits); the shard records its options, threads and SIMD path
  *   failed_job_recorded_and_named  problem 0 on SP and on FULL with --ctx 200 (too small for the
@@ -175,6 +175,14 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
     snprintf(b, sizeof b, "%s/clean3_4.json", d);
     snprintf(files, sizeof files, "%s/s1_4.json %s/s2_4.json %s %s/s4_4.json", d, d, b, d);
     expect_refused(d, files, b, "mode clean vs faithful");
+    /* ... and with an f16 KV cache: the results differ, so the shards must not mix */
+    run_shard(blob, d, "--kv f16", 3, 4, "f16_3_4.json");
+    snprintf(b, sizeof b, "%s/f16_3_4.json", d);
+    char *f16 = fixture_read(b, NULL);
+    cr_expect(strstr(f16, "\"--kv\": \"f16\""), "%s", f16);
+    free(f16);
+    snprintf(files, sizeof files, "%s/s1_4.json %s/s2_4.json %s %s/s4_4.json", d, d, b, d);
+    expect_refused(d, files, b, "option --kv: f16 vs f32");
     /* shard files edited to claim another blob, benchmark, problem list, job list */
     snprintf(path, sizeof path, "%s/s3_4.json", d);
     char *s34 = fixture_read(path, NULL);
@@ -200,7 +208,7 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
     free(s34);
 
     const char *names[] = {"whole.json", "s1_2.json", "s2_2.json", "s1_4.json", "s2_4.json", "s3_4.json",
-                           "s4_4.json", "clean3_4.json", "merged.json"};
+                           "s4_4.json", "clean3_4.json", "f16_3_4.json", "merged.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", d, names[i]);
         unlink(path);
@@ -231,7 +239,7 @@ Test(eval_shard, every_option_that_changes_bits_must_match, .timeout = 900) {
     }
     snprintf(path, sizeof path, "%s/s2.json", d);
     expect_field(path, "\"options\"", "{\"--ctx\": 0, \"--draft\": 0, \"--lm-head-screen\": \"auto\", "
-                                      "\"--rope-scaling\": null}");
+                                      "\"--rope-scaling\": null, \"--kv\": \"f32\"}");
     snprintf(files, sizeof files, "%s/s1.json %s/s2.json %s/s3.json", d, d, d);
     char out[300];
     snprintf(out, sizeof out, "%s/m.json", d);
@@ -244,6 +252,7 @@ Test(eval_shard, every_option_that_changes_bits_must_match, .timeout = 900) {
         {"--draft 4", "option --draft: 4 vs 0"},
         {"--lm-head-screen off", "option --lm-head-screen: off vs auto"},
         {"--rope-scaling yarn:2:4096", "option --rope-scaling: yarn:2:4096 vs null"},
+        {"--kv f16", "option --kv: f16 vs f32"},
         {"--threads 1 --simd scalar", NULL},
     };
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {

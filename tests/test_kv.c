@@ -6,12 +6,17 @@
  *   - the allocated bytes follow the positions in use: 256-position unit, then doubling, capped at
  *     max_ctx; a reserved request allocates once (exact bytes), never more;
  *   - growth keeps the cached K/V: crop + re-forward after growing equals the reserved run;
- *   - opening above qwen2.max_pos fails naming both numbers; max_pos itself opens (no allocation). */
+ *   - opening above qwen2.max_pos fails naming both numbers; max_pos itself opens (no allocation);
+ *   - an f16 cache: half the bytes; the same bits for one prefill, calls of 7 rows, decode steps,
+ *     crop + re-forward, growth, every SIMD path; different from (and close to) the f32 logits;
+ *     its storage fixed once anything is cached. */
 #include "blob.h"
 #include "fixture.h"
+#include "pool.h"
 #include "qwen2.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +51,17 @@ static void first_diff(const float *a, const float *b, size_t n, const char *wha
         cr_assert_eq(x, y, "%s: first differing bit at element %zu: %08x (%.9g) vs %08x (%.9g)", what, i, x,
                      (double)a[i], y, (double)b[i]);
     }
+}
+
+/* Crops m to `keep` positions, forwards ids[keep .. n) in one call and checks its last logits
+ * against want[(n - 1) * V ..] bitwise (got: V floats of scratch). */
+static void crop_and_reforward(rc_qwen2 *m, int keep, const int32_t *ids, int n, const float *want, int V, float *got,
+                               const char *what) {
+    recall_err err = {0};
+    cr_assert_eq(rc_qwen2_crop(m, keep, &err), RECALL_OK, "%s", err.msg);
+    rc_qwen2_fwd f = {.ids = ids + keep, .n = n - keep, .logits_last = got};
+    cr_assert_eq(rc_qwen2_forward(m, &f, &err), RECALL_OK, "%s", err.msg);
+    first_diff(got, want + (size_t)(n - 1) * V, (size_t)V, what);
 }
 
 Test(kv_growth, growing_cache_matches_reserved_bitwise_with_fewer_bytes) {
@@ -97,10 +113,7 @@ Test(kv_growth, growing_cache_matches_reserved_bitwise_with_fewer_bytes) {
     cr_assert_eq(rc_qwen2_kv_capacity(grow), MAXC);
 
     /* growth kept the contents: crop back into the first unit and re-run the tail */
-    cr_assert_eq(rc_qwen2_crop(grow, 200, &err), RECALL_OK, "%s", err.msg);
-    rc_qwen2_fwd tail = {.ids = ids + 200, .n = 40, .logits_last = got};
-    cr_assert_eq(rc_qwen2_forward(grow, &tail, &err), RECALL_OK, "%s", err.msg);
-    first_diff(got, ref + (size_t)239 * V, (size_t)V, "crop + re-forward after growth");
+    crop_and_reforward(grow, 200, ids, 240, ref, V, got, "crop + re-forward after growth");
 
     free(ids);
     free(ref);
@@ -147,5 +160,111 @@ Test(kv_growth, context_beyond_trained_window_names_both_numbers) {
     cr_assert_eq(rc_qwen2_open(b, 4097, &m, &err), RECALL_E_LIMIT);
     cr_assert_null(m);
     cr_assert(strstr(err.msg, "4097") && strstr(err.msg, "4096"), "message: %s", err.msg);
+    rc_blob_close(b);
+}
+
+/* ---- the f16 KV cache (rc_qwen2_set_kv_dtype) ---- */
+
+static rc_qwen2 *open_kv(rc_blob *b, int max_ctx, rc_kv_dtype kv, const char *simd, int threads, rc_exec **ex) {
+    recall_err err = {0};
+    rc_qwen2 *m = NULL;
+    *ex = NULL;
+    if (simd) {
+        rc_exec_opts o = {threads, simd};
+        cr_assert_eq(rc_exec_open(&o, ex, &err), RECALL_OK, "%s", err.msg);
+    }
+    cr_assert_eq(rc_qwen2_open_ex(b, max_ctx, *ex, &m, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_set_kv_dtype(m, kv, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_kv_dtype(m), kv);
+    return m;
+}
+
+/* One reference (an f16 cache reserved once, one prefill of N = 600 rows: chunks of 64, key tiles
+ * of 256) against: calls of 7 rows into a growing cache and then one row per call (batch sizes,
+ * growth); a crop and re-forward; the last rows decoded on every SIMD path with 2 threads. All
+ * bitwise. Also: half the bytes of f32 at every capacity; logits that differ from f32's (the
+ * rounded cache is what ran) but stay close; the setting refused once anything is cached. */
+Test(kv_f16, half_the_bytes_and_the_same_bits_for_every_batching_path_and_thread_count) {
+    rc_blob *b = fixture_open_worldA("nf4");
+    recall_err err = {0};
+    enum { N = 600, MAXC = 700 };
+    rc_exec *ex0 = NULL, *ex1 = NULL;
+    rc_qwen2 *ref = open_kv(b, MAXC, RC_KV_DT_F16, NULL, 0, &ex0);
+    rc_qwen2 *f32 = open_kv(b, MAXC, RC_KV_DT_F32, NULL, 0, &ex1);
+    const int V = rc_qwen2_cfg(ref)->vocab;
+    cr_assert_eq(rc_qwen2_kv_bytes_for(ref, 1000) * 2, rc_qwen2_kv_bytes_for(f32, 1000));
+    int32_t *ids = malloc((size_t)N * sizeof *ids);
+    float *want = malloc((size_t)N * V * sizeof(float)), *exact = malloc((size_t)N * V * sizeof(float));
+    float *got = malloc((size_t)N * V * sizeof(float));
+    cr_assert(ids && want && exact && got);
+    make_ids(ids, N, V, 11);
+    for (size_t i = 0; i < (size_t)N * V; i++) want[i] = exact[i] = got[i] = NAN;
+    cr_assert_eq(rc_qwen2_reserve(ref, N, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_reserve(f32, N, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_kv_bytes(ref) * 2, rc_qwen2_kv_bytes(f32), "an f16 cache holds half the bytes");
+    rc_qwen2_fwd f = {.ids = ids, .n = N, .logits_all = want};
+    cr_assert_eq(rc_qwen2_forward(ref, &f, &err), RECALL_OK, "%s", err.msg);
+    f.logits_all = exact;
+    cr_assert_eq(rc_qwen2_forward(f32, &f, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_set_kv_dtype(ref, RC_KV_DT_F32, &err), RECALL_E_ARG, "the storage changed under a filled cache");
+    cr_assert_eq(rc_qwen2_kv_dtype(ref), RC_KV_DT_F16);
+    cr_assert_eq(rc_qwen2_set_kv_dtype(ref, (rc_kv_dtype)7, &err), RECALL_E_ARG);
+    size_t differ = 0;
+    double worst = 0.0;
+    for (size_t i = 0; i < (size_t)N * V; i++) {
+        cr_assert(isfinite(want[i]));
+        const double d = fabs((double)want[i] - (double)exact[i]);
+        differ += want[i] != exact[i];
+        worst = d > worst ? d : worst;
+    }
+    cr_assert_gt(differ, (size_t)N * V / 2, "only %zu of %zu logits differ from the f32 cache's", differ, (size_t)N * V);
+    cr_assert_lt(worst, 0.5, "f16 rounding moved a logit by %g", worst);
+
+    /* calls of 7 rows into a cache that grows (256 -> 512), then one row per call */
+    rc_exec *exg = NULL;
+    rc_qwen2 *grow = open_kv(b, MAXC, RC_KV_DT_F16, NULL, 0, &exg);
+    int t = 0;
+    for (; t < 301; t += 7) {
+        rc_qwen2_fwd g = {.ids = ids + t, .n = 7, .logits_all = got + (size_t)t * V};
+        cr_assert_eq(rc_qwen2_forward(grow, &g, &err), RECALL_OK, "%s", err.msg);
+    }
+    for (; t < N; t++) {
+        rc_qwen2_fwd d = {.ids = ids + t, .n = 1, .logits_last = got + (size_t)t * V};
+        cr_assert_eq(rc_qwen2_forward(grow, &d, &err), RECALL_OK, "%s", err.msg);
+    }
+    first_diff(got, want, (size_t)N * V, "f16: calls of 7 rows, then decode, vs one prefill");
+    crop_and_reforward(grow, 200, ids, 240, want, V, got, "f16: crop + re-forward");
+    rc_qwen2_close(grow);
+
+    /* the last 3 rows decoded on every SIMD path, 2 threads */
+    int paths = 0;
+    for (int p = 0; p < RC_SIMD_COUNT; p++) {
+        if (!rc_simd_available((rc_simd_path)p)) continue;
+        rc_exec *ex = NULL;
+        rc_qwen2 *m = open_kv(b, MAXC, RC_KV_DT_F16, rc_simd_name((rc_simd_path)p), 2, &ex);
+        rc_qwen2_fwd pf = {.ids = ids, .n = N - 3};
+        cr_assert_eq(rc_qwen2_forward(m, &pf, &err), RECALL_OK, "%s", err.msg);
+        for (int s = N - 3; s < N; s++) {
+            rc_qwen2_fwd d = {.ids = ids + s, .n = 1, .logits_last = got};
+            cr_assert_eq(rc_qwen2_forward(m, &d, &err), RECALL_OK, "%s", err.msg);
+            char what[64];
+            snprintf(what, sizeof what, "f16 decode at %d on %s x2", s, rc_simd_name((rc_simd_path)p));
+            first_diff(got, want + (size_t)s * V, (size_t)V, what);
+        }
+        rc_qwen2_close(m);
+        rc_exec_close(ex);
+        paths++;
+    }
+    cr_assert_geq(paths, 1);
+    /* back to f32 while empty: the exact logits again */
+    cr_assert_eq(rc_qwen2_crop(ref, 0, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_set_kv_dtype(ref, RC_KV_DT_F32, &err), RECALL_OK, "%s", err.msg);
+    crop_and_reforward(ref, 0, ids, 50, exact, V, got, "f32 again after f16");
+    free(ids);
+    free(want);
+    free(exact);
+    free(got);
+    rc_qwen2_close(ref);
+    rc_qwen2_close(f32);
     rc_blob_close(b);
 }

@@ -21,6 +21,7 @@
 #include "fixture.h"
 #include "json.h"
 #include "kv_pages.h"
+#include "ops.h"
 #include "pool.h"
 #include "qwen2.h"
 #include "simd.h"
@@ -178,15 +179,17 @@ static void make_ids(int32_t *ids, int n, int V, uint32_t seed) {
 }
 
 /* Prefill ids[0..PREFILL) in one call, then decode one id per call through n; the logits of the
- * decode steps PREFILL .. n-1 go to out[(t - PREFILL) * V]. pages NULL = dense. */
-static void run_decode(rc_blob *b, const char *simd, int threads, const rc_kv_pages_opts *pages, const int32_t *ids,
-                       int n, float *out) {
+ * decode steps PREFILL .. n-1 go to out[(t - PREFILL) * V]. pages NULL = dense; kv the cache's
+ * storage. */
+static void run_decode_kv(rc_blob *b, const char *simd, int threads, const rc_kv_pages_opts *pages, rc_kv_dtype kv,
+                          const int32_t *ids, int n, float *out) {
     recall_err err = {0};
     rc_exec *ex = NULL;
     rc_qwen2 *m = NULL;
     rc_exec_opts eo = {threads, simd};
     cr_assert_eq(rc_exec_open(&eo, &ex, &err), RECALL_OK, "%s", err.msg);
     cr_assert_eq(rc_qwen2_open_ex(b, CTX, ex, &m, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_set_kv_dtype(m, kv, &err), RECALL_OK, "%s", err.msg);
     cr_assert_eq(rc_qwen2_set_kv_pages(m, pages, &err), RECALL_OK, "%s", err.msg);
     const size_t V = (size_t)rc_qwen2_cfg(m)->vocab;
     for (size_t i = 0; i < (size_t)(n - PREFILL) * V; i++) out[i] = NAN;
@@ -198,6 +201,11 @@ static void run_decode(rc_blob *b, const char *simd, int threads, const rc_kv_pa
     }
     rc_qwen2_close(m);
     rc_exec_close(ex);
+}
+
+static void run_decode(rc_blob *b, const char *simd, int threads, const rc_kv_pages_opts *pages, const int32_t *ids,
+                       int n, float *out) {
+    run_decode_kv(b, simd, threads, pages, RC_KV_DT_F32, ids, n, out);
 }
 
 static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
@@ -271,17 +279,18 @@ Test(kv_pages, every_simd_path_and_thread_count_gives_the_same_bits) {
     const size_t sz = (size_t)S * V;
     float *ref = malloc(sz * 4), *got = malloc(sz * 4);
     cr_assert(ref && got);
-    const rc_kv_pages_opts cases[2] = {{16, 48, 0, 0}, {8, 40, 1, 11}};
-    for (int c = 0; c < 2; c++) {
-        run_decode(b, "scalar", 1, &cases[c], ids, N, ref);
+    const rc_kv_pages_opts cases[3] = {{16, 48, 0, 0}, {8, 40, 1, 11}, {16, 48, 0, 0}};
+    for (int c = 0; c < 3; c++) {
+        const rc_kv_dtype kv = c == 2 ? RC_KV_DT_F16 : RC_KV_DT_F32; /* ranked pages over an f16 cache */
+        run_decode_kv(b, "scalar", 1, &cases[c], kv, ids, N, ref);
         int paths = 0;
         for (int p = 0; p < RC_SIMD_COUNT; p++) {
             if (!fixture_path_runs(p)) continue;
             for (int th = 1; th <= (p == RC_SIMD_SCALAR ? 1 : 2); th++) {
-                run_decode(b, rc_simd_name((rc_simd_path)p), th, &cases[c], ids, N, got);
+                run_decode_kv(b, rc_simd_name((rc_simd_path)p), th, &cases[c], kv, ids, N, got);
                 const int d = first_diff_step(ref, got, S, V);
-                cr_assert_eq(d, -1, "%s, %d threads, pages %d:%d: step %d differs from scalar",
-                             rc_simd_name((rc_simd_path)p), th, cases[c].page, cases[c].budget, d);
+                cr_assert_eq(d, -1, "%s, %d threads, pages %d:%d kv %s: step %d differs from scalar",
+                             rc_simd_name((rc_simd_path)p), th, cases[c].page, cases[c].budget, rc_kv_dtype_name(kv), d);
             }
             paths++;
         }
@@ -292,11 +301,15 @@ Test(kv_pages, every_simd_path_and_thread_count_gives_the_same_bits) {
     rc_blob_close(b);
 }
 
-/* every page's bounds equal the min / max of its cached keys, exactly */
+/* every page's bounds equal the min / max of its cached keys, exactly (under an f16 cache: of
+ * the rounded keys attention reads) */
 static void check_bounds_exact(const rc_qwen2 *m) {
     const rc_qwen2_config *c = rc_qwen2_cfg(m);
     const int P = rc_qwen2_kv_pages(m)->page, n = rc_qwen2_n_cached(m), kvd = c->kv_heads * c->head_dim;
     recall_err err = {0};
+    float *krow = malloc((size_t)kvd * sizeof(float));
+    cr_assert(krow);
+    cr_assert_neq(rc_qwen2_k_row(m, 0, n, krow, &err), RECALL_OK, "a key past the cache");
     for (int l = 0; l < c->layers; l++)
         for (int p = 0; p * P < n; p++) {
             const float *mn, *mx;
@@ -304,7 +317,10 @@ static void check_bounds_exact(const rc_qwen2 *m) {
             for (int i = 0; i < kvd; i++) {
                 float lo = INFINITY, hi = -INFINITY;
                 for (int r = p * P; r < n && r < (p + 1) * P; r++) {
-                    const float k = rc_qwen2_k_row(m, l, r)[i];
+                    cr_assert_eq(rc_qwen2_k_row(m, l, r, krow, &err), RECALL_OK, "%s", err.msg);
+                    const float k = krow[i];
+                    if (rc_qwen2_kv_dtype(m) == RC_KV_DT_F16)
+                        cr_assert_eq(rc_f16_to_f32(rc_f32_to_f16(k)), k, "an f16 cached key is not an f16 value");
                     lo = k < lo ? k : lo;
                     hi = k > hi ? k : hi;
                 }
@@ -312,9 +328,10 @@ static void check_bounds_exact(const rc_qwen2 *m) {
                           p, i, (double)mn[i], (double)mx[i], (double)lo, (double)hi);
             }
         }
+    free(krow);
 }
 
-Test(kv_pages, crop_then_redecode_equals_a_fresh_run_and_bounds_stay_exact) {
+static void crop_then_redecode(rc_kv_dtype kv) {
     rc_blob *b = fixture_open_worldA("f32");
     recall_err err = {0};
     const int V = 1088;
@@ -326,6 +343,8 @@ Test(kv_pages, crop_then_redecode_equals_a_fresh_run_and_bounds_stay_exact) {
     rc_qwen2 *m1 = NULL, *m2 = NULL;
     cr_assert_eq(rc_qwen2_open(b, CTX, &m1, &err), RECALL_OK, "%s", err.msg);
     cr_assert_eq(rc_qwen2_open(b, CTX, &m2, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_set_kv_dtype(m1, kv, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_set_kv_dtype(m2, kv, &err), RECALL_OK, "%s", err.msg);
     cr_assert_eq(rc_qwen2_set_kv_pages(m1, &o, &err), RECALL_OK, "%s", err.msg);
     float l1[1088], l2[1088];
     /* m1: prefill 40, decode a to 200, check, crop to 150, decode b to 220 */
@@ -366,6 +385,12 @@ Test(kv_pages, crop_then_redecode_equals_a_fresh_run_and_bounds_stay_exact) {
     rc_qwen2_close(m2);
     rc_blob_close(b);
 }
+
+Test(kv_pages, crop_then_redecode_equals_a_fresh_run_and_bounds_stay_exact) { crop_then_redecode(RC_KV_DT_F32); }
+
+/* under an f16 cache the bounds are those of the rounded keys attention scores (an fp32 bound can
+ * miss a rounded key by half an f16 ulp) */
+Test(kv_pages, f16_cache_bounds_are_those_of_the_rounded_keys) { crop_then_redecode(RC_KV_DT_F16); }
 
 /* ------------------------------------------------------------------ the CLI */
 

@@ -178,3 +178,94 @@ Test(ops_norm, rms_layer_l2) {
     rc_softmax(sm, 3);
     cr_assert_eq(sm[0], 1.0f / 3.0f);
 }
+
+/* ---- fp32 -> binary16 (the f16 KV cache's rounding; the oracle the SIMD paths match) ---- */
+
+static float f_of(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Checks h = rc_f32_to_f16(x) for finite x against the definition, independently of how the
+ * routine computes it: the sign is x's; |x| >= 65520 gives inf; otherwise h's value is at least as
+ * close to x as both neighbours' (in double, exact for these magnitudes), and a tie goes to the
+ * even h. Returns 1 when it holds. */
+static int nearest_even(float x, uint16_t h) {
+    const uint16_t sign = (uint16_t)(bits(x) >> 31 << 15), mag = (uint16_t)(h & 0x7fffu);
+    if ((h & 0x8000u) != sign) return 0;
+    if (fabsf(x) >= 65520.0f) return mag == 0x7c00u;
+    if (mag > 0x7bffu) return 0;
+    const double ax = fabs((double)x), d = fabs(ax - (double)rc_f16_to_f32(mag));
+    for (int step = -1; step <= 1; step += 2) {
+        const int nb = (int)mag + step;
+        if (nb < 0 || nb > 0x7bff) continue;
+        const double dn = fabs(ax - (double)rc_f16_to_f32((uint16_t)nb));
+        if (dn < d || (dn == d && (mag & 1u))) return 0;
+    }
+    return 1;
+}
+
+Test(ops_f16, f32_to_f16_known_values) {
+    static const struct {
+        uint32_t in;
+        uint16_t out;
+    } cases[] = {
+        {0x00000000u, 0x0000}, {0x80000000u, 0x8000}, {0x3f800000u, 0x3c00}, /* 0, -0, 1 */
+        {0x3f801000u, 0x3c00}, /* 1 + 2^-11: a tie, to the even 1 */
+        {0x3f803000u, 0x3c02}, /* 1 + 3 x 2^-11: a tie, to the even 1 + 2^-9 */
+        {0x3f801001u, 0x3c01}, /* just above the tie */
+        {0x477fe000u, 0x7bff}, {0x477fefffu, 0x7bff}, /* 65504, just below 65520 */
+        {0x477ff000u, 0x7c00}, {0xc77ff000u, 0xfc00}, /* 65520 ties to the even inf */
+        {0x7f7fffffu, 0x7c00}, {0x7f800000u, 0x7c00}, {0xff800000u, 0xfc00},
+        {0x38800000u, 0x0400}, /* 2^-14, the smallest normal */
+        {0x387fe000u, 0x0400}, /* 2^-14 - 2^-25: a tie between 0x3ff and 0x400, to the even 0x400 */
+        {0x387fc000u, 0x03ff}, /* the largest subnormal */
+        {0x33800000u, 0x0001}, /* 2^-24 */
+        {0x33000000u, 0x0000}, /* 2^-25: a tie, to the even 0 */
+        {0x33000001u, 0x0001}, {0xb3000001u, 0x8001},
+        {0x33c00000u, 0x0002}, /* 1.5 x 2^-24: a tie, to the even 2 */
+        {0x34200000u, 0x0002}, /* 2.5 x 2^-24: a tie, to the even 2 */
+        {0x00000001u, 0x0000}, {0x807fffffu, 0x8000}, /* fp32 subnormals */
+        {0x7fc00000u, 0x7e00}, {0xffc00000u, 0xfe00}, /* quiet NaNs */
+        {0x7f800001u, 0x7e00}, /* a signalling NaN is quieted; its payload below bit 13 is dropped */
+        {0xff812345u, 0xfe09}, /* sign and the top fraction bits kept */
+        {0x7fffffffu, 0x7fff},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cr_assert_eq(rc_f32_to_f16(f_of(cases[i].in)), cases[i].out, "0x%08x -> 0x%04x, want 0x%04x", cases[i].in,
+                     rc_f32_to_f16(f_of(cases[i].in)), cases[i].out);
+}
+
+Test(ops_f16, f32_to_f16_round_trips_every_f16) {
+    for (uint32_t h = 0; h < 0x10000u; h++) {
+        const int nan = (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu);
+        const uint16_t want = (uint16_t)(nan ? h | 0x200u : h); /* NaNs come back quiet */
+        cr_assert_eq(rc_f32_to_f16(rc_f16_to_f32((uint16_t)h)), want, "f16 0x%04x", h);
+    }
+}
+
+/* Every exponent, both signs, the 13 dropped bits at, just below and just above the rounding
+ * point with the kept lsb 0 and 1, plus a stride over all 2^32 patterns: nearest, ties to even. */
+Test(ops_f16, f32_to_f16_is_nearest_even) {
+    static const uint32_t low[] = {0, 1, 0xfff, 0x1000, 0x1001, 0x1fff};
+    uint32_t s = 12345u;
+    long n = 0;
+    for (uint32_t e = 0; e < 255; e++)
+        for (uint32_t sg = 0; sg < 2; sg++)
+            for (int r = 0; r < 40; r++)
+                for (size_t l = 0; l < sizeof low / sizeof low[0]; l++)
+                    for (uint32_t lsb = 0; lsb < 2; lsb++) {
+                        const uint32_t u = sg << 31 | e << 23 | (lcg(&s) & 0x7fc000u) | lsb << 13 | low[l];
+                        cr_assert(nearest_even(f_of(u), rc_f32_to_f16(f_of(u))), "0x%08x -> 0x%04x", u,
+                                  rc_f32_to_f16(f_of(u)));
+                        n++;
+                    }
+    for (uint64_t u = 0; u < 0x100000000ull; u += 9973) {
+        const float x = f_of((uint32_t)u);
+        if (isnan(x)) continue;
+        cr_assert(nearest_even(x, rc_f32_to_f16(x)), "0x%08x -> 0x%04x", (unsigned)u, rc_f32_to_f16(x));
+        n++;
+    }
+    cr_assert_gt(n, 500000);
+}

@@ -42,10 +42,11 @@ typedef struct {
     size_t nl, nh, ng;
 } qwen_out;
 
-static void qwen_run(rc_blob *b, const rc_exec *ex, const int32_t *ids, int T, int decode, qwen_out *o) {
+static void qwen_run(rc_blob *b, const rc_exec *ex, rc_kv_dtype kv, const int32_t *ids, int T, int decode, qwen_out *o) {
     recall_err err = {0};
     rc_qwen2 *m = NULL;
     cr_assert_eq(rc_qwen2_open_ex(b, T + 4, ex, &m, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_set_kv_dtype(m, kv, &err), RECALL_OK, "%s", err.msg);
     const rc_qwen2_config *c = rc_qwen2_cfg(m);
     o->nl = (size_t)T * c->vocab;
     o->nh = (size_t)(c->layers + 1) * c->hidden;
@@ -74,7 +75,7 @@ static void qwen_free(qwen_out *o) {
     free(o->gq);
 }
 
-static void qwen_all_contexts(const char *weights) {
+static void qwen_all_contexts(const char *weights, rc_kv_dtype kv) {
     rc_blob *b = fixture_open_worldA(weights);
     size_t n;
     int *ids_i = fixture_npz_i32(WA "qwen2_fp32.npz", "ids", &n);
@@ -83,7 +84,13 @@ static void qwen_all_contexts(const char *weights) {
     for (size_t t = 0; t < n; t++) ids[t] = ids_i[t];
     rc_exec *e0 = exec_for(RC_SIMD_SCALAR, 1);
     qwen_out ref;
-    qwen_run(b, e0, ids, (int)n, 0, &ref);
+    qwen_run(b, e0, kv, ids, (int)n, 0, &ref);
+    if (kv != RC_KV_DT_F32) { /* the rounded cache ran: the logits are not the exact ones */
+        qwen_out exact;
+        qwen_run(b, e0, RC_KV_DT_F32, ids, (int)n, 0, &exact);
+        cr_assert_neq(memcmp(exact.logits, ref.logits, ref.nl * 4), 0, "kv %s gives the f32 logits", rc_kv_dtype_name(kv));
+        qwen_free(&exact);
+    }
     int runs = 0;
     for (int p = 0; p < RC_SIMD_COUNT; p++) {
         if (!fixture_path_runs(p)) continue;
@@ -91,8 +98,8 @@ static void qwen_all_contexts(const char *weights) {
             rc_exec *e = exec_for((rc_simd_path)p, thread_counts[ti]);
             qwen_out got;
             char what[96];
-            qwen_run(b, e, ids, (int)n, 0, &got);
-            snprintf(what, sizeof what, "qwen2 %s %s x%d logits", weights, e->k.name, e->threads);
+            qwen_run(b, e, kv, ids, (int)n, 0, &got);
+            snprintf(what, sizeof what, "qwen2 %s kv %s %s x%d logits", weights, rc_kv_dtype_name(kv), e->k.name, e->threads);
             fixture_expect_same_bits(got.logits, ref.logits, ref.nl, what);
             snprintf(what, sizeof what, "qwen2 %s %s x%d hidden", weights, e->k.name, e->threads);
             fixture_expect_same_bits(got.hidden, ref.hidden, ref.nh, what);
@@ -100,7 +107,7 @@ static void qwen_all_contexts(const char *weights) {
             fixture_expect_same_bits(got.gq, ref.gq, ref.ng, what);
             qwen_free(&got);
             if (thread_counts[ti] == 3) { /* token-by-token decode == scalar one-shot prefill */
-                qwen_run(b, e, ids, (int)n, 1, &got);
+                qwen_run(b, e, kv, ids, (int)n, 1, &got);
                 snprintf(what, sizeof what, "qwen2 %s %s x3 decode vs scalar prefill", weights, e->k.name);
                 fixture_expect_same_bits(got.logits, ref.logits, ref.nl, what);
                 fixture_expect_same_bits(got.gq, ref.gq, ref.ng, what);
@@ -117,8 +124,10 @@ static void qwen_all_contexts(const char *weights) {
     rc_blob_close(b);
 }
 
-Test(threads_det, qwen2_f32_all_paths_and_threads) { qwen_all_contexts("f32"); }
-Test(threads_det, qwen2_nf4_all_paths_and_threads) { qwen_all_contexts("nf4"); }
+Test(threads_det, qwen2_f32_all_paths_and_threads) { qwen_all_contexts("f32", RC_KV_DT_F32); }
+Test(threads_det, qwen2_nf4_all_paths_and_threads) { qwen_all_contexts("nf4", RC_KV_DT_F32); }
+/* the f16 KV cache: every path and thread count, prefill and decode, the same bits */
+Test(threads_det, qwen2_nf4_f16_kv_all_paths_and_threads) { qwen_all_contexts("nf4", RC_KV_DT_F16); }
 
 Test(threads_det, pooler_and_bert_all_paths_and_threads) {
     rc_blob *b = fixture_open_worldA("nf4");

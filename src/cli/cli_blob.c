@@ -2,6 +2,7 @@
 #include "blob.h"
 #include "rope.h"
 #include "cli.h"
+#include "qwen2.h"
 #include "convert.h"
 #include "pool.h"
 
@@ -42,6 +43,7 @@ static int open_or_die(const char *cmd, const char *path, unsigned flags, rc_blo
 int cli_info(const cli_args *a) {
     const char *path = a->pos[0];
     const int show_tensors = !a->no_tensors;
+    const rc_kv_dtype kv = (rc_kv_dtype)a->kv; /* what the 'kv:' line describes */
     rc_blob *b;
     if (open_or_die("info", path, 0, &b)) return 1;
     const rc_blob_header *h = rc_blob_hdr(b);
@@ -53,6 +55,12 @@ int cli_info(const cli_args *a) {
         recall_err xerr = {0};
         if (cli_exec_open(a, &ex, &xerr) == RECALL_OK) {
             printf("  simd: %s, threads: %d\n", ex->k.name, ex->threads);
+            int64_t L = 0, NKV = 0, D = 0; /* the KV bytes per position of the decoder, if any */
+            if (!rc_blob_get_i64(b, "qwen2.layers", &L, &xerr) && !rc_blob_get_i64(b, "qwen2.kv_heads", &NKV, &xerr) &&
+                !rc_blob_get_i64(b, "qwen2.head_dim", &D, &xerr))
+                printf("  kv: %s, %lld bytes per position (f32 %lld, f16 %lld)\n", rc_kv_dtype_name(kv),
+                       (long long)(2 * L * NKV * D * (kv == RC_KV_DT_F16 ? 2 : 4)), (long long)(8 * L * NKV * D),
+                       (long long)(4 * L * NKV * D));
             rc_exec_close(ex);
         } else {
             printf("  simd: unavailable (%s)\n", xerr.msg);

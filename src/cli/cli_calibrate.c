@@ -14,6 +14,7 @@
 #include "problems.h"
 #include "blob.h"
 #include "cli.h"
+#include "qwen2.h"
 #include "recall_loop.h"
 #include "tokenize_bpe.h"
 
@@ -72,6 +73,7 @@ typedef struct {
     double P; /* the percentile */
     uint32_t seeds[1024];
     int n_seeds;
+    int kv; /* rc_kv_dtype */
 } calibrate_opts;
 
 /* What the needle dialogues give: the gate scores by position kind, and per generated turn its
@@ -156,8 +158,8 @@ static void calibrate_report(gate_stats *g, const calibrate_opts *co, int faithf
     double thr = percentile(pos->v, pos->n, co->P);
     for (int i = 0; i < g->q_max.n; i++) q_fire += g->q_max.v[i] > thr;
     for (int i = 0; i < g->probe_max.n; i++) probe_fire += g->probe_max.v[i] > thr;
-    printf("gate score distribution (%d problems, mode %s, firing disabled)\n", co->n_seeds,
-           faithful ? "faithful" : "clean");
+    printf("gate score distribution (%d problems, mode %s, kv %s, firing disabled)\n", co->n_seeds,
+           faithful ? "faithful" : "clean", rc_kv_dtype_name((rc_kv_dtype)co->kv));
     printf("  %-26s %5s %9s %9s %9s %9s %9s %9s %9s\n", "", "n", "min", "p10", "p25", "p50", "p75", "p90", "max");
     print_row("recall positions", pos);
     print_row("casual positions", cas);
@@ -198,6 +200,7 @@ int cli_calibrate(const cli_args *a) {
                         "reached a rebuild with archived history); nothing to calibrate\n");
         goto out;
     }
+    co.kv = o.kv;
     calibrate_report(&g, &co, o.mode == RC_MODE_FAITHFUL, file_thresh);
     rc = 0;
     goto out;

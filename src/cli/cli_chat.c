@@ -12,6 +12,7 @@
 #include "blob.h"
 #include "cli.h"
 #include "rope.h"
+#include "qwen2.h"
 #include "recall_loop.h"
 #include "session.h"
 #include "tokenize_bpe.h"
@@ -332,7 +333,8 @@ int cli_chat(const cli_args *a) {
     c.cs.trace = a->trace_live;
     const int threads = rc_recall_threads(c.r);
     if (a->trace_live)
-        fprintf(stderr, "[trace] simd %s, %d thread%s\n", rc_recall_simd_name(c.r), threads, threads == 1 ? "" : "s");
+        fprintf(stderr, "[trace] simd %s, %d thread%s, kv %s\n", rc_recall_simd_name(c.r), threads, threads == 1 ? "" : "s",
+                rc_kv_dtype_name((rc_kv_dtype)a->kv));
     const int tty = isatty(STDIN_FILENO);
     if (tty)
         fprintf(stderr, "recall chat: %s, %s session (%zu tokens), simd %s, %d thread%s; end with Ctrl-D\n", a->pos[0],

@@ -113,6 +113,7 @@ void cli_loop_opts(const cli_args *a, const rc_blob *b, rc_recall_opts *o) {
     o->draft = a->draft;
     o->reference_schedule = a->reference_schedule;
     o->lm_screen = a->lm_screen;
+    o->kv = a->kv;
     /* rc_recall_opts: 0 = the default budget, < 0 = no cache */
     if (a->pooler_cache_mb >= 0) o->pooler_cache_mb = a->pooler_cache_mb ? a->pooler_cache_mb : -1;
     o->threads = cli_threads(a);

@@ -32,6 +32,7 @@ typedef struct cli_args {
     int ctx;                  /* --ctx N: the instance context; 0: the command's default */
     const char *rope_scaling; /* --rope-scaling yarn:FACTOR:ORIG */
     rc_kv_pages_opts kvp;     /* --kv-pages, --kv-pages-random */
+    int kv;                   /* --kv f32|f16: rc_kv_dtype (qwen2.h); 0 = f32 */
     /* inputs and outputs */
     const char *ids, *tokens_file, *file, *dump, *json, *out, *trace_out, *session, *bench, *q, *emb;
     /* the recall loop: NaN / -1 = the blob's value */

@@ -32,8 +32,19 @@ static const char *tol_str(char *buf, size_t cap, rc_tol_kind k, double tol) {
     return buf;
 }
 
+/* The KV storage of the two sides, when either ran with f16 (an absent "kv" is f32). */
+static void print_kv(const rc_cmp_report *r) {
+    const char *a = r->kv_a[0] ? r->kv_a : "f32 (not recorded)", *b = r->kv_b[0] ? r->kv_b : "f32 (not recorded)";
+    if (r->kv_differ)
+        printf("  kv differs: A %s, B %s: an f16 KV cache rounds K and V, so differences beyond the numerics table "
+               "are expected\n", a, b);
+    else if (!strcmp(r->kv_a, "f16") || !strcmp(r->kv_b, "f16"))
+        printf("  kv: f16 on both sides\n");
+}
+
 static void print_npz(const rc_cmp_report *r, const char *pa, const char *pb) {
     printf("compare: %s dump %s (A) vs %s (B)\n", r->what, pa, pb);
+    print_kv(r);
     for (size_t i = 0; i < r->n_arrays; i++) {
         const rc_cmp_array *c = &r->arrays[i];
         if (!c->in_a || !c->in_b) continue;
@@ -179,6 +190,7 @@ static void print_headline(const rc_cmp_divergence *d) {
 
 static void print_trace(const rc_cmp_report *r, const char *pa, const char *pb) {
     printf("compare: loop trace %s (A) vs %s (B)\n", pa, pb);
+    print_kv(r);
     printf("  agreed before any divergence: %d turn%s, %ld reply tokens, %ld gate checks, %ld fire%s, %ld rebuilds, "
            "%ld top-5 records\n", r->n_turns, r->n_turns == 1 ? "" : "s", r->n_tokens, r->n_gates, r->n_fires,
            r->n_fires == 1 ? "" : "s", r->n_rebuilds, r->n_top5);

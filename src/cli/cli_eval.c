@@ -18,6 +18,7 @@
 #include "eval.h"
 #include "json.h"
 #include "problems.h"
+#include "qwen2.h"
 #include "recall_loop.h"
 
 #include <errno.h>
@@ -157,7 +158,7 @@ static int eval_make_plan(const cli_args *a, eval_plan *p) {
  * measured and is not already in the document (arms, mode and problems are). Screening is
  * recorded as asked, after RECALL_LM_SCREEN ("auto" then depends only on the blob, whose checksum
  * is compared too). Adding such an option to eval: one entry here. */
-#define N_EVAL_OPTS 4
+#define N_EVAL_OPTS 5
 static void eval_options(const cli_args *a, rc_eval_opt *o) {
     const char *screen_env = getenv("RECALL_LM_SCREEN");
     int screen = a->lm_screen;
@@ -168,6 +169,7 @@ static void eval_options(const cli_args *a, rc_eval_opt *o) {
     o[1] = (rc_eval_opt){"--draft", 1, a->draft, NULL};
     o[2] = (rc_eval_opt){"--lm-head-screen", 0, 0, screen_names[screen]};
     o[3] = (rc_eval_opt){"--rope-scaling", 0, 0, a->rope_scaling};
+    o[4] = (rc_eval_opt){"--kv", 0, 0, rc_kv_dtype_name((rc_kv_dtype)a->kv)};
 }
 
 typedef struct {

@@ -11,6 +11,7 @@
 #include "bert.h"
 #include "blob.h"
 #include "cli.h"
+#include "compare.h"
 #include "heads.h"
 #include "json.h"
 #include "npy.h"
@@ -93,7 +94,7 @@ int cli_forward(const cli_args *a) {
         goto out;
     }
     if (cli_exec_open(a, &ex, &err) || rc_qwen2_open_ex(b, ctx, ex, &m, &err) ||
-        rc_qwen2_set_kv_pages(m, &a->kvp, &err))
+        rc_qwen2_set_kv_dtype(m, (rc_kv_dtype)a->kv, &err) || rc_qwen2_set_kv_pages(m, &a->kvp, &err))
         goto out;
     cli_banner("forward", ex->k.name, ex->threads);
     const rc_qwen2_config *c = rc_qwen2_cfg(m);
@@ -116,15 +117,18 @@ int cli_forward(const cli_args *a) {
             printf("prefill %ld ids, decode %ld, attention %s\n", n0, T - n0, kvp);
         }
     }
+    printf("kv %s\n", rc_kv_dtype_name(rc_qwen2_kv_dtype(m)));
     printf("kv_bytes %zu (%d positions allocated for %d in use)\n", rc_qwen2_kv_bytes(m), rc_qwen2_kv_capacity(m),
            rc_qwen2_n_cached(m));
     if (a->dump) {
         int64_t s1[1] = {T}, s2[2] = {T, (int64_t)V}, s3[2] = {c->layers + 1, (int64_t)H},
-                s4[3] = {c->n_gate, T, (int64_t)QD};
+                s4[3] = {c->n_gate, T, (int64_t)QD}, s5[1] = {1};
+        const int32_t kv_bits[1] = {rc_qwen2_kv_dtype(m) == RC_KV_DT_F16 ? 16 : 32}; /* recall compare names it */
         if (rc_npz_writer_new(&w, &err) || rc_npz_writer_add(w, "ids", RC_NPY_I32, 1, s1, ids, &err) ||
             rc_npz_writer_add(w, "logits", RC_NPY_F32, 2, s2, logits, &err) ||
             rc_npz_writer_add(w, "hidden_last", RC_NPY_F32, 2, s3, hid, &err) ||
-            rc_npz_writer_add(w, "q_layers", RC_NPY_F32, 3, s4, q, &err) || rc_npz_writer_write(w, a->dump, &err))
+            rc_npz_writer_add(w, "q_layers", RC_NPY_F32, 3, s4, q, &err) ||
+            rc_npz_writer_add(w, RC_CMP_KV_ARRAY, RC_NPY_I32, 1, s5, kv_bits, &err) || rc_npz_writer_write(w, a->dump, &err))
             goto out;
     } else {
         const float *last = logits + (size_t)(T - 1) * V;

@@ -109,6 +109,7 @@ static recall_status score_open(const cli_args *o, score_run *s, recall_err *err
     RC_TRY(cli_exec_open(o, &s->ex, err));
     cli_banner("score", s->ex->k.name, s->ex->threads);
     RC_TRY(rc_qwen2_open_ex(s->b, s->n_ctx, s->ex, &s->m, err));
+    RC_TRY(rc_qwen2_set_kv_dtype(s->m, (rc_kv_dtype)o->kv, err));
     RC_TRY(rc_qwen2_set_kv_pages(s->m, &o->kvp, err));
     if (n < s->n_ctx)
         return rc_fail(err, RECALL_E_ARG, "%s: %d tokens is shorter than one chunk of %d (--chunk)", s->src, n, s->n_ctx);
@@ -220,7 +221,8 @@ static recall_status score_write_json(const cli_args *o, const score_run *s, dou
     for (int i = 0; i < s->n_chunk; i++) fprintf(jf, "%s%.17g", i ? ", " : "", s->chunk_ppl[i]);
     char kvp[128];
     cli_kv_pages_describe(&o->kvp, kvp, sizeof kvp);
-    fprintf(jf, "], \"scoring_rows\": %d, \"attention\": \"%s\"", o->scoring_rows, kvp);
+    fprintf(jf, "], \"scoring_rows\": %d, \"attention\": \"%s\", \"kv\": \"%s\"", o->scoring_rows, kvp,
+            rc_kv_dtype_name(rc_qwen2_kv_dtype(s->m)));
     if (s->decode_tps > 0) fprintf(jf, ", \"decode_tok_s\": %.6g, \"decode_tok_s_rows\": %d", s->decode_tps, s->tps_rows);
     if (o->per_position) {
         fputs(", \"positions\": [", jf);
@@ -266,7 +268,8 @@ int cli_score(const cli_args *a) {
         cli_kv_pages_describe(&a->kvp, kvp, sizeof kvp);
         printf("n_ctx %d chunks %d scored_per_chunk %d bos %s\n", s.n_ctx, s.n_chunk, s.n_ctx - s.first - 1,
                s.use_bos ? "replaced" : "off");
-        printf("scoring rows per call %d, attention %s\n", a->scoring_rows, kvp);
+        printf("scoring rows per call %d, attention %s, kv %s\n", a->scoring_rows, kvp,
+               rc_kv_dtype_name(rc_qwen2_kv_dtype(s.m)));
         fflush(stdout);
         if (!score_chunks(a, &s, &err) && !score_report(a, &s, &err)) rc = 0;
     }
