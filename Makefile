@@ -28,6 +28,9 @@ ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine 2>/dev/null)),)
 $(BUILD)/simd/kernels_avx2.o $(BUILD)/simd/act_avx2.o $(BUILD)/simd/screen_avx2.o: SIMD_FLAGS = -mavx2 -mfma
 $(BUILD)/simd/kernels_avx512.o $(BUILD)/simd/act_avx512.o $(BUILD)/simd/screen_avx512.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mfma
 $(BUILD)/simd/kernels_avx512vbmi.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512vbmi -mfma
+$(BUILD)/simd/q8_avx512.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma
+$(BUILD)/simd/q8_avx2.o: SIMD_FLAGS = -mavx2 -mfma
+$(BUILD)/simd/q8_avxvnni.o: SIMD_FLAGS = -mavx2 -mfma -mavxvnni
 endif
 LDLIBS   = -lm -lpthread
 TEST_LDLIBS = -lcriterion

@@ -33,7 +33,7 @@ static void die(const char *what, const recall_err *err) {
 }
 
 static rc_exec *exec_for(rc_simd_path p, int threads) {
-    rc_exec_opts o = {threads, rc_simd_name(p)};
+    rc_exec_opts o = {.threads = threads, .simd = rc_simd_name(p)};
     rc_exec *e = NULL;
     recall_err err = {0};
     if (rc_exec_open(&o, &e, &err)) die("exec", &err);

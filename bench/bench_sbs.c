@@ -89,7 +89,7 @@ static double decode(rc_qwen2 *m, const int32_t *ids, int n, float *logits) {
 
 int main(int argc, char **argv) {
     const char *path = NULL, *tests = "pp512,tg64,tg64@512,bge128", *tag = "recall";
-    rc_exec_opts eo = {1, NULL};
+    rc_exec_opts eo = {.threads = 1};
     int reps = 3;
     unsigned flags = RC_OPEN_HUGEPAGES;
     for (int i = 1; i < argc; i++) {

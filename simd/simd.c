@@ -73,6 +73,8 @@ int rc_kernels_scalar(rc_kernels *k) {
     k->gelu = rc_gelu_f32;
     k->softmax = rc_softmax;
     k->screen_i8 = rc_screen_i8_ref;
+    k->q8_quant = rc_q8_quant_row_ref;
+    k->q8_matmul = rc_q8_matmul_scalar;
     return 1;
 }
 
@@ -104,15 +106,40 @@ static int cpu_vbmi(void) {
 #endif
 }
 
+/* The VNNI dot-product instructions for the q8 kernels: AVX512_VNNI (avx512 path), AVX-VNNI
+ * (avx2 path). RECALL_NO_VNNI=1 turns both off, to compare the builds of each path (same bits). */
+static int cpu_vnni(int avx512) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (getenv("RECALL_NO_VNNI")) return 0;
+    if (avx512) return __builtin_cpu_supports("avx512vnni");
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+    return __builtin_cpu_supports("avxvnni");
+#else
+    return 0;
+#endif
+#else
+    (void)avx512;
+    return 0;
+#endif
+}
+
+/* The q8 kernels of an x86 path: the best VNNI form the CPU has, else AVX2's maddubs form
+ * (always compiled where the x86 paths are). */
+static int fill_q8_x86(rc_kernels *k, int avx512) {
+    if (avx512 && cpu_vnni(1) && rc_q8_avx512(k)) return 1;
+    if (cpu_vnni(0) && rc_q8_avxvnni(k)) return 1;
+    return rc_q8_avx2(k);
+}
+
 static int fill(rc_simd_path p, rc_kernels *k) {
     rc_kernels_scalar(k); /* every entry a path does not override stays the reference */
     switch (p) {
     case RC_SIMD_SCALAR: return 1;
-    case RC_SIMD_AVX2: return rc_kernels_avx2(k) && rc_act_avx2(k) && rc_screen_avx2(k);
+    case RC_SIMD_AVX2: return rc_kernels_avx2(k) && rc_act_avx2(k) && rc_screen_avx2(k) && fill_q8_x86(k, 0);
     case RC_SIMD_AVX512:
         return ((cpu_vbmi() && rc_kernels_avx512vbmi(k)) || rc_kernels_avx512(k)) && rc_act_avx512(k) &&
-               rc_screen_avx512(k);
-    case RC_SIMD_NEON: return rc_kernels_neon(k) && rc_act_neon(k) && rc_screen_neon(k);
+               rc_screen_avx512(k) && fill_q8_x86(k, 1);
+    case RC_SIMD_NEON: return rc_kernels_neon(k) && rc_act_neon(k) && rc_screen_neon(k) && rc_q8_neon(k);
     default: return 0;
     }
 }

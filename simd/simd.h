@@ -30,6 +30,7 @@
 #define RECALL_SIMD_H
 
 #include "ops.h"
+#include "q8.h"
 #include "status.h"
 
 #include <stddef.h>
@@ -68,7 +69,19 @@ typedef struct {
      * the canonical tree. H % 64 == 0. */
     void (*screen_i8)(const int8_t *Q, const float *S, size_t H, const int8_t *p, const float *t, int64_t r0,
                       int64_t r1, float *A);
+    /* The q8 numerics profile (src/q8.h; the same bits on every path): q8_quant quantises x
+     * [a->cols] into row t of a (rc_q8_quant_row_ref); q8_matmul computes Y[t*ldy + r] (+ bias[r])
+     * for r in [r0, r1), t < nt, from the packed w and the quantised rows x (rc_q8_matmul_ref's
+     * bits). scratch: matmul_scratch floats as for matmul, or NULL. */
+    void (*q8_quant)(const float *x, rc_q8act *a, int t);
+    void (*q8_matmul)(const rc_q8mat *w, const float *bias, const rc_q8act *x, int nt, float *Y, size_t ldy,
+                      int64_t r0, int64_t r1, void *scratch);
 } rc_kernels;
+
+/* Bytes of the matmul scratch the x86 q8 prefill kernels may use for a decoded weight panel
+ * (2 groups x 288 blocks of 512 bytes: every K up to 9216); a path that installs them raises
+ * matmul_scratch to at least this. */
+#define RC_Q8_SCRATCH_BYTES ((size_t)288 * 2 * 512)
 
 /* Which paths this binary was compiled with AND this CPU can run (scalar always). */
 int rc_simd_available(rc_simd_path p);
@@ -96,6 +109,12 @@ int rc_act_neon(rc_kernels *k);
 int rc_screen_avx2(rc_kernels *k);
 int rc_screen_avx512(rc_kernels *k);
 int rc_screen_neon(rc_kernels *k);
+/* The q8 kernels of a path (simd/q8_*.c; 0 when not compiled in: the scalar kernel stays).
+ * avx512: needs AVX512_VNNI; avxvnni: the AVX2 kernels with VEX vpdpbusd (AVX-VNNI). */
+int rc_q8_avx512(rc_kernels *k);
+int rc_q8_avx2(rc_kernels *k);
+int rc_q8_avxvnni(rc_kernels *k);
+int rc_q8_neon(rc_kernels *k);
 /* The x86 prefill paths' last step for weight rows [p, p + pr) x nt inputs when cols % 16 != 0:
  * each output's 16 lanes waiting in acc (output (q, t) at acc + q*acc_ld + 16*t; unused when
  * cols < 16, the lanes then start at +0.0f) take the n % 16 tail columns on their first lanes

@@ -67,6 +67,9 @@ typedef struct {
      * RC_LM_SCREEN_AUTO (0) = RECALL_LM_SCREEN=on|off|auto if set, else on when the blob holds the
      * int8 copy; RC_LM_SCREEN_ON = required (an error without it); RC_LM_SCREEN_OFF = never. */
     int lm_screen;
+    /* The decoder's numerics profile (q8.h): RC_NUMERICS_EXACT (0, default) or RC_NUMERICS_Q8 (int8
+     * layer matmuls; lm_head stays exact, so screening picks what the full q8 logits would). */
+    int numerics;
 } rc_recall_opts;
 enum { RC_LM_SCREEN_AUTO = 0, RC_LM_SCREEN_ON = 1, RC_LM_SCREEN_OFF = 2 };
 

@@ -190,7 +190,7 @@ static int check_picks(synth *s, const float *h, const char *what) {
         for (int th = 1; th <= 2; th++) {
             recall_err err = {0};
             rc_exec *ex;
-            rc_exec_opts xo = {th, paths[pi]};
+            rc_exec_opts xo = {.threads = th, .simd = paths[pi]};
             cr_assert_eq(rc_exec_open(&xo, &ex, &err), RECALL_OK, "%s", err.msg);
             float *full = malloc((size_t)s->V * sizeof(float));
             for (int i = 0; i < s->V; i++) full[i] = NAN;
@@ -294,7 +294,7 @@ Test(lm_screen, near_ties_random, .timeout = 300) {
 static void check_bounds(synth *s, lcg *g, int nh, double *worst) {
     recall_err err = {0};
     rc_exec *ex;
-    rc_exec_opts xo = {1, "scalar"};
+    rc_exec_opts xo = {.threads = 1, .simd = "scalar"};
     cr_assert_eq(rc_exec_open(&xo, &ex, &err), RECALL_OK, "%s", err.msg);
     rc_lmscreen *scr;
     cr_assert_eq(rc_lmscreen_new(&s->m, s->q, s->scale, s->norm, ex, &scr, &err), RECALL_OK, "%s", err.msg);

@@ -40,8 +40,9 @@ typedef struct {
     const char *rope_scaling;
     int ctx; /* --ctx N: the instance context (KV grows on demand up to N); 0 = the command's default */
     int lm_screen; /* --lm-head-screen on|off|auto: RC_LM_SCREEN_* (recall_loop.h); 0 = auto */
+    int numerics;  /* --numerics exact|q8: RC_NUMERICS_* (q8.h); 0 = exact */
 } cli_exec_args;
-/* If argv[*i] is --threads, --simd, --hugepages, --rope-scaling, --ctx or --lm-head-screen, consumes it and its value
+/* If argv[*i] is --threads, --simd, --hugepages, --rope-scaling, --ctx, --lm-head-screen or --numerics, consumes it and its value
  * (advancing *i) and returns 1; returns 0 for any other argument and -1 (message printed) for a
  * bad value. */
 int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args *x);

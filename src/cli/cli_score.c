@@ -57,6 +57,14 @@ int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args 
         x->hugepages = 1;
         return 1;
     }
+    if (!strcmp(a, "--numerics")) { /* exact (the default) | q8 (q8.h) */
+        if (*i + 1 >= argc || rc_numerics_parse(argv[*i + 1]) < 0) {
+            fprintf(stderr, "recall %s: --numerics %s: expected exact or q8\n", cmd, *i + 1 < argc ? argv[*i + 1] : "");
+            return -1;
+        }
+        x->numerics = rc_numerics_parse(argv[++*i]);
+        return 1;
+    }
     int is_threads = !strcmp(a, "--threads"), is_simd = !strcmp(a, "--simd"), is_rope = !strcmp(a, "--rope-scaling");
     int is_ctx = !strcmp(a, "--ctx"), is_screen = !strcmp(a, "--lm-head-screen");
     if (!is_threads && !is_simd && !is_rope && !is_ctx && !is_screen) return 0;
@@ -172,7 +180,7 @@ recall_status cli_blob_open(const cli_exec_args *x, const char *path, unsigned b
 }
 
 recall_status cli_exec_open(const cli_exec_args *x, rc_exec **out, recall_err *err) {
-    rc_exec_opts o = {x->threads, x->simd};
+    rc_exec_opts o = {x->threads, x->simd, x->numerics};
     return rc_exec_open(&o, out, err);
 }
 
