@@ -35,6 +35,9 @@ struct recall_model {
     const char *rope_scaling; /* recall_open_opts.rope_scaling (borrowed until model_finish) */
     rc_qwen2 *fwd;        /* recall_forward's decoder, reopened when a longer input needs more cache */
     uint64_t fwd_reserved;
+    int numerics;         /* recall_open_opts.numerics */
+    rc_exec *fwd_ex;      /* q8: recall_forward's execution context, and the context that owns the */
+    rc_qwen2 *fwd_base;   /* packed weights every reopened fwd borrows (packed once) */
     int n_loops;
 };
 
@@ -105,6 +108,20 @@ static uint64_t qwen2_bytes(const rc_blob *b, int64_t max_ctx) {
     return sat_add(sat_add(kv, rope), scratch);
 }
 
+/* Bytes of the q8 profile's packed decoder (q8.h): 4.5 bits per nf4 weight, 9 per other weight,
+ * rows rounded up to 16 (an estimate from the config, on the high side). */
+static uint64_t q8_pack_bytes(const rc_blob *b) {
+    uint64_t L = (uint64_t)cfg_i64(b, "qwen2.layers", 0), H = (uint64_t)cfg_i64(b, "qwen2.hidden", 0);
+    uint64_t NH = (uint64_t)cfg_i64(b, "qwen2.heads", 0), NKV = (uint64_t)cfg_i64(b, "qwen2.kv_heads", 0);
+    uint64_t D = (uint64_t)cfg_i64(b, "qwen2.head_dim", 0), F = (uint64_t)cfg_i64(b, "qwen2.ffn", 0);
+    const uint64_t rows = sat_add(sat_add(sat_mul(NH, D) + 15, sat_mul(2, sat_mul(NKV, D) + 15)),
+                                  sat_add(H + 15, sat_mul(2, F + 15)));
+    const uint64_t per_layer = sat_add(sat_mul(rows, H), sat_mul(H + 15, F)); /* o and down: H rows */
+    const rc_tensor *t = rc_blob_find(b, "qwen2.model.layers.0.mlp.gate_proj.weight");
+    const uint64_t bits = t && t->dtype == RC_DT_NF4 ? 9 : 18; /* per two weights */
+    return sat_mul(sat_mul(L, per_layer), bits) / 16;
+}
+
 static recall_status reserve(recall_model *m, uint64_t bytes, const char *what, recall_err *err) {
     if (m->max_memory && (bytes > m->max_memory || m->reserved > m->max_memory - bytes))
         return rc_fail(err, RECALL_E_LIMIT,
@@ -128,6 +145,11 @@ static recall_status model_new(const recall_open_opts *o, recall_model **out, re
     m->al = *al;
     m->max_memory = o ? o->max_memory : 0;
     m->rope_scaling = o ? o->rope_scaling : NULL;
+    m->numerics = o ? o->numerics : RECALL_NUMERICS_EXACT;
+    if (m->numerics != RECALL_NUMERICS_EXACT && m->numerics != RECALL_NUMERICS_Q8) {
+        al_free(al, m);
+        return rc_fail(err, RECALL_E_ARG, "recall_open: numerics %d unknown (RECALL_NUMERICS_EXACT, _Q8)", o->numerics);
+    }
     *out = m;
     return RECALL_OK;
 }
@@ -245,6 +267,8 @@ recall_status recall_open(const char *path, const recall_open_opts *o, recall_mo
 void recall_close(recall_model *m) {
     if (!m) return;
     rc_qwen2_close(m->fwd);
+    rc_qwen2_close(m->fwd_base);
+    rc_exec_close(m->fwd_ex);
     rc_bpe_free(m->bpe);
     rc_blob_close(m->blob);
     recall_allocator al = m->al;
@@ -329,7 +353,20 @@ recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, floa
         m->fwd_reserved = 0;
         uint64_t need = qwen2_bytes(m->blob, ctx);
         RC_TRY(reserve(m, need, "the forward context", err));
-        recall_status s = rc_qwen2_open(m->blob, ctx, &m->fwd, err);
+        recall_status s = RECALL_OK;
+        if (m->numerics == RECALL_NUMERICS_Q8 && !m->fwd_base) { /* once: the packed weights */
+            const uint64_t pack = q8_pack_bytes(m->blob);
+            rc_exec_opts xo = {.threads = 0, .simd = NULL, .numerics = RC_NUMERICS_Q8};
+            s = reserve(m, pack, "the q8 profile's packed decoder", err);
+            if (!s) {
+                if (!m->fwd_ex) s = rc_exec_open(&xo, &m->fwd_ex, err);
+                if (!s) s = rc_qwen2_open_ex(m->blob, 1, m->fwd_ex, &m->fwd_base, err);
+                if (s) m->reserved -= pack;
+            }
+        }
+        if (!s)
+            s = m->fwd_base ? rc_qwen2_open_shared(m->blob, ctx, m->fwd_base, &m->fwd, err)
+                            : rc_qwen2_open(m->blob, ctx, &m->fwd, err);
         if (s) {
             m->reserved -= need;
             return s;
@@ -381,8 +418,9 @@ static recall_status loop_estimate(const recall_model *m, const recall_loop_opts
                        o->window, o->block, o->chunk, lim, o->k, o->turn_cap, lim, o->buf_min, lim);
     if (o->draft < 0 || o->draft > RC_DRAFT_MAX)
         return rc_fail(err, RECALL_E_ARG, "recall_loop_open: draft %d (0..%d)", o->draft, RC_DRAFT_MAX);
-    if ((unsigned)o->mode > 1 || (unsigned)o->arm > 2)
-        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: mode %d / arm %d unknown", (int)o->mode, (int)o->arm);
+    if ((unsigned)o->mode > 1 || (unsigned)o->arm > 2 || (unsigned)o->numerics > RECALL_NUMERICS_Q8)
+        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: mode %d / arm %d / numerics %d unknown", (int)o->mode,
+                       (int)o->arm, o->numerics);
     int64_t n_sp = o->arm == RECALL_ARM_FULL ? 0 : cfg_i64(m->blob, "pooler.n_sp", 0);
     if (n_sp < 0 || n_sp > lim) n_sp = lim;
     int64_t ctx = 1 + n_sp + (int64_t)o->k * o->block + o->window + o->chunk;
@@ -393,6 +431,7 @@ static recall_status loop_estimate(const recall_model *m, const recall_loop_opts
     if (o->arm == RECALL_ARM_FULL) ctx = o->max_ctx > 0 ? o->max_ctx : m->info.max_pos;
     uint64_t b = qwen2_bytes(m->blob, ctx);
     if (o->arm == RECALL_ARM_RC_BGE && o->mode == RECALL_MODE_FAITHFUL) b = sat_add(b, qwen2_bytes(m->blob, o->block));
+    if (o->numerics == RECALL_NUMERICS_Q8) b = sat_add(b, q8_pack_bytes(m->blob)); /* shared by the seal context */
     if (o->draft > 0) /* the verify forward's logits of up to min(draft + 1, chunk) rows */
         b = sat_add(b, (uint64_t)(o->draft < o->chunk ? o->draft + 1 : o->chunk) * (uint64_t)m->info.vocab * 4u);
     *bytes = b;
@@ -440,6 +479,7 @@ recall_status recall_loop_open(recall_model *m, const recall_loop_opts *o, recal
     r.simd = o->simd;
     r.max_ctx = o->max_ctx;
     r.draft = o->draft;
+    r.numerics = o->numerics;
     recall_status s = rc_recall_open(m->blob, &r, &l->r, err);
     if (s) {
         m->reserved -= need;

@@ -1026,6 +1026,20 @@ static recall_status load_input(const char *path, in_file *f, recall_err *err) {
     return json_parse(f->buf, f->len, path, &f->doc, err);
 }
 
+/* The profile an input ran: a trace's "numerics" string, an npz's numerics_q8 array (compared or
+ * named by compare_npz), else "exact". */
+static void input_numerics(const in_file *f, const rc_cmp_report *r, char *out, size_t n, int side_a) {
+    const char *s = "exact";
+    if (f->is_npz) {
+        for (size_t i = 0; i < r->n_arrays; i++)
+            if (!strcmp(r->arrays[i].name, "numerics_q8") && (side_a ? r->arrays[i].in_a : r->arrays[i].in_b)) s = "q8";
+    } else {
+        const json_value *v = json_get_type(json_root(f->doc), "numerics", JSON_STR);
+        if (v) s = v->str;
+    }
+    snprintf(out, n, "%s", s);
+}
+
 recall_status rc_compare_files(const char *path_a, const char *path_b, const rc_cmp_opts *opts, rc_cmp_report *out,
                                recall_err *err) {
     if (!path_a || !path_b || !out) return rc_fail(err, RECALL_E_ARG, "rc_compare_files: NULL argument");
@@ -1040,6 +1054,10 @@ recall_status rc_compare_files(const char *path_a, const char *path_b, const rc_
     if (!st)
         st = a.is_npz ? compare_npz(a.buf, a.len, path_a, b.buf, b.len, path_b, out, err)
                       : compare_traces(json_root(a.doc), path_a, json_root(b.doc), path_b, opts, out, err);
+    if (!st) {
+        input_numerics(&a, out, out->numerics_a, sizeof out->numerics_a, 1);
+        input_numerics(&b, out, out->numerics_b, sizeof out->numerics_b, 0);
+    }
     if (st) rc_cmp_report_free(out);
     json_free(a.doc);
     json_free(b.doc);

@@ -135,6 +135,10 @@ typedef struct {
 typedef struct {
     int kind;                  /* 1 npz, 2 trace */
     char what[16];             /* npz: "forward", "pool", "embed" or "npz"; trace: "trace" */
+    /* The numerics profile each side ran (q8.h): a trace's "numerics" (absent: "exact", as the
+     * Python reference is), an npz holding numerics_q8 = [1] ran q8. Different profiles are no
+     * error of either side: the report says so and compares as usual. */
+    char numerics_a[8], numerics_b[8];
     /* npz */
     rc_cmp_array *arrays;
     size_t n_arrays;

@@ -386,11 +386,9 @@ static void pack_piece(void *ctx, int64_t g0, int64_t g1, int worker) {
     rc_q8_pack_groups(j->w, j->p, g0, g1);
 }
 
-recall_status rc_exec_q8_pack(const rc_exec *e, const rc_mat *w, rc_q8mat *p, recall_err *err) {
-    RC_TRY(rc_q8_alloc(w, p, err));
+void rc_exec_q8_pack(const rc_exec *e, const rc_mat *w, rc_q8mat *p) {
     pack_job j = {w, p};
     rc_pool_for(e ? e->pool : NULL, p->groups, 8, pack_piece, &j);
-    return RECALL_OK;
 }
 
 typedef struct {

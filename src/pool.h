@@ -88,8 +88,9 @@ void rc_exec_q8_matmul_parts(const rc_exec *e, const rc_mm_part *parts, int npar
 /* The SwiGLU below with q8 weights and quantised rows. */
 void rc_exec_q8_swiglu(const rc_exec *e, const rc_q8mat *gate, const rc_q8mat *up, const rc_q8act *xa, int nt,
                        float *G, float *U);
-/* Packs w into p (rc_q8_alloc, then rc_q8_pack_groups split over the threads). */
-recall_status rc_exec_q8_pack(const rc_exec *e, const rc_mat *w, rc_q8mat *p, recall_err *err);
+/* Packs w into p (shaped and placed: rc_q8_alloc or rc_q8_shape + rc_q8_place), the row groups
+ * split over the threads (e NULL: the calling thread). */
+void rc_exec_q8_pack(const rc_exec *e, const rc_mat *w, rc_q8mat *p);
 
 /* The SwiGLU of a gated FFN as one parallel section: for r < F = gate->rows, t < nt,
  *   G[t*F + r] = silu(gate[r,:] . X[t]) * (up[r,:] . X[t]);  U[t*F + r] = up[r,:] . X[t]

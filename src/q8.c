@@ -143,7 +143,7 @@ void rc_q8act_free(rc_q8act *a) {
 
 /* ---- packing --------------------------------------------------------------------------------- */
 
-recall_status rc_q8_alloc(const rc_mat *w, rc_q8mat *p, recall_err *err) {
+recall_status rc_q8_shape(const rc_mat *w, rc_q8mat *p, recall_err *err) {
     memset(p, 0, sizeof *p);
     if (w->cols % RC_Q8_BLOCK || w->cols <= 0 || w->rows <= 0)
         return rc_fail(err, RECALL_E_UNSUPPORTED, "q8: a %lld x %lld weight (columns must be a multiple of %d)",
@@ -156,48 +156,58 @@ recall_status rc_q8_alloc(const rc_mat *w, rc_q8mat *p, recall_err *err) {
     p->groups = (w->rows + RC_Q8_GROUP - 1) / RC_Q8_GROUP;
     p->nb = w->cols / RC_Q8_BLOCK;
     p->sshift = p->kind == RC_Q8_W4 && w->cols % 64 == 0 ? 1 : 0;
-    const size_t wbytes = (size_t)p->groups * (size_t)p->nb * rc_q8_block_bytes(p);
-    const size_t sbytes = (size_t)p->groups * (size_t)(p->nb >> p->sshift) * RC_Q8_GROUP * sizeof(float);
-    p->w = aligned_alloc(64, wbytes); /* multiples of 64 already */
-    p->ws = aligned_alloc(64, sbytes);
-    if (!p->w || !p->ws) {
-        rc_q8_free(p);
+    return RECALL_OK;
+}
+
+/* codes, then scales: both multiples of 64 bytes already (256 / 512 per block, 16 floats per scale) */
+static size_t code_bytes(const rc_q8mat *p) { return (size_t)p->groups * (size_t)p->nb * rc_q8_block_bytes(p); }
+
+size_t rc_q8_bytes(const rc_q8mat *p) {
+    return code_bytes(p) + (size_t)p->groups * (size_t)(p->nb >> p->sshift) * RC_Q8_GROUP * sizeof(float);
+}
+
+void rc_q8_place(rc_q8mat *p, void *mem) {
+    p->w = mem;
+    p->ws = (float *)((uint8_t *)mem + code_bytes(p));
+}
+
+recall_status rc_q8_alloc(const rc_mat *w, rc_q8mat *p, recall_err *err) {
+    RC_TRY(rc_q8_shape(w, p, err));
+    p->own = aligned_alloc(64, rc_q8_bytes(p));
+    if (!p->own)
         return rc_fail(err, RECALL_E_NOMEM, "q8: out of memory packing a %lld x %lld weight (%zu bytes)",
-                       (long long)w->rows, (long long)w->cols, wbytes + sbytes);
-    }
+                       (long long)w->rows, (long long)w->cols, rc_q8_bytes(p));
+    rc_q8_place(p, p->own);
     return RECALL_OK;
 }
 
 void rc_q8_free(rc_q8mat *p) {
-    free(p->w);
-    free(p->ws);
+    free(p->own);
     memset(p, 0, sizeof *p);
 }
 
-size_t rc_q8_bytes(const rc_q8mat *p) {
-    if (!p->w) return 0;
-    return (size_t)p->groups * (size_t)p->nb * rc_q8_block_bytes(p) +
-           (size_t)p->groups * (size_t)(p->nb >> p->sshift) * RC_Q8_GROUP * sizeof(float);
-}
-
-/* nf4 rows of group g: codes repacked, scales absmax / 127 */
+/* nf4 rows of group g: codes repacked, scales absmax / 112. A row's 32 codes of a block are 16
+ * source bytes (element 2m in the high nibble of byte m); chunk s takes columns 8s .. 8s+3 (low
+ * nibbles) and 8s+4 .. 8s+7 (high nibbles), i.e. source bytes 4s, 4s+1 and 4s+2, 4s+3. */
 static void pack_w4_group(const rc_mat *w, rc_q8mat *p, int64_t g) {
     const uint8_t *codes = (const uint8_t *)w->data;
     const size_t K = (size_t)w->cols, nsb = (size_t)(p->nb >> p->sshift);
-    for (int64_t b = 0; b < p->nb; b++) {
-        uint8_t *dst = p->w + ((size_t)g * (size_t)p->nb + (size_t)b) * 256;
-        for (int l = 0; l < RC_Q8_GROUP; l++) {
-            const int64_t r = g * RC_Q8_GROUP + l;
-            for (int s = 0; s < 4; s++)
-                for (int kk = 0; kk < 4; kk++) {
-                    unsigned lo = 7, hi = 7; /* padding rows: code 7 is the value 0 */
-                    if (r < w->rows) {
-                        const size_t e = (size_t)r * K + (size_t)b * RC_Q8_BLOCK + 8 * (size_t)s + (size_t)kk;
-                        lo = rc_nf4_code(codes, e);
-                        hi = rc_nf4_code(codes, e + 4);
-                    }
-                    dst[64 * s + 4 * l + kk] = (uint8_t)(lo | hi << 4);
-                }
+    for (int l = 0; l < RC_Q8_GROUP; l++) {
+        const int64_t r = g * RC_Q8_GROUP + l;
+        for (int64_t b = 0; b < p->nb; b++) {
+            uint8_t *dst = p->w + ((size_t)g * (size_t)p->nb + (size_t)b) * 256 + 4 * (size_t)l;
+            if (r >= w->rows) { /* padding rows: code 7 is the value 0 */
+                for (int s = 0; s < 4; s++) memset(dst + 64 * s, 0x77, 4);
+                continue;
+            }
+            const uint8_t *src = codes + ((size_t)r * K + (size_t)b * RC_Q8_BLOCK) / 2; /* K % 32 == 0: whole bytes */
+            for (int s = 0; s < 4; s++, src += 4) {
+                uint8_t *d = dst + 64 * s;
+                d[0] = (uint8_t)((src[0] >> 4) | (src[2] & 0xf0));
+                d[1] = (uint8_t)((src[0] & 15) | (src[2] & 15) << 4);
+                d[2] = (uint8_t)((src[1] >> 4) | (src[3] & 0xf0));
+                d[3] = (uint8_t)((src[1] & 15) | (src[3] & 15) << 4);
+            }
         }
     }
     for (size_t sb = 0; sb < nsb; sb++)
@@ -219,7 +229,12 @@ static void pack_w8_group(const rc_mat *w, rc_q8mat *p, int64_t g) {
             int8_t q[RC_Q8_BLOCK];
             int32_t sum;
             int pk;
-            for (int c = 0; c < RC_Q8_BLOCK; c++) v[c] = r < w->rows ? rc_mat_get(w, r, (int64_t)(b * RC_Q8_BLOCK) + c) : 0.0f;
+            const size_t e0 = (size_t)r * (size_t)w->cols + b * RC_Q8_BLOCK;
+            for (int c = 0; c < RC_Q8_BLOCK; c++) /* exact fp32 values (ops.h) */
+                v[c] = r >= w->rows              ? 0.0f
+                       : w->dtype == RC_DT_F32  ? ((const float *)w->data)[e0 + (size_t)c]
+                       : w->dtype == RC_DT_BF16 ? rc_bf16_to_f32(((const uint16_t *)w->data)[e0 + (size_t)c])
+                                                : rc_mat_get(w, r, (int64_t)(b * RC_Q8_BLOCK) + c);
             const float d = quant_block(v, 0, q, &sum, &pk);
             uint8_t *dst = p->w + ((size_t)g * nb + b) * 512;
             for (int c = 0; c < RC_Q8_BLOCK; c++) dst[64 * (c / 4) + 4 * l + c % 4] = (uint8_t)(q[c] + 128);

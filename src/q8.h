@@ -96,6 +96,7 @@ typedef struct {
     int sshift;           /* ws holds one scale per (1 << sshift) blocks: 1 (W4, cols % 64 == 0) or 0 */
     uint8_t *w;           /* W4: [groups][nb][256]; W8: [groups][nb][512] (64-byte aligned) */
     float *ws;            /* [groups][nb >> sshift][16] */
+    void *own;            /* the allocation rc_q8_alloc made (rc_q8_free releases it), else NULL */
 } rc_q8mat;
 
 /* Bytes of packed data per (group, block). */
@@ -105,14 +106,18 @@ static inline float rc_q8_scale(const rc_q8mat *w, int64_t g, int64_t b, int l) 
     return w->ws[((size_t)g * (size_t)(w->nb >> w->sshift) + (size_t)(b >> w->sshift)) * RC_Q8_GROUP + (size_t)l];
 }
 
-/* rc_q8_alloc sizes p for w (f32 / bf16 / f16 / nf4 with cols % 32 == 0; RECALL_E_UNSUPPORTED
- * otherwise, naming the shape); rc_q8_pack_groups then fills row groups [g0, g1) (independent
- * pieces: a caller may split the groups over threads). */
+/* rc_q8_shape: the packed form's shape for w (f32 / bf16 / f16 / nf4 with cols % 32 == 0;
+ * RECALL_E_UNSUPPORTED otherwise, naming the shape), no memory yet. rc_q8_bytes: the bytes it
+ * needs (codes, then scales; each part a multiple of 64). rc_q8_place: its arrays at mem (64-byte
+ * aligned, rc_q8_bytes long, the caller's). rc_q8_alloc: shape and an allocation of its own
+ * (rc_q8_free releases it). rc_q8_pack_groups fills row groups [g0, g1): independent pieces, so
+ * a caller may split the groups over threads. */
+recall_status rc_q8_shape(const rc_mat *w, rc_q8mat *p, recall_err *err);
+size_t rc_q8_bytes(const rc_q8mat *p);
+void rc_q8_place(rc_q8mat *p, void *mem);
 recall_status rc_q8_alloc(const rc_mat *w, rc_q8mat *p, recall_err *err);
 void rc_q8_pack_groups(const rc_mat *w, rc_q8mat *p, int64_t g0, int64_t g1);
 void rc_q8_free(rc_q8mat *p);
-/* Bytes a packed matrix holds (codes + scales). */
-size_t rc_q8_bytes(const rc_q8mat *p);
 
 /* Quantised activations: n rows of `cols` columns (row t at q + t*cols, d / corr / pk_* + t*nb). */
 typedef struct {

@@ -25,11 +25,14 @@ typedef struct {
 } layer_w;
 
 /* The q8 profile's packed weights (q8.h): per layer q, k, v, o, gate, up, down (lm_head stays
- * exact). Made at open by the first context; rc_qwen2_open_shared contexts borrow it. */
+ * exact), in one huge-page-advised arena. Made at open by the first context;
+ * rc_qwen2_open_shared contexts borrow it. */
 enum { Q8_Q, Q8_K, Q8_V, Q8_O, Q8_GATE, Q8_UP, Q8_DOWN, Q8_PER_LAYER };
 typedef struct {
     rc_q8mat *mats; /* [layers * Q8_PER_LAYER] */
     int n;
+    void *arena;
+    size_t arena_len; /* rc_huge_map's length; 0: the arena came from aligned_alloc */
     size_t bytes;
     double seconds;
 } q8_pack;
@@ -73,7 +76,8 @@ static void kv_pages_free(rc_qwen2 *m);
 
 static void q8_pack_free(q8_pack *p) {
     if (!p) return;
-    for (int i = 0; i < p->n; i++) rc_q8_free(&p->mats[i]);
+    if (p->arena_len) rc_huge_unmap(p->arena, p->arena_len);
+    else free(p->arena);
     free(p->mats);
     free(p);
 }
@@ -247,6 +251,13 @@ static double mono_seconds(void) {
 
 /* The q8 profile's packed weights of every decoder layer matrix (q8.h), packed on the context's
  * threads. A matrix q8 cannot take (columns not a multiple of 32) fails the open. */
+/* Layer l's matrix i (Q8_Q .. Q8_DOWN). */
+static const rc_mat *layer_mat(const rc_qwen2 *m, int l, int i) {
+    const layer_w *w = &m->L[l];
+    const rc_mat *src[Q8_PER_LAYER] = {&w->q, &w->k, &w->v, &w->o, &w->gate, &w->up, &w->down};
+    return src[i];
+}
+
 static recall_status q8_pack_build(rc_qwen2 *m, const rc_blob *b, recall_err *err) {
     const int NL = m->c.layers;
     q8_pack *p = calloc(1, sizeof *p);
@@ -258,17 +269,22 @@ static recall_status q8_pack_build(rc_qwen2 *m, const rc_blob *b, recall_err *er
     m->q8 = p;
     m->q8_own = 1;
     const double t0 = mono_seconds();
-    for (int l = 0; l < NL; l++) {
-        const layer_w *w = &m->L[l];
-        const rc_mat *src[Q8_PER_LAYER] = {&w->q, &w->k, &w->v, &w->o, &w->gate, &w->up, &w->down};
-        for (int i = 0; i < Q8_PER_LAYER; i++, p->n++) {
-            recall_status st = rc_exec_q8_pack(m->ex, src[i], &p->mats[p->n], err);
-            if (st) return rc_fail(err, st, "%s: qwen2 layer %d matrix %d (q8 profile): %s", rc_blob_path(b), l, i,
-                                   err ? err->msg : "");
-            p->bytes += rc_q8_bytes(&p->mats[p->n]);
-        }
+    p->n = NL * Q8_PER_LAYER;
+    for (int i = 0; i < p->n; i++) {
+        recall_status st = rc_q8_shape(layer_mat(m, i / Q8_PER_LAYER, i % Q8_PER_LAYER), &p->mats[i], err);
+        if (st) return rc_fail(err, st, "%s: qwen2 layer %d matrix %d (q8 profile): %s", rc_blob_path(b),
+                               i / Q8_PER_LAYER, i % Q8_PER_LAYER, err ? err->msg : "");
+        p->bytes += rc_q8_bytes(&p->mats[i]);
     }
-
+    p->arena = rc_huge_map(p->bytes, &p->arena_len);
+    if (!p->arena) p->arena = aligned_alloc(64, p->bytes);
+    if (!p->arena) return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory for the q8 weights (%zu bytes)", p->bytes);
+    size_t off = 0;
+    for (int i = 0; i < p->n; i++) {
+        rc_q8_place(&p->mats[i], (uint8_t *)p->arena + off);
+        off += rc_q8_bytes(&p->mats[i]);
+        rc_exec_q8_pack(m->ex, layer_mat(m, i / Q8_PER_LAYER, i % Q8_PER_LAYER), &p->mats[i]);
+    }
     p->seconds = mono_seconds() - t0;
     return RECALL_OK;
 }

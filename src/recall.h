@@ -24,6 +24,9 @@
  *   - Thread count / SIMD path: recall_loop_opts.threads / .simd, else the RECALL_THREADS /
  *     RECALL_SIMD environment variables (default: 1 thread, best SIMD path); results are bitwise
  *     identical for every choice. recall_forward uses the environment's choice.
+ *   - Numerics profile: recall_open_opts.numerics (recall_forward) and recall_loop_opts.numerics;
+ *     exact by default. The q8 profile is bitwise identical for every thread count and path too,
+ *     but not to exact.
  */
 #ifndef RECALL_PUBLIC_API_H
 #define RECALL_PUBLIC_API_H
@@ -38,6 +41,9 @@ extern "C" {
 #endif
 
 #define RECALL_API_VERSION 1
+
+/* Numerics profiles (recall_open_opts.numerics, recall_loop_opts.numerics). */
+enum { RECALL_NUMERICS_EXACT = 0, RECALL_NUMERICS_Q8 = 1 };
 
 /* ---- allocation --------------------------------------------------------------------------- */
 
@@ -70,6 +76,11 @@ typedef struct {
      * own profile). One that contradicts the blob's fails with RECALL_E_ARG naming both. The
      * model's max_pos becomes floor(FACTOR x ORIG). */
     const char *rope_scaling;
+    /* The numerics profile of recall_forward's decoder: RECALL_NUMERICS_EXACT (0, the default:
+     * the reference fp32 order, bitwise the same everywhere) or RECALL_NUMERICS_Q8 (int8 layer
+     * matmuls, deterministic in their own right; packs the decoder at the first recall_forward and
+     * counts it against max_memory). Its distance to exact: docs/PROFILES.md. */
+    int numerics;
 } recall_open_opts;
 
 void recall_open_opts_init(recall_open_opts *o);
@@ -143,6 +154,10 @@ typedef struct {
      * multi-row forward; the longest prefix that the greedy choices confirm is kept. 0 = off,
      * at most 32. Replies, events and margins are bitwise those of draft 0; only speed differs. */
     int draft;
+    /* The decoder's numerics profile: RECALL_NUMERICS_EXACT (0, default) or RECALL_NUMERICS_Q8
+     * (int8 layer matmuls; lm_head, attention and norms stay exact; the loop packs the decoder at
+     * open). Replies, events and margins are then the q8 profile's (docs/PROFILES.md). */
+    int numerics;
 } recall_loop_opts;
 
 typedef struct recall_loop recall_loop;

@@ -141,6 +141,7 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
     /* the case is not vacuous: both arms, fires in question and probe turns */
     cr_assert(strstr(table, "RC_bge@-3:r-30") && strstr(whole, "\"top_bridge_q_fires\": [-") &&
               strstr(whole, "\"top_bridge_c_fires\": [-"), "%s", table);
+    cr_expect(strstr(whole, "\"mode\": \"faithful\", \"numerics\": \"exact\""), "the run names its profile");
 
     for (int k = 1; k <= 2; k++) {
         snprintf(path, sizeof path, "s%d_2.json", k);
@@ -180,6 +181,14 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
     snprintf(b, sizeof b, "%s/clean3_4.json", d);
     snprintf(files, sizeof files, "%s/s1_4.json %s/s2_4.json %s %s/s4_4.json", d, d, b, d);
     expect_refused(d, files, b, "mode clean vs faithful");
+    /* a shard of the q8 profile: the profiles are never mixed */
+    run_shard(blob, d, "--numerics q8", 3, 4, "q8_3_4.json");
+    snprintf(b, sizeof b, "%s/q8_3_4.json", d);
+    char *q8s = slurp(b);
+    cr_expect(strstr(q8s, "\"numerics\": \"q8\""), "a q8 shard names its profile");
+    free(q8s);
+    snprintf(files, sizeof files, "%s/s1_4.json %s/s2_4.json %s %s/s4_4.json", d, d, b, d);
+    expect_refused(d, files, b, "numerics q8 vs exact");
     /* shard files edited to claim another blob, benchmark, problem list, job list */
     snprintf(path, sizeof path, "%s/s3_4.json", d);
     char *s34 = slurp(path);
@@ -201,7 +210,7 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
     free(s34);
 
     const char *names[] = {"whole.json", "s1_2.json", "s2_2.json", "s1_4.json", "s2_4.json", "s3_4.json",
-                           "s4_4.json", "clean3_4.json", "merged.json"};
+                           "s4_4.json", "clean3_4.json", "q8_3_4.json", "merged.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", d, names[i]);
         unlink(path);

@@ -8,6 +8,7 @@
 #include "pool.h"
 #include "q8.h"
 #include "qwen2.h"
+#include "recall.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -130,8 +131,10 @@ Test(q8_scheme, pack_reads_back) {
     const rc_mat w4 = {RC_DT_NF4, codes, absmax, R, K}, w8 = {RC_DT_F32, wf, NULL, R, K};
     rc_q8mat p4, p8;
     recall_err err = {0};
-    cr_assert_eq(rc_exec_q8_pack(NULL, &w4, &p4, &err), RECALL_OK, "%s", err.msg);
-    cr_assert_eq(rc_exec_q8_pack(NULL, &w8, &p8, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_q8_alloc(&w4, &p4, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_q8_alloc(&w8, &p8, &err), RECALL_OK, "%s", err.msg);
+    rc_exec_q8_pack(NULL, &w4, &p4);
+    rc_exec_q8_pack(NULL, &w8, &p8);
     cr_expect_eq(p4.kind, RC_Q8_W4);
     cr_expect_eq(p4.sshift, 0);
     cr_expect_eq(p8.kind, RC_Q8_W8);
@@ -354,4 +357,63 @@ Test(q8_model, unknown_profile_is_an_error) {
     cr_expect_eq(rc_exec_open(&o, &e, &err), RECALL_E_ARG);
     cr_expect(strstr(err.msg, "numerics") != NULL, "%s", err.msg);
     cr_expect_null(e);
+}
+
+/* The public API: recall_open_opts.numerics runs recall_forward under q8 (the library's q8 bits,
+ * packed once across the reopens a longer input makes), recall_loop_opts.numerics the loop; an
+ * unknown profile is an argument error in both. */
+Test(q8_api, forward_and_loop) {
+    const char *path = fixture_worldA_blob("nf4");
+    cr_assert(path);
+    recall_err err = {0};
+    recall_open_opts oo;
+    recall_open_opts_init(&oo);
+    oo.numerics = 5;
+    recall_model *m = NULL;
+    cr_expect_eq(recall_open(path, &oo, &m, &err), RECALL_E_ARG);
+    cr_expect(strstr(err.msg, "numerics"), "%s", err.msg);
+    oo.numerics = RECALL_NUMERICS_Q8;
+    memset(&err, 0, sizeof err);
+    cr_assert_eq(recall_open(path, &oo, &m, &err), RECALL_OK, "%s", err.msg);
+    recall_model_info info;
+    recall_model_get_info(m, &info);
+    const size_t V = (size_t)info.vocab;
+    int32_t ids[100];
+    uint32_t s = 21;
+    for (int i = 0; i < 100; i++) ids[i] = (int32_t)(lcg(&s) % (uint32_t)V);
+    float *a = nanbuf(V), *a2 = nanbuf(V), *ref = nanbuf(100 * V), *x = nanbuf(100 * V);
+    cr_assert_eq(recall_forward(m, ids, 30, a, V, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(recall_forward(m, ids, 100, a2, V, &err), RECALL_OK, "%s", err.msg); /* reopens: ctx 128 */
+    rc_blob *b = fixture_open_worldA("nf4");
+    rc_exec *e = exec_q8(NULL, 1, RC_NUMERICS_Q8), *ee = exec_q8(NULL, 1, RC_NUMERICS_EXACT);
+    run_logits(b, e, ids, 100, 0, ref);
+    run_logits(b, ee, ids, 100, 0, x);
+    cr_expect_eq(memcmp(a, ref + 29 * V, V * 4), 0, "recall_forward of 30 ids");
+    cr_expect_eq(memcmp(a2, ref + 99 * V, V * 4), 0, "recall_forward of 100 ids");
+    cr_expect_neq(memcmp(a2, x + 99 * V, V * 4), 0, "q8 is not exact");
+    recall_loop_opts lo;
+    recall_loop_opts_init(m, &lo);
+    recall_loop *l = NULL;
+    lo.numerics = 9;
+    cr_expect_eq(recall_loop_open(m, &lo, &l, &err), RECALL_E_ARG);
+    lo.numerics = RECALL_NUMERICS_Q8;
+    lo.turn_cap = 8;
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_OK, "%s", err.msg);
+    int32_t *feed = NULL;
+    size_t nf = 0;
+    cr_assert_eq(recall_chat_segment(m, 0, "hello there", NULL, &feed, &nf, &err), RECALL_OK, "%s", err.msg);
+    recall_reply rep;
+    cr_assert_eq(recall_turn(l, feed, nf, NULL, NULL, &rep, &err), RECALL_OK, "%s", err.msg);
+    cr_expect_gt(rep.n_ids, 0);
+    recall_reply_free(l, &rep);
+    recall_free(m, feed);
+    recall_loop_close(l);
+    recall_close(m);
+    rc_exec_close(e);
+    rc_exec_close(ee);
+    rc_blob_close(b);
+    free(a);
+    free(a2);
+    free(ref);
+    free(x);
 }

@@ -46,6 +46,10 @@ typedef struct {
  * (advancing *i) and returns 1; returns 0 for any other argument and -1 (message printed) for a
  * bad value. */
 int cli_exec_flag(const char *cmd, int argc, char **argv, int *i, cli_exec_args *x);
+/* The numerics line of forward / score / info: "exact", or for q8 what was packed at open (bytes,
+ * seconds) and what stays exact. */
+struct rc_qwen2;
+void cli_numerics_describe(const struct rc_qwen2 *m, char *buf, size_t n);
 /* --kv-pages PAGE:BUDGET / --kv-pages-random SEED (kv_pages.h) into o: same protocol as
  * cli_exec_flag. cli_kv_pages_check: -1 (message printed) for a random control without pages.
  * cli_kv_pages_describe: one line for the output ("dense", or the page, budget and ranking). */

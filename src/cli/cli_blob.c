@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "convert.h"
 #include "pool.h"
+#include "qwen2.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,11 +107,18 @@ static int open_or_die(const char *cmd, const char *path, unsigned flags, rc_blo
 int cli_info(int argc, char **argv) {
     const char *path = NULL;
     int show_tensors = 1;
+    cli_exec_args x;
+    memset(&x, 0, sizeof x);
     for (int i = 1; i < argc; i++) {
+        const int xf = !strcmp(argv[i], "--numerics") ? cli_exec_flag("info", argc, argv, &i, &x) : 0;
+        if (xf < 0) return 2;
+        if (xf > 0) continue;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: recall info BLOB [--no-tensors]\n"
+            printf("usage: recall info BLOB [--no-tensors] [--numerics exact|q8]\n"
                    "Prints the blob's header, config and tensor table (name, dtype, shape, offset,\n"
-                   "bytes, XXH64). Does not hash the data: use `recall verify` for that.\n");
+                   "bytes, XXH64). Does not hash the data: use `recall verify` for that.\n"
+                   "--numerics q8: also packs the decoder for the q8 profile and prints its bytes and\n"
+                   "time (docs/PROFILES.md).\n");
             return 0;
         } else if (!strcmp(argv[i], "--no-tensors")) {
             show_tensors = 0;
@@ -134,8 +142,16 @@ int cli_info(int argc, char **argv) {
         /* the execution context this machine would run the blob with (RECALL_SIMD / RECALL_THREADS) */
         rc_exec *ex = NULL;
         recall_err xerr = {0};
-        if (rc_exec_open(NULL, &ex, &xerr) == RECALL_OK) {
-            printf("  simd: %s, threads: %d\n", ex->k.name, ex->threads);
+        if (cli_exec_open(&x, &ex, &xerr) == RECALL_OK) {
+            printf("  simd: %s, threads: %d, numerics: %s\n", ex->k.name, ex->threads, rc_numerics_name(ex->numerics));
+            rc_qwen2 *m = NULL;
+            if (ex->numerics == RC_NUMERICS_Q8) { /* the profile's open cost: packing the decoder */
+                char line[192];
+                if (rc_qwen2_open_ex(b, 1, ex, &m, &xerr) == RECALL_OK) cli_numerics_describe(m, line, sizeof line);
+                else snprintf(line, sizeof line, "q8 unavailable (%.150s)", xerr.msg);
+                printf("  numerics %s\n", line);
+                rc_qwen2_close(m);
+            }
             rc_exec_close(ex);
         } else {
             printf("  simd: unavailable (%s)\n", xerr.msg);

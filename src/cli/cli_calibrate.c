@@ -232,8 +232,8 @@ static void calibrate_report(gate_stats *g, const calibrate_opts *co, int faithf
     double thr = percentile(pos->v, pos->n, co->P);
     for (int i = 0; i < g->q_max.n; i++) q_fire += g->q_max.v[i] > thr;
     for (int i = 0; i < g->probe_max.n; i++) probe_fire += g->probe_max.v[i] > thr;
-    printf("gate score distribution (%d problems, mode %s, firing disabled)\n", co->n_seeds,
-           faithful ? "faithful" : "clean");
+    printf("gate score distribution (%d problems, mode %s, numerics %s, firing disabled)\n", co->n_seeds,
+           faithful ? "faithful" : "clean", rc_numerics_name(co->xa.numerics));
     printf("  %-26s %5s %9s %9s %9s %9s %9s %9s %9s\n", "", "n", "min", "p10", "p25", "p50", "p75", "p90", "max");
     print_row("recall positions", pos);
     print_row("casual positions", cas);
@@ -273,6 +273,7 @@ int cli_calibrate(int argc, char **argv) {
     o.max_ctx = co.xa.ctx;
     o.simd = co.xa.simd;
     o.lm_screen = co.xa.lm_screen;
+    o.numerics = co.xa.numerics;
     o.threshold = INFINITY; /* score every check, fire none */
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
     if (calibrate_collect(r, bench, &co, &g)) goto out;

@@ -255,6 +255,7 @@ static int chat_open_model(chat_state *c) {
     o->threads = ca->xa.threads;
     o->simd = ca->xa.simd;
     o->lm_screen = ca->xa.lm_screen;
+    o->numerics = ca->xa.numerics;
     o->max_ctx = ca->xa.ctx;
     o->use_floor = ca->floor_s != NULL;
     c->vocab = (uint32_t)vocab64;

@@ -27,6 +27,8 @@ static void compare_usage(FILE *f) {
             "      candidates' bridge scores, the top-2 logits) are at most %d ulps apart on one side,\n"
             "      so that rounding order alone can flip it; otherwise a real divergence. Everything\n"
             "      after it is its consequence and is not counted as a new error.\n"
+            "  When the two sides ran different numerics profiles (--numerics; a trace's \"numerics\",\n"
+            "      a dump's numerics_q8 array) a NUMERICS line says so; the comparison is unchanged.\n"
             "  --json OUT     also write the report as JSON (OUT.tmp, then renamed)\n"
             "  --threshold T  gate threshold when neither trace records one\n"
             "Turns are numbered from 1. Exit codes:\n"
@@ -346,6 +348,10 @@ static int write_json(const rc_cmp_report *r, const char *pa, const char *pb, co
     jstr(f, pb);
     fprintf(f, ", \"kind\": \"%s\", \"verdict\": \"%s\", \"exit\": %d", r->what,
             r->verdict == 0 ? "agree" : r->verdict == 3 ? "near-tie" : "diverge", r->verdict);
+    fputs(", \"numerics_a\": ", f);
+    jstr(f, r->numerics_a);
+    fputs(", \"numerics_b\": ", f);
+    jstr(f, r->numerics_b);
     if (r->kind == 1) json_npz(f, r);
     else json_trace(f, r);
     fputs("}\n", f);
@@ -406,6 +412,9 @@ int cli_compare(int argc, char **argv) {
     }
     if (r.kind == 1) print_npz(&r, paths[0], paths[1]);
     else print_trace(&r, paths[0], paths[1]);
+    if (strcmp(r.numerics_a, r.numerics_b))
+        printf("NUMERICS: A ran the %s profile, B %s: their distance is the profile's (docs/PROFILES.md), not an error "
+               "of either side\n", r.numerics_a, r.numerics_b);
     int rc = r.verdict;
     if (json && write_json(&r, paths[0], paths[1], json)) rc = 2;
     rc_cmp_report_free(&r);

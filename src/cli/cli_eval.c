@@ -158,11 +158,11 @@ static void json_list(FILE *f, double *v, int n) {
     fputc(']', f);
 }
 
-void eval_json_head(FILE *f, const char *blob, const char *mode, const uint32_t *seeds, int n_seeds,
+void eval_json_head(FILE *f, const char *blob, const char *mode, const char *numerics, const uint32_t *seeds, int n_seeds,
                     const eval_shard_info *sh) {
     fprintf(f, "{\"blob\": ");
     eval_json_str(f, blob);
-    fprintf(f, ", \"mode\": \"%s\", \"problems\": [", mode);
+    fprintf(f, ", \"mode\": \"%s\", \"numerics\": \"%s\", \"problems\": [", mode, numerics);
     for (int i = 0; i < n_seeds; i++) fprintf(f, "%s%u", i ? ", " : "", seeds[i]);
     fputc(']', f);
     if (sh) {
@@ -552,6 +552,7 @@ static int eval_open(eval_run *r) {
     r->base.max_ctx = r->o->xa.ctx;
     r->base.simd = r->o->xa.simd;
     r->base.lm_screen = r->o->xa.lm_screen;
+    r->base.numerics = r->o->xa.numerics;
     if (cli_parse_mode_arm("eval", r->o->mode, NULL, &r->base)) return 2;
     if (r->o->draft_s && cli_parse_draft("eval", r->o->draft_s, &r->base.draft)) return 2;
     for (int a = 0; a < r->p->n_arms; a++) {
@@ -590,8 +591,8 @@ static int eval_json_start(eval_run *r) {
     }
     r->jf = eval_json_create(r->o->json_path, &r->jtmp);
     if (r->jf)
-        eval_json_head(r->jf, r->o->blob_path, r->base.mode == RC_MODE_FAITHFUL ? "faithful" : "clean", p->seeds,
-                       p->n_seeds, r->o->shard_s ? &sh : NULL);
+        eval_json_head(r->jf, r->o->blob_path, r->base.mode == RC_MODE_FAITHFUL ? "faithful" : "clean",
+                       rc_numerics_name(r->base.numerics), p->seeds, p->n_seeds, r->o->shard_s ? &sh : NULL);
     free(jobs);
     return r->jf ? 0 : 1;
 }
@@ -664,6 +665,7 @@ static int eval_execute(const eval_opts *o, const eval_plan *p) {
     if (!rc && o->json_path) rc = eval_json_start(&r);
     if (!rc && o->shard_s)
         fprintf(stderr, "eval: shard %d/%d of %d jobs\n", o->shard_k, o->shard_n, p->n_arms * p->n_seeds);
+    if (!rc && o->xa.numerics) fprintf(stderr, "eval: numerics %s\n", rc_numerics_name(o->xa.numerics));
     for (int a = 0; !rc && a < p->n_arms; a++) rc = eval_run_arm(&r, a);
     if (!rc) {
         eval_print_table(r.info, r.tally, p->n_arms);

@@ -46,7 +46,7 @@ typedef struct {
  * (separated by ",\n"), arm_tail; then end. sh is NULL for a whole run (or a merge). */
 void eval_json_str(FILE *f, const char *s);
 void eval_json_num(FILE *f, double x);
-void eval_json_head(FILE *f, const char *blob, const char *mode, const uint32_t *seeds, int n_seeds,
+void eval_json_head(FILE *f, const char *blob, const char *mode, const char *numerics, const uint32_t *seeds, int n_seeds,
                     const eval_shard_info *sh);
 void eval_json_arm_head(FILE *f, int a, const eval_arm_info *arm);
 void eval_json_arm_tail(FILE *f, eval_tally *t); /* sorts t's lists */

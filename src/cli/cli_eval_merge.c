@@ -7,7 +7,8 @@
  * what differs (exit 2):
  *   - a file that is not a shard file, or whose jobs are not exactly those j < n_jobs with
  *     j % n == k-1, or whose per-problem objects do not match its jobs;
- *   - a file of another run: mode, problems, arms (label, threshold, floor), the blob's body
+ *   - a file of another run: mode, numerics profile (a file without the key ran exact), problems,
+ *     arms (label, threshold, floor), the blob's body
  *     checksum or the benchmark file's checksum differ from the first file's (paths may differ;
  *     the merged "blob" is the first file's);
  *   - a job held by two files, or by none.
@@ -17,6 +18,7 @@
  * job on its machine) differ from one unsharded run. */
 #include "cli_eval.h"
 #include "json.h"
+#include "q8.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -148,6 +150,8 @@ static int load_shard(shard_file *s) {
         !json_get_type(s->shard, "bench_xxh64", JSON_STR))
         return refuse(s->path, "not a shard file (blob, mode, problems, arms or shard.{k, n, n_jobs, jobs, "
                                "blob_xxh64, bench, bench_xxh64} missing or malformed)");
+    if (json_get(s->root, "numerics") && rc_numerics_parse(json_get(s->root, "numerics")->str) < 0)
+        return refuse(s->path, "numerics is not \"exact\" or \"q8\"");
     s->n_seeds = (int)s->problems->len;
     for (size_t i = 0; i < s->problems->len; i++)
         if (!s->problems->items[i].is_int || s->problems->items[i].i < 0 || s->problems->items[i].i > 0x7fffffffL)
@@ -162,6 +166,12 @@ static int load_shard(shard_file *s) {
     return rc;
 }
 
+/* The run's numerics profile: "exact" when the file predates the key. */
+static const char *numerics_of(const shard_file *s) {
+    const json_value *v = json_get_type(s->root, "numerics", JSON_STR);
+    return v ? v->str : "exact";
+}
+
 /* t (a later file) must define the same run as f (the first); the first difference is named. */
 static int same_run(const shard_file *f, const shard_file *t) {
     static const char *const keys[][2] = {{"", "mode"}, {"s", "blob_xxh64"}, {"s", "bench_xxh64"}};
@@ -171,6 +181,9 @@ static int same_run(const shard_file *f, const shard_file *t) {
         const char *y = str_at(keys[k][0][0] ? t->shard : t->root, keys[k][1]);
         if (strcmp(x, y)) snprintf(what, sizeof what, "%s %.40s vs %.40s", keys[k][1], y, x);
     }
+    if (!what[0] && strcmp(numerics_of(f), numerics_of(t)))
+        snprintf(what, sizeof what, "numerics %.20s vs %.20s (the profiles may not be mixed)", numerics_of(t),
+                 numerics_of(f));
     if (!what[0] && f->problems->len != t->problems->len)
         snprintf(what, sizeof what, "%zu problems vs %zu", t->problems->len, f->problems->len);
     for (size_t i = 0; !what[0] && i < f->problems->len; i++)
@@ -243,7 +256,7 @@ static int write_merged(FILE *f, const shard_file *s, int n_files, const int *ow
         return -1;
     }
     for (int i = 0; i < P; i++) seeds[i] = (uint32_t)s[0].problems->items[i].i;
-    eval_json_head(f, str_at(s[0].root, "blob"), str_at(s[0].root, "mode"), seeds, P, NULL);
+    eval_json_head(f, str_at(s[0].root, "blob"), str_at(s[0].root, "mode"), numerics_of(&s[0]), seeds, P, NULL);
     for (int a = 0; a < (int)s[0].arms->len; a++) {
         eval_json_arm_head(f, a, &info[a]);
         memset(cursor, 0, (size_t)n_files * sizeof *cursor);

@@ -372,6 +372,7 @@ static int longctx_run_arm(longctx_run *r, int a) {
     ro.threads = o->xa.threads;
     ro.simd = o->xa.simd;
     ro.max_ctx = o->xa.ctx;
+    ro.numerics = o->xa.numerics;
     ro.turn_cap = o->max_new;
     if (cli_parse_mode_arm("longctx", o->mode, o->arms[a], &ro)) return 2;
     rc_recall *rec = NULL;
@@ -459,9 +460,11 @@ static int longctx_write_json(const longctx_run *r) {
     fprintf(f, ", \"blob_xxh64\": \"%016llx\", \"haystack\": ", (unsigned long long)rc_blob_hdr(r->b)->body_checksum);
     eval_json_str(f, o->haystack);
     fprintf(f, ", \"haystack_xxh64\": \"%016llx\", \"haystack_tokens\": %d, \"seed\": %llu, \"max_new\": %d, "
-               "\"mode\": \"%s\", \"context\": %d, \"trained_positions\": %d, \"ran\": %s,\n\"cases\": [",
+               "\"mode\": \"%s\", \"numerics\": \"%s\", \"context\": %d, \"trained_positions\": %d, \"ran\": %s,\n"
+               "\"cases\": [",
             (unsigned long long)r->hay.xxh64, r->hay.n, (unsigned long long)o->seed, o->max_new,
-            o->mode ? o->mode : "faithful", r->ctx, r->trained, o->no_run ? "false" : "true");
+            o->mode ? o->mode : "faithful", rc_numerics_name(o->xa.numerics), r->ctx, r->trained,
+            o->no_run ? "false" : "true");
     for (int c = 0; c < r->n_cases; c++) write_case(f, r, c);
     fputs("],\n\"summary\": {", f);
     for (int a = 0; !o->no_run && a < o->n_arms; a++) {

@@ -69,6 +69,11 @@ static int parse_args(int argc, char **argv, const char *usage, model_args *a) {
         fprintf(stderr, "recall %s: no BLOB given\n%s", argv[0], usage);
         return 2;
     }
+    if (a->x.numerics && strcmp(argv[0], "forward")) {
+        fprintf(stderr, "recall %s: --numerics applies to the decoder (forward, score and the loop commands)\n",
+                argv[0]);
+        return 2;
+    }
     return 0;
 }
 
@@ -96,6 +101,7 @@ static const char FORWARD_USAGE[] =
     "usage: recall forward BLOB (--ids '[1,2,3]' | --tokens-file F) [--dump OUT.npz] [--threads N]\n"
     "                      [--simd scalar|avx2|avx512|neon] [--ctx N] [--rope-scaling yarn:FACTOR:ORIG]\n"
     "                      [--decode-from N [--kv-pages PAGE:BUDGET [--kv-pages-random SEED]]]\n"
+    "                      [--numerics exact|q8]\n"
     "One Qwen2 prefill of the ids from an empty cache (F: a JSON array of ids or whitespace-separated\n"
     "ids). Prints the context and the KV cache bytes the prefill allocated. --ctx N: the instance\n"
     "context (default: the number of ids; at most the trained positions, which a longer request\n"
@@ -105,6 +111,8 @@ static const char FORWARD_USAGE[] =
     "hidden_last [layers+1,H] (HF hidden_states at the last position) and q_layers [n_gate,T,heads*head_dim]\n"
     "(q_proj outputs after bias, before RoPE, at the gate layers). Without --dump: prints the argmax\n"
     "of the last logits.\n"
+    "--numerics q8: the int8 numerics profile (docs/PROFILES.md; named in the output, and a --dump\n"
+    "holds numerics_q8 = [1]); default exact.\n"
     "--decode-from N: ids 0..N-1 in one prefill, then each later id in its own call (the decode\n"
     "path; the logits are bitwise those of one prefill unless --kv-pages is given).\n"
     "--kv-pages PAGE:BUDGET [--kv-pages-random SEED]: page-sparse attention for those decode steps\n"
@@ -198,6 +206,8 @@ int cli_forward(int argc, char **argv) {
         char prof[256];
         rc_rope_describe(&c->rope, c->max_pos, prof, sizeof prof);
         printf("context %d of %d trained positions, rope %s\n", rc_qwen2_max_ctx(m), c->trained_pos, prof);
+        cli_numerics_describe(m, prof, sizeof prof);
+        printf("numerics %s\n", prof);
         if (n0 >= 0 && n0 < T) {
             char kvp[128];
             cli_kv_pages_describe(&a.kvp, kvp, sizeof kvp);
@@ -212,8 +222,14 @@ int cli_forward(int argc, char **argv) {
         if (rc_npz_writer_new(&w, &err) || rc_npz_writer_add(w, "ids", RC_NPY_I32, 1, s1, ids, &err) ||
             rc_npz_writer_add(w, "logits", RC_NPY_F32, 2, s2, logits, &err) ||
             rc_npz_writer_add(w, "hidden_last", RC_NPY_F32, 2, s3, hid, &err) ||
-            rc_npz_writer_add(w, "q_layers", RC_NPY_F32, 3, s4, q, &err) || rc_npz_writer_write(w, a.dump, &err))
+            rc_npz_writer_add(w, "q_layers", RC_NPY_F32, 3, s4, q, &err))
             goto out;
+        /* a q8 dump says so (compare names it); an exact dump keeps its arrays */
+        const int32_t q8flag = 1;
+        const int64_t s0[1] = {1};
+        if (rc_qwen2_numerics(m) == RC_NUMERICS_Q8 && rc_npz_writer_add(w, "numerics_q8", RC_NPY_I32, 1, s0, &q8flag, &err))
+            goto out;
+        if (rc_npz_writer_write(w, a.dump, &err)) goto out;
     } else {
         const float *last = logits + (size_t)(T - 1) * V;
         size_t best = 0;

@@ -235,6 +235,7 @@ static int replay_loop_opts(const replay_opts *ro, const rc_blob *b, rc_recall_o
     o->max_ctx = ro->xa.ctx;
     o->simd = ro->xa.simd;
     o->lm_screen = ro->xa.lm_screen;
+    o->numerics = ro->xa.numerics;
     if (cli_parse_mode_arm("replay", ro->mode, ro->arm, o)) return 2;
     if (ro->thr) {
         char *end;
@@ -257,9 +258,9 @@ static int write_trace(const char *path, long problem, const rc_recall_opts *o, 
         fprintf(stderr, "recall replay: %s: %s\n", tmp, strerror(errno));
         return 1;
     }
-    fprintf(f, "{\"seed\": %ld, \"mode\": \"%s\", \"arm\": \"%s\", \"threshold\": ", problem,
+    fprintf(f, "{\"seed\": %ld, \"mode\": \"%s\", \"arm\": \"%s\", \"numerics\": \"%s\", \"threshold\": ", problem,
             o->mode == RC_MODE_FAITHFUL ? "faithful" : "clean",
-            o->arm == RC_ARM_RC_BGE ? "RC_bge" : o->arm == RC_ARM_SP ? "SP" : "FULL");
+            o->arm == RC_ARM_RC_BGE ? "RC_bge" : o->arm == RC_ARM_SP ? "SP" : "FULL", rc_numerics_name(o->numerics));
     json_float(f, o->threshold);
     fprintf(f, ", \"constants\": {\"RW\": %d, \"C\": %d, \"BLOCK\": %d, \"RECALL_K\": %d, \"TURN_CAP\": %d},\n",
             o->window, o->chunk, o->block, o->k, o->turn_cap);
@@ -312,8 +313,8 @@ int cli_replay(int argc, char **argv) {
         goto out;
     }
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
-    fprintf(stderr, "replay: problem %ld, simd %s, %d thread%s\n", ro.problem, rc_recall_simd_name(r),
-            rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s");
+    fprintf(stderr, "replay: problem %ld, simd %s, %d thread%s, numerics %s\n", ro.problem, rc_recall_simd_name(r),
+            rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s", rc_numerics_name(o.numerics));
     if (rc_run_problem(r, &p, NULL, on_turn, NULL, &run, &err)) goto fail;
     rc_lm_stats lm;
     rc_recall_lm_stats(r, &lm);

@@ -152,6 +152,18 @@ int cli_kv_pages_check(const char *cmd, const rc_kv_pages_opts *o) {
     return 0;
 }
 
+void cli_numerics_describe(const rc_qwen2 *m, char *buf, size_t n) {
+    if (rc_qwen2_numerics(m) != RC_NUMERICS_Q8) {
+        snprintf(buf, n, "exact");
+        return;
+    }
+    size_t bytes;
+    double secs;
+    rc_qwen2_q8_stats(m, &bytes, &secs);
+    snprintf(buf, n, "q8 (layer matrices int8: %.1f MB packed at open in %.2f s; lm_head, attention, norms exact)",
+             (double)bytes / 1e6, secs);
+}
+
 void cli_kv_pages_describe(const rc_kv_pages_opts *o, char *buf, size_t n) {
     if (!o->page)
         snprintf(buf, n, "dense");
@@ -319,6 +331,8 @@ static const char SCORE_USAGE[] =
     "                   other pages of PAGE positions, ranked by a per-page bound of q.k\n"
     "  --kv-pages-random SEED  the control: the same number of pages, drawn at random (seeded)\n"
     "  --threads N / --simd P   execution (defaults: RECALL_THREADS / RECALL_SIMD); bitwise the same\n"
+    "  --numerics exact|q8      the decoder's numerics profile (default exact; q8: int8 matmuls,\n"
+    "                   deterministic, its distance to exact in docs/PROFILES.md); named in the output\n"
     "  --hugepages              copy the blob into huge-page memory (faster decode, slower start)\n"
     "Prefill progress goes to stderr.\n";
 
@@ -566,7 +580,8 @@ static recall_status score_write_json(const score_opts *o, const score_run *s, d
     for (int i = 0; i < s->n_chunk; i++) fprintf(jf, "%s%.17g", i ? ", " : "", s->chunk_ppl[i]);
     char kvp[128];
     cli_kv_pages_describe(&o->kvp, kvp, sizeof kvp);
-    fprintf(jf, "], \"scoring_rows\": %d, \"attention\": \"%s\"", o->rows, kvp);
+    fprintf(jf, "], \"scoring_rows\": %d, \"attention\": \"%s\", \"numerics\": \"%s\"", o->rows, kvp,
+            rc_numerics_name(rc_qwen2_numerics(s->m)));
     if (s->decode_tps > 0) fprintf(jf, ", \"decode_tok_s\": %.6g, \"decode_tok_s_rows\": %d", s->decode_tps, s->tps_rows);
     if (o->per_pos) {
         fputs(", \"positions\": [", jf);
@@ -617,6 +632,9 @@ int cli_score(int argc, char **argv) {
         printf("n_ctx %d chunks %d scored_per_chunk %d bos %s\n", s.n_ctx, s.n_chunk, s.n_ctx - s.first - 1,
                s.use_bos ? "replaced" : "off");
         printf("scoring rows per call %d, attention %s\n", o.rows, kvp);
+        char num[192];
+        cli_numerics_describe(s.m, num, sizeof num);
+        printf("numerics %s\n", num);
         fflush(stdout);
         if (!score_chunks(&o, &s, &err) && !score_report(&o, &s, &err)) rc = 0;
     }
