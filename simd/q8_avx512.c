@@ -95,8 +95,12 @@ static void avx512_q8_quant(const float *x, rc_q8act *a, int t) {
 
 /* ---- the tile ---- */
 
+#ifndef Q8_MR
 #define Q8_MR 2 /* groups (16 rows each) per tile */
+#endif
+#ifndef Q8_MT
 #define Q8_MT 4 /* inputs per tile */
+#endif
 
 typedef struct {
     const rc_q8mat *w;
@@ -302,6 +306,7 @@ static void avx512_q8_matmul(const rc_q8mat *w, const float *bias, const rc_q8ac
 int rc_q8_avx512(rc_kernels *k) {
     k->q8_quant = avx512_q8_quant;
     k->q8_matmul = avx512_q8_matmul;
+    k->q8_name = "avx512-vnni";
     if (k->matmul_scratch < RC_Q8_SCRATCH_BYTES / sizeof(float)) k->matmul_scratch = RC_Q8_SCRATCH_BYTES / sizeof(float);
     return 1;
 }

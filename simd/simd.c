@@ -10,6 +10,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 static const char *const path_names[RC_SIMD_COUNT] = {"scalar", "avx2", "avx512", "neon"};
 
@@ -75,6 +79,7 @@ int rc_kernels_scalar(rc_kernels *k) {
     k->screen_i8 = rc_screen_i8_ref;
     k->q8_quant = rc_q8_quant_row_ref;
     k->q8_matmul = rc_q8_matmul_scalar;
+    k->q8_name = "scalar";
     return 1;
 }
 
@@ -106,11 +111,12 @@ static int cpu_vbmi(void) {
 #endif
 }
 
-/* The VNNI dot-product instructions for the q8 kernels: AVX512_VNNI (avx512 path), AVX-VNNI
- * (avx2 path). RECALL_NO_VNNI=1 turns both off, to compare the builds of each path (same bits). */
+/* The dot-product instructions of the q8 kernels: AVX512_VNNI (avx512 path), AVX-VNNI (avx2 path),
+ * the NEON dot-product extension. RECALL_NO_DOT=1 turns them off, to compare the builds of each
+ * path (same bits). */
 static int cpu_vnni(int avx512) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (getenv("RECALL_NO_VNNI")) return 0;
+    if (getenv("RECALL_NO_DOT")) return 0;
     if (avx512) return __builtin_cpu_supports("avx512vnni");
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
     return __builtin_cpu_supports("avxvnni");
@@ -131,6 +137,14 @@ static int fill_q8_x86(rc_kernels *k, int avx512) {
     return rc_q8_avx2(k);
 }
 
+static int cpu_neon_dot(void) {
+#if defined(__aarch64__) && defined(__linux__) && defined(HWCAP_ASIMDDP)
+    return !getenv("RECALL_NO_DOT") && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP);
+#else
+    return 0;
+#endif
+}
+
 static int fill(rc_simd_path p, rc_kernels *k) {
     rc_kernels_scalar(k); /* every entry a path does not override stays the reference */
     switch (p) {
@@ -139,7 +153,8 @@ static int fill(rc_simd_path p, rc_kernels *k) {
     case RC_SIMD_AVX512:
         return ((cpu_vbmi() && rc_kernels_avx512vbmi(k)) || rc_kernels_avx512(k)) && rc_act_avx512(k) &&
                rc_screen_avx512(k) && fill_q8_x86(k, 1);
-    case RC_SIMD_NEON: return rc_kernels_neon(k) && rc_act_neon(k) && rc_screen_neon(k) && rc_q8_neon(k);
+    case RC_SIMD_NEON:
+        return rc_kernels_neon(k) && rc_act_neon(k) && rc_screen_neon(k) && ((cpu_neon_dot() && rc_q8_neon_dot(k)) || rc_q8_neon(k));
     default: return 0;
     }
 }

@@ -76,6 +76,7 @@ typedef struct {
     void (*q8_quant)(const float *x, rc_q8act *a, int t);
     void (*q8_matmul)(const rc_q8mat *w, const float *bias, const rc_q8act *x, int nt, float *Y, size_t ldy,
                       int64_t r0, int64_t r1, void *scratch);
+    const char *q8_name; /* which q8 kernels: "scalar", "avx2", "avx-vnni", "avx512-vnni", "neon", "neon-dotprod" */
 } rc_kernels;
 
 /* Bytes of the matmul scratch the x86 q8 prefill kernels may use for a decoded weight panel
@@ -110,11 +111,13 @@ int rc_screen_avx2(rc_kernels *k);
 int rc_screen_avx512(rc_kernels *k);
 int rc_screen_neon(rc_kernels *k);
 /* The q8 kernels of a path (simd/q8_*.c; 0 when not compiled in: the scalar kernel stays).
- * avx512: needs AVX512_VNNI; avxvnni: the AVX2 kernels with VEX vpdpbusd (AVX-VNNI). */
+ * avx512: needs AVX512_VNNI; avxvnni: the AVX2 kernels with VEX vpdpbusd (AVX-VNNI). simd.c picks
+ * the dot-product forms the CPU has; RECALL_NO_DOT=1 turns them off (to test the other builds). */
 int rc_q8_avx512(rc_kernels *k);
 int rc_q8_avx2(rc_kernels *k);
 int rc_q8_avxvnni(rc_kernels *k);
 int rc_q8_neon(rc_kernels *k);
+int rc_q8_neon_dot(rc_kernels *k); /* NEON with the dot-product extension (sdot) */
 /* The x86 prefill paths' last step for weight rows [p, p + pr) x nt inputs when cols % 16 != 0:
  * each output's 16 lanes waiting in acc (output (q, t) at acc + q*acc_ld + 16*t; unused when
  * cols < 16, the lanes then start at +0.0f) take the n % 16 tail columns on their first lanes

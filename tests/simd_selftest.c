@@ -598,7 +598,10 @@ int main(void) {
         }
         int np, nf;
         if (rc_simd_selftest(p, &np, &nf) != 0) return 2;
-        printf("path %s: %d passed, %d failed\n", rc_simd_name((rc_simd_path)p), np, nf);
+        rc_kernels k;
+        recall_err err = {0};
+        rc_simd_select(rc_simd_name((rc_simd_path)p), &k, &err);
+        printf("path %s (q8 kernels %s): %d passed, %d failed\n", rc_simd_name((rc_simd_path)p), k.q8_name, np, nf);
         total_p += np;
         total_f += nf;
         ran++;
