@@ -103,6 +103,17 @@ Test(score_cli, q8_is_named_deterministic_and_not_exact) {
         cr_expect_lt(fabs(jnum(&pa->items[i], "nll") - jnum(&px->items[i], "nll")), 0.5, "position %zu", i);
     }
     cr_expect_gt(differ, 15, "q8 NLLs should differ from exact (%d of 19 do)", differ);
+    /* recall compare measures the distance of the two score files and names both profiles */
+    snprintf(cmd, sizeof cmd, "./recall compare %s %s", runs[0][1], runs[2][1]);
+    cr_expect_eq(fixture_sh(cmd, &out), 1, "%s", cmd);
+    cr_expect(strstr(out, "9 scored positions: mean |NLL A-B|") && strstr(out, "greedy tokens agree") &&
+                  strstr(out, "NUMERICS: A ran the q8 profile, B exact"),
+              "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "./recall compare %s %s", runs[0][1], runs[1][1]);
+    cr_expect_eq(fixture_sh(cmd, &out), 0, "%s", cmd);
+    cr_expect(strstr(out, "greedy tokens agree 9/9") && strstr(out, "AGREE") && !strstr(out, "NUMERICS"), "%s", out);
+    free(out);
     json_free(a);
     json_free(b);
     json_free(x);

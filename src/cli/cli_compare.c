@@ -27,6 +27,9 @@ static void compare_usage(FILE *f) {
             "      candidates' bridge scores, the top-2 logits) are at most %d ulps apart on one side,\n"
             "      so that rounding order alone can flip it; otherwise a real divergence. Everything\n"
             "      after it is its consequence and is not counted as a new error.\n"
+            "  score files (recall score --per-position --json, same ids and protocol): mean and max\n"
+            "      |NLL A - NLL B| over the scored positions, greedy agreement, both perplexities; they\n"
+            "      agree when every |dNLL| <= 1e-4 and every greedy token is the same (exit 0, else 1).\n"
             "  When the two sides ran different numerics profiles (--numerics; a trace's \"numerics\",\n"
             "      a dump's numerics_q8 array) a NUMERICS line says so; the comparison is unchanged.\n"
             "  --json OUT     also write the report as JSON (OUT.tmp, then renamed)\n"
@@ -204,6 +207,20 @@ static void print_headline(const rc_cmp_divergence *d) {
     printf("\n");
 }
 
+static void print_score(const rc_cmp_report *r, const char *pa, const char *pb) {
+    printf("compare: score files %s (A) vs %s (B)\n", pa, pb);
+    printf("  %ld scored positions: mean |NLL A-B| %.6f, max %.6f (chunk %d pos %d), mean NLL A-B %+.6f\n",
+           r->n_scored, r->nll_mean_abs, r->nll_max_abs, r->worst_chunk, r->worst_pos, r->nll_mean_signed);
+    printf("  greedy tokens agree %ld/%ld (%.2f %%); perplexity A %.4f, B %.4f (A/B - 1 = %+.4f %%)\n", r->greedy_same,
+           r->n_scored, r->n_scored ? 100.0 * (double)r->greedy_same / (double)r->n_scored : 0.0, r->ppl_a, r->ppl_b,
+           100.0 * (r->ppl_a / r->ppl_b - 1.0));
+    if (!r->verdict)
+        printf("AGREE: every |dNLL| within %.0e, every greedy token the same\n", rc_cmp_tolerance("score.nll")->tol);
+    else
+        printf("DIFFER: beyond the score.nll tolerance %.0e or a greedy token differs\n",
+               rc_cmp_tolerance("score.nll")->tol);
+}
+
 static void print_trace(const rc_cmp_report *r, const char *pa, const char *pb) {
     printf("compare: loop trace %s (A) vs %s (B)\n", pa, pb);
     printf("  agreed before any divergence: %d turn%s, %ld reply tokens, %ld gate checks, %ld fire%s, %ld rebuilds, "
@@ -353,7 +370,18 @@ static int write_json(const rc_cmp_report *r, const char *pa, const char *pb, co
     fputs(", \"numerics_b\": ", f);
     jstr(f, r->numerics_b);
     if (r->kind == 1) json_npz(f, r);
-    else json_trace(f, r);
+    else if (r->kind == 3) {
+        fprintf(f, ", \"scored\": %ld, \"greedy_same\": %ld, \"nll_mean_abs\": ", r->n_scored, r->greedy_same);
+        jnum(f, r->nll_mean_abs);
+        fputs(", \"nll_max_abs\": ", f);
+        jnum(f, r->nll_max_abs);
+        fputs(", \"nll_mean_signed\": ", f);
+        jnum(f, r->nll_mean_signed);
+        fputs(", \"ppl_a\": ", f);
+        jnum(f, r->ppl_a);
+        fputs(", \"ppl_b\": ", f);
+        jnum(f, r->ppl_b);
+    } else json_trace(f, r);
     fputs("}\n", f);
     int bad = ferror(f) != 0;
     if (fclose(f) != 0 || bad || rename(tmp, out) != 0) {
@@ -411,6 +439,7 @@ int cli_compare(int argc, char **argv) {
         return 2;
     }
     if (r.kind == 1) print_npz(&r, paths[0], paths[1]);
+    else if (r.kind == 3) print_score(&r, paths[0], paths[1]);
     else print_trace(&r, paths[0], paths[1]);
     if (strcmp(r.numerics_a, r.numerics_b))
         printf("NUMERICS: A ran the %s profile, B %s: their distance is the profile's (docs/PROFILES.md), not an error "
