@@ -119,18 +119,16 @@ AINLINE void w4_pair(const uint8_t *chunk, __m512i tbl, __m512i *lo, __m512i *hi
     *hi = _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(v, 4), m));
 }
 
-/* The int8 weights (as floats) of column jj of block b for the 16 rows of group g: from the
- * decoded panel (dec, group q of MR), else from the packed weights. Byte jj % 4 of each dword of
- * the step vector holds the lane's value: one vpshufb moves it to the dword's low byte and zeroes
- * the rest. */
-AINLINE __m512 peak_weight(const rc_q8mat *w, const uint8_t *dec, int MR, int64_t g, int q, int64_t b, int jj) {
+/* The int8 weights (as floats) of column jj of block b for the 16 rows of group g, from the packed
+ * weights. Byte jj % 4 of each dword of the step vector (W8) or chunk (W4) holds the lane's value:
+ * one vpshufb moves it to the dword's low byte and zeroes the rest. */
+AINLINE __m512 peak_weight(const rc_q8mat *w, int64_t g, int64_t b, int jj) {
     /* vpshufb indexes within a 128-bit lane: dword i of a lane takes byte 4 * i + jj % 4 */
     const __m512i pick = _mm512_add_epi32(_mm512_set4_epi32((int)0x8080800c, (int)0x80808008, (int)0x80808004,
                                                             (int)0x80808000),
                                           _mm512_set1_epi32(jj & 3));
-    if (dec || w->kind == RC_Q8_W8) {
-        const uint8_t *step = dec ? dec + ((size_t)b * (size_t)MR + (size_t)q) * 512 + 64 * (size_t)(jj >> 2)
-                                  : w->w + ((size_t)g * (size_t)w->nb + (size_t)b) * 512 + 64 * (size_t)(jj >> 2);
+    if (w->kind == RC_Q8_W8) {
+        const uint8_t *step = w->w + ((size_t)g * (size_t)w->nb + (size_t)b) * 512 + 64 * (size_t)(jj >> 2);
         const __m512i u = _mm512_shuffle_epi8(_mm512_loadu_si512(step), pick);
         return _mm512_cvtepi32_ps(_mm512_sub_epi32(u, _mm512_set1_epi32(128)));
     }
@@ -150,9 +148,13 @@ AINLINE void store_group(const q8_job *j, int64_t g, int t, __m512 acc) {
     _mm512_mask_storeu_ps(j->Y + (size_t)t * j->ldy + (size_t)row0, m, acc);
 }
 
-/* MR groups (g0, g0 + 1, ..) x MT inputs (t0 ..), all blocks. dec: decoded panel of the MR groups
- * (block b of group q at dec + (b * MR + q) * 512), or NULL to decode from the packed weights. */
-AINLINE void tile(const q8_job *j, const int MR, const int MT, int64_t g0, int t0, const uint8_t *dec) {
+/* MR groups (g0, g0 + 1, ..) x MT inputs (t0 ..), blocks [b0, b1). dec: the decoded panel of the
+ * MR groups for those blocks (block b of group q at dec + ((b - b0) * MR + q) * 512), or NULL to
+ * decode from the packed weights. acc_io: where the lanes wait between block ranges (output (q, t)
+ * at acc_io + (t * MR + q) * 16; exact fp32 stores), NULL when [b0, b1) is every block. The first
+ * range starts the lanes at +0.0f; the last adds the peaks and stores the outputs. */
+AINLINE void tile(const q8_job *j, const int MR, const int MT, int64_t g0, int t0, const uint8_t *dec, int64_t b0,
+                  int64_t b1, float *acc_io) {
     const rc_q8mat *w = j->w;
     const rc_q8act *x = j->x;
     const int64_t nb = w->nb, nsb = nb >> w->sshift;
@@ -163,8 +165,9 @@ AINLINE void tile(const q8_job *j, const int MR, const int MT, int64_t g0, int t
     RC_UNROLL
     for (int q = 0; q < MR; q++)
         RC_UNROLL
-        for (int t = 0; t < MT; t++) acc[q][t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
+        for (int t = 0; t < MT; t++)
+            acc[q][t] = b0 ? _mm512_load_ps(acc_io + ((size_t)t * MR + (size_t)q) * 16) : _mm512_setzero_ps();
+    for (int64_t b = b0; b < b1; b++) {
         __m512i is[Q8_MR][Q8_MT];
         RC_UNROLL
         for (int q = 0; q < MR; q++)
@@ -177,8 +180,9 @@ AINLINE void tile(const q8_job *j, const int MR, const int MT, int64_t g0, int t
             RC_UNROLL
             for (int q = 0; q < MR; q++) {
                 if (dec) {
-                    wv[q][0] = _mm512_load_si512(dec + ((size_t)b * MR + (size_t)q) * 512 + 128 * (size_t)s);
-                    wv[q][1] = _mm512_load_si512(dec + ((size_t)b * MR + (size_t)q) * 512 + 128 * (size_t)s + 64);
+                    const uint8_t *db = dec + ((size_t)(b - b0) * MR + (size_t)q) * 512 + 128 * (size_t)s;
+                    wv[q][0] = _mm512_load_si512(db);
+                    wv[q][1] = _mm512_load_si512(db + 64);
                 } else {
                     const uint8_t *blk = w->w + ((size_t)(g0 + q) * (size_t)nb + (size_t)b) * bb;
                     if (w4) {
@@ -218,6 +222,13 @@ AINLINE void tile(const q8_job *j, const int MR, const int MT, int64_t g0, int t
             }
         }
     }
+    if (b1 < nb) { /* more blocks follow: the lanes wait in acc_io */
+        RC_UNROLL
+        for (int q = 0; q < MR; q++)
+            RC_UNROLL
+            for (int t = 0; t < MT; t++) _mm512_store_ps(acc_io + ((size_t)t * MR + (size_t)q) * 16, acc[q][t]);
+        return;
+    }
     /* the peaks of each input, ascending, after every block (q8.h) */
     RC_UNROLL
     for (int t = 0; t < MT; t++) {
@@ -232,7 +243,7 @@ AINLINE void tile(const q8_job *j, const int MR, const int MT, int64_t g0, int t
             for (int q = 0; q < MR; q++) {
                 const __m512 wsv =
                     _mm512_loadu_ps(w->ws + ((size_t)(g0 + q) * (size_t)nsb + (size_t)(b >> w->sshift)) * RC_Q8_GROUP);
-                acc[q][t] = _mm512_fmadd_ps(peak_weight(w, dec, MR, g0 + q, q, b, jj), _mm512_mul_ps(wsv, pv), acc[q][t]);
+                acc[q][t] = _mm512_fmadd_ps(peak_weight(w, g0 + q, b, jj), _mm512_mul_ps(wsv, pv), acc[q][t]);
             }
         }
     }
@@ -242,27 +253,32 @@ AINLINE void tile(const q8_job *j, const int MR, const int MT, int64_t g0, int t
         for (int t = 0; t < MT; t++) store_group(j, g0 + q, t0 + t, acc[q][t]);
 }
 
-/* all inputs against groups [g0, g0 + MR) */
-AINLINE void groups_all_inputs(const q8_job *j, const int MR, int64_t g0, int nt, const uint8_t *dec) {
+/* all inputs against groups [g0, g0 + MR), blocks [b0, b1) (tile's dec and acc_io; acc_io for input t
+ * at acc + t * MR * 16) */
+AINLINE void groups_all_inputs(const q8_job *j, const int MR, int64_t g0, int nt, const uint8_t *dec, int64_t b0,
+                               int64_t b1, float *acc) {
     int t = 0;
-    for (; t + Q8_MT <= nt; t += Q8_MT) tile(j, MR, Q8_MT, g0, t, dec);
+    _Alignas(64) float spare[Q8_MR * Q8_MT * 16]; /* acc_io of the whole-range tiles (never touched) */
+#define Q8_ACC(t) (acc ? acc + (size_t)(t) * MR * 16 : spare)
+    for (; t + Q8_MT <= nt; t += Q8_MT) tile(j, MR, Q8_MT, g0, t, dec, b0, b1, Q8_ACC(t));
     switch (nt - t) {
-    case 1: tile(j, MR, 1, g0, t, dec); break;
-    case 2: tile(j, MR, 2, g0, t, dec); break;
-    case 3: tile(j, MR, 3, g0, t, dec); break;
+    case 1: tile(j, MR, 1, g0, t, dec, b0, b1, Q8_ACC(t)); break;
+    case 2: tile(j, MR, 2, g0, t, dec, b0, b1, Q8_ACC(t)); break;
+    case 3: tile(j, MR, 3, g0, t, dec, b0, b1, Q8_ACC(t)); break;
     default: break;
     }
+#undef Q8_ACC
 }
 _Static_assert(Q8_MT == 4, "groups_all_inputs covers input tails up to 3");
 
-/* The decoded weights of groups [g0, g0 + MR) (all blocks): block b of group q at
- * dec + (b * MR + q) * 512, steps in order (64 bytes each). */
-static void decode_panel(const rc_q8mat *w, int64_t g0, int MR, uint8_t *dec) {
+/* The decoded weights of groups [g0, g0 + MR), blocks [b0, b1): block b of group q at
+ * dec + ((b - b0) * MR + q) * 512, steps in order (64 bytes each). */
+static void decode_panel(const rc_q8mat *w, int64_t g0, int MR, int64_t b0, int64_t b1, uint8_t *dec) {
     const __m512i tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)RC_Q8_NF4_U8));
-    for (int64_t b = 0; b < w->nb; b++)
+    for (int64_t b = b0; b < b1; b++)
         for (int q = 0; q < MR; q++) {
             const uint8_t *blk = w->w + ((size_t)(g0 + q) * (size_t)w->nb + (size_t)b) * 256;
-            uint8_t *dst = dec + ((size_t)b * (size_t)MR + (size_t)q) * 512;
+            uint8_t *dst = dec + ((size_t)(b - b0) * (size_t)MR + (size_t)q) * 512;
             for (int s = 0; s < 4; s++) {
                 __m512i lo, hi;
                 w4_pair(blk + 64 * s, tbl, &lo, &hi);
@@ -275,31 +291,39 @@ static void decode_panel(const rc_q8mat *w, int64_t g0, int MR, uint8_t *dec) {
 #ifndef Q8_PF_MIN_NT
 #define Q8_PF_MIN_NT 8
 #endif
+#ifndef Q8_KB
+#define Q8_KB 16 /* blocks (of 32 columns) per decoded panel: 2 groups x 16 x 512 bytes = 16 KB, L1 */
+#endif
+#define Q8_DEC_BYTES ((size_t)Q8_KB * Q8_MR * 512)
 
+/* Prefill (nt >= Q8_PF_MIN_NT, W4, with scratch): for each panel of MR groups, the columns in
+ * ranges of Q8_KB blocks, each range's weights decoded once into the scratch and met by every
+ * input tile, the lanes waiting in the scratch between ranges (the outputs' block order is the
+ * same: only where the lanes wait changes). Else every tile runs all blocks, decoding in place. */
 static void avx512_q8_matmul(const rc_q8mat *w, const float *bias, const rc_q8act *x, int nt, float *Y, size_t ldy,
                              int64_t r0, int64_t r1, void *scratch) {
     if (r0 >= r1 || nt < 1) return;
     const q8_job j = {w, x, bias, Y, ldy, r0, r1};
-    const int64_t ga = r0 / RC_Q8_GROUP, gz = (r1 - 1) / RC_Q8_GROUP + 1;
-    /* the decoded panel of Q8_MR groups: nb * MR * 512 bytes */
+    const int64_t ga = r0 / RC_Q8_GROUP, gz = (r1 - 1) / RC_Q8_GROUP + 1, nb = w->nb;
     const int predecode = scratch && w->kind == RC_Q8_W4 && nt >= Q8_PF_MIN_NT &&
-                          (size_t)w->nb * Q8_MR * 512 <= RC_Q8_SCRATCH_BYTES;
-    int64_t g = ga;
-    for (; g + Q8_MR <= gz; g += Q8_MR) {
-        const uint8_t *dec = NULL;
-        if (predecode) {
-            decode_panel(w, g, Q8_MR, (uint8_t *)scratch);
-            dec = (const uint8_t *)scratch;
+                          Q8_DEC_BYTES + (size_t)nt * Q8_MR * 64 <= RC_Q8_SCRATCH_BYTES;
+    uint8_t *dec = (uint8_t *)scratch;
+    float *acc = predecode ? (float *)(dec + Q8_DEC_BYTES) : NULL;
+    for (int64_t g = ga; g < gz;) {
+        const int mr = gz - g >= Q8_MR ? Q8_MR : 1; /* the groups left over one at a time */
+        if (!predecode) {
+            if (mr == Q8_MR) groups_all_inputs(&j, Q8_MR, g, nt, NULL, 0, nb, NULL);
+            else groups_all_inputs(&j, 1, g, nt, NULL, 0, nb, NULL);
+            g += mr;
+            continue;
         }
-        groups_all_inputs(&j, Q8_MR, g, nt, dec);
-    }
-    for (; g < gz; g++) {
-        const uint8_t *dec = NULL;
-        if (predecode) {
-            decode_panel(w, g, 1, (uint8_t *)scratch);
-            dec = (const uint8_t *)scratch;
+        for (int64_t b0 = 0; b0 < nb; b0 += Q8_KB) {
+            const int64_t b1 = nb - b0 < Q8_KB ? nb : b0 + Q8_KB;
+            decode_panel(w, g, mr, b0, b1, dec);
+            if (mr == Q8_MR) groups_all_inputs(&j, Q8_MR, g, nt, dec, b0, b1, acc);
+            else groups_all_inputs(&j, 1, g, nt, dec, b0, b1, acc);
         }
-        groups_all_inputs(&j, 1, g, nt, dec);
+        g += mr;
     }
 }
 
