@@ -28,6 +28,13 @@ ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine 2>/dev/null)),)
 $(BUILD)/simd/kernels_avx2.o $(BUILD)/simd/act_avx2.o $(BUILD)/simd/screen_avx2.o: SIMD_FLAGS = -mavx2 -mfma -mf16c
 $(BUILD)/simd/kernels_avx512.o $(BUILD)/simd/act_avx512.o $(BUILD)/simd/screen_avx512.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mfma -mf16c
 $(BUILD)/simd/kernels_avx512vbmi.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512vbmi -mfma -mf16c
+$(BUILD)/simd/q8_avx512.o: SIMD_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma -mf16c
+$(BUILD)/simd/q8_avx2.o: SIMD_FLAGS = -mavx2 -mfma
+$(BUILD)/simd/q8_avxvnni.o: SIMD_FLAGS = -mavx2 -mfma -mavxvnni
+endif
+# aarch64: the NEON q8 kernels with the dot-product extension (selected at run time, HWCAP ASIMDDP)
+ifneq ($(findstring aarch64,$(shell $(CC) -dumpmachine 2>/dev/null)),)
+$(BUILD)/simd/q8_neon_dot.o: SIMD_FLAGS = -march=armv8.2-a+dotprod
 endif
 LDLIBS   = -lm -lpthread
 TEST_LDLIBS = -lcriterion
@@ -412,6 +419,12 @@ CROSS_N     ?= 48
 GOLDEN_LOOP  = $(WORLDA)/loop_A_seed0_faithful_fp32.json
 $(BUILD)/worldA-logits.bin: $(BUILD)/api_example $(BUILD)/worldA-f32.blob
 	./$(BUILD)/api_example $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP) --write-logits $@ $(CROSS_N)
+# the q8 numerics profile's logits on the nf4 blob (the cross builds must give the same bits)
+$(BUILD)/worldA-nf4.blob: $(RECALL_BIN)
+	./$(RECALL_BIN) convert --qwen2 $(WORLDA)/qwen2 --bge $(WORLDA)/bge --pooler $(WORLDA)/pooler.pt \
+	  --gate $(WORLDA)/gate.npz --bridge $(WORLDA)/bge_head.npz --weights nf4 --quiet -o $@
+$(BUILD)/worldA-logits-q8.bin: $(BUILD)/api_example $(BUILD)/worldA-nf4.blob
+	./$(BUILD)/api_example $(BUILD)/worldA-nf4.blob $(GOLDEN_LOOP) --write-logits $@ $(CROSS_N) q8
 define CROSS_BUILD_LIB
 	+$(MAKE) --no-print-directory CC=$(2)-gcc FMA_FLAG= BUILD=$(CROSS_BUILD)/$(1) $(CROSS_BUILD)/$(1)/librecall.a \
 	  $(CROSS_BUILD)/$(1)/api_example
@@ -444,8 +457,15 @@ define CROSS_SUITES_RUN
 	@chmod +x $(CROSS_BUILD)/$(1)/root/recall
 	cd $(CROSS_BUILD)/$(1)/root && $(3) -L /usr/$(2) $(CURDIR)/$(CROSS_BUILD)/$(1)/suites $(CROSS_SUITES_FILTER)
 endef
-cross-test-aarch64: need-cross-aarch64 $(BUILD)/worldA-f32.blob $(BUILD)/worldA-logits.bin
+cross-test-aarch64: need-cross-aarch64 $(BUILD)/worldA-f32.blob $(BUILD)/worldA-logits.bin $(BUILD)/worldA-logits-q8.bin
 	$(call CROSS_RUN,aarch64,aarch64-linux-gnu,qemu-aarch64-static)
+	@# the q8 profile: NEON with the dot-product extension (qemu's CPU has it), NEON without it
+	@# (RECALL_NO_DOT=1), scalar: the kernels against the oracle, then the logits of the native build
+	for env in "" RECALL_NO_DOT=1 RECALL_SIMD=scalar; do \
+	  env $$env qemu-aarch64-static -L /usr/aarch64-linux-gnu $(CROSS_BUILD)/aarch64/simd_selftest || exit 1; \
+	  env $$env qemu-aarch64-static -L /usr/aarch64-linux-gnu $(CROSS_BUILD)/aarch64/api_example \
+	    $(BUILD)/worldA-nf4.blob $(GOLDEN_LOOP) --check-logits $(BUILD)/worldA-logits-q8.bin $(CROSS_N) q8 || exit 1; \
+	done
 	RECALL_SIMD=scalar qemu-aarch64-static -L /usr/aarch64-linux-gnu $(CROSS_BUILD)/aarch64/api_example \
 	  $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP) --check-logits $(BUILD)/worldA-logits.bin $(CROSS_N)
 	$(call CROSS_SUITES_RUN,aarch64,aarch64-linux-gnu,qemu-aarch64-static)

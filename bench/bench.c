@@ -32,13 +32,15 @@ static void die(const char *what, const recall_err *err) {
     exit(1);
 }
 
-static rc_exec *exec_for(rc_simd_path p, int threads) {
-    rc_exec_opts o = {threads, rc_simd_name(p)};
+static rc_exec *exec_num(rc_simd_path p, int threads, int numerics) {
+    rc_exec_opts o = {.threads = threads, .simd = rc_simd_name(p), .numerics = numerics};
     rc_exec *e = NULL;
     recall_err err = {0};
     if (rc_exec_open(&o, &e, &err)) die("exec", &err);
     return e;
 }
+
+static rc_exec *exec_for(rc_simd_path p, int threads) { return exec_num(p, threads, RC_NUMERICS_EXACT); }
 
 static int same_bits(const float *a, const float *b, size_t n, const char *what) {
     if (!memcmp(a, b, n * sizeof(float))) return 1;
@@ -373,7 +375,102 @@ static double median(const double *v, int n) {
     return n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
 }
 
+static double fma_peak(rc_simd_path p);
+static double mac_peak(rc_simd_path p);
+
+/* ---- peaks: what the model rows are measured against ----
+ * Per core: the fp32 FMA peak (12 register chains of vfmadd, GFLOP/s = 2 x FMAs) and the int8 MAC
+ * peak of the q8 kernels' instruction (12 chains of vpdpbusd: 64 MACs per zmm, 32 per ymm with
+ * AVX-VNNI; GMAC/s), each the best of 5 by thread CPU time, and both run on every thread at once
+ * (the 2-thread figure is what 2 threads can do together). Then the streaming read bandwidth. */
+typedef struct {
+    rc_simd_path path;
+    int mac; /* 0: fp32 FMA, 1: int8 MAC */
+    double out[RC_MAX_THREADS];
+} peak_job;
+
+static void peak_piece(void *ctx, int64_t b, int64_t e, int worker) {
+    peak_job *j = ctx;
+    (void)b;
+    (void)e;
+    j->out[worker] = j->mac ? mac_peak(j->path) : fma_peak(j->path);
+}
+
+/* the sum over threads of each thread's peak, all running together */
+static double peak_threads(rc_simd_path p, int mac, int threads) {
+    rc_exec *e = exec_for(RC_SIMD_SCALAR, threads);
+    peak_job j = {p, mac, {0}};
+    rc_pool_for(e->pool, threads, 1, peak_piece, &j);
+    double s = 0.0;
+    for (int t = 0; t < threads; t++) s += j.out[t];
+    rc_exec_close(e);
+    return s;
+}
+
+typedef struct {
+    double fma[RC_SIMD_COUNT][3], mac[RC_SIMD_COUNT][3]; /* [path][threads 1, 2] */
+    double bw[3];                                       /* GB/s at 1, 2 threads */
+} peaks;
+
+static void measure_peaks(peaks *pk) {
+    memset(pk, 0, sizeof *pk);
+    const size_t big = (size_t)1 << 28; /* 1 GiB of floats */
+    float *arr = malloc(big * sizeof(float));
+    if (!arr) die("out of memory", NULL);
+    for (size_t i = 0; i < big; i++) arr[i] = (float)(i & 1023) * 0.001f;
+    for (int th = 1; th <= 2; th++) {
+        rc_exec *e = exec_for(RC_SIMD_SCALAR, th);
+        pk->bw[th] = read_bw(e, arr, big);
+        rc_exec_close(e);
+    }
+    free(arr);
+    printf("peaks (each the best of 5, every thread running at once; the read bandwidth as in the nf4 table):\n");
+    printf("  streaming read (%s): %.1f GB/s 1 thread, %.1f GB/s 2 threads\n", bw_loads(), pk->bw[1], pk->bw[2]);
+    for (int p = 1; p < RC_SIMD_COUNT; p++) {
+        if (!path_wanted((rc_simd_path)p)) continue;
+        rc_kernels k;
+        recall_err err = {0};
+        if (rc_simd_select(rc_simd_name((rc_simd_path)p), &k, &err)) die("simd", &err);
+        for (int th = 1; th <= 2; th++) {
+            pk->fma[p][th] = peak_threads((rc_simd_path)p, 0, th);
+            pk->mac[p][th] = peak_threads((rc_simd_path)p, 1, th);
+        }
+        printf("  %-7s fp32 FMA %7.1f / %7.1f GFLOP/s (1 / 2 threads); int8 MAC (%s) %7.1f / %7.1f GMAC/s\n", k.name,
+               pk->fma[p][1], pk->fma[p][2], k.q8_name, pk->mac[p][1], pk->mac[p][2]);
+    }
+    printf("\n");
+}
+
+/* Multiply-adds of a forward of n rows from position 0 at the config's shapes: the seven layer
+ * matrices and attention (q.k and p.v over the positions each row sees); lm_head for `logits` rows. */
+static double forward_macs(const rc_qwen2_config *c, int n, int logits) {
+    const double H = c->hidden, QD = (double)c->heads * c->head_dim, KVD = (double)c->kv_heads * c->head_dim;
+    const double layer = H * QD * 2 + H * KVD * 2 + 3 * H * c->ffn;
+    const double attn = 2.0 * c->heads * c->head_dim * ((double)n * (n + 1) / 2);
+    return c->layers * (layer * n + attn) + (double)logits * c->vocab * H;
+}
+
+/* Bytes a decode step at position pos reads: the layer weights as stored (nf4 codes + absmax, or the
+ * q8 packed form), lm_head as stored, the K and V rows of every layer. */
+static double decode_bytes(const rc_blob *b, const rc_qwen2 *m, int pos) {
+    const rc_qwen2_config *c = rc_qwen2_cfg(m);
+    size_t q8b;
+    double secs, w = 0.0;
+    rc_qwen2_q8_stats(m, &q8b, &secs);
+    if (q8b) w = (double)q8b;
+    else
+        for (size_t i = 0; i < rc_blob_n_tensors(b); i++) {
+            const rc_tensor *t = rc_blob_tensor_at(b, i);
+            if (!strncmp(t->name, "qwen2.model.layers.", 19) && t->ndim == 2) w += (double)t->nbytes;
+        }
+    const rc_tensor *lm = rc_blob_find(b, "qwen2.lm_head.weight");
+    if (!lm) lm = rc_blob_find(b, "qwen2.model.embed_tokens.weight");
+    return w + (lm ? (double)lm->nbytes : 0.0) + 2.0 * c->layers * (pos + 1) * c->kv_heads * c->head_dim * 4.0;
+}
+
 static void model_bench(const char *path, int quick) {
+    peaks pk;
+    measure_peaks(&pk);
     rc_blob *b = NULL;
     recall_err err = {0};
     /* RECALL_BENCH_LOAD=huge: the blob copied into THP-advised anonymous memory (RC_OPEN_HUGEPAGES)
@@ -392,38 +489,51 @@ static void model_bench(const char *path, int quick) {
     const int NP = 512, ND = quick ? 8 : 32;
     int32_t *ids = malloc((size_t)(NP + 1 + ND) * sizeof *ids);
     for (int i = 0; i < NP + 1 + ND; i++) ids[i] = (int32_t)((i * 7919 + 13) % 150000);
-    rc_exec *es = exec_for(RC_SIMD_SCALAR, 2);
-    rc_qwen2 *ms = NULL;
-    if (rc_qwen2_open_ex(b, 8, es, &ms, &err)) die("qwen2", &err);
-    const int V = rc_qwen2_cfg(ms)->vocab, H = rc_qwen2_cfg(ms)->hidden;
-    float *ref = malloc((size_t)4 * V * 4), *got = malloc((size_t)4 * V * 4);
-    { /* scalar reference for the equality checks: 4 prefill rows */
-        rc_qwen2_fwd f = {.ids = ids, .n = 4, .logits_all = ref};
+    int V = 0, H = 0;
+    float *ref[2] = {NULL, NULL}, *got = NULL;
+    rc_qwen2_config cfg;
+    for (int nu = 0; nu < 2; nu++) { /* scalar reference for the equality checks: 4 prefill rows per profile */
+        rc_exec *es = exec_num(RC_SIMD_SCALAR, 2, nu ? RC_NUMERICS_Q8 : RC_NUMERICS_EXACT);
+        rc_qwen2 *ms = NULL;
+        if (rc_qwen2_open_ex(b, 8, es, &ms, &err)) die("qwen2", &err);
+        cfg = *rc_qwen2_cfg(ms);
+        V = cfg.vocab;
+        H = cfg.hidden;
+        ref[nu] = malloc((size_t)4 * V * 4);
+        if (!got) got = malloc((size_t)4 * V * 4);
+        rc_qwen2_fwd f = {.ids = ids, .n = 4, .logits_all = ref[nu]};
         if (rc_qwen2_forward(ms, &f, &err)) die("qwen2 forward", &err);
+        rc_qwen2_close(ms);
+        rc_exec_close(es);
     }
-    rc_qwen2_close(ms);
-    rc_exec_close(es);
+    /* the whole forward's multiply-adds: prefill = 512 rows from 0 and the last row's logits */
+    const double pf_macs = forward_macs(&cfg, NP, 1);
     printf("qwen2 1.5B-shape nf4 (lm_head %s): decode = 1 new row at position 513.. (logits of the row;\n"
-           "one untimed step at 512 first, it grows the KV cache), prefill = 512 rows from position 0 (logits of the last row), median of 3\n",
+           "one untimed step at 512 first, it grows the KV cache), prefill = 512 rows from position 0 (logits of the last row), median of 3\n"
+           "decode MB = weights as the profile stores them + lm_head + the KV rows read per token; %% bw = MB x tok/s / the\n"
+           "streaming read at those threads; %% peak = the whole prefill's multiply-adds (%.3g per 512 rows) per second against\n"
+           "the fp32 FMA peak (exact) or the int8 MAC peak (q8) at those threads\n",
            rc_dtype_name(rc_blob_find(b, "qwen2.lm_head.weight") ? rc_blob_find(b, "qwen2.lm_head.weight")->dtype
-                                                                 : RC_DT_NF4));
-    printf("%-7s %3s %12s %12s %12s %14s\n", "path", "thr", "decode tok/s", "ms/token", "median ms", "prefill tok/s");
+                                                                 : RC_DT_NF4), pf_macs);
+    printf("%-7s %3s %-8s %12s %12s %10s %9s %6s %14s %7s\n", "path", "thr", "numerics", "decode tok/s", "ms/token",
+           "median ms", "decode MB", "% bw", "prefill tok/s", "% peak");
     for (int p = 1; p < RC_SIMD_COUNT; p++) {
         if (!path_wanted((rc_simd_path)p)) continue;
+        for (int nu = 0; nu < 2; nu++)
         for (int th = 1; th <= 2; th++) {
-            rc_exec *e = exec_for((rc_simd_path)p, th);
+            rc_exec *e = exec_num((rc_simd_path)p, th, nu ? RC_NUMERICS_Q8 : RC_NUMERICS_EXACT);
             rc_qwen2 *m = NULL;
             if (rc_qwen2_open_ex(b, NP + 1 + ND, e, &m, &err)) die("qwen2", &err);
             /* equality: the same 4 rows, prefill and decode, vs scalar */
             rc_qwen2_fwd f = {.ids = ids, .n = 4, .logits_all = got};
             if (rc_qwen2_forward(m, &f, &err)) die("qwen2 forward", &err);
-            if (!same_bits(got, ref, (size_t)4 * V, "prefill logits")) exit(1);
+            if (!same_bits(got, ref[nu], (size_t)4 * V, "prefill logits")) exit(1);
             rc_qwen2_crop(m, 0, &err);
             for (int t = 0; t < 4; t++) {
                 rc_qwen2_fwd d = {.ids = ids + t, .n = 1, .logits_last = got + (size_t)t * V};
                 if (rc_qwen2_forward(m, &d, &err)) die("qwen2 decode", &err);
             }
-            if (!same_bits(got, ref, (size_t)4 * V, "decode logits")) exit(1);
+            if (!same_bits(got, ref[nu], (size_t)4 * V, "decode logits")) exit(1);
             rc_qwen2_crop(m, 0, &err);
             double pre = 0.0;
             if (!quick || th == 2) { /* median of 3 prefills (the host drifts, see nf4_matvec) */
@@ -453,7 +563,11 @@ static void model_bench(const char *path, int quick) {
                 total += step[t];
             }
             const double dt = total / ND, med = median(step, ND);
-            printf("%-7s %3d %12.2f %12.1f %12.1f %14.1f\n", e->k.name, th, 1.0 / dt, dt * 1e3, med * 1e3, pre);
+            const double mb = decode_bytes(b, m, NP + ND / 2) / 1e6;
+            const double peak = nu ? pk.mac[p][th] : pk.fma[p][th] / 2.0; /* multiply-adds per second */
+            printf("%-7s %3d %-8s %12.2f %12.1f %10.1f %9.1f %5.0f%% %14.1f %6.1f%%\n", e->k.name, th, nu ? "q8" : "exact",
+                   1.0 / dt, dt * 1e3, med * 1e3, mb, 100.0 * mb / 1e3 / dt / pk.bw[th], pre,
+                   pre > 0 && peak > 0 ? 100.0 * pf_macs / NP * pre / (peak * 1e9) : 0.0);
             fflush(stdout);
             rc_qwen2_close(m);
             rc_exec_close(e);
@@ -461,7 +575,7 @@ static void model_bench(const char *path, int quick) {
     }
     /* bge-base encode of one 128-token block */
     printf("\nbge-base encode (128 tokens) and one recall rebuild (pooler L=256 + 800-row forward)\n");
-    printf("%-7s %3s %10s %12s\n", "path", "thr", "bge ms", "rebuild ms");
+    printf("%-7s %3s %-8s %10s %12s\n", "path", "thr", "numerics", "bge ms", "rebuild ms");
     int32_t bids[128];
     for (int i = 0; i < 128; i++) bids[i] = (int32_t)((i * 131 + 7) % 30000);
     float emb_ref[768], emb[768];
@@ -480,8 +594,9 @@ static void model_bench(const char *path, int quick) {
     for (size_t i = 0; i < (size_t)rows * H; i++) in[i] = (float)((i * 40503u) % 2001) * 1e-4f - 0.1f;
     for (int p = 1; p < RC_SIMD_COUNT; p++) {
         if (!path_wanted((rc_simd_path)p)) continue;
+        for (int nu = 0; nu < 2; nu++)
         for (int th = 1; th <= 2; th++) {
-            rc_exec *e = exec_for((rc_simd_path)p, th);
+            rc_exec *e = exec_num((rc_simd_path)p, th, nu ? RC_NUMERICS_Q8 : RC_NUMERICS_EXACT);
             rc_bert *mb = NULL;
             if (rc_bert_open_ex(b, e, &mb, &err)) die("bert", &err);
             if (rc_bert_embed(mb, bids, 128, emb, &err)) die("bert", &err);
@@ -511,14 +626,15 @@ static void model_bench(const char *path, int quick) {
                 rc_pooler_close(pl);
                 rc_qwen2_close(m);
             }
-            printf("%-7s %3d %10.1f %12.0f\n", e->k.name, th, bge * 1e3, reb * 1e3);
+            printf("%-7s %3d %-8s %10.1f %12.0f\n", e->k.name, th, nu ? "q8" : "exact", bge * 1e3, reb * 1e3);
             fflush(stdout);
             rc_exec_close(e);
         }
     }
     free(past);
     free(in);
-    free(ref);
+    free(ref[0]);
+    free(ref[1]);
     free(got);
     free(ids);
     rc_blob_close(b);
@@ -570,8 +686,44 @@ static double fma_peak(rc_simd_path p) {
     }
     return best;
 }
+/* int8 MACs: 12 chains of vpdpbusd (the q8 kernels' instruction), 4 MACs per int32 lane */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+__attribute__((target("avx512f,avx512vnni"))) static double mac_avx512vnni(void) {
+    const __m512i m = _mm512_set1_epi8(3), c = _mm512_set1_epi8(-2), init = _mm512_set1_epi32(1);
+#define DPBUSD512(a, x, y) _mm512_dpbusd_epi32(a, x, y)
+    PEAK_LOOP(__m512i, DPBUSD512)
+#undef DPBUSD512
+    return 64.0 * 12 * (double)PEAK_ITERS / dt * 1e-9;
+}
+__attribute__((target("avx2,avxvnni"))) static double mac_avxvnni(void) {
+    const __m256i m = _mm256_set1_epi8(3), c = _mm256_set1_epi8(-2), init = _mm256_set1_epi32(1);
+#define DPBUSD256(a, x, y) _mm256_dpbusd_avx_epi32(a, x, y)
+    PEAK_LOOP(__m256i, DPBUSD256)
+#undef DPBUSD256
+    return 32.0 * 12 * (double)PEAK_ITERS / dt * 1e-9;
+}
+#endif
+static double mac_peak(rc_simd_path p) {
+    rc_kernels k;
+    recall_err err = {0};
+    if (rc_simd_select(rc_simd_name(p), &k, &err)) return 0.0;
+    double best = 0.0;
+    for (int r = 0; r < 5; r++) {
+        double g = 0.0;
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+        if (!strcmp(k.q8_name, "avx512-vnni")) g = mac_avx512vnni();
+        else if (!strcmp(k.q8_name, "avx-vnni")) g = mac_avxvnni();
+#endif
+        if (g > best) best = g;
+    }
+    return best;
+}
 #else
 static double fma_peak(rc_simd_path p) {
+    (void)p;
+    return 0.0;
+}
+static double mac_peak(rc_simd_path p) {
     (void)p;
     return 0.0;
 }
@@ -645,6 +797,47 @@ static void prefill_micro(void) {
                        best * 1e6, gf, peak > 0 ? 100.0 * gf / peak : 0.0);
                 fflush(stdout);
             }
+        }
+        /* the q8 kernels at the nf4 shapes: GMAC/s against the int8 MAC peak (checked bitwise
+         * against the same kernel fed 8 inputs at a time: a different tiling, no decoded panel) */
+        const double mpeak = mac_peak((rc_simd_path)p);
+        printf("%-24s        %-7s int8 MAC peak %7.1f GMAC/s (q8 kernels %s)\n", "1 core", k.name, mpeak, k.q8_name);
+        for (size_t s = 0; s < 4; s++) {
+            const rc_mat w = {RC_DT_NF4, codes, absmax, shapes[s].rows, shapes[s].cols};
+            const size_t rows = (size_t)w.rows, cols = (size_t)w.cols;
+            rc_q8mat pw;
+            rc_q8act xa = {0}, x8 = {0};
+            recall_err qe = {0};
+            if (rc_q8_alloc(&w, &pw, &qe) || rc_q8act_reserve(&xa, 512, (int64_t)cols, &qe) ||
+                rc_q8act_reserve(&x8, 8, (int64_t)cols, &qe))
+                die("q8", &qe);
+            rc_exec_q8_pack(NULL, &w, &pw);
+            for (int t = 0; t < 512; t++) k.q8_quant(X + (size_t)t * cols, &xa, t);
+            for (int ni = 0; ni < nnt; ni++) {
+                const int nt = nts[ni];
+                for (int t = 0; t < nt; t += 8) {
+                    const int n8 = nt - t < 8 ? nt - t : 8;
+                    for (int u = 0; u < n8; u++) k.q8_quant(X + (size_t)(t + u) * cols, &x8, u);
+                    k.q8_matmul(&pw, bias, &x8, n8, y0 + (size_t)t * rows, rows, 0, (int64_t)rows, NULL);
+                }
+                memset(y, 0, rows * (size_t)nt * sizeof(float));
+                k.q8_matmul(&pw, bias, &xa, nt, y, rows, 0, (int64_t)rows, scratch);
+                if (!same_bits(y, y0, rows * (size_t)nt, shapes[s].what)) exit(1);
+                double best = 1e30;
+                for (int r = 0; r < 3; r++) {
+                    const double t0 = cpu_now();
+                    k.q8_matmul(&pw, bias, &xa, nt, y, rows, 0, (int64_t)rows, scratch);
+                    const double dt = cpu_now() - t0;
+                    if (dt < best) best = dt;
+                }
+                const double gm = (double)(rows * cols) * nt / best * 1e-9;
+                printf("%-24s nt=%-3d %-7s %9.1f us %7.1f GMAC/s %5.1f %% of int8 peak (q8)\n", shapes[s].what, nt,
+                       k.name, best * 1e6, gm, mpeak > 0 ? 100.0 * gm / mpeak : 0.0);
+                fflush(stdout);
+            }
+            rc_q8_free(&pw);
+            rc_q8act_free(&xa);
+            rc_q8act_free(&x8);
         }
         free(scratch);
     }

@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    rc_exec_opts eo = {0, NULL};
+    rc_exec_opts eo = {.threads = 0};
     const char *depths_s = "0,512,2048", *kv_s = "f32", *fifo = NULL;
     int steps = 32, rounds = 4, perf_depth = -1;
     for (int i = 2; i < argc; i += 2) {

@@ -130,7 +130,7 @@ static void rows_curve(const rc_blob *b, const int32_t *ids, int eos) {
     recall_err err = {0};
     rc_exec *ex;
     rc_qwen2 *m;
-    rc_exec_opts xo = {0, NULL};
+    rc_exec_opts xo = {.threads = 0};
     if (rc_exec_open(&xo, &ex, &err) || rc_qwen2_open_ex(b, CTX + 32, ex, &m, &err) ||
         rc_qwen2_reserve(m, CTX + 32, &err)) {
         fprintf(stderr, "bench_draft: %s\n", err.msg);

@@ -312,7 +312,7 @@ int main(int argc, char **argv) {
         fprintf(argc < 2 ? stderr : stdout, "%s", usage);
         return argc < 2 ? 2 : 0;
     }
-    rc_exec_opts eo = {2, NULL};
+    rc_exec_opts eo = {.threads = 2};
     int N = -1, oth = -1, cache_mb = 0, reps = 3, rows = 800;
     for (int i = 2; i < argc; i += 2) {
         if (i + 1 >= argc) {

@@ -183,7 +183,7 @@ int main(int argc, char **argv) {
     rc_blob *b = NULL;
     rc_exec *ex = NULL;
     run r = {0};
-    rc_exec_opts eo = {threads, NULL};
+    rc_exec_opts eo = {.threads = threads};
     if (rc_blob_open(blob, 0, &b, &err) || rc_exec_open(&eo, &ex, &err) || rc_qwen2_open_ex(b, N, ex, &r.m, &err) ||
         rc_qwen2_reserve(r.m, N, &err))
         die(blob, &err);

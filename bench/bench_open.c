@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
     if (rc_blob_find(b, RC_LM_SCREEN_Q)) /* the first open reads the pages; the rest the page cache */
         for (int th = 1; th <= 2; th++) {
             rc_exec *ex;
-            rc_exec_opts xo = {th, NULL};
+            rc_exec_opts xo = {.threads = th};
             if (rc_exec_open(&xo, &ex, &err)) {
                 fprintf(stderr, "bench_open: %s\n", err.msg);
                 return 1;

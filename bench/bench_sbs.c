@@ -16,15 +16,24 @@
  * It uses only interfaces that 99d74db already has (rc_blob_open, rc_exec_open, rc_qwen2_open_ex,
  * rc_qwen2_forward, rc_qwen2_crop, rc_bert_open_ex, rc_bert_embed), so side_by_side.sh --old-tree
  * compiles THIS file against an older tree's headers and library: both trees run one protocol.
+ * Two options need newer trees and compile away on older ones: --numerics exact|q8 (q8.h) and
+ * --lm-screen (lm_screen.h: each row's greedy pick through the blob's int8 lm_head screen instead
+ * of its full logits; the pick is bitwise the full logits' argmax).
  *
  * usage: bench_sbs BLOB [--threads N] [--reps R] [--simd PATH] [--tests pp512,tg64,tg64@512,bge128]
- *                  [--mmap] [--tag NAME]
+ *                  [--mmap] [--tag NAME] [--numerics exact|q8] [--lm-screen]
  */
 #include "bench_util.h"
 #include "bert.h"
 #include "blob.h"
 #include "pool.h"
 #include "qwen2.h"
+#if defined(__has_include)
+#if __has_include("lm_screen.h")
+#include "lm_screen.h"
+#define SBS_SCREEN 1
+#endif
+#endif
 
 #include <math.h>
 #include <stdio.h>
@@ -69,9 +78,24 @@ static int wanted(const char *list, const char *test) {
     return 0;
 }
 
+#ifdef SBS_SCREEN
+static rc_lmscreen *screen; /* --lm-screen: the greedy pick through the int8 lm_head screen */
+#endif
+
+/* a forward of n rows ending with the last row's logits, or (--lm-screen) its greedy pick; logits
+ * is [V] floats either way (the final-normed row goes to its start) */
 static void forward(rc_qwen2 *m, const int32_t *ids, int n, float *logits) {
     recall_err err = {0};
     rc_qwen2_fwd f = {.ids = ids, .n = n, .logits_last = logits};
+#ifdef SBS_SCREEN
+    if (screen) {
+        rc_lm_pick pick;
+        f.logits_last = NULL;
+        f.normed_last = logits;
+        if (rc_qwen2_forward(m, &f, &err) || rc_lmscreen_pick(screen, logits, 0, &pick, &err)) die("qwen2 forward", &err);
+        return;
+    }
+#endif
     if (rc_qwen2_forward(m, &f, &err)) die("qwen2 forward", &err);
 }
 
@@ -89,8 +113,9 @@ static double decode(rc_qwen2 *m, const int32_t *ids, int n, float *logits) {
 
 int main(int argc, char **argv) {
     const char *path = NULL, *tests = "pp512,tg64,tg64@512,bge128", *tag = "recall";
-    rc_exec_opts eo = {1, NULL};
-    int reps = 3;
+    rc_exec_opts eo = {.threads = 1};
+    int reps = 3, lm_screen = 0;
+    const char *numerics = "exact";
     unsigned flags = RC_OPEN_HUGEPAGES;
     for (int i = 1; i < argc; i++) {
         const int more = i + 1 < argc;
@@ -105,7 +130,9 @@ int main(int argc, char **argv) {
                    "  --tests LIST comma-separated subset of pp512,tg64,tg64@512,bge128 (default all; bge128 is\n"
                    "               skipped when the blob has no BERT)\n"
                    "  --mmap       use the file mapping (default: blob read into huge-page-advised memory)\n"
-                   "  --tag NAME   the \"engine\" field of every line (default recall)\n",
+                   "  --tag NAME   the \"engine\" field of every line (default recall)\n"
+                   "  --numerics exact|q8  the decoder's numerics profile (default exact; trees with q8.h)\n"
+                   "  --lm-screen  greedy picks through the blob's int8 lm_head screen instead of full logits\n",
                    MAX_REPS);
             return 0;
         } else if (!strcmp(argv[i], "--threads") && more) eo.threads = atoi(argv[++i]);
@@ -114,6 +141,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--tests") && more) tests = argv[++i];
         else if (!strcmp(argv[i], "--tag") && more) tag = argv[++i];
         else if (!strcmp(argv[i], "--mmap")) flags = 0;
+        else if (!strcmp(argv[i], "--numerics") && more) numerics = argv[++i];
+        else if (!strcmp(argv[i], "--lm-screen")) lm_screen = 1;
         else if (argv[i][0] == '-') {
             fprintf(stderr, "bench_sbs: unknown option or missing value '%s' (try --help)\n", argv[i]);
             return 2;
@@ -135,8 +164,22 @@ int main(int argc, char **argv) {
     rc_blob *b = NULL;
     rc_exec *e = NULL;
     if (rc_blob_open(path, flags, &b, &err)) die(path, &err);
+#ifdef RC_Q8_BLOCK
+    if (rc_numerics_parse(numerics) < 0) die("--numerics: expected exact or q8", NULL);
+    eo.numerics = rc_numerics_parse(numerics);
+#else
+    if (strcmp(numerics, "exact")) die("--numerics: this tree has the exact profile only", NULL);
+#endif
     if (rc_exec_open(&eo, &e, &err)) die("exec", &err);
-    const char *simd = e->k.name;
+#ifdef SBS_SCREEN
+    if (lm_screen && (rc_lmscreen_open(b, e, &screen, &err) || !screen))
+        die("--lm-screen: the blob has no int8 lm_head screen (convert --lm-head-screen)", screen ? NULL : &err);
+#else
+    if (lm_screen) die("--lm-screen: this tree has no lm_head screening", NULL);
+#endif
+    char simd[96]; /* the "simd" field names the profile and the picks too when they are not the default */
+    snprintf(simd, sizeof simd, "%s%s%s%s", e->k.name, strcmp(numerics, "exact") ? " " : "",
+             strcmp(numerics, "exact") ? numerics : "", lm_screen ? " lm-screen" : "");
 
     if (wanted(tests, "pp512") || wanted(tests, "tg64") || wanted(tests, "tg64@512")) {
         rc_qwen2 *m = NULL;
@@ -204,6 +247,9 @@ int main(int argc, char **argv) {
         rc_bert_close(mb);
     }
     rc_exec_close(e);
+#ifdef SBS_SCREEN
+    rc_lmscreen_close(screen);
+#endif
     rc_blob_close(b);
     return 0;
 }

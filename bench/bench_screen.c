@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_screen BLOB [--threads N] [--simd P] [--steps N] [--rounds N] [--hugepages]\n");
         return 2;
     }
-    rc_exec_opts eo = {1, NULL};
+    rc_exec_opts eo = {.threads = 1};
     int steps = 32, rounds = 3;
     unsigned flags = 0;
     for (int i = 2; i < argc; i++) {

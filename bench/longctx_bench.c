@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
         fprintf(argc < 2 ? stderr : stdout, "%s", usage);
         return argc < 2 ? 2 : 0;
     }
-    rc_exec_opts eo = {0, NULL};
+    rc_exec_opts eo = {.threads = 0};
     int N = 4096, D = 16, R = 512, pairs = RC_QWEN2_ATT_PAIRS, tile = RC_QWEN2_ATT_TILE, kv = RC_KV_DT_F32;
     for (int i = 2; i < argc; i += 2) {
         if (i + 1 >= argc) {

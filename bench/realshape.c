@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: realshape BLOB [--simd PATH] [--threads N]\n");
         return 2;
     }
-    rc_exec_opts eo = {0, NULL};
+    rc_exec_opts eo = {.threads = 0};
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--simd")) eo.simd = argv[i + 1];
         else if (!strcmp(argv[i], "--threads")) eo.threads = atoi(argv[i + 1]);

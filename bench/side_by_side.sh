@@ -21,7 +21,8 @@ usage() {
     cat <<'EOF'
 usage: bench/side_by_side.sh --blob BLOB [--llama-bench PATH --gguf F[,F...]] [--bert-gguf F]
                              [--old-tree DIR] [--threads N] [--rounds R] [--reps N]
-                             [--simd PATH] [--lock FILE] [--raw DIR] [--recall-bin PATH] [--dry-run]
+                             [--simd PATH] [--numerics exact[,q8]] [--lm-screen]
+                             [--lock FILE] [--raw DIR] [--recall-bin PATH] [--dry-run]
 Runs recall and the other engines interleaved (same host, same thread count) and prints the CPU,
 every raw number and the ratio table (medians over rounds, min-max). At least one of
 --llama-bench/--gguf or --old-tree is needed.
@@ -36,6 +37,10 @@ every raw number and the ratio table (medians over rounds, min-max). At least on
   --rounds R          interleaved rounds (default 2; the table gives medians and ranges)
   --reps N            timed repetitions per test and engine (default 3, llama-bench -r)
   --simd PATH         recall's kernel path: scalar|avx2|avx512|neon (default: best available)
+  --numerics LIST     recall's numerics profiles, each its own engine: exact ("recall"), q8
+                      ("recall-q8"); default exact. Ratios: every recall engine against every other
+  --lm-screen         recall's greedy picks through the blob's int8 lm_head screen (convert
+                      --lm-head-screen) instead of each row's full logits
   --lock FILE         run every timed invocation under `flock FILE` (hosts shared by several people)
   --raw DIR           keep every invocation's jsonl output in DIR (default: a temporary folder)
   --recall-bin PATH   use this bench_sbs binary instead of building build/bench_sbs (make)
@@ -49,17 +54,19 @@ bad() { echo "side_by_side: $*" >&2; echo "(try --help)" >&2; exit 2; }
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BLOB="" LB="" GGUFS="" BERT="" OLD="" THREADS=2 ROUNDS=2 REPS=3 SIMD="" LOCK="" RAW="" RBIN="" DRY=0
+NUMERICS=exact SCREEN=""
 while [ $# -gt 0 ]; do
     case "$1" in
     -h | --help) usage; exit 0 ;;
     --dry-run) DRY=1; shift; continue ;;
+    --lm-screen) SCREEN=--lm-screen; shift; continue ;;
     --blob | --llama-bench | --gguf | --bert-gguf | --old-tree | --threads | --rounds | --reps | --simd | --lock | \
-        --raw | --recall-bin)
+        --raw | --recall-bin | --numerics)
         [ $# -ge 2 ] || bad "$1 needs a value"
         case "$1" in
         --blob) BLOB=$2 ;; --llama-bench) LB=$2 ;; --gguf) GGUFS=$2 ;; --bert-gguf) BERT=$2 ;;
         --old-tree) OLD=$2 ;; --threads) THREADS=$2 ;; --rounds) ROUNDS=$2 ;; --reps) REPS=$2 ;;
-        --simd) SIMD=$2 ;; --lock) LOCK=$2 ;; --raw) RAW=$2 ;; --recall-bin) RBIN=$2 ;;
+        --simd) SIMD=$2 ;; --lock) LOCK=$2 ;; --raw) RAW=$2 ;; --recall-bin) RBIN=$2 ;; --numerics) NUMERICS=$2 ;;
         esac
         shift 2 ;;
     *) bad "unknown argument '$1'" ;;
@@ -91,6 +98,11 @@ if [ -n "$OLD" ]; then
 fi
 if [ -n "$RBIN" ]; then [ -x "$RBIN" ] || die "--recall-bin '$RBIN' is not executable"; fi
 if [ -n "$LOCK" ]; then command -v flock >/dev/null || die "--lock needs flock (util-linux)"; fi
+IFS=, read -r -a NUM_LIST <<<"$NUMERICS"
+[ ${#NUM_LIST[@]} -ge 1 ] || bad "--numerics needs exact and/or q8"
+for n in "${NUM_LIST[@]}"; do
+    case "$n" in exact | q8) ;; *) bad "--numerics: '$n' is not exact or q8" ;; esac
+done
 if [ -n "$SIMD" ]; then
     case "$SIMD" in scalar | avx2 | avx512 | neon) ;; *) bad "--simd must be scalar|avx2|avx512|neon" ;; esac
 fi
@@ -98,7 +110,9 @@ fi
 # ---- the engines: name|kind|binary|file ----
 ENGINES=()
 RECALL_BIN=${RBIN:-$ROOT/build/bench_sbs}
-ENGINES+=("recall|recall|$RECALL_BIN|$BLOB")
+for n in "${NUM_LIST[@]}"; do
+    if [ "$n" = exact ]; then ENGINES+=("recall|recall|$RECALL_BIN|$BLOB"); else ENGINES+=("recall-$n|recall|$RECALL_BIN|$BLOB"); fi
+done
 [ -z "$OLD" ] || ENGINES+=("old|recall|$OLD/build-sbs/bench_sbs|$BLOB")
 for g in "${GGUF_LIST[@]}"; do ENGINES+=("$(basename "$g" .gguf)|llama|$LB|$g"); done
 [ -z "$BERT" ] || ENGINES+=("$(basename "$BERT" .gguf)|llama-bert|$LB|$BERT")
@@ -107,7 +121,8 @@ cmd_for() { # engine entry -> the timed command line (array in CMD)
     local name kind bin file
     IFS='|' read -r name kind bin file <<<"$1"
     case "$kind" in
-    recall) CMD=("$bin" "$file" --threads "$THREADS" --reps "$REPS" --tag "$name" ${SIMD:+--simd "$SIMD"}) ;;
+    recall) CMD=("$bin" "$file" --threads "$THREADS" --reps "$REPS" --tag "$name" ${SIMD:+--simd "$SIMD"} $SCREEN)
+        case "$name" in recall-*) CMD+=(--numerics "${name#recall-}") ;; esac ;;
     llama) CMD=("$bin" -m "$file" -p 512 -n 64 -pg 512,64 -t "$THREADS" -r "$REPS" -mmp 0 -o jsonl) ;;
     llama-bert) CMD=("$bin" -m "$file" -embd 1 -p 128 -n 0 -t "$THREADS" -r "$REPS" -mmp 0 -o jsonl) ;;
     esac
@@ -235,9 +250,12 @@ done
 # ---- table: medians over rounds (min-max), ratios recall / other computed per round ----
 echo
 echo "medians over $ROUNDS round(s), tok/s [min-max]; ratio = recall / other per round (> 1: recall faster):"
-names=""
-for e in "${ENGINES[@]}"; do names="$names ${e%%|*}"; done
-awk -v names="$names" -v rounds="$ROUNDS" '
+names="" rnames=""
+for e in "${ENGINES[@]}"; do
+    names="$names ${e%%|*}"
+    case "${e%%|*}" in recall | recall-*) rnames="$rnames ${e%%|*}" ;; esac
+done
+awk -v names="$names" -v rnames="$rnames" -v rounds="$ROUNDS" '
 function med(a, n,   i, j, t) {
     for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
@@ -251,22 +269,25 @@ function cell(key, fmt,   n, r, a, m) {
 }
 { v[$2 SUBSEP $3, $1] = $4 }
 END {
-    ne = split(names, en, " ")
+    ne = split(names, en, " "); nr = split(rnames, rn, " ")
     hdr = "| test |"; sep = "|---|"
     for (i = 1; i <= ne; i++) { hdr = hdr " " en[i] " |"; sep = sep "---|" }
-    for (i = 2; i <= ne; i++) { hdr = hdr " recall/" en[i] " |"; sep = sep "---|" }
+    for (q = 1; q <= nr; q++)
+        for (i = 1; i <= ne; i++) if (en[i] != rn[q] && !(q > 1 && en[i] ~ /^recall/)) { hdr = hdr " " rn[q] "/" en[i] " |"; sep = sep "---|" }
     print hdr; print sep
     nm = split("pp512 tg64 tg64@512 bge128", ms, " ")
     for (k = 1; k <= nm; k++) {
         m = ms[k]; line = "| " m " |"; any = 0
         for (i = 1; i <= ne; i++) { c = cell(en[i] SUBSEP m, "%.2f"); if (c != "-") any = 1; line = line " " c " |" }
         if (!any) continue
-        for (i = 2; i <= ne; i++) {
-            for (r = 1; r <= rounds; r++)
-                if ((("recall" SUBSEP m), r) in v && ((en[i] SUBSEP m), r) in v && v[en[i] SUBSEP m, r] > 0)
-                    v["ratio" i SUBSEP m, r] = v["recall" SUBSEP m, r] / v[en[i] SUBSEP m, r]
-            line = line " " cell("ratio" i SUBSEP m, "%.3f") " |"
-        }
+        for (q = 1; q <= nr; q++)
+            for (i = 1; i <= ne; i++) {
+                if (en[i] == rn[q] || (q > 1 && en[i] ~ /^recall/)) continue
+                for (r = 1; r <= rounds; r++)
+                    if (((rn[q] SUBSEP m), r) in v && ((en[i] SUBSEP m), r) in v && v[en[i] SUBSEP m, r] > 0)
+                        v["ratio" q "/" i SUBSEP m, r] = v[rn[q] SUBSEP m, r] / v[en[i] SUBSEP m, r]
+                line = line " " cell("ratio" q "/" i SUBSEP m, "%.3f") " |"
+            }
         print line
     }
 }' "$RESULTS"

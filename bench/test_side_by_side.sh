@@ -106,5 +106,18 @@ st=$?
 [ $st = 0 ] && grep -qF "no tg64@512 this round" <<<"$out" && grep -qxF "| tg64@512 | 8.00 [8.00-8.00] | - | - |" <<<"$out" &&
     ok "a stalled pp512 leaves tg64@512 out of that round" || no "stalled pp512 (exit $st): $out"
 
+# two recall engines (exact and q8): q8's runs carry --numerics q8 and --lm-screen; the ratio columns
+# put every recall engine against llama, and exact against q8 (the fake's counter runs on: recall
+# 25.6/16/8, recall-q8 51.2/32/16)
+expect "bad numerics" 2 "--numerics: 'q4' is not exact or q8" -- "${B[@]}" --old-tree . --numerics exact,q4
+plan=$("$S" "${B[@]}" --llama-bench "$T/llama-bench" --gguf "$T/q4.gguf" --numerics exact,q8 --lm-screen --dry-run 2>&1)
+grep -qF "round 1 recall-q8: $T/bench_sbs $T/model.blob --threads 2 --reps 3 --tag recall-q8 --lm-screen --numerics q8" \
+    <<<"$plan" && ok "dry run: the q8 engine's command" || no "dry run q8 engine: $plan"
+rm -f "$T/count"
+out=$("$S" "${B[@]}" --llama-bench "$T/llama-bench" --gguf "$T/q4.gguf" --numerics exact,q8 --rounds 1 --reps 1 2>&1)
+row="| pp512 | 25.60 [25.60-25.60] | 51.20 [51.20-51.20] | 51.20 [51.20-51.20] | 0.500 [0.500-0.500] | 0.500 [0.500-0.500] | 1.000 [1.000-1.000] |"
+grep -qxF "| test | recall | recall-q8 | q4 | recall/recall-q8 | recall/q4 | recall-q8/q4 |" <<<"$out" && grep -qxF "$row" <<<"$out" &&
+    ok "table with exact and q8 engines" || no "table with exact and q8 engines: $out"
+
 echo "test_side_by_side: $fails failure(s)"
 [ "$fails" = 0 ]

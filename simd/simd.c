@@ -9,6 +9,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 static const char *const path_names[RC_SIMD_COUNT] = {"scalar", "avx2", "avx512", "neon"};
 
@@ -90,6 +94,9 @@ int rc_kernels_scalar(rc_kernels *k) {
     k->sincos = rc_sincos_f32;
     k->screen_i8 = rc_screen_i8_ref;
     k->screen_norms = rc_screen_norms_ref;
+    k->q8_quant = rc_q8_quant_row_ref;
+    k->q8_matmul = rc_q8_matmul_scalar;
+    k->q8_name = "scalar";
     return 1;
 }
 
@@ -122,15 +129,50 @@ static int cpu_vbmi(void) {
 #endif
 }
 
+/* The dot-product instructions of the q8 kernels: AVX512_VNNI (avx512 path), AVX-VNNI (avx2 path),
+ * the NEON dot-product extension. RECALL_NO_DOT=1 turns them off, to compare the builds of each
+ * path (same bits). */
+static int cpu_vnni(int avx512) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (getenv("RECALL_NO_DOT")) return 0;
+    if (avx512) return __builtin_cpu_supports("avx512vnni");
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+    return __builtin_cpu_supports("avxvnni");
+#else
+    return 0;
+#endif
+#else
+    (void)avx512;
+    return 0;
+#endif
+}
+
+/* The q8 kernels of an x86 path: the best VNNI form the CPU has, else AVX2's maddubs form
+ * (always compiled where the x86 paths are). */
+static int fill_q8_x86(rc_kernels *k, int avx512) {
+    if (avx512 && cpu_vnni(1) && rc_q8_avx512(k)) return 1;
+    if (cpu_vnni(0) && rc_q8_avxvnni(k)) return 1;
+    return rc_q8_avx2(k);
+}
+
+static int cpu_neon_dot(void) {
+#if defined(__aarch64__) && defined(__linux__) && defined(HWCAP_ASIMDDP)
+    return !getenv("RECALL_NO_DOT") && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP);
+#else
+    return 0;
+#endif
+}
+
 static int fill(rc_simd_path p, rc_kernels *k) {
     rc_kernels_scalar(k); /* every entry a path does not override stays the reference */
     switch (p) {
     case RC_SIMD_SCALAR: return 1;
-    case RC_SIMD_AVX2: return rc_kernels_avx2(k) && rc_act_avx2(k) && rc_screen_avx2(k);
+    case RC_SIMD_AVX2: return rc_kernels_avx2(k) && rc_act_avx2(k) && rc_screen_avx2(k) && fill_q8_x86(k, 0);
     case RC_SIMD_AVX512:
         return ((cpu_vbmi() && rc_kernels_avx512vbmi(k)) || rc_kernels_avx512(k)) && rc_act_avx512(k) &&
-               rc_screen_avx512(k);
-    case RC_SIMD_NEON: return rc_kernels_neon(k) && rc_act_neon(k) && rc_screen_neon(k);
+               rc_screen_avx512(k) && fill_q8_x86(k, 1);
+    case RC_SIMD_NEON:
+        return rc_kernels_neon(k) && rc_act_neon(k) && rc_screen_neon(k) && ((cpu_neon_dot() && rc_q8_neon_dot(k)) || rc_q8_neon(k));
     default: return 0;
     }
 }

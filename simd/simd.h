@@ -30,6 +30,7 @@
 #define RECALL_SIMD_H
 
 #include "ops.h"
+#include "q8.h"
 #include "status.h"
 
 #include <stddef.h>
@@ -84,6 +85,14 @@ typedef struct {
     /* ss[0] = sum (w - s q)^2, ss[1] = sum (s q)^2 over one row of H columns (H % 64 == 0) in
      * double, 8 lanes (rc_screen_norms_ref): what lm_screen.c checks the stored norms against. */
     void (*screen_norms)(const float *w, const int8_t *q, const float *s, size_t H, double *ss);
+    /* The q8 numerics profile (src/q8.h; the same bits on every path): q8_quant quantises x
+     * [a->cols] into row t of a (rc_q8_quant_row_ref); q8_matmul computes Y[t*ldy + r] (+ bias[r])
+     * for r in [r0, r1), t < nt, from the packed w and the quantised rows x (rc_q8_matmul_ref's
+     * bits). scratch: matmul_scratch floats as for matmul, or NULL. */
+    void (*q8_quant)(const float *x, rc_q8act *a, int t);
+    void (*q8_matmul)(const rc_q8mat *w, const float *bias, const rc_q8act *x, int nt, float *Y, size_t ldy,
+                      int64_t r0, int64_t r1, void *scratch);
+    const char *q8_name; /* which q8 kernels: "scalar", "avx2", "avx-vnni", "avx512-vnni", "neon", "neon-dotprod" */
 } rc_kernels;
 
 /* Element i of a K / V row of fp32 (f16 = 0) or binary16 (f16 = 1) values, as fp32 (the widening
@@ -116,6 +125,12 @@ static inline const void *rc_kv_elem_at(const void *p, size_t i, int f16) {
         attn_wsum_any(p, V, ldv, n, D, out, 1);                                                             \
     }
 
+
+/* Bytes of the matmul scratch the x86 q8 prefill kernels may use for a decoded weight panel
+ * (2 groups x 288 blocks of 512 bytes: every K up to 9216); a path that installs them raises
+ * matmul_scratch to at least this. */
+#define RC_Q8_SCRATCH_BYTES ((size_t)288 * 2 * 512)
+
 /* Which paths this binary was compiled with AND this CPU can run (scalar always). */
 int rc_simd_available(rc_simd_path p);
 /* Name <-> path; rc_simd_parse returns -1 for an unknown name. */
@@ -142,6 +157,14 @@ int rc_act_neon(rc_kernels *k);
 int rc_screen_avx2(rc_kernels *k);
 int rc_screen_avx512(rc_kernels *k);
 int rc_screen_neon(rc_kernels *k);
+/* The q8 kernels of a path (simd/q8_*.c; 0 when not compiled in: the scalar kernel stays).
+ * avx512: needs AVX512_VNNI; avxvnni: the AVX2 kernels with VEX vpdpbusd (AVX-VNNI). simd.c picks
+ * the dot-product forms the CPU has; RECALL_NO_DOT=1 turns them off (to test the other builds). */
+int rc_q8_avx512(rc_kernels *k);
+int rc_q8_avx2(rc_kernels *k);
+int rc_q8_avxvnni(rc_kernels *k);
+int rc_q8_neon(rc_kernels *k);
+int rc_q8_neon_dot(rc_kernels *k); /* NEON with the dot-product extension (sdot) */
 /* The x86 prefill paths' last step for weight rows [p, p + pr) x nt inputs when cols % 16 != 0:
  * each output's 16 lanes waiting in acc (output (q, t) at acc + q*acc_ld + 16*t; unused when
  * cols < 16, the lanes then start at +0.0f) take the n % 16 tail columns on their first lanes

@@ -39,6 +39,9 @@ struct recall_model {
     recall_kv kv;             /* recall_open_opts.kv: recall_forward's cache */
     rc_qwen2 *fwd;        /* recall_forward's decoder, reopened when a longer input needs more cache */
     uint64_t fwd_reserved;
+    int numerics;         /* recall_open_opts.numerics */
+    rc_exec *fwd_ex;      /* q8: recall_forward's execution context, and the context that owns the */
+    rc_qwen2 *fwd_base;   /* packed weights every reopened fwd borrows (packed once) */
     int n_loops;
 };
 
@@ -47,6 +50,7 @@ struct recall_loop {
     rc_recall *r;
     recall_loop_opts o;
     uint64_t reserved;
+    long drafted, accepted; /* the last turn's (recall_loop_draft_stats) */
 };
 
 /* ---- allocation ------------------------------------------------------------------------------ */
@@ -109,6 +113,20 @@ static uint64_t qwen2_bytes(const rc_blob *b, int64_t max_ctx, recall_kv kvs) {
     return sat_add(sat_add(kv, rope), scratch);
 }
 
+/* Bytes of the q8 profile's packed decoder (q8.h): 4.5 bits per nf4 weight, 9 per other weight,
+ * rows rounded up to 16 (an estimate from the config, on the high side). */
+static uint64_t q8_pack_bytes(const rc_blob *b) {
+    uint64_t L = (uint64_t)cfg_i64(b, "qwen2.layers", 0), H = (uint64_t)cfg_i64(b, "qwen2.hidden", 0);
+    uint64_t NH = (uint64_t)cfg_i64(b, "qwen2.heads", 0), NKV = (uint64_t)cfg_i64(b, "qwen2.kv_heads", 0);
+    uint64_t D = (uint64_t)cfg_i64(b, "qwen2.head_dim", 0), F = (uint64_t)cfg_i64(b, "qwen2.ffn", 0);
+    const uint64_t rows = sat_add(sat_add(sat_mul(NH, D) + 15, sat_mul(2, sat_mul(NKV, D) + 15)),
+                                  sat_add(H + 15, sat_mul(2, F + 15)));
+    const uint64_t per_layer = sat_add(sat_mul(rows, H), sat_mul(H + 15, F)); /* o and down: H rows */
+    const rc_tensor *t = rc_blob_find(b, "qwen2.model.layers.0.mlp.gate_proj.weight");
+    const uint64_t bits = t && t->dtype == RC_DT_NF4 ? 9 : 18; /* per two weights */
+    return sat_mul(sat_mul(L, per_layer), bits) / 16;
+}
+
 static recall_status reserve(recall_model *m, uint64_t bytes, const char *what, recall_err *err) {
     if (m->max_memory && (bytes > m->max_memory || m->reserved > m->max_memory - bytes))
         return rc_fail(err, RECALL_E_LIMIT,
@@ -131,8 +149,8 @@ static recall_status reserve(recall_model *m, uint64_t bytes, const char *what, 
  * _END: the end of the last field this library knows: when a field is appended, move _END to it. */
 #define OPEN_OPTS_MIN (offsetof(recall_open_opts, rope_scaling) + sizeof(const char *))
 #define LOOP_OPTS_MIN (offsetof(recall_loop_opts, draft) + sizeof(int))
-#define OPEN_OPTS_END (offsetof(recall_open_opts, kv) + sizeof(recall_kv))
-#define LOOP_OPTS_END (offsetof(recall_loop_opts, kv) + sizeof(recall_kv))
+#define OPEN_OPTS_END (offsetof(recall_open_opts, numerics) + sizeof(int))
+#define LOOP_OPTS_END (offsetof(recall_loop_opts, numerics) + sizeof(int))
 
 /* *out (holding the defaults, struct_size its own) takes the caller's known fields. */
 static recall_status take_sized(const void *caller, size_t min, size_t end, void *out, const char *what,
@@ -183,6 +201,11 @@ static recall_status model_new(const recall_open_opts *o, recall_model **out, re
         const int kv = (int)m->kv;
         al_free(al, m);
         return rc_fail(err, RECALL_E_ARG, "recall_open: kv storage %d unknown (RECALL_KV_F32, RECALL_KV_F16)", kv);
+    }
+    m->numerics = o ? o->numerics : RECALL_NUMERICS_EXACT;
+    if (m->numerics != RECALL_NUMERICS_EXACT && m->numerics != RECALL_NUMERICS_Q8) {
+        al_free(al, m);
+        return rc_fail(err, RECALL_E_ARG, "recall_open: numerics %d unknown (RECALL_NUMERICS_EXACT, _Q8)", o->numerics);
     }
     *out = m;
     return RECALL_OK;
@@ -305,6 +328,8 @@ recall_status recall_open2(const char *path, const recall_open_opts *caller, rec
 void recall_close(recall_model *m) {
     if (!m) return;
     rc_qwen2_close(m->fwd);
+    rc_qwen2_close(m->fwd_base);
+    rc_exec_close(m->fwd_ex);
     rc_bpe_free(m->bpe);
     rc_blob_close(m->blob);
     recall_allocator al = m->al;
@@ -389,7 +414,20 @@ recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, floa
         m->fwd_reserved = 0;
         uint64_t need = qwen2_bytes(m->blob, ctx, m->kv);
         RC_TRY(reserve(m, need, "the forward context", err));
-        recall_status s = rc_qwen2_open(m->blob, ctx, &m->fwd, err);
+        recall_status s = RECALL_OK;
+        if (m->numerics == RECALL_NUMERICS_Q8 && !m->fwd_base) { /* once: the packed weights */
+            const uint64_t pack = q8_pack_bytes(m->blob);
+            rc_exec_opts xo = {.threads = 0, .simd = NULL, .numerics = RC_NUMERICS_Q8};
+            s = reserve(m, pack, "the q8 profile's packed decoder", err);
+            if (!s) {
+                if (!m->fwd_ex) s = rc_exec_open(&xo, &m->fwd_ex, err);
+                if (!s) s = rc_qwen2_open_ex(m->blob, 1, m->fwd_ex, &m->fwd_base, err);
+                if (s) m->reserved -= pack;
+            }
+        }
+        if (!s)
+            s = m->fwd_base ? rc_qwen2_open_shared(m->blob, ctx, m->fwd_base, &m->fwd, err)
+                            : rc_qwen2_open(m->blob, ctx, &m->fwd, err);
         if (!s) s = rc_qwen2_set_kv_dtype(m->fwd, (rc_kv_dtype)m->kv, err);
         if (s) {
             rc_qwen2_close(m->fwd);
@@ -441,9 +479,10 @@ static recall_status loop_estimate(const recall_model *m, const recall_loop_opts
                        o->window, o->block, o->chunk, lim, o->k, o->turn_cap, lim, o->buf_min, lim);
     if (o->draft < 0 || o->draft > RC_DRAFT_MAX)
         return rc_fail(err, RECALL_E_ARG, "recall_loop_open: draft %d (0..%d)", o->draft, RC_DRAFT_MAX);
-    if ((unsigned)o->mode > 1 || (unsigned)o->arm > 2 || (unsigned)o->kv > RECALL_KV_F16)
-        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: mode %d / arm %d / kv %d unknown", (int)o->mode,
-                       (int)o->arm, (int)o->kv);
+    if ((unsigned)o->mode > 1 || (unsigned)o->arm > 2 || (unsigned)o->kv > RECALL_KV_F16 ||
+        (unsigned)o->numerics > RECALL_NUMERICS_Q8)
+        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: mode %d / arm %d / kv %d / numerics %d unknown",
+                       (int)o->mode, (int)o->arm, (int)o->kv, o->numerics);
     int64_t n_sp = o->arm == RECALL_ARM_FULL ? 0 : cfg_i64(m->blob, "pooler.n_sp", 0);
     if (n_sp < 0 || n_sp > lim) n_sp = lim;
     int64_t ctx = 1 + n_sp + (int64_t)o->k * o->block + o->window + o->chunk;
@@ -455,6 +494,7 @@ static recall_status loop_estimate(const recall_model *m, const recall_loop_opts
     uint64_t b = qwen2_bytes(m->blob, ctx, o->kv);
     if (o->arm == RECALL_ARM_RC_BGE && o->mode == RECALL_MODE_FAITHFUL)
         b = sat_add(b, qwen2_bytes(m->blob, o->block, o->kv));
+    if (o->numerics == RECALL_NUMERICS_Q8) b = sat_add(b, q8_pack_bytes(m->blob)); /* shared by the seal context */
     if (o->draft > 0) /* the verify forward's logits of up to min(draft + 1, chunk) rows */
         b = sat_add(b, (uint64_t)(o->draft < o->chunk ? o->draft + 1 : o->chunk) * (uint64_t)m->info.vocab * 4u);
     *bytes = b;
@@ -500,6 +540,7 @@ recall_status recall_loop_open2(recall_model *m, const recall_loop_opts *caller,
     r.arm = (rc_arm)o->arm;
     r.pooler_cache_mb = cache ? (int)(cache >> 20) : -1;
     r.kv = (int)o->kv;
+    r.numerics = o->numerics;
     recall_status s = rc_recall_open(m->blob, &r, &l->r, err);
     if (s) {
         m->reserved -= need;
@@ -574,6 +615,13 @@ static int on_engine_event(void *ctx, const rc_event *ev) {
     return br->fn(br->ctx, &e);
 }
 
+recall_status recall_loop_draft_stats(const recall_loop *l, long *drafted, long *accepted, recall_err *err) {
+    if (!l || !drafted || !accepted) return rc_fail(err, RECALL_E_ARG, "recall_loop_draft_stats: NULL argument");
+    *drafted = l->drafted;
+    *accepted = l->accepted;
+    return RECALL_OK;
+}
+
 recall_status recall_turn(recall_loop *l, const int32_t *feed, size_t n_feed, recall_event_fn on_event, void *ctx,
                           recall_reply *out, recall_err *err) {
     if (!out) return rc_fail(err, RECALL_E_ARG, "recall_turn: out is NULL");
@@ -617,8 +665,8 @@ recall_status recall_turn(recall_loop *l, const int32_t *feed, size_t n_feed, re
     out->n_fires = t.n_fires;
     out->n_rebuilds = t.n_rebuilds;
     out->min_margin = t.min_margin;
-    out->drafted = t.drafted;
-    out->accepted = t.accepted;
+    l->drafted = t.drafted;
+    l->accepted = t.accepted;
     rc_turn_free(&t);
     return RECALL_OK;
 }

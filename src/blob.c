@@ -308,6 +308,32 @@ static size_t read_all(int fd, void *buf, size_t n) {
     return got;
 }
 
+void *rc_huge_map(size_t n, size_t *len) {
+#ifndef RECALL_NO_MMAP
+    const size_t huge = (size_t)2 << 20;
+    *len = (n + huge - 1) / huge * huge;
+    void *m = *len ? mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+    if (m == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(m, *len, MADV_HUGEPAGE); /* advisory: without THP the memory still works */
+#endif
+    return m;
+#else
+    (void)n;
+    *len = 0;
+    return NULL;
+#endif
+}
+
+void rc_huge_unmap(void *p, size_t len) {
+#ifndef RECALL_NO_MMAP
+    if (p) munmap(p, len);
+#else
+    (void)p;
+    (void)len;
+#endif
+}
+
 recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, recall_err *err) {
     *out = NULL;
     int fd = open(path, O_RDONLY);
@@ -326,16 +352,13 @@ recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, reca
     b->size = (size_t)sb.st_size;
 #ifndef RECALL_NO_MMAP
     if ((flags & RC_OPEN_HUGEPAGES) && b->size > 0) {
-        const size_t huge = (size_t)2 << 20, len = (b->size + huge - 1) / huge * huge;
-        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) {
+        size_t len;
+        void *m = rc_huge_map(b->size, &len);
+        if (!m) {
             close(fd);
             free(b);
             return rc_fail(err, RECALL_E_NOMEM, "%s: cannot allocate %zu bytes for a huge-page copy", path, len);
         }
-#ifdef MADV_HUGEPAGE
-        (void)madvise(m, len, MADV_HUGEPAGE); /* advisory: without THP the copy still works */
-#endif
         const size_t got = read_all(fd, m, b->size);
         if (got != b->size || mprotect(m, len, PROT_READ) != 0) {
             const size_t want = b->size;

@@ -148,6 +148,11 @@ enum {
 };
 
 recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, recall_err *err);
+/* Anonymous read-write memory of n bytes rounded up to 2 MiB (*len), advised for transparent huge
+ * pages (one fault per 2 MiB instead of per 4 KiB where the kernel grants them). NULL when mmap
+ * fails or with -DRECALL_NO_MMAP. rc_huge_unmap(p, len) releases it (NULL is fine). */
+void *rc_huge_map(size_t n, size_t *len);
+void rc_huge_unmap(void *p, size_t len);
 /* Opens a blob already in memory; `buf` must outlive the blob (not copied). */
 recall_status rc_blob_open_mem(const void *buf, size_t len, const char *what, unsigned flags,
                                rc_blob **out, recall_err *err);

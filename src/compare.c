@@ -47,6 +47,7 @@ static const rc_cmp_tol TOLS[] = {
     {"trace.gate", RC_TOL_ABS, 1e-4, "recall loop: gate score"},
     {"trace.bridge", RC_TOL_REL_MAX, 1e-4, "recall loop: bridge scores (rel. to the fire's max |B|)"},
     {"trace.top5", RC_TOL_REL_MAX, 1e-4, "recall loop: rebuild top-5 logits (rel. to the record's max |B|)"},
+    {"score.nll", RC_TOL_ABS, 1e-4, "recall score: per-position NLL"},
 };
 
 const rc_cmp_tol *rc_cmp_tolerances(size_t *n) {
@@ -1034,6 +1035,68 @@ out:
     return st;
 }
 
+/* ---- score files ------------------------------------------------------------------------- */
+
+/* positions[i] of a score file: chunk, pos, nll, greedy, scored */
+static int score_row(const json_value *v, int *chunk, int *pos, double *nll, int64_t *greedy, int *scored) {
+    const json_value *c = json_get_type(v, "chunk", JSON_NUM), *p = json_get_type(v, "pos", JSON_NUM);
+    const json_value *n = json_get_type(v, "nll", JSON_NUM), *g = json_get_type(v, "greedy", JSON_NUM);
+    const json_value *s = json_get_type(v, "scored", JSON_BOOL);
+    if (!c || !p || !n || !g || !s) return 0;
+    *chunk = (int)c->num;
+    *pos = (int)p->num;
+    *nll = n->num;
+    *greedy = (int64_t)g->num;
+    *scored = s->num != 0.0;
+    return 1;
+}
+
+static recall_status compare_scores(const json_value *ra, const char *pa, const json_value *rb, const char *pb,
+                                    rc_cmp_report *r, recall_err *err) {
+    static const char *same_keys[] = {"ids_xxh64", "n_ctx", "n_chunks", "first", "scored"};
+    for (int k = 0; k < 5; k++) {
+        const json_value *x = json_get(ra, same_keys[k]), *y = json_get(rb, same_keys[k]);
+        if (!x || !y || x->type != y->type || (x->type == JSON_STR ? strcmp(x->str, y->str) : x->num != y->num))
+            return rc_fail(err, RECALL_E_SHAPE, "%s and %s score different runs: %s differs (or is missing)", pa, pb,
+                           same_keys[k]);
+    }
+    const json_value *xa = json_get_type(ra, "positions", JSON_ARR), *xb = json_get_type(rb, "positions", JSON_ARR);
+    if (!xa || !xb || xa->len != xb->len)
+        return rc_fail(err, RECALL_E_SHAPE, "%s / %s: per-position rows missing or of different counts (recall score "
+                       "--per-position --json)", pa, pb);
+    r->kind = 3;
+    snprintf(r->what, sizeof r->what, "score");
+    const json_value *pa_ = json_get_type(ra, "ppl", JSON_NUM), *pb_ = json_get_type(rb, "ppl", JSON_NUM);
+    r->ppl_a = pa_ ? pa_->num : NAN;
+    r->ppl_b = pb_ ? pb_->num : NAN;
+    double sum_abs = 0.0, sum = 0.0;
+    for (size_t i = 0; i < xa->len; i++) {
+        int ca, pa1, sa, cb, pb1, sb;
+        double na, nb;
+        int64_t ga, gb;
+        if (!score_row(&xa->items[i], &ca, &pa1, &na, &ga, &sa) || !score_row(&xb->items[i], &cb, &pb1, &nb, &gb, &sb))
+            return rc_fail(err, RECALL_E_FORMAT, "%s / %s: positions[%zu] malformed", pa, pb, i);
+        if (ca != cb || pa1 != pb1 || sa != sb)
+            return rc_fail(err, RECALL_E_SHAPE, "%s / %s: positions[%zu] is chunk %d pos %d on one side, chunk %d pos %d "
+                           "on the other", pa, pb, i, ca, pa1, cb, pb1);
+        if (!sa) continue;
+        const double d = na - nb;
+        r->n_scored++;
+        sum += d;
+        sum_abs += fabs(d);
+        if (!(fabs(d) <= r->nll_max_abs)) {
+            r->nll_max_abs = fabs(d);
+            r->worst_chunk = ca;
+            r->worst_pos = pa1;
+        }
+        r->greedy_same += ga == gb;
+    }
+    r->nll_mean_abs = r->n_scored ? sum_abs / (double)r->n_scored : 0.0;
+    r->nll_mean_signed = r->n_scored ? sum / (double)r->n_scored : 0.0;
+    r->verdict = r->nll_max_abs <= rc_cmp_tolerance("score.nll")->tol && r->greedy_same == r->n_scored ? 0 : 1;
+    return RECALL_OK;
+}
+
 /* ---- entry ------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -1053,8 +1116,27 @@ static recall_status classify(const char *buf, size_t len, const char *what, in_
     size_t i = 0;
     while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')) i++;
     if (i == len || buf[i] != '{')
-        return rc_fail(err, RECALL_E_FORMAT, "%s: neither an .npz archive nor a JSON loop trace", what);
+        return rc_fail(err, RECALL_E_FORMAT, "%s: neither an .npz archive nor a JSON loop trace or score file", what);
     return json_parse(buf, len, what, &f->doc, err);
+}
+
+/* The profile an input ran: a trace's "numerics" string, an npz's numerics_q8 array (compared or
+ * named by compare_npz), else "exact". */
+static void input_numerics(const in_file *f, const rc_cmp_report *r, char *out, size_t n, int side_a) {
+    const char *s = "exact";
+    if (f->is_npz) {
+        for (size_t i = 0; i < r->n_arrays; i++)
+            if (!strcmp(r->arrays[i].name, "numerics_q8") && (side_a ? r->arrays[i].in_a : r->arrays[i].in_b)) s = "q8";
+    } else {
+        const json_value *v = json_get_type(json_root(f->doc), "numerics", JSON_STR);
+        if (v) s = v->str;
+    }
+    snprintf(out, n, "%s", s);
+}
+
+/* A `recall score --json` document: per-position rows and no turns. */
+static int is_score_file(const in_file *f) {
+    return !f->is_npz && json_get(json_root(f->doc), "positions") && !json_get(json_root(f->doc), "turns");
 }
 
 recall_status rc_compare_mem(const void *a, size_t len_a, const char *what_a, const void *b, size_t len_b,
@@ -1068,9 +1150,18 @@ recall_status rc_compare_mem(const void *a, size_t len_a, const char *what_a, co
     if (!st && fa.is_npz != fb.is_npz)
         st = rc_fail(err, RECALL_E_SHAPE, "%s is %s but %s is %s: different kinds", what_a,
                      fa.is_npz ? "an .npz dump" : "a JSON trace", what_b, fb.is_npz ? "an .npz dump" : "a JSON trace");
+    const int score_a = !st && is_score_file(&fa), score_b = !st && is_score_file(&fb);
+    if (!st && score_a != score_b)
+        st = rc_fail(err, RECALL_E_SHAPE, "%s is %s but %s is %s: different kinds", what_a,
+                     score_a ? "a score file" : "not a score file", what_b, score_b ? "a score file" : "not one");
     if (!st)
-        st = fa.is_npz ? compare_npz(fa.buf, fa.len, what_a, fb.buf, fb.len, what_b, out, err)
+        st = fa.is_npz  ? compare_npz(fa.buf, fa.len, what_a, fb.buf, fb.len, what_b, out, err)
+             : score_a ? compare_scores(json_root(fa.doc), what_a, json_root(fb.doc), what_b, out, err)
                        : compare_traces(json_root(fa.doc), what_a, json_root(fb.doc), what_b, opts, out, err);
+    if (!st) {
+        input_numerics(&fa, out, out->numerics_a, sizeof out->numerics_a, 1);
+        input_numerics(&fb, out, out->numerics_b, sizeof out->numerics_b, 0);
+    }
     if (st) rc_cmp_report_free(out);
     json_free(fa.doc);
     json_free(fb.doc);

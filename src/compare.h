@@ -15,6 +15,12 @@
  *   RC_CMP_NEAR_TIE_ULPS ulps on one side) or a real divergence. Later differences are counted
  *   as its consequences, never as new errors.
  *
+ *   score files (`recall score --per-position --json`): the scored positions of the same ids and
+ *   protocol, side by side: mean and max |NLL A - NLL B|, the mean signed difference, how many
+ *   greedy tokens agree, and both perplexities (the distance of one numerics profile to another,
+ *   docs/PROFILES.md). They agree when every |dNLL| is within the table's score.nll row and every
+ *   greedy token is the same.
+ *
  * No printing: the CLI (src/cli/cli_compare.c) renders the report. Inputs that cannot be compared
  * (different kinds, shapes or problems; a truncated or malformed file) are errors naming the file
  * and what differs. */
@@ -137,8 +143,12 @@ typedef struct {
 } rc_cmp_divergence;
 
 typedef struct {
-    int kind;                  /* 1 npz, 2 trace */
-    char what[16];             /* npz: "forward", "pool", "embed" or "npz"; trace: "trace" */
+    int kind;                  /* 1 npz, 2 trace, 3 score */
+    char what[16];             /* npz: "forward", "pool", "embed" or "npz"; trace: "trace"; "score" */
+    /* The numerics profile each side ran (q8.h): a trace's "numerics" (absent: "exact", as the
+     * Python reference is), an npz holding numerics_q8 = [1] ran q8. Different profiles are no
+     * error of either side: the report says so and compares as usual. */
+    char numerics_a[8], numerics_b[8];
     /* npz */
     rc_cmp_array *arrays;
     size_t n_arrays;
@@ -154,6 +164,10 @@ typedef struct {
     rc_cmp_divergence first;
     long n_consequences;       /* later records that differ (not counted as errors) */
     int last_turn_affected;    /* 0-based; -1 when none */
+    /* score files */
+    long n_scored, greedy_same;
+    double nll_mean_abs, nll_max_abs, nll_mean_signed, ppl_a, ppl_b;
+    int worst_chunk, worst_pos;      /* where |dNLL| is largest */
     /* verdict: 0 agree within tolerance, 1 real divergence / array beyond tolerance,
      * 3 only near-ties (the CLI's exit codes) */
     int verdict;

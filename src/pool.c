@@ -239,6 +239,11 @@ recall_status rc_exec_open(const rc_exec_opts *o, rc_exec **out, recall_err *err
         return st;
     }
     e->threads = rc_pool_threads(e->pool);
+    e->numerics = o ? o->numerics : RC_NUMERICS_EXACT;
+    if (e->numerics != RC_NUMERICS_EXACT && e->numerics != RC_NUMERICS_Q8) {
+        rc_exec_close(e);
+        return rc_fail(err, RECALL_E_ARG, "exec: numerics profile %d unknown (exact, q8)", o->numerics);
+    }
     if (e->k.matmul_scratch) { /* a multiple of 16 floats: every thread's part stays 64-byte aligned */
         const size_t bytes = e->k.matmul_scratch * sizeof(float);
         e->scratch = aligned_alloc(64, bytes * (size_t)e->threads);
@@ -264,6 +269,7 @@ typedef struct {
     int nparts;
     const float *X;
     size_t ldx;
+    const rc_q8act *xa; /* the q8 parts' quantised rows */
     int nt;
     float *scratch;
 } parts_job;
@@ -280,28 +286,43 @@ static void parts_piece(void *ctx, int64_t b, int64_t e, int worker) {
     int64_t off = 0;
     for (int p = 0; p < j->nparts && off < e; p++) {
         const rc_mm_part *pt = &j->parts[p];
-        const int64_t r0 = b > off ? b - off : 0, r1 = e - off < pt->w->rows ? e - off : pt->w->rows;
-        if (r0 < r1) j->k->matmul(pt->w, pt->bias, j->X, j->ldx, j->nt, pt->Y, pt->ldy, r0, r1, scratch);
-        off += pt->w->rows;
+        const int64_t rows = pt->q8 ? pt->q8->rows : pt->w->rows;
+        const int64_t r0 = b > off ? b - off : 0, r1 = e - off < rows ? e - off : rows;
+        if (r0 < r1) {
+            if (pt->q8) j->k->q8_matmul(pt->q8, pt->bias, j->xa, j->nt, pt->Y, pt->ldy, r0, r1, scratch);
+            else j->k->matmul(pt->w, pt->bias, j->X, j->ldx, j->nt, pt->Y, pt->ldy, r0, r1, scratch);
+        }
+        off += rows;
     }
 }
 
-void rc_exec_matmul_parts(const rc_exec *e, const rc_mm_part *parts, int nparts, const float *X, size_t ldx, int nt) {
-    parts_job j = {&e->k, parts, nparts, X, ldx, nt, e->scratch};
+static void run_parts(const rc_exec *e, parts_job *j) {
     int64_t rows = 0;
-    for (int p = 0; p < nparts; p++) rows += parts[p].w->rows;
-    rc_pool_for(e->pool, rows, 16, parts_piece, &j);
+    for (int p = 0; p < j->nparts; p++) rows += j->parts[p].q8 ? j->parts[p].q8->rows : j->parts[p].w->rows;
+    rc_pool_for(e->pool, rows, 16, parts_piece, j);
+}
+
+void rc_exec_matmul_parts(const rc_exec *e, const rc_mm_part *parts, int nparts, const float *X, size_t ldx, int nt) {
+    parts_job j = {&e->k, parts, nparts, X, ldx, NULL, nt, e->scratch};
+    run_parts(e, &j);
+}
+
+void rc_exec_q8_matmul_parts(const rc_exec *e, const rc_mm_part *parts, int nparts, const rc_q8act *xa, int nt) {
+    parts_job j = {&e->k, parts, nparts, NULL, 0, xa, nt, e->scratch};
+    run_parts(e, &j);
 }
 
 void rc_exec_matmul(const rc_exec *e, const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt,
                     float *Y, size_t ldy) {
-    const rc_mm_part one = {w, bias, Y, ldy};
+    const rc_mm_part one = {w, bias, Y, ldy, NULL};
     rc_exec_matmul_parts(e, &one, 1, X, ldx, nt);
 }
 
 typedef struct {
     const rc_kernels *k;
     const rc_mat *gate, *up;
+    const rc_q8mat *gq, *uq; /* q8: the packed weights, and xa the quantised rows */
+    const rc_q8act *xa;
     const float *X;
     size_t ldx;
     int nt;
@@ -310,18 +331,64 @@ typedef struct {
 
 static void swiglu_piece(void *ctx, int64_t b, int64_t e, int worker) {
     const swiglu_job *j = ctx;
-    const size_t F = (size_t)j->gate->rows;
+    const size_t F = (size_t)(j->gq ? j->gq->rows : j->gate->rows);
     float *scratch = worker_scratch(j->k, j->scratch, worker);
-    j->k->matmul(j->gate, NULL, j->X, j->ldx, j->nt, j->G, F, b, e, scratch);
-    j->k->matmul(j->up, NULL, j->X, j->ldx, j->nt, j->U, F, b, e, scratch);
+    if (j->gq) {
+        j->k->q8_matmul(j->gq, NULL, j->xa, j->nt, j->G, F, b, e, scratch);
+        j->k->q8_matmul(j->uq, NULL, j->xa, j->nt, j->U, F, b, e, scratch);
+    } else {
+        j->k->matmul(j->gate, NULL, j->X, j->ldx, j->nt, j->G, F, b, e, scratch);
+        j->k->matmul(j->up, NULL, j->X, j->ldx, j->nt, j->U, F, b, e, scratch);
+    }
     for (int t = 0; t < j->nt; t++) /* element-wise: any split gives the same bits */
         j->k->silu_mul(j->G + (size_t)t * F + (size_t)b, j->U + (size_t)t * F + (size_t)b, (size_t)(e - b));
 }
 
 void rc_exec_swiglu(const rc_exec *e, const rc_mat *gate, const rc_mat *up, const float *X, size_t ldx, int nt,
                     float *G, float *U) {
-    swiglu_job j = {&e->k, gate, up, X, ldx, nt, G, U, e->scratch};
+    swiglu_job j = {&e->k, gate, up, NULL, NULL, NULL, X, ldx, nt, G, U, e->scratch};
     rc_pool_for(e->pool, gate->rows, 16, swiglu_piece, &j);
+}
+
+void rc_exec_q8_swiglu(const rc_exec *e, const rc_q8mat *gate, const rc_q8mat *up, const rc_q8act *xa, int nt,
+                       float *G, float *U) {
+    swiglu_job j = {&e->k, NULL, NULL, gate, up, xa, NULL, 0, nt, G, U, e->scratch};
+    rc_pool_for(e->pool, gate->rows, 16, swiglu_piece, &j);
+}
+
+typedef struct {
+    const rc_kernels *k;
+    const float *X;
+    size_t ldx;
+    rc_q8act *xa;
+} quant_job;
+
+static void quant_rows(void *ctx, int64_t t0, int64_t t1, int worker) {
+    (void)worker;
+    const quant_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++) j->k->q8_quant(j->X + (size_t)t * j->ldx, j->xa, (int)t);
+}
+
+void rc_exec_q8_quant(const rc_exec *e, const float *X, size_t ldx, int nt, rc_q8act *xa) {
+    quant_job j = {&e->k, X, ldx, xa};
+    rc_pool_for(e->pool, nt, 4, quant_rows, &j);
+    xa->n = nt;
+}
+
+typedef struct {
+    const rc_mat *w;
+    rc_q8mat *p;
+} pack_job;
+
+static void pack_piece(void *ctx, int64_t g0, int64_t g1, int worker) {
+    (void)worker;
+    const pack_job *j = ctx;
+    rc_q8_pack_groups(j->w, j->p, g0, g1);
+}
+
+void rc_exec_q8_pack(const rc_exec *e, const rc_mat *w, rc_q8mat *p) {
+    pack_job j = {w, p};
+    rc_pool_for(e ? e->pool : NULL, p->groups, 8, pack_piece, &j);
 }
 
 typedef struct {

@@ -47,6 +47,10 @@ void rc_pool_for(rc_pool *p, int64_t n, int64_t grain, rc_pool_fn fn, void *ctx)
 typedef struct {
     int threads;      /* 0 = RECALL_THREADS or 1 */
     const char *simd; /* NULL/"" = RECALL_SIMD or best available; else scalar|avx2|avx512|neon|auto */
+    /* The decoder's numerics profile (q8.h): RC_NUMERICS_EXACT (0, the default: bitwise the same
+     * for every thread count and path) or RC_NUMERICS_Q8 (int8 matmuls, deterministic in their own
+     * right). The models read it at open; bert and the pooler always run exact. */
+    int numerics;
 } rc_exec_opts;
 
 typedef struct {
@@ -54,6 +58,7 @@ typedef struct {
     rc_pool *pool;
     int threads;
     float *scratch; /* k.matmul_scratch floats per thread, 64-byte aligned (NULL when 0) */
+    int numerics;   /* rc_exec_opts.numerics */
 } rc_exec;
 
 recall_status rc_exec_open(const rc_exec_opts *o, rc_exec **out, recall_err *err);
@@ -71,8 +76,21 @@ typedef struct {
     const float *bias; /* NULL: none */
     float *Y;
     size_t ldy;
+    const rc_q8mat *q8; /* non-NULL: this part runs the q8 kernel on it (rc_exec_q8_matmul_parts) */
 } rc_mm_part;
 void rc_exec_matmul_parts(const rc_exec *e, const rc_mm_part *parts, int nparts, const float *X, size_t ldx, int nt);
+
+/* The q8 profile (q8.h). rc_exec_q8_quant: rows t < nt of X (cols each, cols % 32 == 0) quantised
+ * into xa (reserved for >= nt rows of cols), split over threads by rows. rc_exec_q8_matmul_parts:
+ * as rc_exec_matmul_parts with every part's q8 weight and the quantised rows xa. */
+void rc_exec_q8_quant(const rc_exec *e, const float *X, size_t ldx, int nt, rc_q8act *xa);
+void rc_exec_q8_matmul_parts(const rc_exec *e, const rc_mm_part *parts, int nparts, const rc_q8act *xa, int nt);
+/* The SwiGLU below with q8 weights and quantised rows. */
+void rc_exec_q8_swiglu(const rc_exec *e, const rc_q8mat *gate, const rc_q8mat *up, const rc_q8act *xa, int nt,
+                       float *G, float *U);
+/* Packs w into p (shaped and placed: rc_q8_alloc or rc_q8_shape + rc_q8_place), the row groups
+ * split over the threads (e NULL: the calling thread). */
+void rc_exec_q8_pack(const rc_exec *e, const rc_mat *w, rc_q8mat *p);
 
 /* The SwiGLU of a gated FFN as one parallel section: for r < F = gate->rows, t < nt,
  *   G[t*F + r] = silu(gate[r,:] . X[t]) * (up[r,:] . X[t]);  U[t*F + r] = up[r,:] . X[t]

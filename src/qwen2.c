@@ -14,6 +14,7 @@
 #include "mem.h"
 #include "ops.h"
 #include "pool.h"
+#include "q8.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -22,11 +23,25 @@
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
+#include <time.h>
 
 typedef struct {
     rc_mat q, k, v, o, gate, up, down;
     float *bq, *bk, *bv, *ln1, *ln2; /* fp32 copies (in m->vecs) */
 } layer_w;
+
+/* The q8 profile's packed weights (q8.h): per layer q, k, v, o, gate, up, down (lm_head stays
+ * exact), in one huge-page-advised arena. Made at open by the first context;
+ * rc_qwen2_open_shared contexts borrow it. */
+enum { Q8_Q, Q8_K, Q8_V, Q8_O, Q8_GATE, Q8_UP, Q8_DOWN, Q8_PER_LAYER };
+typedef struct {
+    rc_q8mat *mats; /* [layers * Q8_PER_LAYER] */
+    int n;
+    void *arena;
+    size_t arena_len; /* rc_huge_map's length; 0: the arena came from aligned_alloc */
+    size_t bytes;
+    double seconds;
+} q8_pack;
 
 struct rc_qwen2 {
     rc_qwen2_config c;
@@ -49,6 +64,11 @@ struct rc_qwen2 {
     float *gate_q;      /* [n_gate][qd] */
     const rc_exec *ex;  /* kernels + thread pool (borrowed, or own_ex) */
     rc_exec *own_ex;
+    /* q8 profile (ex->numerics == RC_NUMERICS_Q8): the packed weights (owned when q8_own) and the
+     * quantised rows of one matmul input */
+    q8_pack *q8;
+    int q8_own;
+    rc_q8act xa;
     /* page-sparse decode (kv_pages.h), all NULL / 0 while kvp.page == 0 */
     rc_kv_pages_opts kvp;
     float *kmin, *kmax;    /* [ceil(cap / page)][NL][kvd]: elementwise key bounds per page */
@@ -76,8 +96,18 @@ static void *kv_alloc(size_t bytes) {
 #endif
     return p;
 }
+static void q8_pack_free(q8_pack *p) {
+    if (!p) return;
+    if (p->arena_len) rc_huge_unmap(p->arena, p->arena_len);
+    else free(p->arena);
+    free(p->mats);
+    free(p);
+}
+
 void rc_qwen2_close(rc_qwen2 *m) {
     if (!m) return;
+    if (m->q8_own) q8_pack_free(m->q8);
+    rc_q8act_free(&m->xa);
     RC_FREE(m->L, m->vecs, m->kc, m->vc, m->rope_cos, m->rope_sin, m->inv_freq, m->x, m->xn, m->q, m->k, m->v,
             m->att, m->g, m->u, m->scores, m->gate_q);
     kv_pages_free(m);
@@ -220,7 +250,57 @@ static recall_status alloc_scratch(rc_qwen2 *m, recall_err *err) {
     return RECALL_OK;
 }
 
-recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex, rc_qwen2 **out, recall_err *err) {
+static double mono_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The q8 profile's packed weights of every decoder layer matrix (q8.h), packed on the context's
+ * threads. A matrix q8 cannot take (columns not a multiple of 32) fails the open. */
+/* Layer l's matrix i (Q8_Q .. Q8_DOWN). */
+static const rc_mat *layer_mat(const rc_qwen2 *m, int l, int i) {
+    const layer_w *w = &m->L[l];
+    const rc_mat *src[Q8_PER_LAYER] = {&w->q, &w->k, &w->v, &w->o, &w->gate, &w->up, &w->down};
+    return src[i];
+}
+
+static recall_status q8_pack_build(rc_qwen2 *m, const rc_blob *b, recall_err *err) {
+    const int NL = m->c.layers;
+    q8_pack *p = calloc(1, sizeof *p);
+    if (p) p->mats = calloc((size_t)NL * Q8_PER_LAYER, sizeof *p->mats);
+    if (!p || !p->mats) {
+        free(p);
+        return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory for the q8 weights");
+    }
+    m->q8 = p;
+    m->q8_own = 1;
+    const double t0 = mono_seconds();
+    p->n = NL * Q8_PER_LAYER;
+    for (int i = 0; i < p->n; i++) {
+        recall_status st = rc_q8_shape(layer_mat(m, i / Q8_PER_LAYER, i % Q8_PER_LAYER), &p->mats[i], err);
+        if (st) return rc_fail(err, st, "%s: qwen2 layer %d matrix %d (q8 profile): %s", rc_blob_path(b),
+                               i / Q8_PER_LAYER, i % Q8_PER_LAYER, err ? err->msg : "");
+        p->bytes += rc_q8_bytes(&p->mats[i]);
+    }
+    p->arena = rc_huge_map(p->bytes, &p->arena_len);
+    if (!p->arena) p->arena = aligned_alloc(64, p->bytes);
+    if (!p->arena) return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory for the q8 weights (%zu bytes)", p->bytes);
+    size_t off = 0;
+    for (int i = 0; i < p->n; i++) {
+        rc_q8_place(&p->mats[i], (uint8_t *)p->arena + off);
+        off += rc_q8_bytes(&p->mats[i]);
+        rc_exec_q8_pack(m->ex, layer_mat(m, i / Q8_PER_LAYER, i % Q8_PER_LAYER), &p->mats[i]);
+    }
+    p->seconds = mono_seconds() - t0;
+    return RECALL_OK;
+}
+
+static const rc_q8mat *q8_layer(const rc_qwen2 *m, int l, int i) { return &m->q8->mats[l * Q8_PER_LAYER + i]; }
+
+/* base: NULL, or a context whose blob, execution context and q8 weights this one shares. */
+static recall_status open_ctx(const rc_blob *b, int max_ctx, const rc_exec *ex, const rc_qwen2 *base, rc_qwen2 **out,
+                              recall_err *err) {
     *out = NULL;
     rc_qwen2 *m = (rc_qwen2 *)calloc(1, sizeof *m);
     if (!m) return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory");
@@ -246,6 +326,14 @@ recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex,
     m->scale = (float)(1.0 / sqrt((double)m->c.head_dim));
     st = bind_weights(m, b, err);
     if (!st) st = alloc_scratch(m, err);
+    if (!st && ex->numerics == RC_NUMERICS_Q8) {
+        if (base) m->q8 = base->q8; /* borrowed */
+        else st = q8_pack_build(m, b, err);
+        /* the quantised rows of the widest matmul input: hidden, heads x head_dim or ffn columns */
+        int64_t wide = m->c.hidden > m->qd ? m->c.hidden : m->qd;
+        if (m->c.ffn > wide) wide = m->c.ffn;
+        if (!st) st = rc_q8act_reserve(&m->xa, RC_QWEN2_CHUNK, wide, err);
+    }
     if (st) {
         rc_qwen2_close(m);
         return st;
@@ -255,6 +343,22 @@ recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex,
     rc_rope_inv_freq(&m->c.rope, m->c.rope_theta, m->c.head_dim, m->inv_freq, &m->c.rope_attention);
     *out = m;
     return RECALL_OK;
+}
+
+recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex, rc_qwen2 **out, recall_err *err) {
+    return open_ctx(b, max_ctx, ex, NULL, out, err);
+}
+
+recall_status rc_qwen2_open_shared(const rc_blob *b, int max_ctx, const rc_qwen2 *base, rc_qwen2 **out,
+                                   recall_err *err) {
+    return open_ctx(b, max_ctx, base->ex, base, out, err);
+}
+
+int rc_qwen2_numerics(const rc_qwen2 *m) { return m->q8 ? RC_NUMERICS_Q8 : RC_NUMERICS_EXACT; }
+
+void rc_qwen2_q8_stats(const rc_qwen2 *m, size_t *bytes, double *seconds) {
+    *bytes = m->q8 ? m->q8->bytes : 0;
+    *seconds = m->q8 ? m->q8->seconds : 0.0;
 }
 
 const rc_qwen2_config *rc_qwen2_cfg(const rc_qwen2 *m) { return &m->c; }
@@ -557,9 +661,25 @@ recall_status rc_qwen2_embed_rows(void *ctx, int j0, int n, float *dst, recall_e
     return embed_at(r->m, r->ids + j0, n, j0, dst, err);
 }
 
-/* Y[t][r] = W[r,:] . X[t] (+ b[r]) for t < nr; output rows split over the pool. */
-static void matmul_rows(const rc_qwen2 *m, const rc_mat *w, const float *bias, const float *X, int nr, float *Y) {
-    rc_exec_matmul(m->ex, w, bias, X, (size_t)w->cols, nr, Y, (size_t)w->rows);
+/* The quantised-rows buffer shaped for nr rows of cols (alloc_scratch reserved the largest). */
+static rc_q8act *q8_input(rc_qwen2 *m, int nr, int64_t cols) {
+    m->xa.cols = cols;
+    m->xa.nb = cols / RC_Q8_BLOCK;
+    m->xa.n = nr;
+    return &m->xa;
+}
+
+/* Y[t][r] = W[r,:] . X[t] (+ b[r]) for t < nr; output rows split over the pool. q8: the packed
+ * weight (q8.h), or NULL for the exact profile. */
+static void matmul_rows(rc_qwen2 *m, const rc_mat *w, const rc_q8mat *q8, const float *bias, const float *X, int nr,
+                        float *Y) {
+    if (!q8) {
+        rc_exec_matmul(m->ex, w, bias, X, (size_t)w->cols, nr, Y, (size_t)w->rows);
+        return;
+    }
+    const rc_mm_part one = {w, bias, Y, (size_t)w->rows, q8};
+    rc_exec_q8_quant(m->ex, X, (size_t)w->cols, nr, q8_input(m, nr, w->cols));
+    rc_exec_q8_matmul_parts(m->ex, &one, 1, &m->xa, nr);
 }
 
 /* attention of rows [0, nr) (positions pos0..) for heads [h0, h1): one worker per head range.
@@ -753,10 +873,16 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
         if (hid && last_chunk) memcpy(hid + (size_t)l * H, X + (size_t)(nr - 1) * H, (size_t)H * sizeof(float));
         for (int t = 0; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, w->ln1, c->rms_eps, m->xn + (size_t)t * H, (size_t)H);
         { /* q, k, v of the same rows: one parallel section */
-            const rc_mm_part qkv[3] = {{&w->q, w->bq, m->q, (size_t)w->q.rows},
-                                       {&w->k, w->bk, m->k, (size_t)w->k.rows},
-                                       {&w->v, w->bv, m->v, (size_t)w->v.rows}};
-            rc_exec_matmul_parts(m->ex, qkv, 3, m->xn, (size_t)H, nr);
+            const int q8 = m->q8 != NULL;
+            const rc_mm_part qkv[3] = {{&w->q, w->bq, m->q, (size_t)w->q.rows, q8 ? q8_layer(m, l, Q8_Q) : NULL},
+                                       {&w->k, w->bk, m->k, (size_t)w->k.rows, q8 ? q8_layer(m, l, Q8_K) : NULL},
+                                       {&w->v, w->bv, m->v, (size_t)w->v.rows, q8 ? q8_layer(m, l, Q8_V) : NULL}};
+            if (q8) {
+                rc_exec_q8_quant(m->ex, m->xn, (size_t)H, nr, q8_input(m, nr, H));
+                rc_exec_q8_matmul_parts(m->ex, qkv, 3, &m->xa, nr);
+            } else {
+                rc_exec_matmul_parts(m->ex, qkv, 3, m->xn, (size_t)H, nr);
+            }
         }
         for (int gi = 0; gi < c->n_gate; gi++) {
             if (c->gate_layers[gi] != l) continue;
@@ -784,11 +910,16 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
             rc_pool_for(m->ex->pool, c->heads, attn_grain(m, n0), attn_heads, &aj);
         }
         float *Xr = X + (size_t)t0 * H, *xn = m->xn + (size_t)t0 * H;
-        matmul_rows(m, &w->o, NULL, m->att + (size_t)t0 * m->qd, n0, xn);
+        matmul_rows(m, &w->o, m->q8 ? q8_layer(m, l, Q8_O) : NULL, NULL, m->att + (size_t)t0 * m->qd, n0, xn);
         for (size_t i = 0; i < (size_t)n0 * H; i++) Xr[i] = Xr[i] + xn[i];
         for (int t = 0; t < n0; t++) rc_rmsnorm(Xr + (size_t)t * H, w->ln2, c->rms_eps, xn + (size_t)t * H, (size_t)H);
-        rc_exec_swiglu(m->ex, &w->gate, &w->up, xn, (size_t)H, n0, m->g, m->u); /* g = silu(gate x) * (up x) */
-        matmul_rows(m, &w->down, NULL, m->g, n0, xn);
+        if (m->q8) { /* g = silu(gate x) * (up x) */
+            rc_exec_q8_quant(m->ex, xn, (size_t)H, n0, q8_input(m, n0, H));
+            rc_exec_q8_swiglu(m->ex, q8_layer(m, l, Q8_GATE), q8_layer(m, l, Q8_UP), &m->xa, n0, m->g, m->u);
+        } else {
+            rc_exec_swiglu(m->ex, &w->gate, &w->up, xn, (size_t)H, n0, m->g, m->u);
+        }
+        matmul_rows(m, &w->down, m->q8 ? q8_layer(m, l, Q8_DOWN) : NULL, NULL, m->g, n0, xn);
         for (size_t i = 0; i < (size_t)n0 * H; i++) Xr[i] = Xr[i] + xn[i];
     }
     for (int t = t_keep; t < nr; t++) rc_rmsnorm(X + (size_t)t * H, m->final_norm, c->rms_eps, X + (size_t)t * H, (size_t)H);
@@ -796,12 +927,13 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
     if (f->normed_all) memcpy(f->normed_all + (size_t)row0 * H, X, (size_t)nr * H * sizeof(float));
     if (f->normed_last && last_chunk) memcpy(f->normed_last, X + (size_t)(nr - 1) * H, (size_t)H * sizeof(float));
     const size_t V = (size_t)c->vocab;
-    if (f->logits_all) matmul_rows(m, &m->lm_head, NULL, X, nr, f->logits_all + (size_t)row0 * V);
+    /* lm_head runs exact in both profiles (q8.h) */
+    if (f->logits_all) matmul_rows(m, &m->lm_head, NULL, NULL, X, nr, f->logits_all + (size_t)row0 * V);
     if (f->logits_last && last_chunk) {
         if (f->logits_all)
             memcpy(f->logits_last, f->logits_all + (size_t)(f->n - 1) * V, V * sizeof(float));
         else
-            matmul_rows(m, &m->lm_head, NULL, X + (size_t)(nr - 1) * H, 1, f->logits_last);
+            matmul_rows(m, &m->lm_head, NULL, NULL, X + (size_t)(nr - 1) * H, 1, f->logits_last);
     }
 }
 

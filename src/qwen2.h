@@ -95,7 +95,16 @@ recall_status rc_qwen2_open(const rc_blob *b, int max_ctx, rc_qwen2 **out, recal
  * rc_exec_open(NULL) (RECALL_SIMD / RECALL_THREADS, default 1 thread), which is what
  * rc_qwen2_open does. Results are bitwise identical for every ex. */
 recall_status rc_qwen2_open_ex(const rc_blob *b, int max_ctx, const rc_exec *ex, rc_qwen2 **out, recall_err *err);
+/* A second context on base's blob and execution context that borrows base's q8 weights (the
+ * faithful loop's seal forward): nothing is packed twice. base must outlive it. */
+recall_status rc_qwen2_open_shared(const rc_blob *b, int max_ctx, const rc_qwen2 *base, rc_qwen2 **out,
+                                   recall_err *err);
 void rc_qwen2_close(rc_qwen2 *m);
+/* The numerics profile the context runs (q8.h: RC_NUMERICS_EXACT or RC_NUMERICS_Q8, from its
+ * execution context), and for q8 the packed weights' bytes and the seconds packing took at open
+ * (0 for a shared context's borrowed weights: counted once, by the owner... reported as the owner's). */
+int rc_qwen2_numerics(const rc_qwen2 *m);
+void rc_qwen2_q8_stats(const rc_qwen2 *m, size_t *bytes, double *seconds);
 const rc_qwen2_config *rc_qwen2_cfg(const rc_qwen2 *m);
 
 recall_status rc_qwen2_forward(rc_qwen2 *m, const rc_qwen2_fwd *f, recall_err *err);

@@ -148,7 +148,7 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
                 : rc_fail(err, RECALL_E_MISSING, "%s: no BPE tokenizer section", rc_blob_path(b));
     }
     if (!s) {
-        rc_exec_opts xo = {o->threads, o->simd};
+        rc_exec_opts xo = {o->threads, o->simd, o->numerics};
         s = rc_exec_open(&xo, &r->ex, err);
     }
     if (!s && o->arm != RC_ARM_FULL) s = rc_pooler_open_ex(b, r->ex, &r->pooler, err);
@@ -181,7 +181,7 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
                 : rc_fail(err, RECALL_E_MISSING, "%s: no WordPiece tokenizer section", rc_blob_path(b));
         if (!s) s = rc_bert_open_ex(b, r->ex, &r->bert, err);
         if (!s) s = rc_heads_open(b, &r->heads, err);
-        if (!s && o->mode == RC_MODE_FAITHFUL) s = rc_qwen2_open_ex(b, o->block, r->ex, &r->seal, err);
+        if (!s && o->mode == RC_MODE_FAITHFUL) s = rc_qwen2_open_shared(b, o->block, r->llm, &r->seal, err);
         if (!s && r->seal) s = rc_qwen2_set_kv_dtype(r->seal, (rc_kv_dtype)o->kv, err);
     }
     if (!s) {

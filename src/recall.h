@@ -34,6 +34,9 @@
  *     recall_open_opts_init and recall_loop_opts_init keep the version-1 layouts; this header maps
  *     those names to the *2 entry points. The output structs (recall_model_info, recall_reply,
  *     recall_event, recall_allocator, recall_err) are frozen: they never grow.
+ *   - Numerics profile: recall_open_opts.numerics (recall_forward) and recall_loop_opts.numerics;
+ *     exact by default. The q8 profile is bitwise identical for every thread count and path too,
+ *     but not to exact.
  */
 #ifndef RECALL_PUBLIC_API_H
 #define RECALL_PUBLIC_API_H
@@ -47,7 +50,10 @@
 extern "C" {
 #endif
 
-#define RECALL_API_VERSION 3 /* 2: the option structs carry struct_size; 3: recall_loop_opts.pooler_cache_mb, the kv fields */
+#define RECALL_API_VERSION 3 /* 2: struct_size in the option structs; 3: pooler_cache_mb, kv, numerics */
+
+/* Numerics profiles (recall_open_opts.numerics, recall_loop_opts.numerics). */
+enum { RECALL_NUMERICS_EXACT = 0, RECALL_NUMERICS_Q8 = 1 };
 
 /* ---- allocation --------------------------------------------------------------------------- */
 
@@ -88,6 +94,11 @@ typedef struct {
      * RECALL_KV_F16 (binary16: half the bytes; K and V rounded to nearest even as they enter the
      * cache, the math fp32; an approximation, deterministic like the rest). */
     recall_kv kv;
+    /* The numerics profile of recall_forward's decoder: RECALL_NUMERICS_EXACT (0, the default:
+     * the reference fp32 order, bitwise the same everywhere) or RECALL_NUMERICS_Q8 (int8 layer
+     * matmuls, deterministic in their own right; packs the decoder at the first recall_forward and
+     * counts it against max_memory). Its distance to exact: docs/PROFILES.md. */
+    int numerics;
     /* New fields go here, at the end; zero must mean the default. */
 } recall_open_opts;
 
@@ -179,6 +190,10 @@ typedef struct {
     /* KV cache storage of the loop's decoders (as recall_open_opts.kv); RECALL_KV_F16 halves the
      * KV bytes and changes the results (measured distance in docs/KV.md). */
     recall_kv kv;
+    /* The decoder's numerics profile: RECALL_NUMERICS_EXACT (0, default) or RECALL_NUMERICS_Q8
+     * (int8 layer matmuls; lm_head, attention and norms stay exact; the loop packs the decoder at
+     * open). Replies, events and margins are then the q8 profile's (docs/PROFILES.md). */
+    int numerics;
     /* New fields go here, at the end; zero must mean the default. */
 } recall_loop_opts;
 
@@ -228,7 +243,6 @@ typedef struct {
     size_t n_ids;
     int n_gates, n_fires, n_rebuilds;
     float min_margin;  /* smallest top1 - top2 logit gap of a greedy choice; +inf if none */
-    long drafted, accepted; /* draft > 0: tokens guessed by prompt lookup and verified / kept */
 } recall_reply;
 
 /* One assistant turn: feed = the whole conversation so far (no BOS), ending with the open user
@@ -238,6 +252,10 @@ typedef struct {
 recall_status recall_turn(recall_loop *l, const int32_t *feed, size_t n_feed, recall_event_fn on_event, void *ctx,
                           recall_reply *out, recall_err *err);
 void recall_reply_free(const recall_loop *l, recall_reply *r);
+/* The last recall_turn's speculative decoding (recall_loop_opts.draft > 0): tokens guessed by
+ * prompt lookup and verified, and those kept (both 0 with draft 0). recall_reply is frozen, so the
+ * counts are read here. Since API version 3. */
+recall_status recall_loop_draft_stats(const recall_loop *l, long *drafted, long *accepted, recall_err *err);
 
 /* ---- scoring: the numbers `recall eval` and `recall longctx` report ------------------------ */
 

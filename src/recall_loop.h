@@ -74,6 +74,9 @@ typedef struct {
     /* KV cache storage of the loop's decoders (qwen2.h rc_kv_dtype): RC_KV_DT_F32 (0, exact) or
      * RC_KV_DT_F16 (half the bytes, an approximation named in every output). */
     int kv;
+    /* The decoder's numerics profile (q8.h): RC_NUMERICS_EXACT (0, default) or RC_NUMERICS_Q8 (int8
+     * layer matmuls; lm_head stays exact, so screening picks what the full q8 logits would). */
+    int numerics;
 } rc_recall_opts;
 #define RC_POOLER_CACHE_MB 256
 enum { RC_LM_SCREEN_AUTO = 0, RC_LM_SCREEN_ON = 1, RC_LM_SCREEN_OFF = 2 };

@@ -10,7 +10,8 @@
  * flags (RECALL_OPEN_VERIFY opens); recall_loop_opts_init gives the golden's loop constants and
  * writes no byte past the struct; the first golden turn with threads 2 and draft 4 gives the
  * golden reply (both change speed only); turn_cap 5 gives its first 5 ids; the FULL arm with
- * max_ctx 100 is refused naming 100. Prints "N passed, M failed"; exit 0 only if nothing failed.
+ * max_ctx 100 is refused naming 100. The reply struct (frozen since version 1) ends at a guard page
+ * too. Prints "N passed, M failed"; exit 0 only if nothing failed.
  *
  * Built only with -DRC_ABI_V1_MAIN; the tests/ glob of the suite compiles it to nothing. */
 #ifdef RC_ABI_V1_MAIN
@@ -149,26 +150,26 @@ int main(int argc, char **argv) {
           lo->block, lo->k, lo->turn_cap, (int)lo->mode, (int)lo->arm, lo->draft);
     lo->threads = 2;
     lo->draft = 4;
-    recall_reply r;
-    s = turn(m, lo, history, feed_len, &r, &err);
+    recall_reply *rp = at_guard(sizeof *rp); /* frozen: the library writes exactly its bytes */
+    s = turn(m, lo, history, feed_len, rp, &err);
     CHECK(s == RECALL_OK, "golden turn: %s", err.msg);
     if (!s) {
-        CHECK(r.n_ids == (size_t)n_want && r.ids && !memcmp(r.ids, want, (size_t)n_want * sizeof *want),
-              "golden turn: %zu ids, the golden has %ld (or they differ)", r.n_ids, n_want);
-        free(r.ids);
+        CHECK(rp->n_ids == (size_t)n_want && rp->ids && !memcmp(rp->ids, want, (size_t)n_want * sizeof *want),
+              "golden turn: %zu ids, the golden has %ld (or they differ)", rp->n_ids, n_want);
+        free(rp->ids);
     }
     lo->turn_cap = 5;
-    s = turn(m, lo, history, feed_len, &r, &err);
-    CHECK(s == RECALL_OK && r.n_ids == 5 && r.ids && !memcmp(r.ids, want, 5 * sizeof *want),
-          "turn_cap 5: %s, %zu ids", err.msg, s ? (size_t)0 : r.n_ids);
-    if (!s) free(r.ids);
+    s = turn(m, lo, history, feed_len, rp, &err);
+    CHECK(s == RECALL_OK && rp->n_ids == 5 && rp->ids && !memcmp(rp->ids, want, 5 * sizeof *want),
+          "turn_cap 5: %s, %zu ids", err.msg, s ? (size_t)0 : rp->n_ids);
+    if (!s) free(rp->ids);
     lo->arm = RECALL_ARM_FULL;
     lo->max_ctx = 100;
     recall_err e2 = {0};
-    s = turn(m, lo, history, feed_len, &r, &e2);
+    s = turn(m, lo, history, feed_len, rp, &e2);
     CHECK(s == RECALL_E_LIMIT && strstr(e2.msg, "holds 100"), "FULL arm, max_ctx 100: %s (%s)", recall_strerror(s),
           e2.msg);
-    if (!s) free(r.ids);
+    if (!s) free(rp->ids);
     recall_close(m);
 done:
     free(want);

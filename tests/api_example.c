@@ -10,10 +10,12 @@
  * gives its ids back, and the API's own errors (bad ids, over-long forward) are values.
  * Prints "N passed, M failed"; exit status 0 only if nothing failed.
  *
- *   api_example BLOB GOLDEN.json --write-logits FILE N | --check-logits FILE N
+ *   api_example BLOB GOLDEN.json --write-logits FILE N | --check-logits FILE N  [q8]
  * The cross-build check (a whole turn is too slow under qemu): instead of the turn, forward the
  * first N feed ids and write the last row's logits (raw fp32 bytes) to FILE, or compare them
- * bitwise with FILE as written by the native build (which passed the full turn check).
+ * bitwise with FILE as written by the native build (which passed the full turn check). With q8,
+ * the forward runs the q8 numerics profile (recall_open_opts.numerics): its bits too are the same
+ * on every build.
  *
  * Built only with -DRC_API_EXAMPLE_MAIN (`make api-example`); the tests/ glob of the suite compiles it to
  * nothing.
@@ -112,12 +114,16 @@ int main(int argc, char **argv) {
     const char *lfile = NULL;
     int lwrite = 0;
     long ln = 0;
-    if (argc == 6 && (!strcmp(argv[3], "--write-logits") || !strcmp(argv[3], "--check-logits"))) {
+    recall_open_opts oo;
+    recall_open_opts_init(&oo);
+    if ((argc == 6 || (argc == 7 && !strcmp(argv[6], "q8"))) &&
+        (!strcmp(argv[3], "--write-logits") || !strcmp(argv[3], "--check-logits"))) {
         lfile = argv[4];
         lwrite = !strcmp(argv[3], "--write-logits");
         ln = strtol(argv[5], NULL, 10);
+        if (argc == 7) oo.numerics = RECALL_NUMERICS_Q8;
     } else if (argc != 3) {
-        fprintf(stderr, "usage: %s BLOB GOLDEN.json [--write-logits|--check-logits FILE N]\n", argv[0]);
+        fprintf(stderr, "usage: %s BLOB GOLDEN.json [--write-logits|--check-logits FILE N [q8]]\n", argv[0]);
         return 2;
     }
     char *golden = slurp(argv[2]);
@@ -138,7 +144,7 @@ int main(int argc, char **argv) {
 
     recall_err err = {0};
     recall_model *m = NULL;
-    recall_status s = recall_open(argv[1], NULL, &m, &err);
+    recall_status s = recall_open(argv[1], &oo, &m, &err);
     CHECK(s == RECALL_OK, "recall_open: %s (%s)", recall_strerror(s), err.msg);
     if (s) goto done;
     recall_model_info info;

@@ -10,6 +10,7 @@
 #include "lm_screen.h"
 #include "nf4.h"
 #include "ops.h"
+#include "q8.h"
 #include "simd.h"
 
 #include <math.h>
@@ -721,6 +722,185 @@ static void check_screen_norms(tally *t, const rc_kernels *k, lcg *g) {
         }
 }
 
+/* ---- the q8 profile (src/q8.h) ---- */
+
+/* bitwise equality of byte / int arrays */
+static void check_bytes(tally *t, const char *kernel, const char *what, const void *got, const void *want, size_t n) {
+    const unsigned char *a = got, *b = want;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) {
+            printf("FAIL %s %s [%s]: first difference at byte %zu: got 0x%02x want 0x%02x\n", t->path, kernel, what, i,
+                   a[i], b[i]);
+            t->failed++;
+            return;
+        }
+    t->passed++;
+}
+
+/* An input row for q8: blocks of several kinds, by block index: random magnitudes, all zero, tiny
+ * (below 2^-96), an inf, a NaN, ties (x * s lands on k + 0.5), one huge peak among small values,
+ * subnormals beside a tiny maximum, a peak whose rest is tiny, two equal maxima, a maximum of
+ * exactly 1.5 x the second (no peak) and one just above it (a peak). */
+static void fill_q8_row(lcg *g, float *x, size_t n, int special) {
+    fill_f(g, x, n);
+    if (!special) return;
+    for (size_t b = 0; b < n / 32; b++) {
+        float *xb = x + 32 * b;
+        switch ((b + (size_t)special) % 12) {
+        case 1: memset(xb, 0, 32 * sizeof *xb); break;
+        case 2: for (int i = 0; i < 32; i++) xb[i] = ldexpf(next_f(g), -110); break;
+        case 3: xb[next_u32(g) % 32] = (next_u32(g) & 1) ? INFINITY : -INFINITY; break;
+        case 4: xb[next_u32(g) % 32] = NAN; break;
+        case 5: /* a = 127: s = 1, so x.5 values are exact ties */
+            for (int i = 0; i < 32; i++) xb[i] = (float)((int)(next_u32(g) % 253) - 126) + 0.5f;
+            xb[0] = 127.0f;
+            break;
+        case 6: for (int i = 0; i < 32; i++) xb[i] *= 1e-3f; xb[next_u32(g) % 32] = 3000.0f; break;
+        case 7: for (int i = 0; i < 32; i++) xb[i] = ldexpf(next_f(g), -130); xb[5] = 1e-30f; break;
+        case 8: for (int i = 0; i < 32; i++) xb[i] = ldexpf(next_f(g), -120); xb[next_u32(g) % 32] = -2.5f; break;
+        case 9: for (int i = 0; i < 32; i++) xb[i] = ldexpf(next_f(g), -8); xb[17] = -5.0f; xb[3] = 5.0f; break;
+        case 10: for (int i = 0; i < 32; i++) xb[i] = ldexpf(next_f(g), -8); xb[30] = 3.0f; xb[9] = -2.0f; break;
+        case 11: for (int i = 0; i < 32; i++) xb[i] = ldexpf(next_f(g), -8); xb[30] = -3.0000002f; xb[9] = 2.0f; break;
+        default: break;
+        }
+    }
+}
+
+/* the rows of two quantised-activation buffers, every field the kernels read */
+static void check_q8act(tally *t, const char *what, const rc_q8act *g, const rc_q8act *w, int rows) {
+    const size_t K = (size_t)w->cols, nb = (size_t)w->nb;
+    check_bytes(t, "q8_quant q", what, g->q, w->q, (size_t)rows * K);
+    check_bytes(t, "q8_quant d", what, g->d, w->d, (size_t)rows * nb * sizeof(float));
+    check_bytes(t, "q8_quant corr", what, g->corr, w->corr, (size_t)rows * nb * sizeof(int32_t));
+    check_bytes(t, "q8_quant npk", what, g->npk, w->npk, (size_t)rows * sizeof(int32_t));
+    for (int r = 0; r < rows; r++) {
+        check_bytes(t, "q8_quant pk_c", what, g->pk_c + (size_t)r * nb, w->pk_c + (size_t)r * nb,
+                    (size_t)w->npk[r] * sizeof(int32_t));
+        check_bytes(t, "q8_quant pk_x", what, g->pk_x + (size_t)r * nb, w->pk_x + (size_t)r * nb,
+                    (size_t)w->npk[r] * sizeof(float));
+    }
+}
+
+/* poisons every buffer of a (so that a field the kernel forgets shows) */
+static void poison_q8act(rc_q8act *a) {
+    memset(a->q, 0x5a, a->qcap);
+    memset(a->corr, 0x5a, a->bcap * sizeof(int32_t));
+    memset(a->pk_c, 0x5a, a->bcap * sizeof(int32_t));
+    memset(a->npk, 0x5a, a->rcap * sizeof(int32_t));
+    poison(a->d, a->bcap);
+    poison(a->pk_x, a->bcap);
+}
+
+static void check_q8_quant(tally *t, const rc_kernels *k, lcg *g) {
+    static const size_t ns[] = {32, 64, 96, 288, 1536};
+    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++)
+        for (int special = 0; special < 3; special++) {
+            const size_t n = ns[c];
+            const int rows = 3;
+            float *x = malloc((size_t)rows * n * sizeof *x);
+            rc_q8act ag = {0}, aw = {0};
+            recall_err err = {0};
+            if (rc_q8act_reserve(&ag, rows, (int64_t)n, &err) || rc_q8act_reserve(&aw, rows, (int64_t)n, &err)) {
+                printf("FAIL %s q8_quant setup: %s\n", t->path, err.msg);
+                t->failed++;
+                return;
+            }
+            poison_q8act(&ag);
+            poison_q8act(&aw);
+            for (int r = 0; r < rows; r++) {
+                fill_q8_row(g, x + (size_t)r * n, n, special ? special + r : 0);
+                k->q8_quant(x + (size_t)r * n, &ag, r);
+                rc_q8_quant_row_ref(x + (size_t)r * n, &aw, r);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "n=%zu special=%d", n, special);
+            check_q8act(t, what, &ag, &aw, rows);
+            free(x);
+            rc_q8act_free(&ag);
+            rc_q8act_free(&aw);
+        }
+}
+
+/* one q8 matmul case: the packed kernel against the oracle from the unpacked weight (the pack is
+ * checked with it), rows [r0, r1) only (the rest of Y stays NaN), with and without bias, one
+ * input at a time (batch invariance) and without scratch */
+static void check_q8_case(tally *t, const rc_kernels *k, lcg *g, const rc_mat *w, int nt, int special) {
+    recall_err err = {0};
+    rc_q8mat pk;
+    rc_q8act xa = {0};
+    const size_t K = (size_t)w->cols, ldx = K + 3, ldy = (size_t)w->rows + 2;
+    if (rc_q8_alloc(w, &pk, &err) || rc_q8act_reserve(&xa, nt, w->cols, &err)) {
+        printf("FAIL %s q8 setup: %s\n", t->path, err.msg);
+        t->failed++;
+        return;
+    }
+    rc_q8_pack_groups(w, &pk, 0, pk.groups);
+    float *X = malloc((size_t)nt * ldx * sizeof(float)), *bias = malloc((size_t)w->rows * sizeof(float));
+    float *Yg = malloc((size_t)nt * ldy * sizeof(float)), *Yw = malloc((size_t)nt * ldy * sizeof(float));
+    const size_t ns = k->matmul_scratch;
+    float *scratch = ns ? aligned_alloc(64, ns * sizeof(float)) : NULL;
+    for (int tt = 0; tt < nt; tt++) fill_q8_row(g, X + (size_t)tt * ldx, K, special ? tt + 1 : 0);
+    fill_f(g, bias, (size_t)w->rows);
+    for (int tt = 0; tt < nt; tt++) k->q8_quant(X + (size_t)tt * ldx, &xa, tt);
+    xa.n = nt;
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        const float *b = with_bias ? bias : NULL;
+        const int64_t r0 = w->rows > 2 ? 1 : 0, r1 = w->rows > 3 ? w->rows - 1 : w->rows;
+        poison(Yg, (size_t)nt * ldy);
+        poison(Yw, (size_t)nt * ldy);
+        if (scratch) poison(scratch, ns);
+        k->q8_matmul(&pk, b, &xa, nt, Yg, ldy, r0, r1, scratch);
+        rc_q8_matmul_ref(w, b, X, ldx, nt, Yw, ldy, r0, r1);
+        char what[112];
+        snprintf(what, sizeof what, "%s %lldx%lld nt=%d bias=%d rows %lld..%lld special=%d", rc_dtype_name(w->dtype),
+                 (long long)w->rows, (long long)w->cols, nt, with_bias, (long long)r0, (long long)r1, special);
+        check(t, "q8_matmul", what, Yg, Yw, (size_t)nt * ldy);
+        poison(Yw, (size_t)nt * ldy);
+        for (int tt = 0; tt < nt; tt++) {
+            rc_q8act one = xa;
+            one.q += (size_t)tt * K;
+            one.d += (size_t)tt * (size_t)xa.nb;
+            one.corr += (size_t)tt * (size_t)xa.nb;
+            one.pk_c += (size_t)tt * (size_t)xa.nb;
+            one.pk_x += (size_t)tt * (size_t)xa.nb;
+            one.npk += tt;
+            one.n = 1;
+            k->q8_matmul(&pk, b, &one, 1, Yw + (size_t)tt * ldy, ldy, r0, r1, scratch);
+        }
+        check(t, "q8_matmul batch-invariance", what, Yw, Yg, (size_t)nt * ldy);
+        poison(Yw, (size_t)nt * ldy);
+        k->q8_matmul(&pk, b, &xa, nt, Yw, ldy, r0, r1, NULL);
+        check(t, "q8_matmul without scratch", what, Yw, Yg, (size_t)nt * ldy);
+    }
+    free(X);
+    free(bias);
+    free(Yg);
+    free(Yw);
+    free(scratch);
+    rc_q8_free(&pk);
+    rc_q8act_free(&xa);
+}
+
+static void check_q8_matmul(tally *t, const rc_kernels *k, lcg *g) {
+    static const struct {
+        rc_dtype dt;
+        int64_t rows, cols;
+        int nt;
+    } cases[] = {
+        {RC_DT_NF4, 16, 64, 1},   {RC_DT_NF4, 5, 64, 3},     {RC_DT_NF4, 37, 160, 2},  {RC_DT_NF4, 33, 96, 5},
+        {RC_DT_NF4, 50, 1536, 1}, {RC_DT_NF4, 48, 1536, 4},  {RC_DT_NF4, 21, 320, 9},  {RC_DT_NF4, 70, 512, 23},
+        {RC_DT_NF4, 35, 160, 17}, {RC_DT_NF4, 17, 9216, 8},  {RC_DT_NF4, 9, 9248, 8},  {RC_DT_NF4, 64, 2048, 64},
+        {RC_DT_F32, 7, 32, 1},    {RC_DT_F32, 19, 96, 6},    {RC_DT_F32, 40, 640, 16}, {RC_DT_BF16, 33, 1536, 2},
+        {RC_DT_BF16, 18, 256, 13}, {RC_DT_F16, 5, 64, 4},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        test_mat tm;
+        make_mat(g, cases[c].dt, cases[c].rows, cases[c].cols, &tm);
+        check_q8_case(t, k, g, &tm.m, cases[c].nt, (int)(c % 2));
+        free_mat(&tm);
+    }
+}
+
 int rc_simd_selftest(int path, int *passed, int *failed) {
     rc_kernels k;
     recall_err err = {0};
@@ -741,6 +921,8 @@ int rc_simd_selftest(int path, int *passed, int *failed) {
     check_sincos(&t, &k, &g);
     check_screen(&t, &k, &g);
     check_screen_norms(&t, &k, &g);
+    check_q8_quant(&t, &k, &g);
+    check_q8_matmul(&t, &k, &g);
     *passed = t.passed;
     *failed = t.failed;
     return 0;
@@ -756,7 +938,10 @@ int main(void) {
         }
         int np, nf;
         if (rc_simd_selftest(p, &np, &nf) != 0) return 2;
-        printf("path %s: %d passed, %d failed\n", rc_simd_name((rc_simd_path)p), np, nf);
+        rc_kernels k;
+        recall_err err = {0};
+        rc_simd_select(rc_simd_name((rc_simd_path)p), &k, &err);
+        printf("path %s (q8 kernels %s): %d passed, %d failed\n", rc_simd_name((rc_simd_path)p), k.q8_name, np, nf);
         total_p += np;
         total_f += nf;
         ran++;

@@ -166,6 +166,44 @@ Test(compare, golden_clean_fp32_agrees_with_replay) { golden_agrees("clean", "fp
 Test(compare, golden_faithful_nf4_agrees_with_replay) { golden_agrees("faithful", "nf4"); }
 Test(compare, golden_clean_nf4_agrees_with_replay) { golden_agrees("clean", "nf4"); }
 
+/* A q8 replay and a q8 forward dump against the exact goldens: the report names both profiles
+ * (text and JSON); the comparison itself runs as usual. */
+Test(compare, q8_outputs_name_the_profiles) {
+    const char *blob = fixture_worldA_blob("nf4");
+    cr_assert(blob);
+    char cmd[1400], *out;
+    snprintf(cmd, sizeof cmd, "./recall replay %s --bench tests/golden/recall_bench.json --problem 0 --numerics q8 "
+             "--trace build/cmp_replay_q8.json 2>/dev/null", blob);
+    cr_assert_eq(fixture_sh(cmd, NULL), 0, "%s", cmd);
+    compare("build/cmp_replay_q8.json", WA "loop_A_seed0_faithful_nf4.json", "--json build/cmp_q8.report.json", &out);
+    cr_expect(strstr(out, "NUMERICS: A ran the q8 profile, B exact"), "%s", out);
+    free(out);
+    json_doc *doc = fixture_json("build/cmp_q8.report.json");
+    cr_expect_str_eq(json_get(json_root(doc), "numerics_a")->str, "q8");
+    cr_expect_str_eq(json_get(json_root(doc), "numerics_b")->str, "exact");
+    json_free(doc);
+    /* the same trace on both sides: no NUMERICS line */
+    compare("build/cmp_replay_q8.json", "build/cmp_replay_q8.json", NULL, &out);
+    cr_expect(strstr(out, "AGREE") && !strstr(out, "NUMERICS"), "%s", out);
+    free(out);
+    /* a forward dump */
+    size_t n;
+    int *ids = fixture_npz_i32(WA "qwen2_nf4.npz", "ids", &n);
+    char list[1024];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", i ? "," : "[", ids[i]);
+    snprintf(list + k, sizeof list - k, "]");
+    free(ids);
+    snprintf(cmd, sizeof cmd, "./recall forward %s --ids '%s' --numerics q8 --dump build/cmp_fwd_q8.npz", blob, list);
+    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", cmd);
+    cr_expect(strstr(out, "numerics q8 (layer matrices int8"), "%s", out);
+    free(out);
+    compare("build/cmp_fwd_q8.npz", WA "qwen2_nf4.npz", NULL, &out);
+    cr_expect(strstr(out, "NUMERICS: A ran the q8 profile, B exact"), "%s", out);
+    cr_expect(strstr(out, "only in A (not compared): numerics_q8"), "%s", out);
+    free(out);
+}
+
 Test(compare, reply_token_changed_in_turn_3_is_a_real_divergence) {
     const char *mine = engine_trace("faithful", "fp32");
     json_doc *doc = fixture_json(WA "loop_A_seed0_faithful_fp32.json");

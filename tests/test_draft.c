@@ -7,8 +7,8 @@
  * (draft 0 is test_recall.c's golden run; its replies and final history are re-checked here
  * against the golden file), with drafts both accepted and rejected. The FULL arm likewise;
  * the chat stream through the public API (recall_turn's token events) and through `recall chat`
- * (stdout and --trace bytes), each with drafts accepted and rejected (recall_reply.drafted /
- * .accepted; chat's '[trace] draft:' lines), so that the drafted stream is what was compared. */
+ * (stdout and --trace bytes), each with drafts accepted and rejected (recall_loop_draft_stats;
+ * chat's '[trace] draft:' lines), so that the drafted stream is what was compared. */
 #include "draft.h"
 #include "fixture.h"
 #include "json.h"
@@ -368,10 +368,12 @@ static void chat_turns(recall_model *m, int draft, stream out[2], float margin[2
         cr_assert_eq((int)rep.n_ids, out[t].n);
         cr_assert(!memcmp(rep.ids, out[t].ids, rep.n_ids * sizeof *rep.ids));
         margin[t] = rep.min_margin;
-        drafts[0] += rep.drafted;
-        drafts[1] += rep.accepted;
-        cr_assert_leq(rep.accepted, rep.drafted, "turn %d", t);
-        if (!draft) cr_assert_eq(rep.drafted, 0, "turn %d drafted with draft 0", t);
+        long drafted = -1, accepted = -1;
+        cr_assert_eq(recall_loop_draft_stats(l, &drafted, &accepted, &err), RECALL_OK, "%s", err.msg);
+        drafts[0] += drafted;
+        drafts[1] += accepted;
+        cr_assert_leq(accepted, drafted, "turn %d", t);
+        if (!draft) cr_assert_eq(drafted, 0, "turn %d drafted with draft 0", t);
         memcpy(conv + n_conv, rep.ids, rep.n_ids * sizeof *rep.ids);
         n_conv += rep.n_ids;
         recall_reply_free(l, &rep);

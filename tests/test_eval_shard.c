@@ -136,6 +136,7 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
     /* the case is not vacuous: both arms, fires in question and probe turns */
     cr_assert(strstr(table, "RC_bge@-3:r-30") && strstr(whole, "\"top_bridge_q_fires\": [-") &&
               strstr(whole, "\"top_bridge_c_fires\": [-"), "%s", table);
+    cr_expect(strstr(whole, "\"mode\": \"faithful\", \"numerics\": \"exact\""), "the run names its profile");
 
     for (int k = 1; k <= 2; k++) {
         snprintf(path, sizeof path, "s%d_2.json", k);
@@ -183,6 +184,14 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
     free(f16);
     snprintf(files, sizeof files, "%s/s1_4.json %s/s2_4.json %s %s/s4_4.json", d, d, b, d);
     expect_refused(d, files, b, "option --kv: f16 vs f32");
+    /* a shard of the q8 profile: the profiles are never mixed */
+    run_shard(blob, d, "--numerics q8", 3, 4, "q8_3_4.json");
+    snprintf(b, sizeof b, "%s/q8_3_4.json", d);
+    char *q8s = fixture_read(b, NULL);
+    cr_expect(strstr(q8s, "\"--numerics\": \"q8\""), "a q8 shard names its profile");
+    free(q8s);
+    snprintf(files, sizeof files, "%s/s1_4.json %s/s2_4.json %s %s/s4_4.json", d, d, b, d);
+    expect_refused(d, files, b, "option --numerics: q8 vs exact");
     /* shard files edited to claim another blob, benchmark, problem list, job list */
     snprintf(path, sizeof path, "%s/s3_4.json", d);
     char *s34 = fixture_read(path, NULL);
@@ -208,7 +217,8 @@ Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
     free(s34);
 
     const char *names[] = {"whole.json", "s1_2.json", "s2_2.json", "s1_4.json", "s2_4.json", "s3_4.json",
-                           "s4_4.json", "clean3_4.json", "f16_3_4.json", "merged.json"};
+                           "s4_4.json", "clean3_4.json", "f16_3_4.json", "q8_3_4.json",
+                           "merged.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", d, names[i]);
         unlink(path);
@@ -239,7 +249,7 @@ Test(eval_shard, every_option_that_changes_bits_must_match, .timeout = 900) {
     }
     snprintf(path, sizeof path, "%s/s2.json", d);
     expect_field(path, "\"options\"", "{\"--ctx\": 0, \"--draft\": 0, \"--lm-head-screen\": \"auto\", "
-                                      "\"--rope-scaling\": null, \"--kv\": \"f32\"}");
+                                      "\"--rope-scaling\": null, \"--kv\": \"f32\", \"--numerics\": \"exact\"}");
     snprintf(files, sizeof files, "%s/s1.json %s/s2.json %s/s3.json", d, d, d);
     char out[300];
     snprintf(out, sizeof out, "%s/m.json", d);
@@ -253,6 +263,7 @@ Test(eval_shard, every_option_that_changes_bits_must_match, .timeout = 900) {
         {"--lm-head-screen off", "option --lm-head-screen: off vs auto"},
         {"--rope-scaling yarn:2:4096", "option --rope-scaling: yarn:2:4096 vs null"},
         {"--kv f16", "option --kv: f16 vs f32"},
+        {"--numerics q8", "option --numerics: q8 vs exact"},
         {"--threads 1 --simd scalar", NULL},
     };
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {

@@ -170,7 +170,7 @@ static rc_qwen2 *open_kv(rc_blob *b, int max_ctx, rc_kv_dtype kv, const char *si
     rc_qwen2 *m = NULL;
     *ex = NULL;
     if (simd) {
-        rc_exec_opts o = {threads, simd};
+        rc_exec_opts o = {.threads = threads, .simd = simd};
         cr_assert_eq(rc_exec_open(&o, ex, &err), RECALL_OK, "%s", err.msg);
     }
     cr_assert_eq(rc_qwen2_open_ex(b, max_ctx, *ex, &m, &err), RECALL_OK, "%s", err.msg);

@@ -186,7 +186,7 @@ static void run_decode_kv(rc_blob *b, const char *simd, int threads, const rc_kv
     recall_err err = {0};
     rc_exec *ex = NULL;
     rc_qwen2 *m = NULL;
-    rc_exec_opts eo = {threads, simd};
+    rc_exec_opts eo = {.threads = threads, .simd = simd};
     cr_assert_eq(rc_exec_open(&eo, &ex, &err), RECALL_OK, "%s", err.msg);
     cr_assert_eq(rc_qwen2_open_ex(b, CTX, ex, &m, &err), RECALL_OK, "%s", err.msg);
     cr_assert_eq(rc_qwen2_set_kv_dtype(m, kv, &err), RECALL_OK, "%s", err.msg);

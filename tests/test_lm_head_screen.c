@@ -157,7 +157,7 @@ static int check_picks(synth *s, const float *h, const char *what) {
         for (int th = 1; th <= 2; th++) {
             recall_err err = {0};
             rc_exec *ex;
-            rc_exec_opts xo = {th, paths[pi]};
+            rc_exec_opts xo = {.threads = th, .simd = paths[pi]};
             cr_assert_eq(rc_exec_open(&xo, &ex, &err), RECALL_OK, "%s", err.msg);
             float *full = malloc((size_t)s->V * sizeof(float));
             for (int i = 0; i < s->V; i++) full[i] = NAN;
@@ -261,7 +261,7 @@ Test(lm_screen, near_ties_random, .timeout = 300) {
 static void check_bounds(synth *s, lcg *g, int nh, double *worst) {
     recall_err err = {0};
     rc_exec *ex;
-    rc_exec_opts xo = {1, "scalar"};
+    rc_exec_opts xo = {.threads = 1, .simd = "scalar"};
     cr_assert_eq(rc_exec_open(&xo, &ex, &err), RECALL_OK, "%s", err.msg);
     rc_lmscreen *scr;
     cr_assert_eq(rc_lmscreen_new(&s->m, s->q, s->scale, s->norm, ex, &scr, &err), RECALL_OK, "%s", err.msg);
@@ -460,7 +460,7 @@ static recall_status open_edited(screen_edit edit, int threads, char *msg, size_
     cr_assert_eq(rc_blob_open(path, RC_OPEN_VERIFY, &b, &err), RECALL_OK, "%s", err.msg); /* checksums all match */
     remove(path);
     rc_exec *ex;
-    rc_exec_opts xo = {threads, NULL};
+    rc_exec_opts xo = {.threads = threads};
     cr_assert_eq(rc_exec_open(&xo, &ex, &err), RECALL_OK, "%s", err.msg);
     rc_lmscreen *scr = NULL;
     memset(&err, 0, sizeof err);

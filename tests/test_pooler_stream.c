@@ -27,7 +27,7 @@ static const int Ls[] = {0, 1, 7, 17, 64, 65, 130, 700, 2000};
 #define N_L ((int)(sizeof Ls / sizeof Ls[0]))
 
 static rc_exec *exec_for(rc_simd_path path, int threads) {
-    rc_exec_opts o = {threads, rc_simd_name(path)};
+    rc_exec_opts o = {.threads = threads, .simd = rc_simd_name(path)};
     rc_exec *e = NULL;
     recall_err err = {0};
     cr_assert_eq(rc_exec_open(&o, &e, &err), RECALL_OK, "%s", err.msg);

@@ -9,6 +9,7 @@
 #include "fixture.h"
 #include "pooler.h"
 #include "json.h"
+#include "q8.h"
 #include "recall_loop.h"
 
 #include <criterion/criterion.h>
@@ -196,6 +197,45 @@ static void run_golden_threads(const char *golden, const char *weights, rc_loop_
     rc_problem_run_free(&runs[1]);
     rc_problem_free(&p);
     json_free(doc);
+    rc_blob_close(b);
+}
+
+/* The loop under the q8 profile: the fast schedule at 2 threads on the best path and the reference
+ * schedule at 1 thread on the scalar path give the same bits (q8 is deterministic in its own
+ * right, rows independent as in exact), and they are not the exact profile's bits. */
+Test(recall_q8, schedules_threads_and_paths_agree_bitwise, .timeout = 900) {
+    const char *path = fixture_worldA_blob("nf4");
+    cr_assert(path);
+    rc_blob *b;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    rc_bench *bench;
+    cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", &bench, &err), RECALL_OK);
+    rc_problem p;
+    cr_assert_eq(rc_bench_problem(bench, 0, &p, &err), RECALL_OK);
+    rc_problem_run runs[3];
+    for (int i = 0; i < 3; i++) { /* q8 fast x2, q8 reference scalar x1, exact fast */
+        rc_recall_opts o;
+        rc_recall_defaults(b, &o);
+        o.numerics = i < 2 ? RC_NUMERICS_Q8 : RC_NUMERICS_EXACT;
+        o.reference_schedule = i == 1;
+        o.threads = i == 0 ? 2 : 1;
+        o.simd = i == 1 ? "scalar" : NULL;
+        rc_recall *r;
+        cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
+        cr_assert_eq(rc_run_problem(r, &p, NULL, NULL, NULL, &runs[i], &err), RECALL_OK, "%s", err.msg);
+        rc_recall_close(r);
+    }
+    fixture_expect_same_run(&runs[0], &runs[1], "q8 fast x2 vs reference scalar x1");
+    int differ = 0;
+    for (int t = 0; t < runs[0].n_turns && t < runs[2].n_turns; t++) {
+        const rc_turn *q = &runs[0].turns[t].turn, *x = &runs[2].turns[t].turn;
+        for (int i = 0; i < q->n_gates && i < x->n_gates; i++) differ += memcmp(&q->gates[i].score, &x->gates[i].score, 4) != 0;
+    }
+    cr_expect_gt(differ, 0, "q8 gate scores should differ from exact somewhere");
+    for (int i = 0; i < 3; i++) rc_problem_run_free(&runs[i]);
+    rc_problem_free(&p);
+    rc_bench_free(bench);
     rc_blob_close(b);
 }
 

@@ -64,6 +64,52 @@ static char *ids_json(const int32_t *ids, int n) {
     return s;
 }
 
+/* --numerics q8: named on stdout and in the JSON; the same NLLs on the scalar path at 1 thread and
+ * the best path at 2 threads (bitwise, as printed with 17 digits); not the exact NLLs. */
+Test(score_cli, q8_is_named_deterministic_and_not_exact) {
+    const char *blob = fixture_worldA_blob("nf4");
+    cr_assert(blob);
+    char cmd[512], *out;
+    const char *runs[3][2] = {{"--numerics q8 --simd scalar --threads 1", "build/score_q8_a.json"},
+                              {"--numerics q8 --threads 2", "build/score_q8_b.json"},
+                              {"--threads 2", "build/score_q8_x.json"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "./recall score %s --ids '[5,9,17,33,65,129,257,513,1000,3,7,11,13,19,23,29,31,37,41,43]' "
+                 "--per-position %s --json %s 2>/dev/null", blob, runs[i][0], runs[i][1]);
+        cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", cmd);
+        cr_expect(strstr(out, i < 2 ? "numerics q8 (layer matrices int8" : "numerics exact"), "%s", out);
+        free(out);
+    }
+    json_doc *a = fixture_json(runs[0][1]), *b = fixture_json(runs[1][1]), *x = fixture_json(runs[2][1]);
+    cr_expect_str_eq(json_get_type(json_root(a), "numerics", JSON_STR)->str, "q8");
+    cr_expect_str_eq(json_get_type(json_root(x), "numerics", JSON_STR)->str, "exact");
+    const json_value *pa = json_get(json_root(a), "positions"), *pb = json_get(json_root(b), "positions"),
+                     *px = json_get(json_root(x), "positions");
+    cr_assert(pa && pb && px && pa->len == 19 && pb->len == 19 && px->len == 19);
+    int differ = 0;
+    for (size_t i = 0; i < pa->len; i++) {
+        cr_expect_eq(jnum(&pa->items[i], "nll"), jnum(&pb->items[i], "nll"), "position %zu", i);
+        cr_expect_eq(jnum(&pa->items[i], "greedy"), jnum(&pb->items[i], "greedy"), "position %zu", i);
+        differ += jnum(&pa->items[i], "nll") != jnum(&px->items[i], "nll");
+        cr_expect_lt(fabs(jnum(&pa->items[i], "nll") - jnum(&px->items[i], "nll")), 0.5, "position %zu", i);
+    }
+    cr_expect_gt(differ, 15, "q8 NLLs should differ from exact (%d of 19 do)", differ);
+    /* recall compare measures the distance of the two score files and names both profiles */
+    snprintf(cmd, sizeof cmd, "./recall compare %s %s", runs[0][1], runs[2][1]);
+    cr_expect_eq(fixture_sh(cmd, &out), 1, "%s", cmd);
+    cr_expect(strstr(out, "9 scored positions: mean |NLL A-B|") && strstr(out, "greedy tokens agree") &&
+                  strstr(out, "NUMERICS: A ran the q8 profile, B exact"),
+              "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "./recall compare %s %s", runs[0][1], runs[1][1]);
+    cr_expect_eq(fixture_sh(cmd, &out), 0, "%s", cmd);
+    cr_expect(strstr(out, "greedy tokens agree 9/9") && strstr(out, "AGREE") && !strstr(out, "NUMERICS"), "%s", out);
+    free(out);
+    json_free(a);
+    json_free(b);
+    json_free(x);
+}
+
 Test(score_cli, worldA_nll_and_greedy_match_golden_logits) {
     const char *blob = fixture_worldA_blob("f32");
     cr_assert(blob);

@@ -29,6 +29,37 @@ Test(simd_equiv, avx512_without_vbmi) {
 }
 Test(simd_equiv, neon) { run_path(RC_SIMD_NEON); }
 
+/* The q8 kernels a path installs: the dot-product build where the CPU has the instructions, the
+ * other build under RECALL_NO_DOT; both checked bitwise by the self-test (each test its own process). */
+static void expect_q8(rc_simd_path p, const char *want) {
+    rc_kernels k;
+    recall_err err = {0};
+    if (!rc_simd_available(p)) {
+        cr_skip_test("path %s not available on this machine/build", rc_simd_name(p));
+        return;
+    }
+    cr_assert_eq(rc_simd_select(rc_simd_name(p), &k, &err), RECALL_OK, "%s", err.msg);
+    cr_expect_str_eq(k.q8_name, want, "path %s", rc_simd_name(p));
+    run_path(p);
+}
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+Test(simd_equiv, q8_dot_builds) {
+    if (__builtin_cpu_supports("avx512vnni")) expect_q8(RC_SIMD_AVX512, "avx512-vnni");
+    if (__builtin_cpu_supports("avxvnni")) expect_q8(RC_SIMD_AVX2, "avx-vnni");
+}
+#endif
+Test(simd_equiv, q8_without_dot_instructions) {
+    setenv("RECALL_NO_DOT", "1", 1);
+    expect_q8(RC_SIMD_SCALAR, "scalar");
+#if defined(__x86_64__)
+    expect_q8(RC_SIMD_AVX2, "avx2");
+    expect_q8(RC_SIMD_AVX512, "avx2"); /* AVX-512 without VNNI runs the AVX2 q8 kernels */
+#endif
+#if defined(__aarch64__)
+    expect_q8(RC_SIMD_NEON, "neon");
+#endif
+}
+
 Test(simd_dispatch, override_and_errors) {
     rc_kernels k;
     recall_err err = {0};

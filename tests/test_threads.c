@@ -24,7 +24,7 @@
 static const int thread_counts[] = {1, 2, 3, 4, 7, 16};
 
 static rc_exec *exec_for(rc_simd_path path, int threads) {
-    rc_exec_opts o = {threads, rc_simd_name(path)};
+    rc_exec_opts o = {.threads = threads, .simd = rc_simd_name(path)};
     rc_exec *e = NULL;
     recall_err err = {0};
     cr_assert_eq(rc_exec_open(&o, &e, &err), RECALL_OK, "%s", err.msg);
@@ -301,7 +301,7 @@ Test(threads_pool, fused_sections_equal_separate_calls) {
                     rc_mm_part parts[NPART];
                     for (int p = 0; p < NPART; p++) {
                         got[p] = poisoned((size_t)nt * (size_t)rows[p]);
-                        parts[p] = (rc_mm_part){&w[p], bias[p], got[p], (size_t)rows[p]};
+                        parts[p] = (rc_mm_part){.w = &w[p], .bias = bias[p], .Y = got[p], .ldy = (size_t)rows[p]};
                     }
                     rc_exec_matmul_parts(e, parts, NPART, X, COLS, nt);
                     char what[96];

@@ -5,6 +5,7 @@
 #include "qwen2.h"
 #include "convert.h"
 #include "pool.h"
+#include "qwen2.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,14 @@ int cli_info(const cli_args *a) {
                 printf("  kv: %s, %lld bytes per position (f32 %lld, f16 %lld)\n", rc_kv_dtype_name(kv),
                        (long long)(2 * L * NKV * D * (kv == RC_KV_DT_F16 ? 2 : 4)), (long long)(8 * L * NKV * D),
                        (long long)(4 * L * NKV * D));
+            rc_qwen2 *m = NULL;
+            if (ex->numerics == RC_NUMERICS_Q8) { /* the profile's open cost: packing the decoder */
+                char line[192];
+                if (rc_qwen2_open_ex(b, 1, ex, &m, &xerr) == RECALL_OK) cli_numerics_describe(m, line, sizeof line);
+                else snprintf(line, sizeof line, "q8 unavailable (%.150s)", xerr.msg);
+                printf("  numerics %s\n", line);
+                rc_qwen2_close(m);
+            }
             rc_exec_close(ex);
         } else {
             printf("  simd: unavailable (%s)\n", xerr.msg);

@@ -73,7 +73,8 @@ typedef struct {
     double P; /* the percentile */
     uint32_t seeds[1024];
     int n_seeds;
-    int kv; /* rc_kv_dtype */
+    int kv;       /* rc_kv_dtype */
+    int numerics; /* RC_NUMERICS_* */
 } calibrate_opts;
 
 /* What the needle dialogues give: the gate scores by position kind, and per generated turn its
@@ -158,8 +159,8 @@ static void calibrate_report(gate_stats *g, const calibrate_opts *co, int faithf
     double thr = percentile(pos->v, pos->n, co->P);
     for (int i = 0; i < g->q_max.n; i++) q_fire += g->q_max.v[i] > thr;
     for (int i = 0; i < g->probe_max.n; i++) probe_fire += g->probe_max.v[i] > thr;
-    printf("gate score distribution (%d problems, mode %s, kv %s, firing disabled)\n", co->n_seeds,
-           faithful ? "faithful" : "clean", rc_kv_dtype_name((rc_kv_dtype)co->kv));
+    printf("gate score distribution (%d problems, mode %s, kv %s, numerics %s, firing disabled)\n", co->n_seeds,
+           faithful ? "faithful" : "clean", rc_kv_dtype_name((rc_kv_dtype)co->kv), rc_numerics_name(co->numerics));
     printf("  %-26s %5s %9s %9s %9s %9s %9s %9s %9s\n", "", "n", "min", "p10", "p25", "p50", "p75", "p90", "max");
     print_row("recall positions", pos);
     print_row("casual positions", cas);
@@ -201,6 +202,7 @@ int cli_calibrate(const cli_args *a) {
         goto out;
     }
     co.kv = o.kv;
+    co.numerics = o.numerics;
     calibrate_report(&g, &co, o.mode == RC_MODE_FAITHFUL, file_thresh);
     rc = 0;
     goto out;

@@ -3,6 +3,8 @@
 #include "cli_common.h"
 
 #include "json.h"
+#include "q8.h"
+#include "qwen2.h"
 #include "rope.h"
 
 #include <errno.h>
@@ -94,7 +96,7 @@ recall_status cli_blob_open(const cli_args *a, const char *path, unsigned flags,
 }
 
 recall_status cli_exec_open(const cli_args *a, rc_exec **out, recall_err *err) {
-    rc_exec_opts o = {cli_threads(a), a->simd};
+    rc_exec_opts o = {.threads = cli_threads(a), .simd = a->simd, .numerics = a->numerics};
     return rc_exec_open(&o, out, err);
 }
 
@@ -114,6 +116,7 @@ void cli_loop_opts(const cli_args *a, const rc_blob *b, rc_recall_opts *o) {
     o->reference_schedule = a->reference_schedule;
     o->lm_screen = a->lm_screen;
     o->kv = a->kv;
+    o->numerics = a->numerics;
     /* rc_recall_opts: 0 = the default budget, < 0 = no cache */
     if (a->pooler_cache_mb >= 0) o->pooler_cache_mb = a->pooler_cache_mb ? a->pooler_cache_mb : -1;
     o->threads = cli_threads(a);
@@ -261,3 +264,15 @@ recall_status cli_get_ids(const cli_args *a, int32_t **out, int *n, recall_err *
 }
 
 const char *cli_ids_source(const cli_args *a) { return a->tokens_file ? a->tokens_file : "--ids"; }
+
+void cli_numerics_describe(const rc_qwen2 *m, char *buf, size_t n) {
+    if (rc_qwen2_numerics(m) != RC_NUMERICS_Q8) {
+        snprintf(buf, n, "exact");
+        return;
+    }
+    size_t bytes;
+    double secs;
+    rc_qwen2_q8_stats(m, &bytes, &secs);
+    snprintf(buf, n, "q8 (layer matrices int8: %.1f MB packed at open in %.2f s; lm_head, attention, norms exact)",
+             (double)bytes / 1e6, secs);
+}

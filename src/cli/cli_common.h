@@ -33,6 +33,7 @@ typedef struct cli_args {
     const char *rope_scaling; /* --rope-scaling yarn:FACTOR:ORIG */
     rc_kv_pages_opts kvp;     /* --kv-pages, --kv-pages-random */
     int kv;                   /* --kv f32|f16: rc_kv_dtype (qwen2.h); 0 = f32 */
+    int numerics;             /* --numerics exact|q8: RC_NUMERICS_* (q8.h); 0 = exact */
     /* inputs and outputs */
     const char *ids, *tokens_file, *file, *dump, *json, *out, *trace_out, *session, *bench, *q, *emb;
     /* the recall loop: NaN / -1 = the blob's value */
@@ -114,5 +115,10 @@ recall_status cli_parse_ids_text(const char *text, size_t len, const char *what,
 recall_status cli_get_ids(const cli_args *a, int32_t **out, int *n, recall_err *err);
 /* The name of the ids' source in messages: the file, or "--ids". */
 const char *cli_ids_source(const cli_args *a);
+
+/* The numerics line of forward / score / info: "exact", or for q8 what was packed at open (bytes,
+ * seconds) and what stays exact. */
+struct rc_qwen2;
+void cli_numerics_describe(const struct rc_qwen2 *m, char *buf, size_t n);
 
 #endif

@@ -188,6 +188,20 @@ static void print_headline(const rc_cmp_divergence *d) {
     printf("\n");
 }
 
+static void print_score(const rc_cmp_report *r, const char *pa, const char *pb) {
+    printf("compare: score files %s (A) vs %s (B)\n", pa, pb);
+    printf("  %ld scored positions: mean |NLL A-B| %.6f, max %.6f (chunk %d pos %d), mean NLL A-B %+.6f\n",
+           r->n_scored, r->nll_mean_abs, r->nll_max_abs, r->worst_chunk, r->worst_pos, r->nll_mean_signed);
+    printf("  greedy tokens agree %ld/%ld (%.2f %%); perplexity A %.4f, B %.4f (A/B - 1 = %+.4f %%)\n", r->greedy_same,
+           r->n_scored, r->n_scored ? 100.0 * (double)r->greedy_same / (double)r->n_scored : 0.0, r->ppl_a, r->ppl_b,
+           100.0 * (r->ppl_a / r->ppl_b - 1.0));
+    if (!r->verdict)
+        printf("AGREE: every |dNLL| within %.0e, every greedy token the same\n", rc_cmp_tolerance("score.nll")->tol);
+    else
+        printf("DIFFER: beyond the score.nll tolerance %.0e or a greedy token differs\n",
+               rc_cmp_tolerance("score.nll")->tol);
+}
+
 static void print_trace(const rc_cmp_report *r, const char *pa, const char *pb) {
     printf("compare: loop trace %s (A) vs %s (B)\n", pa, pb);
     print_kv(r);
@@ -312,8 +326,23 @@ static int write_json(const rc_cmp_report *r, const char *pa, const char *pb, co
     rc_json_put_str(f, pb);
     fprintf(f, ", \"kind\": \"%s\", \"verdict\": \"%s\", \"exit\": %d", r->what,
             r->verdict == 0 ? "agree" : r->verdict == 3 ? "near-tie" : "diverge", r->verdict);
+    fputs(", \"numerics_a\": ", f);
+    rc_json_put_str(f, r->numerics_a);
+    fputs(", \"numerics_b\": ", f);
+    rc_json_put_str(f, r->numerics_b);
     if (r->kind == 1) json_npz(f, r);
-    else json_trace(f, r);
+    else if (r->kind == 3) {
+        fprintf(f, ", \"scored\": %ld, \"greedy_same\": %ld, \"nll_mean_abs\": ", r->n_scored, r->greedy_same);
+        rc_json_put_num(f, r->nll_mean_abs);
+        fputs(", \"nll_max_abs\": ", f);
+        rc_json_put_num(f, r->nll_max_abs);
+        fputs(", \"nll_mean_signed\": ", f);
+        rc_json_put_num(f, r->nll_mean_signed);
+        fputs(", \"ppl_a\": ", f);
+        rc_json_put_num(f, r->ppl_a);
+        fputs(", \"ppl_b\": ", f);
+        rc_json_put_num(f, r->ppl_b);
+    } else json_trace(f, r);
     fputs("}\n", f);
     return cli_commit("compare", &af, 0) ? 2 : 0;
 }
@@ -332,7 +361,11 @@ int cli_compare(const cli_args *a) {
         return 2;
     }
     if (r.kind == 1) print_npz(&r, paths[0], paths[1]);
+    else if (r.kind == 3) print_score(&r, paths[0], paths[1]);
     else print_trace(&r, paths[0], paths[1]);
+    if (strcmp(r.numerics_a, r.numerics_b))
+        printf("NUMERICS: A ran the %s profile, B %s: their distance is the profile's (docs/PROFILES.md), not an error "
+               "of either side\n", r.numerics_a, r.numerics_b);
     int rc = r.verdict;
     if (json && write_json(&r, paths[0], paths[1], json)) rc = 2;
     rc_cmp_report_free(&r);

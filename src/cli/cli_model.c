@@ -111,6 +111,8 @@ int cli_forward(const cli_args *a) {
         char prof[256];
         rc_rope_describe(&c->rope, c->max_pos, prof, sizeof prof);
         printf("context %d of %d trained positions, rope %s\n", rc_qwen2_max_ctx(m), c->trained_pos, prof);
+        cli_numerics_describe(m, prof, sizeof prof);
+        printf("numerics %s\n", prof);
         if (n0 >= 0 && n0 < T) {
             char kvp[128];
             cli_kv_pages_describe(&a->kvp, kvp, sizeof kvp);
@@ -128,8 +130,14 @@ int cli_forward(const cli_args *a) {
             rc_npz_writer_add(w, "logits", RC_NPY_F32, 2, s2, logits, &err) ||
             rc_npz_writer_add(w, "hidden_last", RC_NPY_F32, 2, s3, hid, &err) ||
             rc_npz_writer_add(w, "q_layers", RC_NPY_F32, 3, s4, q, &err) ||
-            rc_npz_writer_add(w, RC_CMP_KV_ARRAY, RC_NPY_I32, 1, s5, kv_bits, &err) || rc_npz_writer_write(w, a->dump, &err))
+            rc_npz_writer_add(w, RC_CMP_KV_ARRAY, RC_NPY_I32, 1, s5, kv_bits, &err))
             goto out;
+        /* a q8 dump says so (compare names it); an exact dump keeps its arrays */
+        const int32_t q8flag = 1;
+        const int64_t s0[1] = {1};
+        if (rc_qwen2_numerics(m) == RC_NUMERICS_Q8 && rc_npz_writer_add(w, "numerics_q8", RC_NPY_I32, 1, s0, &q8flag, &err))
+            goto out;
+        if (rc_npz_writer_write(w, a->dump, &err)) goto out;
     } else {
         const float *last = logits + (size_t)(T - 1) * V;
         size_t best = 0;

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "compare.h"
 #include "draft.h"
+#include "q8.h"
 #include "qwen2.h"
 #include "rope.h"
 #include "session.h"
@@ -117,6 +118,13 @@ static int set_kv(const cli_opt *o, const char *val, cli_args *a) {
     return 0;
 }
 
+static int set_numerics(const cli_opt *o, const char *val, cli_args *a) {
+    const int n = rc_numerics_parse(val);
+    if (n < 0) return bad_value(o, val, a, "exact or q8");
+    a->numerics = n;
+    return 0;
+}
+
 static int set_mode(const cli_opt *o, const char *val, cli_args *a) {
     if (!strcmp(val, "faithful")) a->mode = RC_MODE_FAITHFUL;
     else if (!strcmp(val, "clean")) a->mode = RC_MODE_CLEAN;
@@ -185,6 +193,11 @@ static const cli_opt O_KV = {"--kv", NULL, "f32|f16",
                              "each K and V value rounded once as it is stored: an approximation,\n"
                              "named in every output; docs/KV.md)",
                              set_kv, F(kv), NOLIM};
+static const cli_opt O_NUMERICS = {"--numerics", NULL, "exact|q8",
+                                   "the decoder's numerics profile: exact (default, the reference fp32\n"
+                                   "order) or q8 (int8 layer matmuls, deterministic in its own right; its\n"
+                                   "distance to exact in docs/PROFILES.md; named in every output)",
+                                   set_numerics, F(numerics), NOLIM};
 static const cli_opt O_KV_PAGES = {"--kv-pages", NULL, "PAGE:BUDGET",
                                    "page-sparse decode attention (an approximation): each decode step\n"
                                    "attends to page 0, the last two pages and the best BUDGET/PAGE other\n"
@@ -242,7 +255,8 @@ static const cli_opt O_POOLER_CACHE = {"--pooler-cache", NULL, "MB",
                                       "0 = off); the same bits at any size",
                                       set_int, F(pooler_cache_mb), 0, 1 << 30};
 #define LOOP_OPTS                                                                                                    \
-    &O_MODE, &O_ARM, &O_THRESHOLD, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_DRAFT, &O_SCREEN, &O_POOLER_CACHE, &O_KV
+    &O_MODE, &O_ARM, &O_THRESHOLD, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_DRAFT, &O_SCREEN, &O_POOLER_CACHE, &O_KV,   \
+        &O_NUMERICS
 
 /* ---- convert, info, verify --------------------------------------------------------------------- */
 
@@ -282,7 +296,7 @@ static const cli_opt *const CONVERT_OPTS[] = {&O_QWEN2, &O_BGE_DIR, &O_POOLER, &
 
 static const cli_opt O_NO_TENSORS = {"--no-tensors", NULL, NULL, "leave out the tensor table", set_flag,
                                      F(no_tensors), NOLIM};
-static const cli_opt *const INFO_OPTS[] = {&O_NO_TENSORS, &O_KV, NULL};
+static const cli_opt *const INFO_OPTS[] = {&O_NO_TENSORS, &O_KV, &O_NUMERICS, NULL};
 static const cli_opt *const NO_OPTS[] = {NULL};
 
 /* ---- tokenize, detokenize ------------------------------------------------------------------- */
@@ -313,7 +327,7 @@ static const cli_opt O_DECODE_FROM = {"--decode-from", NULL, "N",
                                       "--kv-pages is given)",
                                       set_long, F(decode_from), 0, 1 << 24};
 static const cli_opt *const FORWARD_OPTS[] = {&O_IDS, &O_TOKENS_FILE, &O_DUMP_FWD, &O_CTX_FWD, &O_ROPE,
-                                              &O_DECODE_FROM, &O_KV_PAGES, &O_KV_RANDOM, &O_KV, EXEC_OPTS, NULL};
+                                              &O_DECODE_FROM, &O_KV_PAGES, &O_KV_RANDOM, &O_KV, &O_NUMERICS, EXEC_OPTS, NULL};
 
 static const cli_opt O_CHUNK = {"--chunk", NULL, "N",
                                 "chunk length (3 .. the trained positions; default: all ids, at most\n"
@@ -337,7 +351,7 @@ static const cli_opt O_SCORING_ROWS = {"--scoring-rows", NULL, "R",
                                        set_int, F(scoring_rows), 1, 64};
 static const cli_opt *const SCORE_OPTS[] = {&O_IDS,      &O_TOKENS_FILE,  &O_CHUNK,    &O_BOS,
                                             &O_JSON_SCORE, &O_PER_POSITION, &O_SCORING_ROWS, &O_KV_PAGES,
-                                            &O_KV_RANDOM, &O_KV,          &O_ROPE,     EXEC_OPTS, NULL};
+                                            &O_KV_RANDOM, &O_KV,          &O_NUMERICS, &O_ROPE,     EXEC_OPTS, NULL};
 static const cli_moved SCORE_MOVED[] = {
     {"--ctx", "the chunk length is --chunk N (--ctx is the instance context, which score sizes to the chunk)"},
     {NULL, NULL}};
@@ -407,7 +421,7 @@ static const cli_opt O_SHARD = {"--shard", NULL, "K/N",
                                 "run); needs --json, which then also records what --merge checks",
                                 set_str, F(shard), NOLIM};
 static const cli_opt *const EVAL_OPTS[] = {&O_BENCH,  &O_PROBLEMS, &O_EVAL_ARMS, &O_MODE,  &O_JSON_EVAL,
-                                           &O_SHARD,  &O_DRAFT,    &O_SCREEN,    &O_POOLER_CACHE, &O_KV, &O_CTX_FULL, &O_ROPE,
+                                           &O_SHARD,  &O_DRAFT,    &O_SCREEN,    &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_CTX_FULL, &O_ROPE,
                                            EXEC_OPTS, NULL};
 static const cli_moved EVAL_MOVED[] = {
     {"--merge", "--merge must come first: recall eval --merge SHARD.json... [--json OUT]"}, {NULL, NULL}};
@@ -421,7 +435,7 @@ static const cli_opt *const MERGE_OPTS[] = {&O_JSON_MERGE, NULL};
 static const cli_opt O_PERCENTILE = {"--percentile", NULL, "P", "percentile of the recall-position scores (default 10)",
                                      set_num, F(percentile), 0, 100};
 static const cli_opt *const CALIBRATE_OPTS[] = {&O_BENCH, &O_PROBLEMS, &O_PERCENTILE, &O_MODE, &O_SCREEN,
-                                                &O_POOLER_CACHE, &O_KV, &O_ROPE,  EXEC_OPTS,   NULL};
+                                                &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_ROPE,  EXEC_OPTS,   NULL};
 
 static const cli_opt O_TASK = {"--task", NULL, "LIST", "needle, multikey, vartrack (comma-separated, each once)",
                                set_str, F(task), NOLIM};
@@ -460,7 +474,7 @@ static const cli_opt O_NO_RUN = {"--no-run", NULL, NULL, "build and check the ca
                                  set_flag, F(no_run), NOLIM};
 static const cli_opt *const LONGCTX_OPTS[] = {&O_TASK,   &O_LEN,   &O_DEPTH,   &O_SEED,      &O_LCTX_ARMS,
                                               &O_MAX_NEW, &O_JSON_LCTX, &O_HAYSTACK, &O_PROMPTS, &O_NO_RUN,
-                                              &O_MODE,  &O_SCREEN, &O_POOLER_CACHE, &O_KV, &O_CTX_FULL, &O_ROPE,    EXEC_OPTS, NULL};
+                                              &O_MODE,  &O_SCREEN, &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_CTX_FULL, &O_ROPE,    EXEC_OPTS, NULL};
 
 /* ---- trace-svg, compare --------------------------------------------------------------------- */
 
@@ -479,7 +493,7 @@ static const cli_opt O_CMP_THRESHOLD = {"--threshold", NULL, "T", "gate threshol
 static const cli_opt *const COMPARE_OPTS[] = {&O_JSON_CMP, &O_CMP_THRESHOLD, NULL};
 
 const cli_opt *const cli_all_opts[] = {
-    &O_THREADS, &O_SIMD, &O_HUGEPAGES, &O_CTX_FWD, &O_CTX_FULL, &O_ROPE, &O_KV_PAGES, &O_KV_RANDOM, &O_KV, &O_IDS,
+    &O_THREADS, &O_SIMD, &O_HUGEPAGES, &O_CTX_FWD, &O_CTX_FULL, &O_ROPE, &O_KV_PAGES, &O_KV_RANDOM, &O_KV, &O_NUMERICS, &O_IDS,
     &O_TOKENS_FILE, &O_BENCH, &O_MODE, &O_ARM, &O_THRESHOLD, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_TURN_CAP,
     &O_DRAFT, &O_REFERENCE, &O_SCREEN, &O_POOLER_CACHE, &O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE, &O_WEIGHTS,
     &O_POOLER_HEADS, &O_STORE_SCREEN, &O_TOKENIZERS_ONLY, &O_OUT, &O_QUIET, &O_NO_TENSORS, &O_USE_BGE, &O_SPECIAL,

@@ -98,8 +98,9 @@ static int write_trace(const char *path, long problem, const rc_recall_opts *o, 
     rc_afile af;
     FILE *f = cli_create("replay", &af, path);
     if (!f) return 1;
-    fprintf(f, "{\"seed\": %ld, \"mode\": \"%s\", \"arm\": \"%s\", \"kv\": \"%s\", \"threshold\": ", problem,
-            cli_mode_name(o->mode), cli_arm_name(o->arm), rc_kv_dtype_name((rc_kv_dtype)o->kv));
+    fprintf(f, "{\"seed\": %ld, \"mode\": \"%s\", \"arm\": \"%s\", \"kv\": \"%s\", \"numerics\": \"%s\", \"threshold\": ",
+            problem, cli_mode_name(o->mode), cli_arm_name(o->arm), rc_kv_dtype_name((rc_kv_dtype)o->kv),
+            rc_numerics_name(o->numerics));
     rc_json_put_num(f, o->threshold);
     fprintf(f, ", \"constants\": {\"RW\": %d, \"C\": %d, \"BLOCK\": %d, \"RECALL_K\": %d, \"TURN_CAP\": %d},\n",
             o->window, o->chunk, o->block, o->k, o->turn_cap);
@@ -140,8 +141,9 @@ int cli_replay(const cli_args *a) {
         goto fail;
     cli_loop_opts(a, b, &o);
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
-    fprintf(stderr, "replay: problem %ld, simd %s, %d thread%s, kv %s\n", a->problem, rc_recall_simd_name(r),
-            rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s", rc_kv_dtype_name((rc_kv_dtype)o.kv));
+    fprintf(stderr, "replay: problem %ld, simd %s, %d thread%s, kv %s, numerics %s\n", a->problem,
+            rc_recall_simd_name(r), rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s",
+            rc_kv_dtype_name((rc_kv_dtype)o.kv), rc_numerics_name(o.numerics));
     if (rc_run_problem(r, &p, NULL, on_turn, NULL, &run, &err)) goto fail;
     rc_lm_stats lm;
     rc_recall_lm_stats(r, &lm);

@@ -221,8 +221,8 @@ static recall_status score_write_json(const cli_args *o, const score_run *s, dou
     for (int i = 0; i < s->n_chunk; i++) fprintf(jf, "%s%.17g", i ? ", " : "", s->chunk_ppl[i]);
     char kvp[128];
     cli_kv_pages_describe(&o->kvp, kvp, sizeof kvp);
-    fprintf(jf, "], \"scoring_rows\": %d, \"attention\": \"%s\", \"kv\": \"%s\"", o->scoring_rows, kvp,
-            rc_kv_dtype_name(rc_qwen2_kv_dtype(s->m)));
+    fprintf(jf, "], \"scoring_rows\": %d, \"attention\": \"%s\", \"kv\": \"%s\", \"numerics\": \"%s\"", o->scoring_rows,
+            kvp, rc_kv_dtype_name(rc_qwen2_kv_dtype(s->m)), rc_numerics_name(rc_qwen2_numerics(s->m)));
     if (s->decode_tps > 0) fprintf(jf, ", \"decode_tok_s\": %.6g, \"decode_tok_s_rows\": %d", s->decode_tps, s->tps_rows);
     if (o->per_position) {
         fputs(", \"positions\": [", jf);
@@ -270,6 +270,9 @@ int cli_score(const cli_args *a) {
                s.use_bos ? "replaced" : "off");
         printf("scoring rows per call %d, attention %s, kv %s\n", a->scoring_rows, kvp,
                rc_kv_dtype_name(rc_qwen2_kv_dtype(s.m)));
+        char num[192];
+        cli_numerics_describe(s.m, num, sizeof num);
+        printf("numerics %s\n", num);
         fflush(stdout);
         if (!score_chunks(a, &s, &err) && !score_report(a, &s, &err)) rc = 0;
     }
