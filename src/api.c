@@ -479,10 +479,13 @@ static recall_status loop_estimate(const recall_model *m, const recall_loop_opts
                        o->window, o->block, o->chunk, lim, o->k, o->turn_cap, lim, o->buf_min, lim);
     if (o->draft < 0 || o->draft > RC_DRAFT_MAX)
         return rc_fail(err, RECALL_E_ARG, "recall_loop_open: draft %d (0..%d)", o->draft, RC_DRAFT_MAX);
-    if ((unsigned)o->mode > 1 || (unsigned)o->arm > 2 || (unsigned)o->kv > RECALL_KV_F16 ||
-        (unsigned)o->numerics > RECALL_NUMERICS_Q8)
-        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: mode %d / arm %d / kv %d / numerics %d unknown",
-                       (int)o->mode, (int)o->arm, (int)o->kv, o->numerics);
+    if ((unsigned)o->mode > 1 || (unsigned)o->arm > 2)
+        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: mode %d / arm %d unknown", (int)o->mode, (int)o->arm);
+    if ((unsigned)o->kv > RECALL_KV_F16)
+        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: kv %d unknown (RECALL_KV_F32, RECALL_KV_F16)", (int)o->kv);
+    if ((unsigned)o->numerics > RECALL_NUMERICS_Q8)
+        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: numerics %d unknown (RECALL_NUMERICS_EXACT, _Q8)",
+                       o->numerics);
     int64_t n_sp = o->arm == RECALL_ARM_FULL ? 0 : cfg_i64(m->blob, "pooler.n_sp", 0);
     if (n_sp < 0 || n_sp > lim) n_sp = lim;
     int64_t ctx = 1 + n_sp + (int64_t)o->k * o->block + o->window + o->chunk;

@@ -97,7 +97,7 @@ Test(kv_cli, score_forward_info_and_compare_name_the_kv, .timeout = 600) {
     char *pos[4];
     for (int v = 0; v < 4; v++) {
         snprintf(js[v], sizeof js[v], "build/kvc_score_%d_%d.json", v, (int)getpid());
-        snprintf(cmd, sizeof cmd, "./recall score %s --tokens-file %s --ctx 300 --per-position --json %s %s 2>/dev/null",
+        snprintf(cmd, sizeof cmd, "./recall score %s --tokens-file %s --chunk 300 --per-position --json %s %s 2>/dev/null",
                  blob, tok, js[v], variants[v]);
         char *out = run_ok(cmd);
         cr_assert(strstr(out, v ? ", kv f16\n" : ", kv f32\n"), "%s\n%s", cmd, out);

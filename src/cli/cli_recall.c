@@ -141,9 +141,9 @@ int cli_replay(const cli_args *a) {
         goto fail;
     cli_loop_opts(a, b, &o);
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
-    fprintf(stderr, "replay: problem %ld, simd %s, %d thread%s, kv %s, numerics %s\n", a->problem,
+    fprintf(stderr, "replay: problem %ld, simd %s, %d thread%s, numerics %s, kv %s\n", a->problem,
             rc_recall_simd_name(r), rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s",
-            rc_kv_dtype_name((rc_kv_dtype)o.kv), rc_numerics_name(o.numerics));
+            rc_numerics_name(o.numerics), rc_kv_dtype_name((rc_kv_dtype)o.kv));
     if (rc_run_problem(r, &p, NULL, on_turn, NULL, &run, &err)) goto fail;
     rc_lm_stats lm;
     rc_recall_lm_stats(r, &lm);
