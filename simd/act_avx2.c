@@ -181,9 +181,6 @@ int rc_act_avx2(rc_kernels *k) {
 
 #else
 
-int rc_act_avx2(rc_kernels *k) {
-    (void)k;
-    return 0;
-}
+RC_KERNELS_ABSENT(rc_act_avx2)
 
 #endif

@@ -166,9 +166,6 @@ int rc_act_neon(rc_kernels *k) {
 
 #else
 
-int rc_act_neon(rc_kernels *k) {
-    (void)k;
-    return 0;
-}
+RC_KERNELS_ABSENT(rc_act_neon)
 
 #endif

@@ -637,9 +637,6 @@ int rc_kernels_avx2(rc_kernels *k) {
 
 #else
 
-int rc_kernels_avx2(rc_kernels *k) {
-    (void)k;
-    return 0;
-}
+RC_KERNELS_ABSENT(rc_kernels_avx2)
 
 #endif

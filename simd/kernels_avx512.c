@@ -664,9 +664,6 @@ int RC_KERNELS_AVX512_FN(rc_kernels *k) {
 
 #else
 
-int RC_KERNELS_AVX512_FN(rc_kernels *k) {
-    (void)k;
-    return 0;
-}
+RC_KERNELS_ABSENT(RC_KERNELS_AVX512_FN)
 
 #endif

@@ -294,9 +294,6 @@ int rc_kernels_neon(rc_kernels *k) {
 
 #else
 
-int rc_kernels_neon(rc_kernels *k) {
-    (void)k;
-    return 0;
-}
+RC_KERNELS_ABSENT(rc_kernels_neon)
 
 #endif

@@ -330,9 +330,6 @@ int RC_Q8_AVX2_FN(rc_kernels *k) {
 
 #else
 
-int RC_Q8_AVX2_FN(rc_kernels *k) {
-    (void)k;
-    return 0;
-}
+RC_KERNELS_ABSENT(RC_Q8_AVX2_FN)
 
 #endif

@@ -337,9 +337,6 @@ int rc_q8_avx512(rc_kernels *k) {
 
 #else
 
-int rc_q8_avx512(rc_kernels *k) {
-    (void)k;
-    return 0;
-}
+RC_KERNELS_ABSENT(rc_q8_avx512)
 
 #endif

@@ -244,9 +244,6 @@ int RC_Q8_NEON_FN(rc_kernels *k) {
 
 #else
 
-int RC_Q8_NEON_FN(rc_kernels *k) {
-    (void)k;
-    return 0;
-}
+RC_KERNELS_ABSENT(RC_Q8_NEON_FN)
 
 #endif

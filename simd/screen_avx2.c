@@ -114,9 +114,6 @@ int rc_screen_avx2(rc_kernels *k) {
 
 #else
 
-int rc_screen_avx2(rc_kernels *k) {
-    (void)k;
-    return 0;
-}
+RC_KERNELS_ABSENT(rc_screen_avx2)
 
 #endif

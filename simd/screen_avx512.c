@@ -104,9 +104,6 @@ int rc_screen_avx512(rc_kernels *k) {
 
 #else
 
-int rc_screen_avx512(rc_kernels *k) {
-    (void)k;
-    return 0;
-}
+RC_KERNELS_ABSENT(rc_screen_avx512)
 
 #endif

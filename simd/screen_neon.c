@@ -66,9 +66,6 @@ int rc_screen_neon(rc_kernels *k) {
 
 #else
 
-int rc_screen_neon(rc_kernels *k) {
-    (void)k;
-    return 0;
-}
+RC_KERNELS_ABSENT(rc_screen_neon)
 
 #endif

@@ -105,6 +105,14 @@ static inline const void *rc_kv_elem_at(const void *p, size_t i, int f16) {
     return f16 ? (const void *)((const uint16_t *)p + i) : (const void *)((const float *)p + i);
 }
 
+/* The installer of a path this build or target does not compile (its file is empty of kernels
+ * elsewhere): it installs nothing and says so. */
+#define RC_KERNELS_ABSENT(fn)                                                                              \
+    int fn(rc_kernels *k) {                                                                                 \
+        (void)k;                                                                                            \
+        return 0;                                                                                           \
+    }
+
 /* The four attention entries of a path whose file writes its kernels once for both K / V
  * element types, as attn_scores_any / attn_wsum_any(..., f16) with f16 = 0 (fp32) or 1 (binary16):
  * defines pfx_attn_scores, pfx_attn_scores_f16, pfx_attn_wsum, pfx_attn_wsum_f16. */

@@ -118,16 +118,22 @@ recall_status rc_session_load(const char *path, rc_session *out, recall_err *err
     return s;
 }
 
-recall_status rc_session_encode(const int32_t *ids, size_t n, uint32_t vocab, uint8_t **out, size_t *len,
-                                recall_err *err) {
-    *out = NULL;
-    *len = 0;
+/* The ids a session may hold: at most RC_SESSION_MAX_IDS, each in [0, vocab) (vocab 0: any >= 0). */
+static recall_status check_ids(const int32_t *ids, size_t n, uint32_t vocab, recall_err *err) {
     if (n > RC_SESSION_MAX_IDS)
         return rc_fail(err, RECALL_E_LIMIT, "session: %zu ids exceeds the limit %u", n, RC_SESSION_MAX_IDS);
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || (vocab && (uint32_t)ids[i] >= vocab))
             return rc_fail(err, RECALL_E_ARG, "session: id %d at index %zu is outside the vocab (%u)", ids[i], i,
                            vocab);
+    return RECALL_OK;
+}
+
+recall_status rc_session_encode(const int32_t *ids, size_t n, uint32_t vocab, uint8_t **out, size_t *len,
+                                recall_err *err) {
+    *out = NULL;
+    *len = 0;
+    RC_TRY(check_ids(ids, n, vocab, err));
     size_t total = RC_SESSION_HEADER + n * 4;
     uint8_t *b = malloc(total);
     if (!b) return rc_fail(err, RECALL_E_NOMEM, "session: out of memory");
@@ -180,12 +186,7 @@ static size_t pack(const int32_t *ids, size_t n, size_t from, uint8_t *out) {
 /* No heap allocation on this path (stack buffers only), so it is also safe in a forked child of a
  * multi-threaded process: the tests kill such a child in the middle of a save. */
 recall_status rc_session_save(const char *path, const int32_t *ids, size_t n, uint32_t vocab, recall_err *err) {
-    if (n > RC_SESSION_MAX_IDS)
-        return rc_fail(err, RECALL_E_LIMIT, "session: %zu ids exceeds the limit %u", n, RC_SESSION_MAX_IDS);
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] < 0 || (vocab && (uint32_t)ids[i] >= vocab))
-            return rc_fail(err, RECALL_E_ARG, "session: id %d at index %zu is outside the vocab (%u)", ids[i], i,
-                           vocab);
+    RC_TRY(check_ids(ids, n, vocab, err));
     char tmp[PATH_MAX];
     size_t pl = strlen(path);
     if (pl + 5 > sizeof tmp) return rc_fail(err, RECALL_E_ARG, "session: path of %zu bytes is too long", pl);

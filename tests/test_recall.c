@@ -209,10 +209,7 @@ Test(recall_q8, schedules_threads_and_paths_agree_bitwise, .timeout = 900) {
     rc_blob *b;
     recall_err err = {0};
     cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
-    rc_bench *bench;
-    cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", &bench, &err), RECALL_OK);
-    rc_problem p;
-    cr_assert_eq(rc_bench_problem(bench, 0, &p, &err), RECALL_OK);
+    rc_problem p = fixture_problem(0);
     rc_problem_run runs[3];
     for (int i = 0; i < 3; i++) { /* q8 fast x2, q8 reference scalar x1, exact fast */
         rc_recall_opts o;
@@ -235,7 +232,6 @@ Test(recall_q8, schedules_threads_and_paths_agree_bitwise, .timeout = 900) {
     cr_expect_gt(differ, 0, "q8 gate scores should differ from exact somewhere");
     for (int i = 0; i < 3; i++) rc_problem_run_free(&runs[i]);
     rc_problem_free(&p);
-    rc_bench_free(bench);
     rc_blob_close(b);
 }
 
@@ -271,10 +267,7 @@ Test(recall_golden, pooler_cache_budgets_same_bits, .timeout = 900) {
     rc_blob *b;
     recall_err err = {0};
     cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
-    rc_bench *bench;
-    cr_assert_eq(rc_bench_load("tests/golden/recall_bench.json", &bench, &err), RECALL_OK);
-    rc_problem p;
-    cr_assert_eq(rc_bench_problem(bench, 0, &p, &err), RECALL_OK);
+    rc_problem p = fixture_problem(0);
     static const int budgets[] = {-1, 1, 0}; /* off, 1 MiB, the default */
     rc_problem_run runs[3];
     rc_pooler_stats st[3];
@@ -300,6 +293,5 @@ Test(recall_golden, pooler_cache_budgets_same_bits, .timeout = 900) {
     fixture_expect_same_run(&runs[2], &runs[0], "pooler cache default");
     for (int k = 0; k < 3; k++) rc_problem_run_free(&runs[k]);
     rc_problem_free(&p);
-    rc_bench_free(bench);
     rc_blob_close(b);
 }
