@@ -23,14 +23,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-typedef struct {
-    uint64_t s;
-} lcg;
-
-static uint32_t next_u32(lcg *g) {
-    g->s = g->s * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(g->s >> 32);
-}
+#include "lcg.h"
 
 /* a float in +-[2^-6, 2^6) with a random mantissa: sums of these round in every lane */
 static float next_f(lcg *g) {

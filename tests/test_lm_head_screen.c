@@ -34,14 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct {
-    uint64_t s;
-} lcg;
-
-static uint32_t next_u32(lcg *g) {
-    g->s = g->s * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(g->s >> 32);
-}
+#include "lcg.h"
 
 /* roughly normal (sum of 4 uniforms, centred) */
 static float next_n(lcg *g) {
