@@ -193,6 +193,15 @@ static void expect_same_run(const loop_run *a, const loop_run *b, const char *ta
     for (int i = 0; i < a->log.n; i++) SAME(a->log.ev[i], b->log.ev[i], "%s: event %d", tag, i);
 }
 
+/* A drafted run: the plain run's bits, and drafts both accepted and rejected, so that both the
+ * kept prefix and the crop were exercised. */
+static void expect_same_drafted_run(const loop_run *base, const loop_run *x, const char *tag) {
+    expect_same_run(base, x, tag);
+    cr_log_info("%s: %ld drafted, %ld accepted", tag, x->drafted, x->accepted);
+    cr_assert_gt(x->accepted, 0, "%s: no draft was accepted, nothing was tested", tag);
+    cr_assert_lt(x->accepted, x->drafted, "%s: no draft was rejected, the crop was not tested", tag);
+}
+
 /* draft 1, 4, 8 against draft 0 on both schedules (the reference one on the first two generated
  * turns); draft 0's replies and final history against the golden file (test_recall.c checks the
  * rest of it on both schedules). */
@@ -223,10 +232,7 @@ static void golden_drafts(const char *golden, const char *weights, rc_loop_mode 
             run_loop(b, &p, NULL, mode, RC_ARM_RC_BGE, sched, drafts[d], &x);
             char tag[160];
             snprintf(tag, sizeof tag, "%s, %s schedule, draft %d", golden, sched ? "reference" : "fast", drafts[d]);
-            expect_same_run(&base, &x, tag);
-            cr_log_info("%s: %ld drafted, %ld accepted", tag, x.drafted, x.accepted);
-            cr_assert_gt(x.accepted, 0, "%s: no draft was accepted, nothing was tested", tag);
-            cr_assert_lt(x.accepted, x.drafted, "%s: no draft was rejected, the crop was not tested", tag);
+            expect_same_drafted_run(&base, &x, tag);
             free_run(&x);
         }
         free_run(&base);
@@ -268,9 +274,7 @@ static void screened_drafts(const char *weights, rc_loop_mode mode) {
         cr_assert_eq(x.screening, 1);
         char tag[160];
         snprintf(tag, sizeof tag, "%s weights, %s schedule, draft 8 + screening", weights, sched ? "reference" : "fast");
-        expect_same_run(&base, &x, tag);
-        cr_assert_gt(x.accepted, 0, "%s: no draft was accepted, nothing was tested", tag);
-        cr_assert_lt(x.accepted, x.drafted, "%s: no draft was rejected, the crop was not tested", tag);
+        expect_same_drafted_run(&base, &x, tag);
         free_run(&base);
         free_run(&x);
     }
