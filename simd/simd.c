@@ -9,6 +9,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -102,15 +105,28 @@ int rc_kernels_scalar(rc_kernels *k) {
 
 /* ---- selection ---- */
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* F16C (the f16 KV conversions: cpuid leaf 1, ECX bit 29) and AVX-VNNI (leaf 7 sub-leaf 1, EAX bit
+ * 4) read from cpuid itself: older compilers' __builtin_cpu_supports (clang 14) know neither name. */
+static int cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
+}
+static int cpu_has_avxvnni(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1u);
+}
+#endif
+
 static int cpu_has(rc_simd_path p) {
     switch (p) {
     case RC_SIMD_SCALAR: return 1;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     case RC_SIMD_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     case RC_SIMD_AVX512:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 #endif
 #if defined(__aarch64__)
     case RC_SIMD_NEON: return 1;
@@ -136,11 +152,7 @@ static int cpu_vnni(int avx512) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     if (getenv("RECALL_NO_DOT")) return 0;
     if (avx512) return __builtin_cpu_supports("avx512vnni");
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
-    return __builtin_cpu_supports("avxvnni");
-#else
-    return 0;
-#endif
+    return cpu_has_avxvnni();
 #else
     (void)avx512;
     return 0;
