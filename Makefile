@@ -237,6 +237,7 @@ define VARIANT_RUN
 	+$(MAKE) --no-print-directory BUILD=$(1) RECALL_BIN=$(1)/recall $(2) $(1)/recall $(1)/run_tests $(1)/api_example
 	@mkdir -p $(1)/root/build
 	@ln -sfn $(CURDIR)/tests $(1)/root/tests
+	@ln -sfn $(CURDIR)/docs $(1)/root/docs
 	@ln -sfn $(CURDIR)/$(1)/recall $(1)/root/recall
 	cd $(1)/root && $(SAN_ENV) $(CURDIR)/$(1)/run_tests $(TEST_ARGS)
 	cd $(1)/root && ./recall convert --qwen2 tests/golden/worldA/qwen2 --bge tests/golden/worldA/bge \

@@ -123,10 +123,10 @@ Test(q8_scheme, quantiser_rules) {
 Test(q8_scheme, pack_reads_back) {
     enum { R = 37, K = 160 }; /* 3 groups (the last padded); K % 64 == 32: a scale per 32-block */
     uint8_t codes[R * K / 2];
-    float absmax[R * K / 64], wf[R * K];
+    float absmax[(R * K + 63) / 64], wf[R * K]; /* one per 64 elements of the flat matrix, the last partial */
     uint32_t s = 11;
     for (size_t i = 0; i < sizeof codes; i++) codes[i] = (uint8_t)lcg(&s);
-    for (size_t i = 0; i < R * K / 64; i++) absmax[i] = 0.01f + (float)(lcg(&s) % 1000) * 1e-4f;
+    for (size_t i = 0; i < (R * K + 63) / 64; i++) absmax[i] = 0.01f + (float)(lcg(&s) % 1000) * 1e-4f;
     for (size_t i = 0; i < R * K; i++) wf[i] = gauss(&s);
     const rc_mat w4 = {RC_DT_NF4, codes, absmax, R, K}, w8 = {RC_DT_F32, wf, NULL, R, K};
     rc_q8mat p4, p8;
