@@ -19,6 +19,7 @@
  *                    [--problem P] [--turns T] [--len L] [--cap C] [--show]
  * (RECALL_THREADS / RECALL_SIMD pick threads and path; RECALL_BENCH_LOAD=huge the blob's loading)
  */
+#include "bench_problem.h"
 #include "bench_util.h"
 #include "problems.h"
 #include "blob.h"
@@ -215,13 +216,7 @@ int main(int argc, char **argv) {
     rc_blob *b;
     rc_bench *bench;
     rc_problem p;
-    const unsigned flags = bench_open_flags();
-    if (rc_blob_open(argv[1], flags, &b, &err) || rc_bench_load(argv[2], &bench, &err) ||
-        rc_bench_problem(bench, (uint32_t)problem, &p, &err)) {
-        fprintf(stderr, "bench_draft: %s\n", err.msg);
-        return 1;
-    }
-    rc_problem_keep_turns(&p, turns);
+    bench_open_problem("bench_draft", argv[1], argv[2], problem, turns, &b, &bench, &p);
     int64_t eos = 0;
     if (rc_blob_get_i64(b, "tok.eos", &eos, &err)) {
         fprintf(stderr, "bench_draft: %s\n", err.msg);

@@ -69,6 +69,27 @@ static void loadavg(char *buf, size_t n) {
         if (*c == ' ') *c = ',';
 }
 
+/* What both measurements open first: the blob, an execution context, and the load average then. */
+typedef struct {
+    char load0[64], load1[64];
+    rc_blob *b;
+    rc_exec *ex;
+} bench_run;
+
+static bench_run run_open(const char *blob, rc_exec_opts eo) {
+    bench_run r;
+    loadavg(r.load0, sizeof r.load0);
+    r.load1[0] = 0;
+    recall_err err = {0};
+    if (rc_blob_open(blob, bench_open_flags(), &r.b, &err) || rc_exec_open(&eo, &r.ex, &err)) die(blob, &err);
+    return r;
+}
+
+static void run_close(bench_run *r) {
+    rc_exec_close(r->ex);
+    rc_blob_close(r->b);
+}
+
 static int cmp_d(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -115,15 +136,12 @@ static void pool(rc_pooler *p, const rc_qwen2 *m, const int32_t *ids, int L, int
 #endif
 
 static int history(const char *blob, int N, int cache_mb, int reps, rc_exec_opts eo, int rows) {
-    char load0[64], load1[64];
-    loadavg(load0, sizeof load0);
+    bench_run run = run_open(blob, eo);
     recall_err err = {0};
-    rc_blob *b;
-    rc_exec *ex;
     rc_qwen2 *m;
     rc_pooler *p;
-    if (rc_blob_open(blob, bench_open_flags(), &b, &err) || rc_exec_open(&eo, &ex, &err) ||
-        rc_qwen2_open_ex(b, (rows > 64 ? rows : 64) + 1, ex, &m, &err) || rc_pooler_open_ex(b, ex, &p, &err))
+    if (rc_qwen2_open_ex(run.b, (rows > 64 ? rows : 64) + 1, run.ex, &m, &err) ||
+        rc_pooler_open_ex(run.b, run.ex, &p, &err))
         die(blob, &err);
 #ifdef RC_POOLER_TILE
     if (cache_mb > 0) rc_pooler_set_cache(p, (size_t)cache_mb << 20);
@@ -186,22 +204,21 @@ static int history(const char *blob, int N, int cache_mb, int reps, rc_exec_opts
 #endif
     double norm = 0;
     for (int i = 0; i < S * H; i++) norm += (double)sp[i] * sp[i];
-    loadavg(load1, sizeof load1);
+    loadavg(run.load1, sizeof run.load1);
     printf("history tree=%s N=%d cache_mb=%d threads=%d simd=%s reps=%d pooler_s=%.4f pooler_min_s=%.4f "
            "pooler_cpu_s=%.4f forward_rows=%d forward_s=%.3f forward_cpu_s=%.3f rebuild_s=%.3f rss_open_mib=%.1f rss_before_mib=%.1f "
            "peak_mib=%.1f growth_kib_per_token=%.2f cache_mib=%.1f scratch_mib=%.1f peak_reset=%s sp_sumsq=%.6f "
            "load_before=%s load_after=%s\n",
-           TREE, N, cache_mb, ex->threads, ex->k.name, reps, pool_s, wall[0], pool_cpu, rows, forward_s, forward_cpu,
+           TREE, N, cache_mb, run.ex->threads, run.ex->k.name, reps, pool_s, wall[0], pool_cpu, rows, forward_s, forward_cpu,
            forward_s < 0 ? -1.0 : pool_s + forward_s, rss_open, rss_before, peak, (peak - rss_open) * 1024.0 / (double)last, cache_mib,
-           scratch_mib, reset ? "yes" : "no", norm, load0, load1);
+           scratch_mib, reset ? "yes" : "no", norm, run.load0, run.load1);
     free(ids);
     free(sp);
     free(in);
     free(logits);
     rc_pooler_close(p);
     rc_qwen2_close(m);
-    rc_exec_close(ex);
-    rc_blob_close(b);
+    run_close(&run);
     return 0;
 }
 
@@ -222,22 +239,17 @@ static double time_fire(const rc_retriever *rt, const rc_archive *a, const float
 
 /* The rest of what grows with the history, at N evicted tokens (see the header). */
 static int other(const char *blob, int N, rc_exec_opts eo) {
-    char load0[64], load1[64];
-    loadavg(load0, sizeof load0);
+    bench_run run = run_open(blob, eo);
     recall_err err = {0};
-    rc_blob *b;
-    rc_exec *ex;
     rc_bert *bert;
     rc_heads *heads;
     rc_bpe *bpe;
     rc_wp *wp;
     size_t size;
-    if (rc_blob_open(blob, bench_open_flags(), &b, &err) || rc_exec_open(&eo, &ex, &err) ||
-        rc_bert_open_ex(b, ex, &bert, &err) || rc_heads_open(b, &heads, &err))
-        die(blob, &err);
-    const void *sec = rc_blob_section(b, RC_SECT_TOK_BPE, &size);
+    if (rc_bert_open_ex(run.b, run.ex, &bert, &err) || rc_heads_open(run.b, &heads, &err)) die(blob, &err);
+    const void *sec = rc_blob_section(run.b, RC_SECT_TOK_BPE, &size);
     if (!sec || rc_bpe_load(sec, size, &bpe, &err)) die("bpe", &err);
-    sec = rc_blob_section(b, RC_SECT_TOK_WORDPIECE, &size);
+    sec = rc_blob_section(run.b, RC_SECT_TOK_WORDPIECE, &size);
     if (!sec || rc_wp_load(sec, size, &wp, &err)) die("wordpiece", &err);
     const int block = 128, pending = 64, nb = N / block;
     int32_t *ids = history_ids(N + pending);
@@ -285,13 +297,13 @@ static int other(const char *blob, int N, rc_exec_opts eo) {
     if (rc_session_save(path, ids, (size_t)N, 151936, &err)) die("session", &err);
     const double session_s = bench_now_s() - t0;
     unlink(path);
-    loadavg(load1, sizeof load1);
+    loadavg(run.load1, sizeof run.load1);
     printf("other N=%d threads=%d simd=%s archive_bytes=%zu key_dim=%d key_cache_bytes=%zu blocks=%d "
            "block_encode_s=%.4f fire_s=%.4f fire_scoring_s=%.5f session_bytes=%zu session_save_s=%.4f "
            "load_before=%s load_after=%s\n",
-           N, ex->threads, ex->k.name, (size_t)(nb * block + pending) * sizeof(int32_t), d,
+           N, run.ex->threads, run.ex->k.name, (size_t)(nb * block + pending) * sizeof(int32_t), d,
            (size_t)nb * d * sizeof(float), nb, block_s, fire_s, score_s,
-           RC_SESSION_HEADER + (size_t)N * 4u, session_s, load0, load1);
+           RC_SESSION_HEADER + (size_t)N * 4u, session_s, run.load0, run.load1);
     rc_key_cache_free(&kc);
     rc_archive_free(&a);
     free(f);
@@ -300,8 +312,7 @@ static int other(const char *blob, int N, rc_exec_opts eo) {
     rc_bpe_free(bpe);
     rc_heads_close(heads);
     rc_bert_close(bert);
-    rc_exec_close(ex);
-    rc_blob_close(b);
+    run_close(&run);
     return 0;
 }
 

@@ -5,6 +5,7 @@
  * usage: bench_loop BLOB BENCH.json [--problem N] [--turns T] [--mode faithful|clean]
  * (RECALL_THREADS / RECALL_SIMD pick threads and path; RECALL_BENCH_LOAD=huge the blob's loading)
  */
+#include "bench_problem.h"
 #include "bench_util.h"
 #include "problems.h"
 #include "blob.h"
@@ -45,13 +46,8 @@ int main(int argc, char **argv) {
     rc_blob *b;
     rc_bench *bench;
     rc_problem p;
-    const unsigned flags = bench_open_flags();
-    if (rc_blob_open(argv[1], flags, &b, &err) || rc_bench_load(argv[2], &bench, &err) ||
-        rc_bench_problem(bench, (uint32_t)problem, &p, &err)) {
-        fprintf(stderr, "bench_loop: %s\n", err.msg);
-        return 1;
-    }
-    rc_problem_keep_turns(&p, turns); /* only the first `turns` generated turns */
+    /* only the first `turns` generated turns */
+    bench_open_problem("bench_loop", argv[1], argv[2], problem, turns, &b, &bench, &p);
     rc_problem_run runs[2];
     timing tm[2];
     double total[2];

@@ -4,6 +4,7 @@
 #include "blob.h"
 #include "convert.h"
 #include "npy.h"
+#include "qwen2.h"
 #include "simd.h"
 
 #include <criterion/criterion.h>
@@ -153,6 +154,13 @@ rc_blob *fixture_open_worldA(const char *weights) {
     const char *p = fixture_worldA_blob(weights);
     cr_assert(p, "cannot build the worldA %s blob", weights);
     return fixture_open(p);
+}
+
+rc_qwen2 *fixture_qwen2(const rc_blob *b, int max_ctx) {
+    rc_qwen2 *m = NULL;
+    recall_err err = {0};
+    cr_assert_eq(rc_qwen2_open(b, max_ctx, &m, &err), RECALL_OK, "%s", err.msg);
+    return m;
 }
 
 char *fixture_read(const char *path, size_t *len) {

@@ -20,6 +20,9 @@ rc_convert_opts fixture_worldA_convert_opts(const char *weights, const char *out
 /* Any blob opened with rc_blob_open (mapped); aborts the test on failure. */
 struct rc_blob *fixture_open(const char *path);
 
+/* The decoder of a blob (rc_qwen2_open with max_ctx); aborts the test on failure. */
+struct rc_qwen2 *fixture_qwen2(const struct rc_blob *b, int max_ctx);
+
 /* A whole file, NUL-terminated (malloc'd; its length in *len when len is not NULL); aborts the
  * test on failure. */
 char *fixture_read(const char *path, size_t *len);

@@ -12,6 +12,7 @@
 
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,32 +27,45 @@ static int newer_than_recall(const char *path) {
     return stat(path, &a) == 0 && stat("recall", &b) == 0 && a.st_mtime >= b.st_mtime;
 }
 
+/* `recall replay` of benchmark problem 0 with opts on the worldA blob of `weights`, its trace
+ * written to path (exit status 0 asserted). */
+static void replay(const char *weights, const char *opts, const char *path) {
+    const char *blob = fixture_worldA_blob(weights);
+    cr_assert(blob);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "./recall replay %s --bench tests/golden/recall_bench.json --problem 0 %s --trace %s 2>/dev/null", blob,
+             opts, path);
+    cr_assert_eq(fixture_sh(cmd, NULL), 0, "%s", cmd);
+}
+
+/* The "ids" array of a golden .npz as the --ids list of `recall forward`: "[id,id,...]". */
+static void golden_id_list(const char *npz, char *list, size_t cap) {
+    size_t n;
+    int *ids = fixture_npz_i32(npz, "ids", &n);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += (size_t)snprintf(list + k, cap - k, "%s%d", i ? "," : "[", ids[i]);
+    snprintf(list + k, cap - k, "]");
+    free(ids);
+}
+
 /* The engine's replay of problem 0, cached under build/ for the tests of one run (replay writes a
  * temporary file and renames it, so parallel tests never read half a file). */
 static const char *engine_trace(const char *mode, const char *weights) {
     static char path[128];
     snprintf(path, sizeof path, "build/cmp_replay_%s_%s.json", mode, weights);
     if (newer_than_recall(path)) return path;
-    const char *blob = fixture_worldA_blob(!strcmp(weights, "fp32") ? "f32" : weights);
-    cr_assert(blob);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd,
-             "./recall replay %s --bench tests/golden/recall_bench.json --problem 0 --mode %s --trace %s 2>/dev/null",
-             blob, mode, path);
-    cr_assert_eq(fixture_sh(cmd, NULL), 0, "%s", cmd);
+    char opts[64];
+    snprintf(opts, sizeof opts, "--mode %s", mode);
+    replay(!strcmp(weights, "fp32") ? "f32" : weights, opts, path);
     return path;
 }
 
 /* `forward --dump` of the golden ids on the f32 blob, to `path` (one per test: two tests must not
  * write the same path at once). */
 static const char *engine_forward(const char *path) {
-    size_t n;
-    int *ids = fixture_npz_i32(WA "qwen2_fp32.npz", "ids", &n);
     char list[1024];
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", i ? "," : "[", ids[i]);
-    snprintf(list + k, sizeof list - k, "]");
-    free(ids);
+    golden_id_list(WA "qwen2_fp32.npz", list, sizeof list);
     char cmd[1400];
     const char *blob = fixture_worldA_blob("f32"); /* converted on demand: variant runs start without it */
     cr_assert(blob);
@@ -140,6 +154,15 @@ static const json_value *turn(const json_doc *doc, int i) {
     return &t->items[i];
 }
 
+/* out holds every needle of the NULL-terminated list; a failure shows out. */
+static void expect_all_in(const char *out, ...) {
+    va_list ap;
+    va_start(ap, out);
+    for (const char *needle = va_arg(ap, const char *); needle; needle = va_arg(ap, const char *))
+        cr_expect(strstr(out, needle), "%s", out);
+    va_end(ap);
+}
+
 /* ---- the goldens against the engine ----------------------------------------------------- */
 
 static void golden_agrees(const char *mode, const char *weights) {
@@ -150,8 +173,7 @@ static void golden_agrees(const char *mode, const char *weights) {
     snprintf(rep, sizeof rep, "build/cmp_agree_%s_%s.report.json", mode, weights);
     snprintf(opt, sizeof opt, "--json %s", rep);
     cr_assert_eq(compare(mine, golden, opt, &out), 0, "%s", out);
-    cr_expect(strstr(out, "AGREE"), "%s", out);
-    cr_expect(strstr(out, "5 turns, 550 reply tokens"), "%s", out);
+    expect_all_in(out, "AGREE", "5 turns, 550 reply tokens", NULL);
     free(out);
     json_doc *doc = fixture_json(rep);
     cr_expect_str_eq(json_get(json_root(doc), "verdict")->str, "agree");
@@ -169,12 +191,8 @@ Test(compare, golden_clean_nf4_agrees_with_replay) { golden_agrees("clean", "nf4
 /* A q8 replay and a q8 forward dump against the exact goldens: the report names both profiles
  * (text and JSON); the comparison itself runs as usual. */
 Test(compare, q8_outputs_name_the_profiles) {
-    const char *blob = fixture_worldA_blob("nf4");
-    cr_assert(blob);
-    char cmd[1400], *out;
-    snprintf(cmd, sizeof cmd, "./recall replay %s --bench tests/golden/recall_bench.json --problem 0 --numerics q8 "
-             "--trace build/cmp_replay_q8.json 2>/dev/null", blob);
-    cr_assert_eq(fixture_sh(cmd, NULL), 0, "%s", cmd);
+    replay("nf4", "--numerics q8", "build/cmp_replay_q8.json");
+    char *out;
     compare("build/cmp_replay_q8.json", WA "loop_A_seed0_faithful_nf4.json", "--json build/cmp_q8.report.json", &out);
     cr_expect(strstr(out, "NUMERICS: A ran the q8 profile, B exact"), "%s", out);
     free(out);
@@ -187,20 +205,16 @@ Test(compare, q8_outputs_name_the_profiles) {
     cr_expect(strstr(out, "AGREE") && !strstr(out, "NUMERICS"), "%s", out);
     free(out);
     /* a forward dump */
-    size_t n;
-    int *ids = fixture_npz_i32(WA "qwen2_nf4.npz", "ids", &n);
-    char list[1024];
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", i ? "," : "[", ids[i]);
-    snprintf(list + k, sizeof list - k, "]");
-    free(ids);
+    const char *blob = fixture_worldA_blob("nf4");
+    cr_assert(blob);
+    char list[1024], cmd[1400];
+    golden_id_list(WA "qwen2_nf4.npz", list, sizeof list);
     snprintf(cmd, sizeof cmd, "./recall forward %s --ids '%s' --numerics q8 --dump build/cmp_fwd_q8.npz", blob, list);
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", cmd);
     cr_expect(strstr(out, "numerics q8 (layer matrices int8"), "%s", out);
     free(out);
     compare("build/cmp_fwd_q8.npz", WA "qwen2_nf4.npz", NULL, &out);
-    cr_expect(strstr(out, "NUMERICS: A ran the q8 profile, B exact"), "%s", out);
-    cr_expect(strstr(out, "only in A (not compared): numerics_q8"), "%s", out);
+    expect_all_in(out, "NUMERICS: A ran the q8 profile, B exact", "only in A (not compared): numerics_q8", NULL);
     free(out);
 }
 
@@ -214,8 +228,8 @@ Test(compare, reply_token_changed_in_turn_3_is_a_real_divergence) {
     save_json(doc, "build/cmp_reply_t3.json");
     char *out;
     cr_assert_eq(compare(mine, "build/cmp_reply_t3.json", "--json build/cmp_reply_t3.report.json", &out), 1, "%s", out);
-    cr_expect(strstr(out, "first divergence: turn 3, reply token 5 (history position 1261, chunk c0 1216)"), "%s", out);
-    cr_expect(strstr(out, "DIVERGE"), "%s", out);
+    expect_all_in(out, "first divergence: turn 3, reply token 5 (history position 1261, chunk c0 1216)", "DIVERGE",
+                  NULL);
     /* no logits recorded at 1261: the turn's smallest margin bounds it, thousands of ulps */
     cr_expect(strstr(out, "top-2 logits absent from this trace; no greedy_low_margin entry here, so the margin is >= 0.0126"),
               "%s", out);
@@ -236,8 +250,7 @@ Test(compare, reply_token_changed_in_turn_3_is_a_real_divergence) {
     set_int(&reply->items[24], (reply->items[24].i + 1) % 1024);
     save_json(doc, "build/cmp_reply_t3b.json");
     cr_assert_eq(compare(mine, "build/cmp_reply_t3b.json", NULL, &out), 1, "%s", out);
-    cr_expect(strstr(out, "turn 3, reply token 24 (history position 1280"), "%s", out);
-    cr_expect(strstr(out, "top-2 logits"), "%s", out);
+    expect_all_in(out, "turn 3, reply token 24 (history position 1280", "top-2 logits", NULL);
     free(out);
     json_free(doc);
 }
@@ -270,9 +283,7 @@ Test(compare, swapped_candidates_one_ulp_apart_are_a_near_tie) {
     cr_assert_eq(compare(mine, "build/cmp_swap1.json", "--json build/cmp_swap1.report.json", &out), 3, "%s", out);
     cr_expect(strstr(out, "first divergence: turn 2, candidate set at c0 1152: candidate 1 (only A's choice) vs 2 (only B's)"),
               "%s", out);
-    cr_expect(strstr(out, ": 1 ulp"), "%s", out);
-    cr_expect(strstr(out, "NEAR-TIE"), "%s", out);
-    cr_expect(strstr(out, "consequences: 3 later records differ (through turn 5)"), "%s", out);
+    expect_all_in(out, ": 1 ulp", "NEAR-TIE", "consequences: 3 later records differ (through turn 5)", NULL);
     free(out);
     json_doc *rep = fixture_json("build/cmp_swap1.report.json");
     const json_value *d = json_get(json_root(rep), "divergence");
@@ -306,13 +317,11 @@ static int flipped_gate(float score, char **out) {
 Test(compare, flipped_gate_decision_near_threshold_is_a_near_tie) {
     char *out;
     cr_assert_eq(flipped_gate(-1e-45f, &out), 3, "%s", out);
-    cr_expect(strstr(out, "first divergence: turn 2, gate decision at c0 1152"), "%s", out);
-    cr_expect(strstr(out, "A: fired, score 0.129"), "%s", out);
-    cr_expect(strstr(out, "B: did not fire, score -1.40129846e-45 vs threshold 0: 1 ulp"), "%s", out);
+    expect_all_in(out, "first divergence: turn 2, gate decision at c0 1152", "A: fired, score 0.129",
+                  "B: did not fire, score -1.40129846e-45 vs threshold 0: 1 ulp", NULL);
     free(out);
     cr_assert_eq(flipped_gate(-0.5f, &out), 1, "%s", out);
-    cr_expect(strstr(out, "gate decision at c0 1152"), "%s", out);
-    cr_expect(strstr(out, "DIVERGE"), "%s", out);
+    expect_all_in(out, "gate decision at c0 1152", "DIVERGE", NULL);
     free(out);
 }
 
@@ -321,11 +330,8 @@ Test(compare, flipped_gate_decision_near_threshold_is_a_near_tie) {
 Test(compare, forward_dump_agrees_with_golden_npz) {
     char *out;
     cr_assert_eq(compare(engine_forward("build/cmp_forward_a.npz"), WA "qwen2_fp32.npz", NULL, &out), 0, "%s", out);
-    cr_expect(strstr(out, "compare: forward dump"), "%s", out);
-    cr_expect(strstr(out, "  logits         [37,1088]"), "%s", out);
-    cr_expect(strstr(out, "tol 1e-04 rel  PASS"), "%s", out);
-    cr_expect(strstr(out, "only in B (not compared): greedy, greedy_margin, embeds_sp"), "%s", out);
-    cr_expect(strstr(out, "AGREE: 4 arrays"), "%s", out);
+    expect_all_in(out, "compare: forward dump", "  logits         [37,1088]", "tol 1e-04 rel  PASS",
+                  "only in B (not compared): greedy, greedy_margin, embeds_sp", "AGREE: 4 arrays", NULL);
     free(out);
 }
 
@@ -363,9 +369,7 @@ Test(compare, one_logit_past_tolerance_fails_naming_it) {
     char *out;
     cr_assert_eq(compare(engine_forward("build/cmp_forward_b.npz"), "build/cmp_moved_logit.npz", "--json build/cmp_moved.report.json", &out), 1, "%s",
                  out);
-    cr_expect(strstr(out, "worst [5,100]"), "%s", out);
-    cr_expect(strstr(out, "FAIL: 1 of 4 arrays beyond tolerance: logits\n"), "%s", out);
-    cr_expect(strstr(out, "hidden_last"), "%s", out);
+    expect_all_in(out, "worst [5,100]", "FAIL: 1 of 4 arrays beyond tolerance: logits\n", "hidden_last", NULL);
     free(out);
     json_doc *rep = fixture_json("build/cmp_moved.report.json");
     const json_value *arr = json_get(json_root(rep), "arrays");
@@ -426,11 +430,8 @@ Test(compare, bad_input_is_one_line_and_exit_2) {
 Test(compare, help_documents_exit_codes) {
     char *out;
     cr_assert_eq(fixture_sh("./recall compare --help", &out), 0);
-    cr_expect(strstr(out, "0  everything agrees within tolerance"), "%s", out);
-    cr_expect(strstr(out, "1  a real divergence"), "%s", out);
-    cr_expect(strstr(out, "2  bad input or usage"), "%s", out);
-    cr_expect(strstr(out, "3  the only divergence is a near-tie"), "%s", out);
-    cr_expect(strstr(out, "at most 4 ulps apart on one side"), "%s", out);
+    expect_all_in(out, "0  everything agrees within tolerance", "1  a real divergence", "2  bad input or usage",
+                  "3  the only divergence is a near-tie", "at most 4 ulps apart on one side", NULL);
     free(out);
 }
 

@@ -71,6 +71,14 @@ static char *sh_ok(const char *cmd) {
     return out;
 }
 
+/* The worldA f32 blob (converted on demand) and the temporary directory d (a mkdtemp template). */
+static const char *blob_and_dir(char *d) {
+    const char *blob = fixture_worldA_blob("f32");
+    cr_assert(blob);
+    cr_assert(mkdtemp(d));
+    return blob;
+}
+
 static void run_shard(const char *blob, const char *d, const char *extra, int k, int n, const char *name) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "./recall eval %s --bench " BENCH " --problems 0-2 --arms " ARMS " %s --shard %d/%d "
@@ -124,10 +132,8 @@ static void merge_matches_whole(const char *d, const char *files, const char *ta
 }
 
 Test(eval_shard, shards_merge_to_one_run, .timeout = 1200) {
-    const char *blob = fixture_worldA_blob("f32");
-    cr_assert(blob);
     char d[] = "/tmp/recall_shard_XXXXXX", cmd[2048], path[300], files[2048];
-    cr_assert(mkdtemp(d));
+    const char *blob = blob_and_dir(d);
     snprintf(cmd, sizeof cmd, "./recall eval %s --bench " BENCH " --problems 0-2 --arms " ARMS " --json %s/whole.json "
              "2>/dev/null", blob, d);
     char *table = sh_ok(cmd);
@@ -237,10 +243,8 @@ static void expect_field(const char *path, const char *key, const char *value) {
 }
 
 Test(eval_shard, every_option_that_changes_bits_must_match, .timeout = 900) {
-    const char *blob = fixture_worldA_blob("f32");
-    cr_assert(blob);
     char d[] = "/tmp/recall_shopt_XXXXXX", cmd[4096], files[1024], path[300];
-    cr_assert(mkdtemp(d));
+    const char *blob = blob_and_dir(d);
     /* one job: FULL arm, problem 0; 1/3 holds it, 2/3 and 3/3 hold none */
     for (int k = 1; k <= 3; k++) {
         snprintf(cmd, sizeof cmd, "./recall eval %s --bench " BENCH " --problems 0 --arms FULL --shard %d/3 --json "
@@ -291,10 +295,8 @@ Test(eval_shard, every_option_that_changes_bits_must_match, .timeout = 900) {
 }
 
 Test(eval_shard, failed_job_recorded_and_named, .timeout = 900) {
-    const char *blob = fixture_worldA_blob("f32");
-    cr_assert(blob);
     char d[] = "/tmp/recall_shfail_XXXXXX", cmd[2048], path[300], *msg;
-    cr_assert(mkdtemp(d));
+    const char *blob = blob_and_dir(d);
     snprintf(path, sizeof path, "%s/s.json", d);
     snprintf(cmd, sizeof cmd, "./recall eval %s --bench " BENCH " --problems 0 --arms SP,FULL --ctx 200 --shard 1/1 "
              "--json %s 2>&1 >/dev/null", blob, path);

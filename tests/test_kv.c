@@ -125,10 +125,9 @@ Test(kv_growth, growing_cache_matches_reserved_bitwise_with_fewer_bytes) {
 
 Test(kv_growth, bytes_follow_the_context_in_use) {
     rc_blob *b = fixture_open_worldA("f32");
-    recall_err err = {0};
-    rc_qwen2 *m = NULL;
     const int max_pos = 4096;
-    cr_assert_eq(rc_qwen2_open(b, max_pos, &m, &err), RECALL_OK, "the trained size itself opens: %s", err.msg);
+    rc_qwen2 *m = fixture_qwen2(b, max_pos); /* the trained size itself opens */
+    recall_err err = {0};
     const size_t ppb = per_pos_bytes(m);
     const int V = rc_qwen2_cfg(m)->vocab;
     int32_t ids[40];

@@ -217,77 +217,97 @@ static int first_diff_step(const float *a, const float *b, int steps, size_t V) 
     return -1;
 }
 
+/* A decode case on the worldA f32 decoder: n ids of a seed, S = n - PREFILL decode steps of V
+ * logits each (sz floats a run), and the logit buffers the test asks for, freed with the case. */
+typedef struct {
+    rc_blob *b;
+    int V, n, S;
+    size_t sz;
+    int32_t ids[CTX];
+    float *bufs[5];
+    int n_bufs;
+} decode_case;
+
+static decode_case *decode_open(int n, uint32_t seed) {
+    decode_case *c = calloc(1, sizeof *c);
+    cr_assert(c && n <= CTX);
+    c->b = fixture_open_worldA("f32");
+    c->V = 1088;
+    c->n = n;
+    c->S = n - PREFILL;
+    c->sz = (size_t)c->S * c->V;
+    make_ids(c->ids, n, c->V, seed);
+    return c;
+}
+
+/* room for one run's logits */
+static float *decode_buf(decode_case *c) {
+    cr_assert_lt(c->n_bufs, 5);
+    float *x = malloc(c->sz * sizeof *x);
+    cr_assert(x);
+    return c->bufs[c->n_bufs++] = x;
+}
+
+static void decode_close(decode_case *c) {
+    for (int i = 0; i < c->n_bufs; i++) free(c->bufs[i]);
+    rc_blob_close(c->b);
+    free(c);
+}
+
 Test(kv_pages, budget_covering_the_prefix_gives_dense_logits_bitwise) {
-    rc_blob *b = fixture_open_worldA("f32");
-    const int V = 1088, N = 300, S = N - PREFILL;
-    int32_t ids[300];
-    make_ids(ids, N, V, 5);
-    float *dense = malloc((size_t)S * V * sizeof(float)), *pg = malloc((size_t)S * V * sizeof(float));
-    cr_assert(dense && pg);
-    run_decode(b, NULL, 1, NULL, ids, N, dense);
+    decode_case *dc = decode_open(300, 5);
+    const int V = dc->V, N = dc->n, S = dc->S;
+    float *dense = decode_buf(dc), *pg = decode_buf(dc);
+    run_decode(dc->b, NULL, 1, NULL, dc->ids, N, dense);
     for (int i = 0; i < S * V; i++) cr_assert(isfinite(dense[i]));
     /* page sizes that do and do not divide the positions; ranked and random; budget >= prefix */
     const rc_kv_pages_opts cover[4] = {{16, 300, 0, 0}, {7, 294, 0, 0}, {16, 1 << 20, 1, 3}, {1, 300, 0, 0}};
     for (int c = 0; c < 4; c++) {
-        run_decode(b, NULL, 1, &cover[c], ids, N, pg);
+        run_decode(dc->b, NULL, 1, &cover[c], dc->ids, N, pg);
         cr_assert_eq(first_diff_step(dense, pg, S, V), -1, "pages %d:%d random %d differ from dense", cover[c].page,
                      cover[c].budget, cover[c].random);
     }
-    free(dense);
-    free(pg);
-    rc_blob_close(b);
+    decode_close(dc);
 }
 
 Test(kv_pages, small_budget_changes_logits_and_random_control_is_seeded) {
-    rc_blob *b = fixture_open_worldA("f32");
-    const int V = 1088, N = 300, S = N - PREFILL;
-    int32_t ids[300];
-    make_ids(ids, N, V, 6);
-    const size_t sz = (size_t)S * V;
-    float *dense = malloc(sz * 4), *rk = malloc(sz * 4), *r1 = malloc(sz * 4), *r1b = malloc(sz * 4),
-          *r2 = malloc(sz * 4);
-    cr_assert(dense && rk && r1 && r1b && r2);
-    run_decode(b, NULL, 1, NULL, ids, N, dense);
+    decode_case *dc = decode_open(300, 6);
+    const int V = dc->V, N = dc->n, S = dc->S;
+    const int32_t *ids = dc->ids;
+    float *dense = decode_buf(dc), *rk = decode_buf(dc), *r1 = decode_buf(dc), *r1b = decode_buf(dc),
+          *r2 = decode_buf(dc);
+    run_decode(dc->b, NULL, 1, NULL, ids, N, dense);
     const rc_kv_pages_opts ranked = {16, 32, 0, 0}, rnd1 = {16, 32, 1, 1}, rnd2 = {16, 32, 1, 2};
-    run_decode(b, NULL, 1, &ranked, ids, N, rk);
-    run_decode(b, NULL, 1, &rnd1, ids, N, r1);
-    run_decode(b, NULL, 2, &rnd1, ids, N, r1b);
-    run_decode(b, NULL, 1, &rnd2, ids, N, r2);
+    run_decode(dc->b, NULL, 1, &ranked, ids, N, rk);
+    run_decode(dc->b, NULL, 1, &rnd1, ids, N, r1);
+    run_decode(dc->b, NULL, 2, &rnd1, ids, N, r1b);
+    run_decode(dc->b, NULL, 1, &rnd2, ids, N, r2);
     /* 5 pages (sink, 2 ranked, 2 recent) = 80 positions: equal to dense while the context fits,
      * i.e. through position 79 (steps up to 39), different later */
     const int d = first_diff_step(dense, rk, S, V);
     cr_assert(d >= 79 - PREFILL + 1 && d < S, "ranked pages first differ from dense at step %d", d);
     cr_assert(!same_bits(dense + (size_t)(S - 1) * V, rk + (size_t)(S - 1) * V, V), "the last step equals dense");
-    for (size_t i = 0; i < sz; i++) cr_assert(isfinite(rk[i]) && isfinite(r1[i]));
+    for (size_t i = 0; i < dc->sz; i++) cr_assert(isfinite(rk[i]) && isfinite(r1[i]));
     cr_assert_eq(first_diff_step(r1, r1b, S, V), -1, "the same seed differs (1 vs 2 threads)");
     cr_assert_neq(first_diff_step(r1, r2, S, V), -1, "seeds 1 and 2 give the same logits");
     cr_assert_neq(first_diff_step(r1, rk, S, V), -1, "random equals ranked");
     cr_assert_neq(first_diff_step(r1, dense, S, V), -1, "random equals dense");
-    free(dense);
-    free(rk);
-    free(r1);
-    free(r1b);
-    free(r2);
-    rc_blob_close(b);
+    decode_close(dc);
 }
 
 Test(kv_pages, every_simd_path_and_thread_count_gives_the_same_bits) {
-    rc_blob *b = fixture_open_worldA("f32");
-    const int V = 1088, N = 200, S = N - PREFILL;
-    int32_t ids[200];
-    make_ids(ids, N, V, 8);
-    const size_t sz = (size_t)S * V;
-    float *ref = malloc(sz * 4), *got = malloc(sz * 4);
-    cr_assert(ref && got);
+    decode_case *dc = decode_open(200, 8);
+    const int V = dc->V, N = dc->n, S = dc->S;
+    float *ref = decode_buf(dc), *got = decode_buf(dc);
     const rc_kv_pages_opts cases[3] = {{16, 48, 0, 0}, {8, 40, 1, 11}, {16, 48, 0, 0}};
     for (int c = 0; c < 3; c++) {
         const rc_kv_dtype kv = c == 2 ? RC_KV_DT_F16 : RC_KV_DT_F32; /* ranked pages over an f16 cache */
-        run_decode_kv(b, "scalar", 1, &cases[c], kv, ids, N, ref);
+        run_decode_kv(dc->b, "scalar", 1, &cases[c], kv, dc->ids, N, ref);
         int paths = 0;
         for (int p = 0; p < RC_SIMD_COUNT; p++) {
             if (!fixture_path_runs(p)) continue;
             for (int th = 1; th <= (p == RC_SIMD_SCALAR ? 1 : 2); th++) {
-                run_decode_kv(b, rc_simd_name((rc_simd_path)p), th, &cases[c], kv, ids, N, got);
+                run_decode_kv(dc->b, rc_simd_name((rc_simd_path)p), th, &cases[c], kv, dc->ids, N, got);
                 const int d = first_diff_step(ref, got, S, V);
                 cr_assert_eq(d, -1, "%s, %d threads, pages %d:%d kv %s: step %d differs from scalar",
                              rc_simd_name((rc_simd_path)p), th, cases[c].page, cases[c].budget, rc_kv_dtype_name(kv), d);
@@ -296,9 +316,7 @@ Test(kv_pages, every_simd_path_and_thread_count_gives_the_same_bits) {
         }
         cr_assert_geq(paths, 1);
     }
-    free(ref);
-    free(got);
-    rc_blob_close(b);
+    decode_close(dc);
 }
 
 /* every page's bounds equal the min / max of its cached keys, exactly (under an f16 cache: of

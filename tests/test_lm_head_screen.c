@@ -333,11 +333,8 @@ Test(lm_screen, build_matches_blob, .timeout = 300) {
 }
 
 Test(lm_screen, missing_tensors, .timeout = 300) {
-    const char *path = fixture_worldA_blob("nf4");
-    cr_assert(path);
-    rc_blob *b;
+    rc_blob *b = fixture_open_worldA("nf4");
     recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
     rc_recall *r;
@@ -360,11 +357,8 @@ Test(lm_screen, missing_tensors, .timeout = 300) {
 /* The multi-row use (a verify forward of several rows): normed_all's rows picked through the
  * screen give the picks of logits_all's rows, and normed_last is normed_all's last row. */
 Test(lm_screen, multi_row_forward, .timeout = 300) {
-    const char *path = fixture_worldA_screen_blob("f32");
-    cr_assert(path);
-    rc_blob *b;
+    rc_blob *b = fixture_open(fixture_worldA_screen_blob("f32"));
     recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
     rc_exec *ex;
     cr_assert_eq(rc_exec_open(NULL, &ex, &err), RECALL_OK, "%s", err.msg);
     rc_qwen2 *m;

@@ -50,15 +50,24 @@ typedef struct {
     int greedy_ok;
 } qwen2_errs;
 
+/* rel_err of got against the golden array `key` (its numel must be n; n 0: not checked). */
+static double golden_err(const char *golden, const char *key, const float *got, size_t n) {
+    size_t ng;
+    float *g = fixture_npz_f32(golden, key, &ng);
+    if (n) cr_assert_eq(ng, n);
+    const double e = rel_err(got, g, ng);
+    free(g);
+    return e;
+}
+
 /* Runs every qwen2 golden of one npz against one blob. */
 static qwen2_errs check_qwen2(const char *weights, const char *golden) {
     qwen2_errs e = {0};
     rc_blob *b = fixture_open_worldA(weights);
+    rc_qwen2 *m = fixture_qwen2(b, 128);
     recall_err err = {0};
-    rc_qwen2 *m = NULL;
-    cr_assert_eq(rc_qwen2_open(b, 128, &m, &err), RECALL_OK, "%s", err.msg);
     const rc_qwen2_config *c = rc_qwen2_cfg(m);
-    size_t n_ids, n;
+    size_t n_ids;
     int *ids_i = fixture_npz_i32(golden, "ids", &n_ids);
     int T = (int)n_ids, V = c->vocab, H = c->hidden, QD = c->heads * c->head_dim;
     cr_assert_eq(T, 37);
@@ -69,18 +78,9 @@ static qwen2_errs check_qwen2(const char *weights, const char *golden) {
     rc_qwen2_fwd f = {.ids = ids, .n = T, .logits_all = logits, .logits_last = last, .hidden_last = hid, .q_all = q};
     cr_assert_eq(c->n_gate, 3);
     cr_assert_eq(rc_qwen2_forward(m, &f, &err), RECALL_OK, "%s", err.msg);
-    float *g = fixture_npz_f32(golden, "logits", &n);
-    cr_assert_eq(n, (size_t)T * V);
-    e.logits = rel_err(logits, g, n);
-    free(g);
-    g = fixture_npz_f32(golden, "hidden_last", &n);
-    cr_assert_eq(n, (size_t)(c->layers + 1) * H);
-    e.hidden = rel_err(hid, g, n);
-    free(g);
-    g = fixture_npz_f32(golden, "q_layers", &n);
-    cr_assert_eq(n, (size_t)3 * T * QD);
-    e.q = rel_err(q, g, n);
-    free(g);
+    e.logits = golden_err(golden, "logits", logits, (size_t)T * V);
+    e.hidden = golden_err(golden, "hidden_last", hid, (size_t)(c->layers + 1) * H);
+    e.q = golden_err(golden, "q_layers", q, (size_t)3 * T * QD);
     cr_assert_eq(memcmp(last, logits + (size_t)(T - 1) * V, (size_t)V * 4), 0);
     /* the gate capture = q_all rows of the last position */
     for (int gi = 0; gi < 3; gi++)
@@ -113,13 +113,8 @@ static qwen2_errs check_qwen2(const char *weights, const char *golden) {
     cr_assert_eq(rc_qwen2_embed(m, ids + 30, T - 30, emb + nsp, &err), RECALL_OK, "%s", err.msg);
     rc_qwen2_fwd fe = {.embeds = emb, .n = ne, .logits_last = last};
     cr_assert_eq(rc_qwen2_forward(m, &fe, &err), RECALL_OK, "%s", err.msg);
-    g = fixture_npz_f32(golden, "embeds_logits_last", &n);
-    e.embeds_logits = rel_err(last, g, n);
-    free(g);
-    g = fixture_npz_f32(golden, "embeds_q_last", &n);
-    cr_assert_eq(n, (size_t)3 * QD);
-    e.embeds_q = rel_err(rc_qwen2_gate_q(m), g, n);
-    free(g);
+    e.embeds_logits = golden_err(golden, "embeds_logits_last", last, 0);
+    e.embeds_q = golden_err(golden, "embeds_q_last", rc_qwen2_gate_q(m), (size_t)3 * QD);
     free(sp);
     free(emb);
     free(ids_i);
@@ -132,9 +127,10 @@ static qwen2_errs check_qwen2(const char *weights, const char *golden) {
     return e;
 }
 
-Test(models_qwen2, fp32_goldens) {
-    qwen2_errs e = check_qwen2("f32", WA "qwen2_fp32.npz");
-    fprintf(stderr, "qwen2 f32: logits %.3g hidden %.3g q %.3g embeds_logits %.3g embeds_q %.3g greedy %d\n",
+/* Every qwen2 golden of one npz within 1e-4 (relative) on one blob, the greedy ids exact. */
+static void expect_qwen2_goldens(const char *weights, const char *golden) {
+    qwen2_errs e = check_qwen2(weights, golden);
+    fprintf(stderr, "qwen2 %s: logits %.3g hidden %.3g q %.3g embeds_logits %.3g embeds_q %.3g greedy %d\n", weights,
             e.logits, e.hidden, e.q, e.embeds_logits, e.embeds_q, e.greedy_ok);
     cr_expect_lt(e.logits, 1e-4);
     cr_expect_lt(e.hidden, 1e-4);
@@ -144,25 +140,16 @@ Test(models_qwen2, fp32_goldens) {
     cr_expect(e.greedy_ok);
 }
 
-Test(models_qwen2, nf4_goldens) {
-    qwen2_errs e = check_qwen2("nf4", WA "qwen2_nf4.npz");
-    fprintf(stderr, "qwen2 nf4: logits %.3g hidden %.3g q %.3g embeds_logits %.3g embeds_q %.3g greedy %d\n",
-            e.logits, e.hidden, e.q, e.embeds_logits, e.embeds_q, e.greedy_ok);
-    cr_expect_lt(e.logits, 1e-4);
-    cr_expect_lt(e.hidden, 1e-4);
-    cr_expect_lt(e.q, 1e-4);
-    cr_expect_lt(e.embeds_logits, 1e-4);
-    cr_expect_lt(e.embeds_q, 1e-4);
-    cr_expect(e.greedy_ok);
-}
+Test(models_qwen2, fp32_goldens) { expect_qwen2_goldens("f32", WA "qwen2_fp32.npz"); }
+
+Test(models_qwen2, nf4_goldens) { expect_qwen2_goldens("nf4", WA "qwen2_nf4.npz"); }
 
 Test(models_pooler, goldens_all_L) {
     rc_blob *b = fixture_open_worldA("f32");
     recall_err err = {0};
     rc_pooler *p = NULL;
-    rc_qwen2 *m = NULL;
     cr_assert_eq(rc_pooler_open(b, &p, &err), RECALL_OK, "%s", err.msg);
-    cr_assert_eq(rc_qwen2_open(b, 8, &m, &err), RECALL_OK, "%s", err.msg);
+    rc_qwen2 *m = fixture_qwen2(b, 8);
     const rc_pooler_config *c = rc_pooler_cfg(p);
     cr_assert_eq(c->n_sp, 8);
     cr_assert_eq(c->hidden, 64);
@@ -324,9 +311,8 @@ Test(models_heads, gate_and_bridge) {
 /* Full-vocab logits of a one-shot prefill of ids[0..T) vs other schedules: bitwise. */
 Test(models_qwen2, decode_equals_prefill_and_crop_bitwise) {
     rc_blob *b = fixture_open_worldA("nf4");
+    rc_qwen2 *m = fixture_qwen2(b, 96);
     recall_err err = {0};
-    rc_qwen2 *m = NULL;
-    cr_assert_eq(rc_qwen2_open(b, 96, &m, &err), RECALL_OK, "%s", err.msg);
     const int V = rc_qwen2_cfg(m)->vocab, QD = 64;
     size_t n;
     int *ids_i = fixture_npz_i32(WA "qwen2_fp32.npz", "ids", &n);

@@ -47,6 +47,30 @@ static void open_models(rc_blob *b, const rc_exec *ex, rc_qwen2 **m, rc_pooler *
     cr_assert_eq(rc_pooler_open_ex(b, ex, p, &err), RECALL_OK, "%s", err.msg);
 }
 
+/* worldA f32 with its embeddings and pooler on a context of 2 threads on one SIMD path, the pooler
+ * with the given tile */
+typedef struct {
+    rc_blob *b;
+    rc_exec *ex;
+    rc_qwen2 *m;
+    rc_pooler *p;
+} tiled_models;
+
+static void open_tiled(tiled_models *t, rc_simd_path path, int tile) {
+    t->b = fixture_open_worldA("f32");
+    t->ex = exec_for(path, 2);
+    open_models(t->b, t->ex, &t->m, &t->p);
+    recall_err err = {0};
+    cr_assert_eq(rc_pooler_set_tile(t->p, tile, &err), RECALL_OK, "%s", err.msg);
+}
+
+static void close_tiled(tiled_models *t) {
+    rc_pooler_close(t->p);
+    rc_qwen2_close(t->m);
+    rc_exec_close(t->ex);
+    rc_blob_close(t->b);
+}
+
 /* pooler.npz's ids_700 cycled to 2000 ids (any L is a prefix) */
 static int32_t *golden_ids(void) {
     size_t n = 0;
@@ -120,6 +144,14 @@ static void stats_are(rc_pooler *p, int cached, int filled, int streamed, const 
     cr_expect_eq(st.last_streamed, streamed, "%s: streamed %d, want %d", what, st.last_streamed, streamed);
 }
 
+/* A run of L rows on the f32 blob gives the old bits, with `cached` rows from the cache, `filled`
+ * rows put into it and `streamed` rows past it. */
+static void expect_cached_run(rc_pooler *p, spy_rows *sp, const int32_t *keys, int L, int tile, int cached,
+                              int filled, int streamed, const char *what) {
+    expect_golden(p, sp, keys, "f32", L, tile, what);
+    stats_are(p, cached, filled, streamed, what);
+}
+
 /* The old bits on every available path, at 1 and 3 threads, tiles of 1 (short histories), 7,
  * the default and one over the whole history, f32 and nf4 weights. */
 Test(pooler_stream, whole_history_bits_every_path_thread_tile, .timeout = 600) {
@@ -163,41 +195,30 @@ Test(pooler_stream, whole_history_bits_every_path_thread_tile, .timeout = 600) {
 /* The cache serves the longest equal prefix, fills what the budget allows, streams the rest, drops
  * what follows a changed key; the bits never change. Tile 7: chunks end mid-history. */
 Test(pooler_stream, cache_gives_the_same_bits, .timeout = 300) {
-    rc_blob *b = fixture_open_worldA("f32");
-    rc_exec *ex = exec_for(rc_simd_available(RC_SIMD_AVX2) ? RC_SIMD_AVX2 : RC_SIMD_SCALAR, 2);
-    recall_err err = {0};
-    rc_qwen2 *m = NULL;
-    rc_pooler *p = NULL;
-    open_models(b, ex, &m, &p);
     const int T = 7;
-    cr_assert_eq(rc_pooler_set_tile(p, T, &err), RECALL_OK, "%s", err.msg);
+    tiled_models e;
+    open_tiled(&e, rc_simd_available(RC_SIMD_AVX2) ? RC_SIMD_AVX2 : RC_SIMD_SCALAR, T);
+    recall_err err = {0};
     int32_t *ids = golden_ids();
-    spy_rows sp = {{m, ids}, NULL, 64, 0, 0, 0, 0, 0, -1};
-    const size_t per_tok = rc_pooler_cache_bytes_per_token(p);
-    const rc_pooler_config *c = rc_pooler_cfg(p);
+    spy_rows sp = {{e.m, ids}, NULL, 64, 0, 0, 0, 0, 0, -1};
+    const size_t per_tok = rc_pooler_cache_bytes_per_token(e.p);
+    const rc_pooler_config *c = rc_pooler_cfg(e.p);
     cr_assert_eq(per_tok, (size_t)c->blocks * 2 * 64 * 4 + 4);
 
     /* off by default: keys or not, nothing is kept */
-    expect_golden(p, &sp, ids, "f32", 130, T, "cache off");
-    stats_are(p, 0, 0, 130, "cache off");
+    expect_cached_run(e.p, &sp, ids, 130, T, 0, 0, 130, "cache off");
 
     /* a budget for everything: fill, extend, shorter, everything from the cache */
-    rc_pooler_set_cache(p, 4096 * per_tok);
-    expect_golden(p, &sp, ids, "f32", 65, T, "first fill");
-    stats_are(p, 0, 65, 0, "first fill");
-    expect_golden(p, &sp, ids, "f32", 130, T, "extend");
-    stats_are(p, 65, 65, 0, "extend");
-    expect_golden(p, &sp, ids, "f32", 2000, T, "extend far");
-    stats_are(p, 130, 1870, 0, "extend far");
-    expect_golden(p, &sp, ids, "f32", 700, T, "shorter history");
-    stats_are(p, 700, 0, 0, "shorter history");
-    expect_golden(p, &sp, ids, "f32", 2000, T, "all cached");
-    stats_are(p, 2000, 0, 0, "all cached");
+    rc_pooler_set_cache(e.p, 4096 * per_tok);
+    expect_cached_run(e.p, &sp, ids, 65, T, 0, 65, 0, "first fill");
+    expect_cached_run(e.p, &sp, ids, 130, T, 65, 65, 0, "extend");
+    expect_cached_run(e.p, &sp, ids, 2000, T, 130, 1870, 0, "extend far");
+    expect_cached_run(e.p, &sp, ids, 700, T, 700, 0, 0, "shorter history");
+    expect_cached_run(e.p, &sp, ids, 2000, T, 2000, 0, 0, "all cached");
     cr_expect_eq(sp.calls, 0, "every row came from the cache, yet the row source was called %d times", sp.calls);
-    expect_golden(p, &sp, NULL, "f32", 700, T, "no keys");
-    stats_are(p, 0, 0, 700, "no keys");
+    expect_cached_run(e.p, &sp, NULL, 700, T, 0, 0, 700, "no keys");
     rc_pooler_stats st;
-    rc_pooler_get_stats(p, &st);
+    rc_pooler_get_stats(e.p, &st);
     cr_expect_eq(st.cache_tokens, 2000);
     cr_expect_leq(st.cache_bytes, 4096 * per_tok);
 
@@ -206,55 +227,43 @@ Test(pooler_stream, cache_gives_the_same_bits, .timeout = 300) {
     memcpy(alt, ids, 2000 * sizeof *alt);
     alt[100] = ids[100] == 5 ? 6 : 5;
     rc_pooler *ref = NULL;
-    cr_assert_eq(rc_pooler_open_ex(b, ex, &ref, &err), RECALL_OK, "%s", err.msg);
-    spy_rows sa = {{m, alt}, NULL, 64, 0, 0, 0, 0, 0, -1};
+    cr_assert_eq(rc_pooler_open_ex(e.b, e.ex, &ref, &err), RECALL_OK, "%s", err.msg);
+    spy_rows sa = {{e.m, alt}, NULL, 64, 0, 0, 0, 0, 0, -1};
     float *want = nanbuf(8 * 64), *got = nanbuf(8 * 64);
     cr_assert_eq(run(ref, &sa, NULL, 130, RC_POOLER_TILE, want, &err), RECALL_OK, "%s", err.msg);
-    cr_assert_eq(run(p, &sa, alt, 130, T, got, &err), RECALL_OK, "%s", err.msg);
-    stats_are(p, 100, 30, 0, "changed id at 100");
+    cr_assert_eq(run(e.p, &sa, alt, 130, T, got, &err), RECALL_OK, "%s", err.msg);
+    stats_are(e.p, 100, 30, 0, "changed id at 100");
     fixture_expect_same_bits(got, want, 8 * 64, "changed id at 100");
     cr_expect_eq(sa.rows, c->blocks * 30, "only rows 100..129 are fetched, once per block");
-    expect_golden(p, &sp, ids, "f32", 130, T, "back to the original ids");
-    stats_are(p, 100, 30, 0, "back to the original ids");
+    expect_cached_run(e.p, &sp, ids, 130, T, 100, 30, 0, "back to the original ids");
 
     /* a budget of 3 chunks: 21 rows cached, the rest streamed every run */
-    rc_pooler_set_cache(p, 3 * (size_t)T * per_tok);
-    expect_golden(p, &sp, ids, "f32", 700, T, "small budget, first run");
-    stats_are(p, 0, 21, 679, "small budget, first run");
-    expect_golden(p, &sp, ids, "f32", 700, T, "small budget, second run");
-    stats_are(p, 21, 0, 679, "small budget, second run");
+    rc_pooler_set_cache(e.p, 3 * (size_t)T * per_tok);
+    expect_cached_run(e.p, &sp, ids, 700, T, 0, 21, 679, "small budget, first run");
+    expect_cached_run(e.p, &sp, ids, 700, T, 21, 0, 679, "small budget, second run");
     cr_expect_eq(sp.rows, 2 * c->blocks * 679, "streamed rows are fetched twice per block (scores, then V)");
     /* less than one chunk: nothing cached */
-    rc_pooler_set_cache(p, (size_t)T * per_tok - 1);
-    expect_golden(p, &sp, ids, "f32", 65, T, "budget below a chunk");
-    stats_are(p, 0, 0, 65, "budget below a chunk");
+    rc_pooler_set_cache(e.p, (size_t)T * per_tok - 1);
+    expect_cached_run(e.p, &sp, ids, 65, T, 0, 0, 65, "budget below a chunk");
 
     free(want);
     free(got);
     free(alt);
     free(ids);
     rc_pooler_close(ref);
-    rc_pooler_close(p);
-    rc_qwen2_close(m);
-    rc_exec_close(ex);
-    rc_blob_close(b);
+    close_tiled(&e);
 }
 
 /* A row source that fails part-way: the error comes back as a value naming it, and the cache
  * keeps only rows that every block had finished (the next run gives the old bits). */
 Test(pooler_stream, failing_row_source_leaves_a_consistent_cache, .timeout = 300) {
-    rc_blob *b = fixture_open_worldA("f32");
-    rc_exec *ex = exec_for(RC_SIMD_SCALAR, 2);
-    recall_err err = {0};
-    rc_qwen2 *m = NULL;
-    rc_pooler *p = NULL;
-    open_models(b, ex, &m, &p);
     const int T = 16;
-    cr_assert_eq(rc_pooler_set_tile(p, T, &err), RECALL_OK, "%s", err.msg);
-    rc_pooler_set_cache(p, 1000 * rc_pooler_cache_bytes_per_token(p));
+    tiled_models e;
+    open_tiled(&e, RC_SIMD_SCALAR, T);
+    rc_pooler_set_cache(e.p, 1000 * rc_pooler_cache_bytes_per_token(e.p));
     int32_t *ids = golden_ids();
-    spy_rows sp = {{m, ids}, NULL, 64, 0, 0, 0, 0, 0, -1};
-    expect_golden(p, &sp, ids, "f32", 65, T, "warm");
+    spy_rows sp = {{e.m, ids}, NULL, 64, 0, 0, 0, 0, 0, -1};
+    expect_golden(e.p, &sp, ids, "f32", 65, T, "warm");
     /* 130 rows: rows 65..129 (5 tiles) are filled in each block's first pass: calls 0..4 in block
      * 0, 5..9 in block 1, 10..14 in block 2. Fail in block 0, and in blocks 1 and 2 after block 0
      * (and 1) filled their rows. */
@@ -263,20 +272,15 @@ Test(pooler_stream, failing_row_source_leaves_a_consistent_cache, .timeout = 300
         float *out = nanbuf(8 * 64);
         sp.fail_at = fail_at[k];
         recall_err e2 = {0};
-        cr_expect_eq(run(p, &sp, ids, 130, T, out, &e2), RECALL_E_IO, "fail at call %d", fail_at[k]);
+        cr_expect_eq(run(e.p, &sp, ids, 130, T, out, &e2), RECALL_E_IO, "fail at call %d", fail_at[k]);
         cr_expect(strstr(e2.msg, "unreadable") != NULL, "%s", e2.msg);
         sp.fail_at = -1;
         free(out);
-        expect_golden(p, &sp, ids, "f32", 65, T, "after a failed run (shorter)");
-        stats_are(p, 65, 0, 0, "after a failed run (shorter)");
+        expect_cached_run(e.p, &sp, ids, 65, T, 65, 0, 0, "after a failed run (shorter)");
     }
-    expect_golden(p, &sp, ids, "f32", 130, T, "after the failed runs");
-    stats_are(p, 65, 65, 0, "after the failed runs");
+    expect_cached_run(e.p, &sp, ids, 130, T, 65, 65, 0, "after the failed runs");
     free(ids);
-    rc_pooler_close(p);
-    rc_qwen2_close(m);
-    rc_exec_close(ex);
-    rc_blob_close(b);
+    close_tiled(&e);
 }
 
 /* The memory that grows with the history is the score rows alone: heads x n_sp floats per

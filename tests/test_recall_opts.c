@@ -68,6 +68,14 @@ static void run(opts_fixture *fx, void (*tweak)(rc_recall_opts *), rc_turn *t) {
     for (int i = 0; i < t->n_gates; i++) cr_assert_gt(t->gates[i].score, -1e9f);
 }
 
+/* The feed built and one turn run on it with the options tweaked. */
+static opts_fixture feed_and_run(void (*tweak)(rc_recall_opts *), rc_turn *t) {
+    opts_fixture fx;
+    setup_feed(&fx);
+    run(&fx, tweak, t);
+    return fx;
+}
+
 static void done(opts_fixture *fx, rc_turn *t) {
     rc_turn_free(t);
     free(fx->feed);
@@ -82,10 +90,8 @@ static int inj_at(const rc_turn *t, int c0) {
 }
 
 Test(recall_opts, baseline_always_fires, .timeout = 300) {
-    opts_fixture fx;
     rc_turn t;
-    setup_feed(&fx);
-    run(&fx, NULL, &t);
+    opts_fixture fx = feed_and_run(NULL, &t);
     cr_assert_eq(t.n_fires, t.n_gates);
     for (int i = 0; i < t.n_gates; i++) {
         cr_assert(t.gates[i].fired);
@@ -99,10 +105,8 @@ Test(recall_opts, baseline_always_fires, .timeout = 300) {
 
 static void fire_once(rc_recall_opts *o) { o->fire_once = 1; }
 Test(recall_opts, fire_once, .timeout = 300) {
-    opts_fixture fx;
     rc_turn t;
-    setup_feed(&fx);
-    run(&fx, fire_once, &t);
+    opts_fixture fx = feed_and_run(fire_once, &t);
     cr_assert_eq(t.n_fires, 1, "%d fires", t.n_fires);
     cr_assert(t.fires[0].injected);
     cr_assert(t.gates[0].fired);
@@ -115,10 +119,8 @@ Test(recall_opts, fire_once, .timeout = 300) {
 
 static void hyst3(rc_recall_opts *o) { o->hysteresis = 3; }
 Test(recall_opts, hysteresis, .timeout = 300) {
-    opts_fixture fx;
     rc_turn t;
-    setup_feed(&fx);
-    run(&fx, hyst3, &t);
+    opts_fixture fx = feed_and_run(hyst3, &t);
     cr_assert(!t.gates[0].fired && !t.gates[1].fired);
     for (int i = 2; i < t.n_gates; i++) cr_assert(t.gates[i].fired, "gate %d", i);
     cr_assert_eq(t.n_fires, t.n_gates - 2);
@@ -134,10 +136,8 @@ static void high_floor(rc_recall_opts *o) {
 }
 static void no_fire(rc_recall_opts *o) { o->threshold = INFINITY; }
 Test(recall_opts, floor_above_every_bridge_score, .timeout = 300) {
-    opts_fixture fx;
     rc_turn t, ref;
-    setup_feed(&fx);
-    run(&fx, high_floor, &t);
+    opts_fixture fx = feed_and_run(high_floor, &t);
     cr_assert_eq(t.n_fires, t.n_gates);
     for (int i = 0; i < t.n_fires; i++) {
         cr_assert(!t.fires[i].injected, "fire %d injected", i);

@@ -219,11 +219,25 @@ static int check_fires(const ties_fixture *fx, const char *layout) {
     return differ;
 }
 
-static const rc_fire_rec *fire_at(const rc_turn *t, int c0) {
+/* The layout run, and its fire at c0, which must have ncand candidates. */
+static const rc_fire_rec *fire_at(ties_fixture *fx, const char *layout, int c0, int ncand) {
+    run_layout(fx, layout);
+    const rc_turn *t = &fx->t;
     for (int i = 0; i < t->n_fires; i++)
-        if (t->fires[i].c0 == c0) return &t->fires[i];
+        if (t->fires[i].c0 == c0) {
+            cr_assert_eq(t->fires[i].ncand, ncand);
+            return &t->fires[i];
+        }
     cr_assert_fail("no fire at c0 = %d", c0);
     return NULL;
+}
+
+/* Every fire of the layout's run against its golden; at least `at_least` of them decided
+ * differently from older-wins (not asserted while the goldens are being dumped). */
+static void expect_differs_from_older_wins(const ties_fixture *fx, const char *layout, int at_least) {
+    int differ = check_fires(fx, layout);
+    cr_log_info("recall_ties %s: %d fires, %d decided differently from older-wins", layout, fx->t.n_fires, differ);
+    if (!getenv("RECALL_TIES_DUMP")) cr_assert_geq(differ, at_least);
 }
 
 static int same_bits(float a, float b) {
@@ -238,9 +252,7 @@ static int same_bits(float a, float b) {
  * injected ids are the same (1, 3 and 4 are identical): the trace's chosen blocks differ. */
 Test(recall_ties, identical_blocks_tie_newer_copy_wins, .timeout = 600) {
     ties_fixture fx;
-    run_layout(&fx, "aEbEEEEEEE");
-    const rc_fire_rec *f = fire_at(&fx.t, 1216);
-    cr_assert_eq(f->ncand, 6);
+    const rc_fire_rec *f = fire_at(&fx, "aEbEEEEEEE", 1216, 6);
     const float *s = f->bridge;
     cr_assert(same_bits(s[1], s[3]) && same_bits(s[1], s[4]), "the identical blocks' scores differ");
     cr_assert(s[1] > s[0] && s[1] > s[2] && s[1] > s[5], "the tied copies are not the best");
@@ -249,9 +261,7 @@ Test(recall_ties, identical_blocks_tie_newer_copy_wins, .timeout = 600) {
     int ow[2];
     older_wins(s, 6, ow);
     cr_assert(ow[0] == 1 && ow[1] == 3);
-    int differ = check_fires(&fx, "aEbEEEEEEE");
-    cr_log_info("recall_ties aEbEEEEEEE: %d fires, %d decided differently from older-wins", fx.t.n_fires, differ);
-    if (!getenv("RECALL_TIES_DUMP")) cr_assert_geq(differ, 1);
+    expect_differs_from_older_wins(&fx, "aEbEEEEEEE", 1);
     done(&fx);
 }
 
@@ -262,9 +272,7 @@ Test(recall_ties, identical_blocks_tie_newer_copy_wins, .timeout = 600) {
  * cut 2; insertion sort keeps (y1 y3) -> {1, 3}: E + E. Older-wins: {1, 2}: E + C. */
 Test(recall_ties, tie_decides_the_injected_ids, .timeout = 600) {
     ties_fixture fx;
-    run_layout(&fx, "aECEEEEEEE");
-    const rc_fire_rec *f = fire_at(&fx.t, 1088);
-    cr_assert_eq(f->ncand, 5);
+    const rc_fire_rec *f = fire_at(&fx, "aECEEEEEEE", 1088, 5);
     const float *s = f->bridge;
     cr_assert(same_bits(s[1], s[2]) && same_bits(s[1], s[3]), "no three-way tie");
     cr_assert(s[1] > s[0] && s[1] > s[4]);
@@ -274,8 +282,6 @@ Test(recall_ties, tie_decides_the_injected_ids, .timeout = 600) {
     cr_assert_eq(f->nrid, 2 * BLOCK);
     cr_assert(!memcmp(f->rid + BLOCK, fx.feed + 3 * BLOCK, BLOCK * sizeof *f->rid));
     cr_assert(memcmp(f->rid + BLOCK, fx.feed + 2 * BLOCK, BLOCK * sizeof *f->rid), "older-wins' injection");
-    int differ = check_fires(&fx, "aECEEEEEEE");
-    cr_log_info("recall_ties aECEEEEEEE: %d fires, %d decided differently from older-wins", fx.t.n_fires, differ);
-    if (!getenv("RECALL_TIES_DUMP")) cr_assert_geq(differ, 3);
+    expect_differs_from_older_wins(&fx, "aECEEEEEEE", 3);
     done(&fx);
 }

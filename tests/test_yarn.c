@@ -198,9 +198,8 @@ static void fp64_inv(const rc_rope_profile *p, double theta, int D, double *inv,
 
 Test(yarn, tables_match_fp64_formula) {
     rc_blob *b = open_blob(yarn_blob("tables", YARN5));
-    rc_qwen2 *m = NULL;
+    rc_qwen2 *m = fixture_qwen2(b, 1024);
     recall_err err = {0};
-    cr_assert_eq(rc_qwen2_open(b, 1024, &m, &err), RECALL_OK, "%s", err.msg);
     const rc_qwen2_config *c = rc_qwen2_cfg(m);
     cr_assert_eq(c->rope.type, RC_ROPE_YARN);
     cr_assert_eq(c->trained_pos, 1024);
@@ -235,9 +234,8 @@ Test(yarn, tables_match_fp64_formula) {
 
 Test(yarn, unscaled_tables_stay_bitwise) {
     rc_blob *b = open_blob(fixture_worldA_blob("f32"));
-    rc_qwen2 *m = NULL;
+    rc_qwen2 *m = fixture_qwen2(b, 4096);
     recall_err err = {0};
-    cr_assert_eq(rc_qwen2_open(b, 4096, &m, &err), RECALL_OK, "%s", err.msg);
     const rc_qwen2_config *c = rc_qwen2_cfg(m);
     cr_assert_eq(c->rope.type, RC_ROPE_DEFAULT);
     cr_assert_eq(c->trained_pos, 4096);
