@@ -3,6 +3,7 @@
 
 #include "blob.h"
 #include "convert.h"
+#include "json.h"
 #include "npy.h"
 
 #include <criterion/criterion.h>
@@ -13,7 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define WA "tests/golden/worldA/"
 
 static int newer_than_exe(const char *path) {
     struct stat sb, se;
@@ -22,23 +22,29 @@ static int newer_than_exe(const char *path) {
     return sb.st_mtime >= se.st_mtime;
 }
 
-static const char *worldA_blob(const char *weights, int screen) {
-    const char *path;
-    if (!strcmp(weights, "f32")) path = screen ? "build/fixture_worldA_f32_screen.blob" : "build/fixture_worldA_f32.blob";
-    else if (!strcmp(weights, "bf16")) path = screen ? "build/fixture_worldA_bf16_screen.blob" : "build/fixture_worldA_bf16.blob";
-    else if (!strcmp(weights, "nf4")) path = screen ? "build/fixture_worldA_nf4_screen.blob" : "build/fixture_worldA_nf4.blob";
-    else return NULL;
+/* The blob of world `name` (its artifacts under dir/), converted once per test binary build. */
+static const char *world_blob(const char *dir, const char *name, const char *weights, int screen) {
+    static char paths[2][3][2][128];
+    const int w = !strcmp(weights, "f32") ? 0 : !strcmp(weights, "bf16") ? 1 : !strcmp(weights, "nf4") ? 2 : -1;
+    if (w < 0) return NULL;
+    char *path = paths[strcmp(name, "worldA") != 0][w][screen != 0];
+    snprintf(path, 128, "build/fixture_%s_%s%s.blob", name, weights, screen ? "_screen" : "");
     if (newer_than_exe(path)) return path;
     mkdir("build", 0777);
-    char tmp[256];
+    char tmp[256], q[256], bge[256], pooler[256], gate[256], bridge[256];
     snprintf(tmp, sizeof tmp, "%s.%ld.part", path, (long)getpid());
+    snprintf(q, sizeof q, "%s/qwen2", dir);
+    snprintf(bge, sizeof bge, "%s/bge", dir);
+    snprintf(pooler, sizeof pooler, "%s/pooler.pt", dir);
+    snprintf(gate, sizeof gate, "%s/gate.npz", dir);
+    snprintf(bridge, sizeof bridge, "%s/bge_head.npz", dir);
     rc_convert_opts o;
     memset(&o, 0, sizeof o);
-    o.qwen2_dir = WA "qwen2";
-    o.bge_dir = WA "bge";
-    o.pooler_path = WA "pooler.pt";
-    o.gate_path = WA "gate.npz";
-    o.bridge_path = WA "bge_head.npz";
+    o.qwen2_dir = q;
+    o.bge_dir = bge;
+    o.pooler_path = pooler;
+    o.gate_path = gate;
+    o.bridge_path = bridge;
     o.weights = weights;
     o.lm_head_screen = screen;
     o.out_path = tmp;
@@ -55,8 +61,11 @@ static const char *worldA_blob(const char *weights, int screen) {
     return path;
 }
 
-const char *fixture_worldA_blob(const char *weights) { return worldA_blob(weights, 0); }
-const char *fixture_worldA_screen_blob(const char *weights) { return worldA_blob(weights, 1); }
+const char *fixture_worldA_blob(const char *weights) { return world_blob("tests/golden/worldA", "worldA", weights, 0); }
+const char *fixture_worldA_screen_blob(const char *weights) {
+    return world_blob("tests/golden/worldA", "worldA", weights, 1);
+}
+const char *fixture_trained_blob(const char *weights) { return world_blob(FIXTURE_TRAINED, "trained", weights, 0); }
 
 static rc_npy get(const char *path, const char *key, rc_npz **z) {
     recall_err err = {0};
@@ -116,4 +125,15 @@ rc_blob *fixture_open_worldA(const char *weights) {
     recall_err err = {0};
     cr_assert_eq(rc_blob_open(p, 0, &b, &err), RECALL_OK, "%s", err.msg);
     return b;
+}
+
+json_doc *fixture_read_json(const char *path) {
+    char *text;
+    size_t len;
+    json_doc *doc;
+    recall_err err = {0};
+    cr_assert_eq(rc_read_file(path, &text, &len, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(json_parse(text, len, path, &doc, &err), RECALL_OK, "%s", err.msg);
+    free(text); /* the document keeps its own copies */
+    return doc;
 }

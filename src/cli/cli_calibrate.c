@@ -252,6 +252,12 @@ static double calibrate_report(gate_stats *g, const calibrate_opts *co, int fait
            count_above(pos, thr), pos->n, 100.0 * count_above(pos, thr) / pos->n, count_above(cas, thr), cas->n);
     printf("  question turns with a fire %d/%d, probe turns with a fire %d/%d (whole turn)\n", q_fire, g->n_q,
            probe_fire, g->n_probe);
+    /* the gate as a detector of recall positions, at the file's threshold: among the checks of
+     * question and probe turns after their user message starts */
+    const int tp = count_above(pos, file_thresh), fp = count_above(cas, file_thresh);
+    printf("  at the file's %.4f: recall %d/%d (%.0f%%) of recall-position checks, precision %d/%d (%.0f%%) "
+           "among the checks above it\n", file_thresh, tp, pos->n, 100.0 * tp / pos->n, tp, tp + fp,
+           tp + fp ? 100.0 * tp / (tp + fp) : 0.0);
     printf("use: recall chat BLOB --threshold %.4f   (or recall eval ... --arms SP,RC_bge@%.4f)\n", thr, thr);
     return thr;
 }

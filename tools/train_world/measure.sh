@@ -21,18 +21,10 @@ for k in 1 2 3; do
 done
 wait
 ./recall eval --merge "$O/eval-shard1.json" "$O/eval-shard2.json" "$O/eval-shard3.json" --json "$O/eval.json"
-echo "== recall eval, clean mode (problems $P)"
-for k in 1 2 3; do
-  ./recall eval "$B" --bench "$W/eval_bench.json" --problems "$P" --arms RC_bge --mode clean --shard $k/3 \
-    --json "$O/eval-clean-shard$k.json" >/dev/null 2>"$O/eval-clean-shard$k.log" &
-done
-wait
-./recall eval --merge "$O/eval-clean-shard1.json" "$O/eval-clean-shard2.json" "$O/eval-clean-shard3.json" \
-  --json "$O/eval-clean.json"
 for q in f32 nf4; do
   for m in faithful clean; do
-    echo "== recall calibrate ($q, $m, problems 0-19)"
-    ./recall calibrate "$O/trained-$q.blob" --bench "$W/eval_bench.json" --problems 0-19 --mode $m \
+    echo "== recall calibrate ($q, $m, problems 0-9)"
+    ./recall calibrate "$O/trained-$q.blob" --bench "$W/eval_bench.json" --problems 0-9 --mode $m \
       --svg "$O/calibrate-$q-$m.svg" 2>/dev/null
   done
 done

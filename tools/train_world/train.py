@@ -485,7 +485,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/golden/trained")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=650)
     ap.add_argument("--gate-dialogues", type=int, default=48)
     ap.add_argument("--bridge-epochs", type=int, default=20)
     args = ap.parse_args()
