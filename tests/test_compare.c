@@ -111,17 +111,6 @@ static void jwrite(FILE *f, const json_value *v) {
     }
 }
 
-static json_doc *load_json(const char *path) {
-    char *text;
-    size_t len;
-    json_doc *doc;
-    recall_err err = {0};
-    cr_assert_eq(rc_read_file(path, &text, &len, &err), RECALL_OK, "%s", err.msg);
-    cr_assert_eq(json_parse(text, len, path, &doc, &err), RECALL_OK, "%s", err.msg);
-    free(text);
-    return doc;
-}
-
 static void save_json(const json_doc *doc, const char *path) {
     FILE *f = fopen(path, "w");
     cr_assert(f, "%s", path);
@@ -164,7 +153,7 @@ static void golden_agrees(const char *mode, const char *weights) {
     cr_expect(strstr(out, "AGREE"), "%s", out);
     cr_expect(strstr(out, "5 turns, 550 reply tokens"), "%s", out);
     free(out);
-    json_doc *doc = load_json(rep);
+    json_doc *doc = fixture_read_json(rep);
     cr_expect_str_eq(json_get(json_root(doc), "verdict")->str, "agree");
     cr_expect_eq(json_get(json_root(doc), "exit")->i, 0);
     cr_expect_eq(json_get(json_root(doc), "divergence")->type, JSON_NULL);
@@ -179,7 +168,7 @@ Test(compare, golden_clean_nf4_agrees_with_replay) { golden_agrees("clean", "nf4
 
 Test(compare, reply_token_changed_in_turn_3_is_a_real_divergence) {
     const char *mine = engine_trace("faithful", "fp32");
-    json_doc *doc = load_json(WA "loop_A_seed0_faithful_fp32.json");
+    json_doc *doc = fixture_read_json(WA "loop_A_seed0_faithful_fp32.json");
     const json_value *t3 = turn(doc, 2), *reply = json_get(t3, "reply");
     cr_assert_eq(json_get(t3, "feed_len")->i, 1256);
     const int64_t orig5 = reply->items[5].i;
@@ -193,7 +182,7 @@ Test(compare, reply_token_changed_in_turn_3_is_a_real_divergence) {
     cr_expect(strstr(out, "top-2 logits absent from this trace; no greedy_low_margin entry here, so the margin is >= 0.0126"),
               "%s", out);
     free(out);
-    json_doc *rep = load_json("build/cmp_reply_t3.report.json");
+    json_doc *rep = fixture_read_json("build/cmp_reply_t3.report.json");
     const json_value *d = json_get_type(json_root(rep), "divergence", JSON_OBJ);
     cr_assert(d);
     cr_expect_str_eq(json_get(d, "kind")->str, "reply token");
@@ -219,7 +208,7 @@ Test(compare, reply_token_changed_in_turn_3_is_a_real_divergence) {
  * 41.4 and chooses [1, 3]. The copy gives candidate 2 a score `ulps` above candidate 1's and
  * chooses [2, 3] instead. */
 static void swap_candidates(const char *path, int ulps) {
-    json_doc *doc = load_json(WA "loop_A_seed0_faithful_fp32.json");
+    json_doc *doc = fixture_read_json(WA "loop_A_seed0_faithful_fp32.json");
     for (int t = 1; t < 5; t++) {
         const json_value *fires = json_get(turn(doc, t), "fires");
         cr_assert_eq(fires->len, 1);
@@ -247,7 +236,7 @@ Test(compare, swapped_candidates_one_ulp_apart_are_a_near_tie) {
     cr_expect(strstr(out, "NEAR-TIE"), "%s", out);
     cr_expect(strstr(out, "consequences: 3 later records differ (through turn 5)"), "%s", out);
     free(out);
-    json_doc *rep = load_json("build/cmp_swap1.report.json");
+    json_doc *rep = fixture_read_json("build/cmp_swap1.report.json");
     const json_value *d = json_get(json_root(rep), "divergence");
     cr_expect_eq(json_get(d, "near_tie")->num, 1);
     cr_expect_eq(json_get(json_get(d, "b"), "ulps")->i, 1);
@@ -264,7 +253,7 @@ Test(compare, swapped_candidates_one_ulp_apart_are_a_near_tie) {
 /* The golden gate check at c0 1152 of turn 2 (score 0.129, fired) copied as not fired with the
  * score `score`: 1 ulp below the threshold 0 is a near-tie, -0.5 a real divergence. */
 static int flipped_gate(float score, char **out) {
-    json_doc *doc = load_json(WA "loop_A_seed0_faithful_fp32.json");
+    json_doc *doc = fixture_read_json(WA "loop_A_seed0_faithful_fp32.json");
     const json_value *gates = json_get(turn(doc, 1), "gates"), *g = NULL;
     for (size_t i = 0; i < gates->len; i++)
         if (gates->items[i].items[0].i == 1152) g = &gates->items[i];
@@ -340,7 +329,7 @@ Test(compare, one_logit_past_tolerance_fails_naming_it) {
     cr_expect(strstr(out, "FAIL: 1 of 4 arrays beyond tolerance: logits\n"), "%s", out);
     cr_expect(strstr(out, "hidden_last"), "%s", out);
     free(out);
-    json_doc *rep = load_json("build/cmp_moved.report.json");
+    json_doc *rep = fixture_read_json("build/cmp_moved.report.json");
     const json_value *arr = json_get(json_root(rep), "arrays");
     int seen = 0;
     for (size_t i = 0; i < arr->len; i++) {
@@ -384,7 +373,7 @@ Test(compare, bad_input_is_one_line_and_exit_2) {
     cr_assert_eq(fixture_sh(cmd10, NULL), 0, "%s", cmd10);
     expect_bad("build/cmp_fwd10.npz", WA "qwen2_fp32.npz", "has shape [10] in build/cmp_fwd10.npz but [37] in");
     /* another problem */
-    json_doc *doc = load_json(WA "loop_A_seed0_clean_fp32.json");
+    json_doc *doc = fixture_read_json(WA "loop_A_seed0_clean_fp32.json");
     const json_value *st = json_get(json_root(doc), "steps");
     mut(json_get(&st->items[0], "u"))->len = 3;
     save_json(doc, "build/cmp_other_problem.json");

@@ -325,12 +325,8 @@ Test(longctx, cli_runs_every_arm_and_writes_the_json) {
     cr_assert(strstr(out, "FULL     ") && strstr(out, "/4"), "%s", out);
     free(out);
 
-    char *text;
-    size_t len;
-    json_doc *doc;
+    json_doc *doc = fixture_read_json(json);
     recall_err err = {0};
-    cr_assert_eq(rc_read_file(json, &text, &len, &err), RECALL_OK, "%s", err.msg);
-    cr_assert_eq(json_parse(text, len, json, &doc, &err), RECALL_OK, "%s", err.msg);
     const json_value *root = json_root(doc);
     cr_assert_eq(get(root, "seed", JSON_NUM)->i, 3);
     cr_assert_eq(get(root, "max_new", JSON_NUM)->i, 4);
@@ -415,7 +411,6 @@ Test(longctx, cli_runs_every_arm_and_writes_the_json) {
     }
     env_close(&e);
     json_free(doc);
-    free(text);
     remove(json);
     rmdir(dir);
 }

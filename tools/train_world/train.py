@@ -488,6 +488,8 @@ def main():
     ap.add_argument("--steps", type=int, default=650)
     ap.add_argument("--gate-dialogues", type=int, default=48)
     ap.add_argument("--bridge-epochs", type=int, default=20)
+    ap.add_argument("--init", default=None, help="a world folder whose decoder training continues (same seed "
+                    "and corpus: the same tokenizer); --steps more steps, then gate and bridge afresh")
     args = ap.parse_args()
     repo = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     out = args.out
@@ -524,7 +526,12 @@ def main():
     pooler = nets.AttnPoolSP(QCFG["hidden"], N_SP, POOLER["heads"], POOLER["blocks"], POOLER["ffn"])
     for p in pooler.parameters():
         p.requires_grad_(False)
-    train_decoder(model, pooler, W, bpe, hay_pieces, args.steps, args.seed, ids_)
+    if args.init:
+        from check_engine import read_safetensors
+        sd = read_safetensors(os.path.join(args.init, "qwen2", "model.safetensors"))
+        model.load_state_dict({k[len("model."):] if k.startswith("model.") else k: v for k, v in sd.items()})
+        log("decoder: continuing from %s" % args.init)
+    train_decoder(model, pooler, W, bpe, hay_pieces, args.steps, args.seed + (1000 if args.init else 0), ids_)
     model.eval()
 
     # block texts for the WordPiece vocabulary come from the training dialogues' decoded blocks
