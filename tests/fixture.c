@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 
+#define WA "tests/golden/worldA/"
+
 static int newer_than_exe(const char *path) {
     struct stat sb, se;
     if (stat(path, &sb) != 0) return 0;
@@ -75,9 +77,9 @@ static const char *world_blob(const char *dir, const char *name, const char *wei
     return path;
 }
 
-const char *fixture_worldA_blob(const char *weights) { return world_blob("tests/golden/worldA", "worldA", weights, 0); }
+const char *fixture_worldA_blob(const char *weights) { return world_blob(WA, "worldA", weights, 0); }
 const char *fixture_worldA_screen_blob(const char *weights) {
-    return world_blob("tests/golden/worldA", "worldA", weights, 1);
+    return world_blob(WA, "worldA", weights, 1);
 }
 const char *fixture_trained_blob(const char *weights) { return world_blob(FIXTURE_TRAINED, "trained", weights, 0); }
 

@@ -248,7 +248,7 @@ Test(convert, worldA_bytes_unchanged_by_optional_loop_keys) {
         {"nf4", 0x5de7b07e7df4264cULL, 0xf2165bc59345baa8ULL, 2244032},
     };
     for (size_t i = 0; i < 2; i++) {
-        rc_convert_opts o = worldA_opts(pin[i].w, tmpname(pin[i].w));
+        rc_convert_opts o = fixture_worldA_convert_opts(pin[i].w, tmpname(pin[i].w));
         recall_err err = {0};
         cr_assert_eq(rc_convert(&o, &err), RECALL_OK, "%s", err.msg);
         size_t len;
@@ -266,7 +266,7 @@ Test(convert, worldA_bytes_unchanged_by_optional_loop_keys) {
 
 /* The trained world carries its own geometry: gate.npz `layers` and config.json "recall_loop". */
 Test(convert, trained_world_carries_its_geometry) {
-    rc_convert_opts o = worldA_opts("f32", tmpname("trained"));
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("trained"));
     o.qwen2_dir = "tests/golden/trained/qwen2";
     o.bge_dir = "tests/golden/trained/bge";
     o.pooler_path = "tests/golden/trained/pooler.pt";
