@@ -3,6 +3,7 @@
 
 #include "json.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,14 +70,32 @@ uint32_t rc_pyrandom_below(rc_pyrandom *r, uint32_t n) {
     return v;
 }
 
-/* random.sample(range(n), k) by the pool method (n <= 21 + 4**ceil(log4(3k)) here). */
-static void sample(rc_pyrandom *r, int n, int k, int *out) {
-    int pool[64];
-    for (int i = 0; i < n; i++) pool[i] = i;
+/* random.sample(range(n), k), CPython's two methods: when n is at most setsize (21, plus
+ * 4**ceil(log4(3k)) for k > 5) a pool of the indices is drawn from and refilled from its end;
+ * above it, indices are drawn from range(n) and redrawn while already taken. The two give different
+ * picks for the same generator state, so a benchmark of more than 21 facts takes the second. The
+ * log is Python's math.log(3k, 4) = log(3k) / log(4) in double. */
+void rc_pysample(rc_pyrandom *r, int n, int k, int *out) {
+    double setsize = 21.0;
+    if (k > 5) setsize += pow(4.0, ceil(log(3.0 * k) / log(4.0)));
+    if (n <= setsize) {
+        int pool[RC_PYSAMPLE_MAX];
+        for (int i = 0; i < n; i++) pool[i] = i;
+        for (int i = 0; i < k; i++) {
+            int j = (int)rc_pyrandom_below(r, (uint32_t)(n - i));
+            out[i] = pool[j];
+            pool[j] = pool[n - i - 1];
+        }
+        return;
+    }
     for (int i = 0; i < k; i++) {
-        int j = (int)rc_pyrandom_below(r, (uint32_t)(n - i));
-        out[i] = pool[j];
-        pool[j] = pool[n - i - 1];
+        int j, taken;
+        do {
+            j = (int)rc_pyrandom_below(r, (uint32_t)n);
+            taken = 0;
+            for (int t = 0; t < i; t++) taken |= out[t] == j;
+        } while (taken);
+        out[i] = j;
     }
 }
 
@@ -211,9 +230,9 @@ recall_status rc_bench_problem(const rc_bench *b, uint32_t seed, rc_problem *out
     rc_pyrandom r;
     rc_pyrandom_seed(&r, seed);
     int fi[3], fills[32], order[3];
-    sample(&r, b->n_facts, 3, fi);
-    sample(&r, b->n_casual, b->n_casual, fills);
-    sample(&r, 3, 3, order);
+    rc_pysample(&r, b->n_facts, 3, fi);
+    rc_pysample(&r, b->n_casual, b->n_casual, fills);
+    rc_pysample(&r, 3, 3, order);
     int ok = 1;
     for (int i = 0; i < 3; i++) {
         rc_step *s = &out->steps[out->n++];

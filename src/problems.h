@@ -46,6 +46,9 @@ typedef struct {
 void rc_pyrandom_seed(rc_pyrandom *r, uint32_t seed);
 uint32_t rc_pyrandom_u32(rc_pyrandom *r);
 uint32_t rc_pyrandom_below(rc_pyrandom *r, uint32_t n); /* random._randbelow(n), n >= 1 */
+/* random.sample(range(n), k) into out[k] (both of CPython's methods; 0 <= k <= n <= RC_PYSAMPLE_MAX). */
+#define RC_PYSAMPLE_MAX 256
+void rc_pysample(rc_pyrandom *r, int n, int k, int *out);
 
 
 

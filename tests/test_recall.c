@@ -38,6 +38,28 @@ Test(bench, cpython_random_and_problems) {
     rc_bench_free(b);
 }
 
+/* random.Random(seed).sample(range(n), k) as CPython 3.11 draws it (printed by /usr/bin/python3):
+ * n <= 21 (k <= 5) and n <= 85 (k = 6..21) take the pool method, 22, 32 and 100 the set method. */
+Test(bench, cpython_sample_both_methods) {
+    static const struct {
+        int n, k, seed, want[7];
+    } cases[] = {
+        {21, 3, 0, {12, 13, 1}},  {21, 3, 7, {10, 4, 12}},  {22, 3, 0, {12, 13, 1}},
+        {22, 3, 1, {4, 18, 2}},   {32, 3, 0, {24, 26, 2}},  {32, 3, 1, {8, 4, 16}},
+        {32, 3, 7, {20, 9, 25}},  {40, 7, 1, {8, 36, 4, 16, 7, 31, 28}},
+        {100, 6, 0, {49, 97, 53, 5, 33, 65}}, {100, 6, 7, {41, 19, 50, 83, 6, 9}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        rc_pyrandom r;
+        rc_pyrandom_seed(&r, (uint32_t)cases[c].seed);
+        int got[7];
+        rc_pysample(&r, cases[c].n, cases[c].k, got);
+        for (int i = 0; i < cases[c].k; i++)
+            cr_expect_eq(got[i], cases[c].want[i], "sample(range(%d), %d) seed %d: [%d] = %d, CPython %d", cases[c].n,
+                         cases[c].k, cases[c].seed, i, got[i], cases[c].want[i]);
+    }
+}
+
 typedef struct {
     double gate, bridge, top5;
 } maxdev;
