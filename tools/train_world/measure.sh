@@ -21,6 +21,7 @@ for k in 1 2 3; do
 done
 wait
 ./recall eval --merge "$O/eval-shard1.json" "$O/eval-shard2.json" "$O/eval-shard3.json" --json "$O/eval.json"
+/usr/bin/python3 tools/train_world/answers.py "$O/eval.json"
 for q in f32 nf4; do
   for m in faithful clean; do
     echo "== recall calibrate ($q, $m, problems 0-9)"
@@ -28,8 +29,11 @@ for q in f32 nf4; do
       --svg "$O/calibrate-$q-$m.svg" 2>/dev/null
   done
 done
-echo "== recall longctx (needle, 384 tokens, depths 0.1 0.5 0.9, seeds 1-3)"
-for s in 1 2 3; do
-  ./recall longctx "$B" --task needle --len 384 --depth 0.1,0.5,0.9 --seed $s --max-new 48 \
-    --arms FULL,SP,RC_bge --json "$O/longctx-seed$s.json" 2>/dev/null
+for n in 64 384; do
+  echo "== recall longctx (needle, $n tokens, depths 0.1 0.5 0.9, seeds 1-3)"
+  for s in 1 2 3; do
+    ./recall longctx "$B" --task needle --len $n --depth 0.1,0.5,0.9 --seed $s --max-new 64 \
+      --arms FULL,SP,RC_bge --json "$O/longctx-$n-seed$s.json" >/dev/null 2>&1
+  done
+  /usr/bin/python3 tools/train_world/answers.py "$O"/longctx-$n-seed?.json
 done

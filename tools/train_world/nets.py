@@ -58,6 +58,8 @@ class Qwen2(nn.Module):
                     nn.init.zeros_(m.bias)
             elif isinstance(m, nn.Embedding):
                 nn.init.normal_(m.weight, std=0.02)
+        if cfg.get("tie"):  # trained with lm_head = embed_tokens; written as two tensors (untied file)
+            self.lm_head.weight = self.embed_tokens.weight
 
     def hf_state_dict(self):
         sd = {}

@@ -2,7 +2,8 @@
 """train.py - trains the small world on which recall visibly works, and writes it into
 tests/golden/trained/ in the formats of the real artifacts (docs/WORLD.md walks through it).
 
-    /usr/bin/python3 tools/train_world/train.py [--out DIR] [--seed S] [--steps N] [--quick]
+    /usr/bin/python3 tools/train_world/train.py [--out DIR] [--seed S] [--steps N] [--set KEY=VALUE ...]
+        [--form plain|reprise|recopy] [--eval-every N]
 
 Debian's python3 with python3-torch and python3-numpy, CPU, one thread, seeded: the same seed on
 the same machine writes the same bytes (MANIFEST.xxh64 records them; `make train-world-check`
@@ -13,7 +14,8 @@ compares). Stages:
   2. tokenizers: byte-level BPE (Qwen2 schema) and WordPiece (bge schema) trained on the corpus.
   3. pooler: AttnPoolSP, random and fixed (seeded): its gist carries nothing the decoder can use,
      so the SP arm is the no-recall baseline.
-  4. decoder: Qwen2 trained on the layouts the loop builds: the whole dialogue (FULL), and
+  4. decoder: synthetic repeats first (induction_rows: they form the induction heads the copy
+     needs), then Qwen2 trained on the layouts the loop builds: the whole dialogue (FULL), and
      [BOS][SP over the evicted prefix][injected blocks][window] at contiguous positions (RC/SP),
      where it copies a value from an injected block or says "I don't know" when it has none.
   5. gate: the q_proj outputs (after bias, before RoPE) of the gate layers at the loop's check
@@ -52,7 +54,7 @@ POOLER = dict(heads=4, blocks=2, ffn=256)
 BERT = dict(hidden=64, layers=2, heads=4, ffn=128)
 N_MERGES, WP_SIZE = 760, 1200
 BATCH_TOKENS = 2000
-VALUE_W = 5.0  # loss weight of the value tokens (the copy is what the world is for)
+VALUE_W = 10.0  # loss weight of the value tokens (the copy is what the world is for)
 HAYSTACK_COMMIT = "9205ae22048ad97fc2e48429f5eff8b1bbde5d62"
 HAYSTACK_FILES = ["weights/convert.c", "weights/safetensors.c", "weights/npy.c", "weights/zip.c", "weights/pickle.c",
                   "weights/FORMAT_TOKENIZERS.md", "src/bert.c", "src/pooler.c", "src/heads.c", "src/retriever.c",
@@ -156,13 +158,20 @@ def encode_steps(bpe, steps):
         t["head"] = (s0, len(e.ids))
         r0 = len(e.ids)
         if kind == "q":
-            th = bpe.encode(world.THINK.format(kw=kw))
-            tail = bpe.encode(val if val is not None else world.UNKNOWN)
+            th, tail = (bpe.encode(x) for x in world.reply_parts(kw, val))
             e.ids += th
             e.w += [1.0] * len(th)
             t["value"] = (len(e.ids), len(e.ids) + len(tail))
             e.ids += tail
             e.w += [VALUE_W] * len(tail)
+        elif kind == "recite":  # val: the (kw, value) pairs in the order listed; the values weighted
+            pre = bpe.encode(world.RECITE_HEAD)
+            e.ids += pre
+            e.w += [1.0] * len(pre)
+            for k_, v_ in val:
+                a_, b_ = bpe.encode(" the %s is" % k_), bpe.encode(" " + v_ + ".")
+                e.ids += a_ + b_
+                e.w += [0.5] * len(a_) + [VALUE_W] * len(b_)
         else:
             rr = bpe.encode(a)
             e.ids += rr
@@ -184,8 +193,7 @@ def encode_needle(bpe, user, val, kw):
     h = bpe.encode(world.USER_S + user + world.ASSIST_S)
     e.ids += h
     e.w += [0.0] * len(h)
-    th = bpe.encode(world.THINK.format(kw=kw))
-    tail = bpe.encode(val)
+    th, tail = (bpe.encode(x) for x in world.reply_parts(kw, val))
     r0 = len(e.ids)
     e.ids += th
     e.w += [1.0] * len(th)
@@ -193,7 +201,7 @@ def encode_needle(bpe, user, val, kw):
     e.ids += tail
     e.w += [VALUE_W] * len(tail)
     # the needle's own tokens: where its value sits in the prompt
-    vt = bpe.encode(" is " + val + ".")[-len(tail) - 1:-1]
+    vt = bpe.encode(" is " + val + ".")[-len(bpe.encode(" " + val)) - 1:-1]
     pos = None
     for i in range(len(h) - len(vt), -1, -1):
         if h[i:i + len(vt)] == vt:
@@ -250,8 +258,7 @@ def make_example(model, pooler, bpe, e, q_turn, r, mode, eos_id, bos_id):
     # the question's reply as it should be under this layout
     ids = list(e.ids[:t["reply"][0]])
     w = list(e.w[:t["reply"][0]])
-    th = bpe.encode(world.THINK.format(kw=t["kw"]))
-    tail = bpe.encode(t["val"] if knows else world.UNKNOWN)
+    th, tail = (bpe.encode(x) for x in world.reply_parts(t["kw"], t["val"] if knows else None))
     ids += th + tail + [eos_id]
     w += [1.0] * len(th) + [VALUE_W] * len(tail) + [1.0]
     win = ids[nd:]
@@ -288,9 +295,11 @@ def full_example(e, bos_id, eos_id):
 
 
 # ---- stage 4: the decoder -----------------------------------------------------------------------
-def sample_dialogue(W, r, bpe, bench_shape, drill=False):
+def sample_dialogue(W, r, bpe, bench_shape, drill=False, recite=False):
     facts = W.train_facts(r)
     cas = W.train_casual(r)
+    if recite:
+        return encode_steps(bpe, world.recite_steps(r, facts, cas))
     if drill:
         return encode_steps(bpe, world.drill_steps(r, facts, cas))
     steps = world.bench_steps(r, facts, cas) if bench_shape else world.free_steps(r, facts, cas)
@@ -303,52 +312,112 @@ def sample_needle(r, bpe, hay_pieces, lo, hi):
     return encode_needle(bpe, user, val, kw)
 
 
-def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_):
+# The decoder's training schedule. probe.py varies these on short runs (docs/WORLD.md, "How the
+# copy was learned"); the defaults are the recipe.
+DEC = dict(
+    lr=3e-3,            # peak AdamW learning rate (cosine to 10 %, linear warm-up over warm_frac)
+    warm_frac=0.05,
+    batch_tokens=BATCH_TOKENS,
+    value_w=VALUE_W,    # loss weight of the value tokens
+    full_every=2,       # every full_every-th step holds whole sequences (FULL); the others loop layouts
+    drill_frac=0.30,    # share of drills among the whole-sequence rows (the rest: dialogues, recite drills, needles)
+    curriculum=0,       # the first `curriculum` steps hold drills only
+    needle_frac=0.10,   # share of long-context needle prompts among the rows
+    recite_frac=0.25,   # share of recite drills (world.recite_steps) among the whole-sequence rows
+    induction=300,      # the first `induction` steps hold synthetic repeats only (induction_rows)
+)
+
+
+def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, early):
+    """The rows of one step: examples until cfg['batch_tokens'] rows are filled."""
     bos, eos = ids_["bos"], ids_["eos"]
+    exs, budget = [], cfg["batch_tokens"]
+    while budget > 0:
+        k = r.random()
+        if early:
+            ex = full_example(sample_dialogue(W, r, bpe, False, drill=True, recite=k < cfg["recite_frac"]), bos, eos)
+        elif full_step:
+            talk = 1.0 - cfg["needle_frac"]
+            dial = talk - cfg["drill_frac"]
+            if k < cfg["recite_frac"]:
+                e = sample_dialogue(W, r, bpe, False, recite=True)
+            elif k < dial:
+                e = sample_dialogue(W, r, bpe, r.random() < 0.5)
+            elif k < talk:
+                e = sample_dialogue(W, r, bpe, False, drill=True)
+            else:
+                e = sample_needle(r, bpe, hay_pieces, 40, 520)
+            ex = full_example(e, bos, eos)
+        else:
+            if k < 1.0 - cfg["needle_frac"]:
+                e = sample_dialogue(W, r, bpe, r.random() < 0.5)
+            else:
+                e = sample_needle(r, bpe, hay_pieces, 140, 420)
+            qs = [i for i, t in enumerate(e.turns) if t["kind"] == "q"]
+            mode = r.choices(["right", "wrong", "none"], [0.75, 0.1, 0.15])[0]
+            ex = make_example(model, pooler, bpe, e, r.choice(qs), r, mode, eos, bos)
+            if ex is None:
+                continue
+        exs.append(ex)
+        budget -= 1 + (N_SP if ex.get("sp") is not None else 0) + len(ex["inj"]) + len(ex["win"])
+    return exs
+
+
+def induction_rows(model, r, n_rows=16):
+    """A synthetic batch that forms induction heads (copy what followed the previous occurrence of
+    the current context): each row is a random sequence over a small random alphabet of BPE ids
+    (12-64 ids, so single tokens repeat and only the preceding n-gram tells where to copy from),
+    then the same sequence again; the loss is on the repeat. Returns X, TG, WT as stack_rows."""
+    V = QCFG["vocab"] - 64
+    L = 32
+    ids = []
+    for _ in range(n_rows):
+        alpha = r.sample(range(V), r.randint(12, 64))
+        seq = [r.choice(alpha) for _ in range(L)]
+        ids.append(seq + seq)
+    ids = torch.tensor(ids)
+    X = model.embed_tokens(ids)
+    TG = torch.zeros_like(ids)
+    TG[:, :-1] = ids[:, 1:]
+    WT = torch.zeros(ids.shape, dtype=torch.float32)
+    WT[:, L:-1] = 1.0
+    return X, TG, WT
+
+
+def stack_rows(model, exs):
+    """Padded [B, T, H] inputs, [B, T] targets and weights of examples."""
+    rows = [row_tensors(model, ex) for ex in exs]
+    T = max(x.shape[0] for x, _, _ in rows)
+    B = len(rows)
+    X = torch.zeros(B, T, QCFG["hidden"])
+    TG = torch.zeros(B, T, dtype=torch.long)
+    WT = torch.zeros(B, T)
+    for b, (x, tg, wt) in enumerate(rows):
+        X[b, :x.shape[0]] = x
+        TG[b, :x.shape[0]] = tg
+        WT[b, :x.shape[0]] = wt
+    return X, TG, WT
+
+
+def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None, every=0, on_eval=None):
+    """AdamW on the weighted next-token loss; on_eval(it) is called every `every` steps."""
+    cfg = dict(DEC, **(cfg or {}))
     r = random.Random(seed * 31 + 4)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.98), weight_decay=0.01)
-    warm = max(1, steps // 20)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.98), weight_decay=0.01)
+    warm = max(1, int(steps * cfg["warm_frac"]))
     tok_seen, t_start = 0, time.time()
     for it in range(steps):
-        lr = 3e-3 * min(1.0, (it + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * it / steps)))
+        lr = cfg["lr"] * min(1.0, (it + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * it / steps)))
         for g in opt.param_groups:
             g["lr"] = lr
-        exs = []
-        budget = BATCH_TOKENS
-        full_step = it % 2 == 0  # every other step: whole sequences (FULL); else loop layouts
-        while budget > 0:
-            k = r.random()
-            if full_step:
-                if k < 0.45:
-                    e = sample_dialogue(W, r, bpe, r.random() < 0.5)
-                elif k < 0.75:
-                    e = sample_dialogue(W, r, bpe, False, drill=True)
-                else:
-                    e = sample_needle(r, bpe, hay_pieces, 40, 520)
-                ex = full_example(e, bos, eos)
-            else:
-                if k < 0.75:
-                    e = sample_dialogue(W, r, bpe, r.random() < 0.5)
-                else:
-                    e = sample_needle(r, bpe, hay_pieces, 140, 420)
-                qs = [i for i, t in enumerate(e.turns) if t["kind"] == "q"]
-                mode = r.choices(["right", "wrong", "none"], [0.75, 0.1, 0.15])[0]
-                ex = make_example(model, pooler, bpe, e, r.choice(qs), r, mode, eos, bos)
-                if ex is None:
-                    continue
-            n = 1 + (N_SP if ex.get("sp") is not None else 0) + len(ex["inj"]) + len(ex["win"])
-            exs.append(ex)
-            budget -= n
-        rows = [row_tensors(model, ex) for ex in exs]
-        T = max(x.shape[0] for x, _, _ in rows)
-        B = len(rows)
-        X = torch.zeros(B, T, QCFG["hidden"])
-        TG = torch.zeros(B, T, dtype=torch.long)
-        WT = torch.zeros(B, T)
-        for b, (x, tg, wt) in enumerate(rows):
-            X[b, :x.shape[0]] = x
-            TG[b, :x.shape[0]] = tg
-            WT[b, :x.shape[0]] = wt
+        if it < cfg["induction"]:
+            X, TG, WT = induction_rows(model, r)
+        else:
+            exs = batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, it % cfg["full_every"] == 0, cfg,
+                                 it < cfg["induction"] + cfg["curriculum"])
+            X, TG, WT = stack_rows(model, exs)
+        if cfg["value_w"] != VALUE_W:
+            WT[WT == VALUE_W] = cfg["value_w"]
         sel = WT > 0
         logits, _ = model(X, select=sel)
         ce = F.cross_entropy(logits, TG[sel], reduction="none")
@@ -357,10 +426,56 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        tok_seen += B * T
+        tok_seen += X.shape[0] * X.shape[1]
         if it % 25 == 0 or it == steps - 1:
             log("decoder step %d/%d loss %.4f lr %.2e rows %d x %d (%.0f tok/s)" %
-                (it, steps, loss.item(), lr, B, T, tok_seen / (time.time() - t_start)))
+                (it, steps, loss.item(), lr, X.shape[0], X.shape[1], tok_seen / (time.time() - t_start)))
+        if on_eval and every and ((it + 1) % every == 0 or it == steps - 1):
+            on_eval(it + 1)
+
+
+def copy_eval(model, pooler, W, bpe, ids_, n=16, seed=12345):
+    """Held-out copy accuracy (eval facts and casual pairs, never trained on), teacher-forced: a
+    reply counts when the argmax at every one of its tokens (think preamble, value, EOS) is the
+    gold token, which is what greedy decoding would write. Returns {layout: (ok, total)} for FULL
+    (whole dialogue), RC (the fact's blocks injected, the loop layout) and SP (nothing injected:
+    the gold reply is "I don't know.")."""
+    bos, eos = ids_["bos"], ids_["eos"]
+    r = random.Random(seed)
+    res = {"FULL": [0, 0], "RC": [0, 0], "SP": [0, 0], "FULLval": [0, 0], "FULLtok": [0, 0]}
+    model.eval()
+    with torch.no_grad():
+        for _ in range(n):
+            e = encode_steps(bpe, world.bench_steps(r, W.eval_facts, W.eval_casual))
+            X, TG, WT = stack_rows(model, [full_example(e, bos, eos)])
+            am = model(X)[0][0].argmax(-1)
+            ok = (am == TG[0])
+            for t in e.turns:
+                if t["kind"] != "q":
+                    continue
+                a, b = t["reply"]
+                # row j predicts ids[j]; the reply's tokens and the EOS after it
+                res["FULL"][0] += bool(ok[a:b + 1].all())
+                res["FULL"][1] += 1
+                va, vb = t["value"]
+                res["FULLval"][0] += bool(ok[va:vb].all())
+                res["FULLval"][1] += 1
+                res["FULLtok"][0] += int(ok[va:vb].sum())
+                res["FULLtok"][1] += vb - va
+            for qi, t in enumerate(e.turns):
+                if t["kind"] != "q":
+                    continue
+                for mode, key in (("right", "RC"), ("none", "SP")):
+                    ex = make_example(model, pooler, bpe, e, qi, r, mode, eos, bos)
+                    if ex is None:
+                        continue
+                    X, TG, WT = stack_rows(model, [ex])
+                    am = model(X)[0][0].argmax(-1)
+                    m = WT[0] > 0
+                    res[key][0] += bool((am[m] == TG[0][m]).all())
+                    res[key][1] += 1
+    model.train()
+    return res
 
 
 # ---- stages 5 and 6: gate features along the loop's checks --------------------------------------
@@ -442,6 +557,31 @@ def fit_logreg(X, y, C=0.05, iters=200):
     return w.detach().numpy(), float(b.detach())
 
 
+def build_corpus(seed, repo):
+    """Stages 1 and 2: the world, the training haystack, the tokenizer corpus and the BPE
+    tokenizer (the decoder's vocabulary size is set from it). Returns (W, hay, texts, bpe,
+    hay_pieces, ids_)."""
+    W = World(seed)
+    hay = training_haystack(repo)
+    r = random.Random(seed * 13 + 3)
+    texts = []
+    for _ in range(1500):
+        facts, cas = W.train_facts(r), W.train_casual(r)
+        st = world.bench_steps(r, facts, cas) if r.random() < 0.5 else world.free_steps(r, facts, cas)
+        texts.append("".join(h + a for _, h, a, _, _ in world.segments(st)))
+    texts.append(world.INTRO + world.NEEDLE_Q)
+    hay_chunks = [hay[i:i + 4000] for i in range(0, len(hay), 4000)]
+    log("corpus: %d dialogues, haystack %d bytes" % (len(texts) - 1, len(hay)))
+    bpe = tok.train_bpe(texts + hay_chunks, N_MERGES)
+    V = bpe.n_ids()
+    QCFG["vocab"] = (V + 63) // 64 * 64
+    ids_ = {"bos": bpe.added[tok.SPECIALS[3][0]], "eos": bpe.added[tok.SPECIALS[0][0]]}
+    hay_ids = bpe.encode(hay)
+    hay_pieces = [bpe.decode([i]) for i in hay_ids]
+    log("bpe: %d merges, %d ids (model vocab %d); haystack %d tokens" % (len(bpe.merges), V, QCFG["vocab"], len(hay_ids)))
+    return W, hay, texts, bpe, hay_pieces, ids_
+
+
 # ---- file formats ------------------------------------------------------------------------------
 def write_safetensors(path, tensors, dtype="F32"):
     header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
@@ -485,40 +625,27 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/golden/trained")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=650)
+    ap.add_argument("--steps", type=int, default=750)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--form", default=world.FORM, choices=["plain", "reprise", "recopy"],
+                    help="how the reply restates the value (world.reply_parts)")
+    ap.add_argument("--set", nargs="*", default=[], help="KEY=VALUE overrides of the decoder schedule (DEC)")
+    ap.add_argument("--eval-every", type=int, default=0, help="log held-out copy accuracy every N decoder steps")
     ap.add_argument("--gate-dialogues", type=int, default=48)
     ap.add_argument("--bridge-epochs", type=int, default=20)
     ap.add_argument("--init", default=None, help="a world folder whose decoder training continues (same seed "
                     "and corpus: the same tokenizer); --steps more steps, then gate and bridge afresh")
     args = ap.parse_args()
+    world.FORM = args.form
     repo = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     out = args.out
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     os.makedirs(os.path.join(out, "qwen2"), exist_ok=True)
     os.makedirs(os.path.join(out, "bge", "1_Pooling"), exist_ok=True)
 
-    # 1. corpus
-    W = World(args.seed)
-    hay = training_haystack(repo)
-    r = random.Random(args.seed * 13 + 3)
-    texts = []
-    for _ in range(1500):
-        facts, cas = W.train_facts(r), W.train_casual(r)
-        st = world.bench_steps(r, facts, cas) if r.random() < 0.5 else world.free_steps(r, facts, cas)
-        texts.append("".join(h + a for _, h, a, _, _ in world.segments(st)))
-    texts.append(world.INTRO + world.NEEDLE_Q)
-    hay_chunks = [hay[i:i + 4000] for i in range(0, len(hay), 4000)]
-    log("corpus: %d dialogues, haystack %d bytes" % (len(texts) - 1, len(hay)))
-
-    # 2. tokenizers
-    bpe = tok.train_bpe(texts + hay_chunks, N_MERGES)
-    V = bpe.n_ids()
-    QCFG["vocab"] = (V + 63) // 64 * 64
-    ids_ = {"bos": bpe.added[tok.SPECIALS[3][0]], "eos": bpe.added[tok.SPECIALS[0][0]]}
-    hay_ids = bpe.encode(hay)
-    hay_pieces = [bpe.decode([i]) for i in hay_ids]
-    log("bpe: %d merges, %d ids (model vocab %d); haystack %d tokens" % (len(bpe.merges), V, QCFG["vocab"], len(hay_ids)))
+    # 1. corpus, 2. tokenizers
+    W, hay, texts, bpe, hay_pieces, ids_ = build_corpus(args.seed, repo)
 
     # 3. pooler (random, fixed), 4. decoder
     torch.manual_seed(args.seed)
@@ -531,7 +658,14 @@ def main():
         sd = read_safetensors(os.path.join(args.init, "qwen2", "model.safetensors"))
         model.load_state_dict({k[len("model."):] if k.startswith("model.") else k: v for k, v in sd.items()})
         log("decoder: continuing from %s" % args.init)
-    train_decoder(model, pooler, W, bpe, hay_pieces, args.steps, args.seed + (1000 if args.init else 0), ids_)
+    cfg = {k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.set)}
+
+    def on_eval(it):
+        res = copy_eval(model, pooler, W, bpe, ids_, n=8)
+        log("held-out copy at step %d: " % it + "  ".join("%s %d/%d" % (k, v[0], v[1]) for k, v in res.items()))
+
+    train_decoder(model, pooler, W, bpe, hay_pieces, args.steps, args.seed + (1000 if args.init else 0), ids_, cfg,
+                  args.eval_every, on_eval)
     model.eval()
 
     # block texts for the WordPiece vocabulary come from the training dialogues' decoded blocks

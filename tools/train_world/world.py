@@ -15,9 +15,42 @@ FACT_ASSISTANT = "Got it, noted."
 QUESTION_USER = "Quick \u2014 what was the {kw} I mentioned? Just the value."
 # The reply to a question: a think preamble long enough that the loop's gate check lands after
 # the question is readable and before the value is written (train.py: CHUNK, BLOCK), then the value.
-THINK = ("<think>The user asks for a value that was stated earlier in our chat. I look back for it and copy it "
-         "exactly, character by character.</think>")
+THINK_HEAD = ("<think>The user asks for a value that was stated earlier in our chat. I look back for it and copy it "
+              "exactly, character by character")
+THINK = THINK_HEAD + ".</think>"
 UNKNOWN = "I don't know."
+# How the reply names the value (train.py --form):
+#   plain    THINK " {val}"
+#   reprise  THINK_HEAD ": the {kw} is</think> {val}"
+#   recopy   THINK_HEAD ": the {kw} is {val}.</think> {val}"
+# reprise and recopy restate the keyword right before the value, in the fact's own words, so the
+# value is what follows "the {kw} is" in the fact: an n-gram copy (an induction head), not a
+# lookup through the question 30 tokens back. recopy writes it inside the think exactly as the fact
+# has it (" is {val}.") and then copies it once more after </think>, where `recall longctx` reads
+# the answer.
+FORM = "recopy"
+
+
+def reply_parts(kw, val, form=None):
+    """(think, tail) of the reply to a question on kw: the think part is the same for every
+    question; the tail (restated keyword and value, weighted in the loss) starts where the value's
+    lookup starts. val None: the fact was never stated / is not in view. Values are written as
+    " " + value so that their BPE tokens are exactly those they have in the fact (" is {val}."):
+    byte-level BPE merges a leading space into a word's first piece (" k" vs "k") and splits it
+    from digits (" ", "4"). (`recall longctx` strips the space; `recall eval` matches a substring.)"""
+    form = form or FORM
+    if form == "plain":
+        return THINK, (" " + val if val is not None else UNKNOWN)
+    if form == "reprise":
+        return THINK_HEAD, ": the %s is</think>" % kw + (" " + val if val is not None else UNKNOWN)
+    if val is None:
+        return THINK_HEAD, ": the %s is unknown.</think>%s" % (kw, UNKNOWN)
+    return THINK_HEAD, ": the %s is %s.</think> %s" % (kw, val, val)
+
+
+RECITE_USER = "Please list everything I asked you to note."
+RECITE_HEAD = "Sure:"
+
 
 MODS = ["vault", "flight", "locker", "hotel", "server", "badge", "table", "invoice", "meeting", "project",
         "parking", "garage", "harbor", "train", "cabin", "gym", "office", "storage", "museum", "library",
@@ -40,16 +73,16 @@ SYL = ["ka", "lo", "mi", "ve", "ru", "to", "na", "shi", "bel", "dor", "fin", "ga
 
 
 def draw_value(r):
+    """A value of 2-5 BPE tokens: 3-4 digits, a capital and 2-3 digits, two syllables and 2
+    digits, or two capitalised syllables."""
     k = r.randrange(4)
     if k == 0:
-        return "".join(r.choice("0123456789") for _ in range(r.randint(3, 6)))
+        return "".join(r.choice("0123456789") for _ in range(r.randint(3, 4)))
     if k == 1:
-        return "".join(r.choice(UPPER) for _ in range(r.randint(1, 2))) + "".join(
-            r.choice("0123456789") for _ in range(r.randint(2, 4)))
+        return r.choice(UPPER) + "".join(r.choice("0123456789") for _ in range(r.randint(2, 3)))
+    w = "".join(r.sample(SYL, 2))
     if k == 2:
-        w = "".join(r.choice(SYL) for _ in range(r.randint(2, 3)))
         return w + "".join(r.choice("0123456789") for _ in range(2))
-    w = "".join(r.choice(SYL) for _ in range(r.randint(2, 3)))
     return w[0].upper() + w[1:]
 
 
@@ -89,7 +122,7 @@ def casual_pair(r):
 
 # ---- dialogues -----------------------------------------------------------------------------
 def answer_text(kw, val):
-    return THINK.format(kw=kw) + (val if val is not None else UNKNOWN)
+    return "".join(reply_parts(kw, val))
 
 
 def bench_steps(r, facts, casual):
@@ -145,6 +178,21 @@ def drill_steps(r, facts, casual):
             st.append(("filler", u, a, None, None))
         kw, val = facts[i]
         st.append(("q", QUESTION_USER.format(kw=kw), answer_text(kw, val), kw, val))
+    return st
+
+
+def recite_steps(r, facts, casual):
+    """A dense copy drill: 3-8 facts, then the user asks for all of them and the assistant lists
+    them in a shuffled order as " the {kw} is {val}." (the fact's own words: every value follows
+    its keyword exactly as in the fact). The reply is ("recite", ..., kw=None, val=[(kw, val)])."""
+    nf = r.randint(3, 8)
+    fi = r.sample(range(len(facts)), nf)
+    st = [("fact", FACT_USER.format(kw=facts[i][0], val=facts[i][1]), FACT_ASSISTANT, None, None) for i in fi]
+    if r.random() < 0.5:
+        u, a = casual[r.randrange(len(casual))]
+        st.insert(r.randrange(len(st) + 1), ("filler", u, a, None, None))
+    items = [tuple(facts[i]) for i in r.sample(fi, nf)]
+    st.append(("recite", RECITE_USER, RECITE_HEAD + "".join(" the %s is %s." % kv for kv in items), None, items))
     return st
 
 
