@@ -81,7 +81,8 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = synth-copy realshape bench-loop bench-long bench-history soak soak-lsan bench-tok bench-kv-pages bench-draft test-sbs
+PHONY_EXTRA = demo-worldA train-world train-world-check synth-copy realshape bench-loop bench-long bench-history soak soak-lsan \
+  bench-tok bench-kv-pages bench-draft test-sbs
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   abi-check cli-doc \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
@@ -92,7 +93,10 @@ help:
 	@echo "targets:"
 	@echo "  all         ./recall and build/librecall.a (default)"
 	@echo "  test        build and run the Criterion suite"
-	@echo "  demo        convert the bundled tiny worldA model and run the main job on it"
+	@echo "  demo        convert the trained world and replay a held-out dialogue: SP vs recall (docs/WORLD.md)"
+	@echo "  demo-worldA the same job on the random-weight worldA (the bit-exact goldens)"
+	@echo "  train-world retrain the trained world (tools/train_world) into TRAIN_OUT (build/trained)"
+	@echo "  train-world-check  retrain and compare with the committed MANIFEST.xxh64 (same bytes)"
 	@echo "  realshape   64-token prefill + 16 decode steps on the synth blob (BENCH_ARGS='--simd avx2 --threads 2')"
 	@echo "  bench-loop  fast vs reference loop schedule on worldA problem 0 (rows and time per turn)"
 	@echo "  bench-draft plain vs --draft N decode tok/s + acceptance on the synth blob (BENCH_ARGS='--draft 8')"
@@ -282,17 +286,44 @@ tsan: need-san
 	  build-tsan/worldA-f32.blob $(GOLDEN_LOOP) || exit 1; done
 sanitize: asan ubsan tsan
 
-# The main job on the bundled tiny model: convert worldA, then replay benchmark problem 0 through
-# the recall loop (faithful mode), writing the trace that tests/golden/worldA/ holds as a golden.
-WORLDA = tests/golden/worldA
-demo: recall
+# The main job on the trained world (tests/golden/trained, docs/WORLD.md): convert it like the real
+# artifacts, then replay held-out problem DEMO_PROBLEM through the recall loop on the SP arm (no
+# recall) and the RC_bge arm (recall), printing each question's reply, and draw the RC_bge trace.
+WORLDA  = tests/golden/worldA
+TRAINED = tests/golden/trained
+DEMO_PROBLEM ?= 0
+$(BUILD)/trained-f32.blob: $(RECALL_BIN) $(wildcard $(TRAINED)/*.* $(TRAINED)/qwen2/* $(TRAINED)/bge/*)
+	./$(RECALL_BIN) convert --qwen2 $(TRAINED)/qwen2 --bge $(TRAINED)/bge --pooler $(TRAINED)/pooler.pt \
+	  --gate $(TRAINED)/gate.npz --bridge $(TRAINED)/bge_head.npz --quiet -o $@
+$(BUILD)/trained-nf4.blob: $(RECALL_BIN) $(wildcard $(TRAINED)/*.* $(TRAINED)/qwen2/* $(TRAINED)/bge/*)
+	./$(RECALL_BIN) convert --qwen2 $(TRAINED)/qwen2 --bge $(TRAINED)/bge --pooler $(TRAINED)/pooler.pt \
+	  --gate $(TRAINED)/gate.npz --bridge $(TRAINED)/bge_head.npz --weights nf4 --quiet -o $@
+demo: recall $(BUILD)/trained-f32.blob
+	@echo "== SP arm (the gist only: the fact has scrolled out of the window)"
+	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/eval_bench.json --problem $(DEMO_PROBLEM) \
+	  --arm SP --trace $(BUILD)/demo-trace-sp.json
+	@echo "== RC_bge arm (recall: the gate fires, the bridge head brings the block back)"
+	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/eval_bench.json --problem $(DEMO_PROBLEM) \
+	  --trace $(BUILD)/demo-trace.json
+	./recall trace-svg $(BUILD)/demo-trace.json -o $(BUILD)/demo-trace.svg
+	@echo "demo: traces in $(BUILD)/demo-trace.json (RC_bge) and $(BUILD)/demo-trace-sp.json (SP),"
+	@echo "      picture in $(BUILD)/demo-trace.svg (open it in a browser); docs/WORLD.md explains them"
+# The random-weight worldA (the bit-exact goldens) through the same job.
+demo-worldA: recall
 	./recall convert --qwen2 $(WORLDA)/qwen2 --bge $(WORLDA)/bge --pooler $(WORLDA)/pooler.pt \
 	  --gate $(WORLDA)/gate.npz --bridge $(WORLDA)/bge_head.npz --quiet -o $(BUILD)/worldA-f32.blob
 	./recall replay $(BUILD)/worldA-f32.blob --bench tests/golden/recall_bench.json --problem 0 \
-	  --trace $(BUILD)/demo-trace.json
-	./recall trace-svg $(BUILD)/demo-trace.json -o $(BUILD)/demo-trace.svg
-	@echo "demo: trace in $(BUILD)/demo-trace.json (same schema as tests/golden/worldA/loop_*.json),"
-	@echo "      picture in $(BUILD)/demo-trace.svg (open it in a browser)"
+	  --trace $(BUILD)/demo-worldA-trace.json
+	./recall trace-svg $(BUILD)/demo-worldA-trace.json -o $(BUILD)/demo-worldA-trace.svg
+
+# Retrain the trained world (tools/train_world/train.py: Debian python3 + python3-torch +
+# python3-numpy, CPU, one thread, seeded; 51 minutes on the shared 2-core machine at load 12-18) into
+# TRAIN_OUT; train-world-check compares a retrain's files with the committed manifest.
+TRAIN_OUT ?= $(BUILD)/trained
+train-world:
+	/usr/bin/python3 tools/train_world/train.py --out $(TRAIN_OUT)
+train-world-check: train-world
+	cd $(TRAIN_OUT) && diff MANIFEST.xxh64 $(CURDIR)/$(TRAINED)/MANIFEST.xxh64 && echo "train-world: same bytes as $(TRAINED)"
 
 # Synthetic real-shape world (random weights; ~3.6 GB of inputs under build/synth, not committed).
 SYNTH ?= $(BUILD)/synth

@@ -3,6 +3,7 @@
 
 #include "blob.h"
 #include "convert.h"
+#include "json.h"
 #include "npy.h"
 #include "qwen2.h"
 #include "simd.h"
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
 
 #define WA "tests/golden/worldA/"
 
@@ -39,18 +41,32 @@ rc_convert_opts fixture_worldA_convert_opts(const char *weights, const char *out
     return o;
 }
 
-static const char *worldA_blob(const char *weights, int screen) {
-    const char *path;
-    if (!strcmp(weights, "f32")) path = screen ? "build/fixture_worldA_f32_screen.blob" : "build/fixture_worldA_f32.blob";
-    else if (!strcmp(weights, "bf16")) path = screen ? "build/fixture_worldA_bf16_screen.blob" : "build/fixture_worldA_bf16.blob";
-    else if (!strcmp(weights, "nf4")) path = screen ? "build/fixture_worldA_nf4_screen.blob" : "build/fixture_worldA_nf4.blob";
-    else return NULL;
+/* The blob of world `name` (its artifacts under dir/), converted once per test binary build. */
+static const char *world_blob(const char *dir, const char *name, const char *weights, int screen) {
+    static char paths[2][3][2][128];
+    const int w = !strcmp(weights, "f32") ? 0 : !strcmp(weights, "bf16") ? 1 : !strcmp(weights, "nf4") ? 2 : -1;
+    if (w < 0) return NULL;
+    char *path = paths[strcmp(name, "worldA") != 0][w][screen != 0];
+    snprintf(path, 128, "build/fixture_%s_%s%s.blob", name, weights, screen ? "_screen" : "");
     if (newer_than_exe(path)) return path;
     mkdir("build", 0777);
-    char tmp[256];
+    char tmp[256], q[256], bge[256], pooler[256], gate[256], bridge[256];
     snprintf(tmp, sizeof tmp, "%s.%ld.part", path, (long)getpid());
-    rc_convert_opts o = fixture_worldA_convert_opts(weights, tmp);
+    snprintf(q, sizeof q, "%s/qwen2", dir);
+    snprintf(bge, sizeof bge, "%s/bge", dir);
+    snprintf(pooler, sizeof pooler, "%s/pooler.pt", dir);
+    snprintf(gate, sizeof gate, "%s/gate.npz", dir);
+    snprintf(bridge, sizeof bridge, "%s/bge_head.npz", dir);
+    rc_convert_opts o;
+    memset(&o, 0, sizeof o);
+    o.qwen2_dir = q;
+    o.bge_dir = bge;
+    o.pooler_path = pooler;
+    o.gate_path = gate;
+    o.bridge_path = bridge;
+    o.weights = weights;
     o.lm_head_screen = screen;
+    o.out_path = tmp;
     recall_err err = {0};
     if (rc_convert(&o, &err) != RECALL_OK) {
         fprintf(stderr, "fixture: convert %s failed: %s\n", weights, err.msg);
@@ -64,8 +80,11 @@ static const char *worldA_blob(const char *weights, int screen) {
     return path;
 }
 
-const char *fixture_worldA_blob(const char *weights) { return worldA_blob(weights, 0); }
-const char *fixture_worldA_screen_blob(const char *weights) { return worldA_blob(weights, 1); }
+const char *fixture_worldA_blob(const char *weights) { return world_blob(WA, "worldA", weights, 0); }
+const char *fixture_worldA_screen_blob(const char *weights) {
+    return world_blob(WA, "worldA", weights, 1);
+}
+const char *fixture_trained_blob(const char *weights) { return world_blob(FIXTURE_TRAINED, "trained", weights, 0); }
 
 static rc_npy get(const char *path, const char *key, rc_npz **z) {
     recall_err err = {0};

@@ -11,6 +11,10 @@
 const char *fixture_worldA_blob(const char *weights);
 /* The same blob with the int8 lm_head screening copy (convert --lm-head-screen). */
 const char *fixture_worldA_screen_blob(const char *weights);
+/* The trained world (tests/golden/trained, made by tools/train_world/train.py): its blob at
+ * weights "f32" | "bf16" | "nf4", converted by rc_convert like the real artifacts. */
+#define FIXTURE_TRAINED "tests/golden/trained"
+const char *fixture_trained_blob(const char *weights);
 /* fixture_worldA_blob(weights) opened with rc_blob_open (mapped); aborts the test on failure. */
 struct rc_blob *fixture_open_worldA(const char *weights);
 

@@ -239,6 +239,57 @@ Test(convert, tokenizers_only) {
     unlink(o.out_path);
 }
 
+/* The loop geometry and the gate layers are optional in the artifacts: absent, convert writes the
+ * reference's (gate.layers 8, 14, 20; loop.* 512, 128, 64, 2, 110, 16), and worldA's blobs are the
+ * bytes the converter wrote before the keys existed (checksums of that converter's output). */
+Test(convert, worldA_bytes_unchanged_by_optional_loop_keys) {
+    static const struct { const char *w; uint64_t header, body; size_t size; } pin[] = {
+        {"f32", 0x1bf72104cc9f769dULL, 0x321f8cbc5c25d8c2ULL, 6070720},
+        {"nf4", 0x5de7b07e7df4264cULL, 0xf2165bc59345baa8ULL, 2244032},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        rc_convert_opts o = fixture_worldA_convert_opts(pin[i].w, tmpname(pin[i].w));
+        recall_err err = {0};
+        cr_assert_eq(rc_convert(&o, &err), RECALL_OK, "%s", err.msg);
+        size_t len;
+        unsigned char *b = slurp(o.out_path, &len);
+        uint64_t h, body;
+        memcpy(&body, b + 40, 8);
+        memcpy(&h, b + 120, 8);
+        cr_expect_eq(len, pin[i].size, "%s: %zu bytes", pin[i].w, len);
+        cr_expect_eq(body, pin[i].body, "%s: body checksum %016llx", pin[i].w, (unsigned long long)body);
+        cr_expect_eq(h, pin[i].header, "%s: header checksum %016llx", pin[i].w, (unsigned long long)h);
+        free(b);
+        unlink(o.out_path);
+    }
+}
+
+/* The trained world carries its own geometry: gate.npz `layers` and config.json "recall_loop". */
+Test(convert, trained_world_carries_its_geometry) {
+    rc_convert_opts o = fixture_worldA_convert_opts("f32", tmpname("trained"));
+    o.qwen2_dir = "tests/golden/trained/qwen2";
+    o.bge_dir = "tests/golden/trained/bge";
+    o.pooler_path = "tests/golden/trained/pooler.pt";
+    o.gate_path = "tests/golden/trained/gate.npz";
+    o.bridge_path = "tests/golden/trained/bge_head.npz";
+    rc_blob *b = convert_open(&o);
+    const rc_blob_kv *kv = rc_blob_kv_find(b, "gate.layers");
+    cr_assert(kv && kv->type == RC_KV_I64 && kv->count == 3);
+    cr_expect(kv->v.i[0] == 1 && kv->v.i[1] == 2 && kv->v.i[2] == 3);
+    static const struct { const char *k; int64_t v; } want[] = {
+        {"loop.window", 96}, {"loop.block", 32}, {"loop.chunk", 16}, {"loop.k", 2}, {"loop.turn_cap", 64},
+        {"loop.buf_min", 16}, {"gate.dim", 384}, {"bridge.qdim", 384},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        int64_t v = -1;
+        recall_err err = {0};
+        cr_expect_eq(rc_blob_get_i64(b, want[i].k, &v, &err), RECALL_OK, "%s", err.msg);
+        cr_expect_eq(v, want[i].v, "%s = %lld", want[i].k, (long long)v);
+    }
+    rc_blob_close(b);
+    unlink(o.out_path);
+}
+
 /* ---- malformed inputs ------------------------------------------------------------------- */
 
 static void remove_scratch(void) {

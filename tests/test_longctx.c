@@ -323,12 +323,8 @@ Test(longctx, cli_runs_every_arm_and_writes_the_json) {
     cr_assert(strstr(out, "FULL     ") && strstr(out, "/4"), "%s", out);
     free(out);
 
-    char *text;
-    size_t len;
-    json_doc *doc;
+    json_doc *doc = fixture_json(json);
     recall_err err = {0};
-    cr_assert_eq(rc_read_file(json, &text, &len, &err), RECALL_OK, "%s", err.msg);
-    cr_assert_eq(json_parse(text, len, json, &doc, &err), RECALL_OK, "%s", err.msg);
     const json_value *root = json_root(doc);
     cr_assert_eq(get(root, "seed", JSON_NUM)->i, 3);
     cr_assert_eq(get(root, "max_new", JSON_NUM)->i, 4);
@@ -413,7 +409,51 @@ Test(longctx, cli_runs_every_arm_and_writes_the_json) {
     }
     env_close(&e);
     json_free(doc);
-    free(text);
     remove(json);
     rmdir(dir);
+}
+
+/* ---- the trained world (tests/golden/trained, docs/WORLD.md) ---------------------------------
+ * worldA above is random. On the trained world the needle scrolls out of RC_bge's 96-token window
+ * and its gate fires on the question in every case; SP and FULL score no gate. The committed
+ * decoder does not copy values yet (it writes a learned digit pattern), so the exact counts of
+ * the measured run are 0 on every arm; a longer training run should raise them. */
+#define TRAINED_LCTX_LEN "384"
+#define TRAINED_LCTX_FULL 0
+#define TRAINED_LCTX_SP 0
+#define TRAINED_LCTX_RC 0
+Test(longctx, trained_world_fires_on_the_needle_question, .timeout = 600) {
+    const char *path = fixture_trained_blob("f32");
+    cr_assert(path);
+    char json[128], cmd[1024], *out;
+    snprintf(json, sizeof json, "build/tlctx_%d_trained.json", (int)getpid());
+    snprintf(cmd, sizeof cmd,
+             "./recall longctx %s --task needle --len " TRAINED_LCTX_LEN " --depth 0.1,0.5,0.9 --seed 1 --max-new 48 "
+             "--arms FULL,SP,RC_bge --json %s 2>&1", path, json);
+    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
+    free(out);
+    json_doc *doc = fixture_json(json);
+    const json_value *cases = get(json_root(doc), "cases", JSON_ARR);
+    cr_assert_eq(cases->len, 3);
+    int exact[3] = {0}, fired = 0;
+    const char *arms[3] = {"FULL", "SP", "RC_bge"};
+    for (size_t i = 0; i < cases->len; i++) {
+        const json_value *ar = get(&cases->items[i], "arms", JSON_OBJ);
+        const char *want = get(&cases->items[i], "expected", JSON_STR)->str;
+        for (int a = 0; a < 3; a++) {
+            const json_value *r = get(ar, arms[a], JSON_OBJ);
+            const int ex = (int)get(r, "exact", JSON_BOOL)->num;
+            cr_expect_eq(ex, !strcmp(get(r, "answer", JSON_STR)->str, want));
+            exact[a] += ex;
+        }
+        fired += get(get(ar, "RC_bge", JSON_OBJ), "fires", JSON_NUM)->i > 0;
+        cr_expect_eq(get(get(ar, "FULL", JSON_OBJ), "gates", JSON_NUM)->i, 0);
+        cr_expect_eq(get(get(ar, "SP", JSON_OBJ), "gates", JSON_NUM)->i, 0);
+    }
+    cr_expect_eq(exact[0], TRAINED_LCTX_FULL, "FULL answered %d/3", exact[0]);
+    cr_expect_eq(exact[1], TRAINED_LCTX_SP, "SP answered %d/3", exact[1]);
+    cr_expect_eq(exact[2], TRAINED_LCTX_RC, "RC_bge answered %d/3", exact[2]);
+    cr_expect_eq(fired, 3, "RC_bge fired in %d/3 cases", fired);
+    json_free(doc);
+    remove(json);
 }

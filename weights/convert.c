@@ -20,6 +20,7 @@
 #include "nf4.h"
 #include "npy.h"
 #include "pickle.h"
+#include "qwen2.h" /* RC_QWEN2_MAX_GATE */
 #include "rope.h"
 #include "safetensors.h"
 #include "tokenize_bpe.h"
@@ -223,11 +224,40 @@ static recall_status put_f32(conv *c, const char *name, int ndim, const int64_t 
 
 /* ---- Qwen2 ------------------------------------------------------------------------------- */
 
+/* The recall loop's geometry: loop.* keys. config.json may carry it in an optional
+ * "recall_loop" object (a world trained for another geometry); absent keys keep the reference's. */
+enum { LOOP_WINDOW, LOOP_BLOCK, LOOP_CHUNK, LOOP_K, LOOP_TURN_CAP, LOOP_BUF_MIN, LOOP_N };
+static const char *const LOOP_KEYS[LOOP_N] = {"window", "block", "chunk", "k", "turn_cap", "buf_min"};
+static const int64_t LOOP_DEFAULTS[LOOP_N] = {512, 128, 64, 2, 110, 16};
+
 typedef struct {
     int64_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab, max_pos;
     double eps, theta;
     rc_rope_profile rope;
+    int64_t loop[LOOP_N];
 } qwen2_cfg;
+
+/* config.json's optional "recall_loop": {"window": .., "block": .., "chunk": .., "k": ..,
+ * "turn_cap": .., "buf_min": ..}; each key optional, a positive integer (turn_cap may be 0). */
+static recall_status qwen2_loop(const json_value *r, const char *path, int64_t loop[LOOP_N], recall_err *err) {
+    memcpy(loop, LOOP_DEFAULTS, sizeof LOOP_DEFAULTS);
+    const json_value *o = json_get(r, "recall_loop");
+    if (!o || o->type == JSON_NULL) return RECALL_OK;
+    if (o->type != JSON_OBJ) return rc_fail(err, RECALL_E_FORMAT, "%s: \"recall_loop\" is not an object", path);
+    for (size_t i = 0; i < o->len; i++) {
+        int k = 0;
+        while (k < LOOP_N && strcmp(o->keys[i], LOOP_KEYS[k])) k++;
+        if (k == LOOP_N)
+            return rc_fail(err, RECALL_E_FORMAT, "%s: recall_loop.%s is not a loop key (window, block, chunk, k, "
+                           "turn_cap, buf_min)", path, o->keys[i]);
+        const json_value *v = &o->items[i];
+        if (v->type != JSON_NUM || !v->is_int || v->i < (k == LOOP_TURN_CAP ? 0 : 1) || v->i > (1 << 24))
+            return rc_fail(err, RECALL_E_FORMAT, "%s: recall_loop.%s is not an integer in %d..%d", path, o->keys[i],
+                           k == LOOP_TURN_CAP ? 0 : 1, 1 << 24);
+        loop[k] = v->i;
+    }
+    return RECALL_OK;
+}
 
 /* An optional number of the rope object: absent or null leaves *v; 0 when transformers reads it
  * with `or` (beta_fast / beta_slow) also keeps the default. */
@@ -309,6 +339,7 @@ static recall_status qwen2_config(conv *c, const char *dir, qwen2_cfg *q) {
             q->theta = th->num;
     }
     if (!s) s = qwen2_rope(r, path, q->max_pos, &q->rope, c->err);
+    if (!s) s = qwen2_loop(r, path, q->loop, c->err);
     if (!s) {
         const json_value *act = json_get_type(r, "hidden_act", JSON_STR);
         if (!s && act && strcmp(act->str, "silu") != 0)
@@ -950,13 +981,51 @@ static recall_status tokenizer_part(conv *c, int64_t qwen_vocab, int64_t bert_vo
 
 /* ---- entry point ------------------------------------------------------------------------- */
 
-static recall_status loop_defaults(conv *c) {
-    static const struct { const char *k; int64_t v; } d[] = {
-        {"loop.window", 512}, {"loop.block", 128}, {"loop.chunk", 64},
-        {"loop.k", 2},        {"loop.turn_cap", 110}, {"loop.buf_min", 16},
-    };
-    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) RC_TRY(kv1(c, d[i].k, d[i].v));
+static recall_status loop_keys(conv *c, const qwen2_cfg *q) {
+    for (int i = 0; i < LOOP_N; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "loop.%s", LOOP_KEYS[i]);
+        RC_TRY(kv1(c, key, q->loop[i]));
+    }
     return RECALL_OK;
+}
+
+/* The gate layers: gate.npz's optional integer array `layers` (1..RC_QWEN2_MAX_GATE distinct
+ * decoder layers, in feature order), else the reference's 8, 14, 20. */
+static recall_status gate_layers(conv *c, const qwen2_cfg *q, int64_t *layers, int *n) {
+    static const int64_t def[3] = {8, 14, 20};
+    *n = 3;
+    memcpy(layers, def, sizeof def);
+    const char *path = c->o->gate_path;
+    rc_npz *z;
+    RC_TRY(rc_npz_open(path, &z, c->err));
+    recall_status s = RECALL_OK;
+    if (rc_npz_has(z, "layers")) {
+        rc_npy a;
+        s = rc_npz_get(z, "layers", &a, c->err);
+        if (!s) {
+            if ((a.dtype != RC_NPY_I64 && a.dtype != RC_NPY_I32) || a.ndim != 1 || a.numel < 1 ||
+                a.numel > RC_QWEN2_MAX_GATE)
+                s = rc_fail(c->err, RECALL_E_FORMAT, "%s: 'layers' must be a 1-d integer array of 1..%d layers", path,
+                            RC_QWEN2_MAX_GATE);
+            for (uint64_t i = 0; !s && i < a.numel; i++) {
+                const uint8_t *p = (const uint8_t *)a.data + i * a.itemsize;
+                int64_t v = 0;
+                for (size_t b = 0; b < a.itemsize; b++) v |= (int64_t)p[b] << (8 * b);
+                if (a.itemsize == 4) v = (int32_t)(uint32_t)v;
+                for (uint64_t j = 0; j < i; j++)
+                    if (layers[j] == v) v = -1;
+                if (v < 0 || v >= q->layers)
+                    s = rc_fail(c->err, RECALL_E_SHAPE, "%s: layers[%llu] is not a distinct layer in 0..%lld", path,
+                                (unsigned long long)i, (long long)q->layers - 1);
+                layers[i] = v;
+            }
+            *n = (int)a.numel;
+            rc_npy_free(&a);
+        }
+    }
+    rc_npz_close(z);
+    return s;
 }
 
 recall_status rc_convert(const rc_convert_opts *o, recall_err *err) {
@@ -980,15 +1049,17 @@ recall_status rc_convert(const rc_convert_opts *o, recall_err *err) {
         memset(&b, 0, sizeof b);
         s = qwen2_config(&c, o->qwen2_dir, &q);
         if (!s) s = bert_config(&c, o->bge_dir, &b);
-        int64_t layers[3] = {8, 14, 20};
-        for (int i = 0; !s && i < 3; i++)
+        int64_t layers[RC_QWEN2_MAX_GATE];
+        int n_gate = 0;
+        if (!s) s = gate_layers(&c, &q, layers, &n_gate);
+        for (int i = 0; !s && i < n_gate; i++)
             if (layers[i] >= q.layers)
                 s = rc_fail(err, RECALL_E_SHAPE, "%s: gate layer %lld does not exist (model has %lld layers)",
                             o->qwen2_dir, (long long)layers[i], (long long)q.layers);
         if (!s) s = qwen2_keys(&c, &q);
         if (!s) s = bert_keys(&c, &b);
-        if (!s) s = rc_writer_kv_i64(c.w, "gate.layers", layers, 3, err);
-        if (!s) s = loop_defaults(&c);
+        if (!s) s = rc_writer_kv_i64(c.w, "gate.layers", layers, (uint32_t)n_gate, err);
+        if (!s) s = loop_keys(&c, &q);
         if (!s) s = tokenizer_part(&c, q.vocab, b.vocab);
         if (!s) progress(&c, "qwen2 %s (%s weights)", o->qwen2_dir, wm);
         if (!s) s = qwen2_tensors(&c, o->qwen2_dir, &q);
@@ -997,9 +1068,9 @@ recall_status rc_convert(const rc_convert_opts *o, recall_err *err) {
         if (!s) progress(&c, "pooler %s%s", o->pooler_path, "");
         if (!s) s = pooler_part(&c, q.hidden);
         if (!s) progress(&c, "gate %s%s", o->gate_path, "");
-        if (!s) s = gate_part(&c, 3 * q.heads * q.head_dim);
+        if (!s) s = gate_part(&c, n_gate * q.heads * q.head_dim);
         if (!s) progress(&c, "bridge %s%s", o->bridge_path, "");
-        if (!s) s = bridge_part(&c, 3 * q.heads * q.head_dim, b.hidden);
+        if (!s) s = bridge_part(&c, n_gate * q.heads * q.head_dim, b.hidden);
     }
     if (!s) progress(&c, "writing %s%s", o->out_path, "");
     if (!s) s = rc_writer_write(c.w, o->out_path, NULL, NULL, err);

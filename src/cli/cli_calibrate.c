@@ -10,7 +10,11 @@
  *     the question or of the answer being generated)
  *   casual positions: the same checks in probe turns (c0 > probe_start); "whole turn" adds every
  *     check of a probe turn, teacher-forced history included, as the benchmark's false-fire counts
- * Suggested threshold = the P-th percentile (numpy "linear") of the recall-position scores. */
+ * Suggested threshold = the P-th percentile (numpy "linear") of the recall-position scores.
+ * --svg OUT draws the trade-off the threshold sweeps: for every threshold t, the share of probe
+ * turns with a score above t anywhere (casual fires per turn) against the share of question turns
+ * with one at a recall position (the turns recall can help), the suggested and the file's
+ * thresholds marked. */
 #include "problems.h"
 #include "blob.h"
 #include "cli.h"
@@ -150,7 +154,7 @@ fail:
 }
 
 /* The distributions, the suggested threshold and what it does on these dialogues (stdout). */
-static void calibrate_report(gate_stats *g, const calibrate_opts *co, int faithful, float file_thresh) {
+static double calibrate_report(gate_stats *g, const calibrate_opts *co, int faithful, float file_thresh) {
     scores *pos = &g->pos, *cas = &g->cas;
     int q_fire = 0, probe_fire = 0;
     qsort(pos->v, (size_t)pos->n, sizeof *pos->v, cmp_float);
@@ -171,7 +175,90 @@ static void calibrate_report(gate_stats *g, const calibrate_opts *co, int faithf
            count_above(pos, thr), pos->n, 100.0 * count_above(pos, thr) / pos->n, count_above(cas, thr), cas->n);
     printf("  question turns with a fire %d/%d, probe turns with a fire %d/%d (whole turn)\n", q_fire, g->n_q,
            probe_fire, g->n_probe);
+    /* the gate as a detector of recall positions, at the file's threshold: among the checks of
+     * question and probe turns after their user message starts */
+    const int tp = count_above(pos, file_thresh), fp = count_above(cas, file_thresh);
+    printf("  at the file's %.4f: recall %d/%d (%.0f%%) of recall-position checks, precision %d/%d (%.0f%%) "
+           "among the checks above it\n", file_thresh, tp, pos->n, 100.0 * tp / pos->n, tp, tp + fp,
+           tp + fp ? 100.0 * tp / (tp + fp) : 0.0);
     printf("use: recall chat BLOB --threshold %.4f   (or recall eval ... --arms SP,RC_bge@%.4f)\n", thr, thr);
+    return thr;
+}
+
+/* ---- the trade-off picture ------------------------------------------------------------------ */
+
+static double share_above(const scores *s, double t) { return s->n ? (double)count_above(s, t) / s->n : 0.0; }
+
+/* The sweep over every distinct per-turn best score (plus one below all): each threshold is a
+ * point (casual fires per probe turn, question turns firing at a recall position). */
+static void svg_body(FILE *f, const gate_stats *g, const calibrate_opts *co, int faithful, double thr, double file_thr) {
+    const double X0 = 80, Y0 = 60, W = 520, H = 360;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"720\" height=\"500\" font-family=\"sans-serif\" "
+               "font-size=\"12\">\n<rect width=\"720\" height=\"500\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"%g\" y=\"24\" font-size=\"15\">recall calibrate: the gate threshold trade-off (%d problems, "
+               "mode %s)</text>\n", X0, co->n_seeds, faithful ? "faithful" : "clean");
+    fprintf(f, "<text x=\"%g\" y=\"42\" fill=\"#555\">each point is a threshold t: fire when the gate score &gt; t "
+               "(firing disabled while scoring)</text>\n", X0);
+    for (int i = 0; i <= 10; i++) { /* grid and tick labels, both axes 0..100 % */
+        double x = X0 + W * i / 10, y = Y0 + H - H * i / 10;
+        fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#eee\"/>", x, Y0, x, Y0 + H);
+        fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#eee\"/>\n", X0, y, X0 + W, y);
+        fprintf(f, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%d%%</text>", x, Y0 + H + 16, i * 10);
+        fprintf(f, "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%d%%</text>\n", X0 - 6, y + 4, i * 10);
+    }
+    fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#333\"/>\n", X0, Y0, W, H);
+    fprintf(f, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">casual fires: probe turns with a score above t "
+               "(anywhere in the turn)</text>\n", X0 + W / 2, Y0 + H + 36);
+    fprintf(f, "<text transform=\"translate(%g,%g) rotate(-90)\" text-anchor=\"middle\">question turns with a score "
+               "above t at a recall position</text>\n", X0 - 48, Y0 + H / 2);
+    /* thresholds: every distinct per-turn best, descending, after one above them all */
+    int n = g->q_max.n + g->probe_max.n;
+    double *t = malloc(((size_t)n + 1) * sizeof *t);
+    if (!t) return;
+    int m = 0;
+    for (int i = 0; i < g->q_max.n; i++) t[m++] = g->q_max.v[i];
+    for (int i = 0; i < g->probe_max.n; i++) t[m++] = g->probe_max.v[i];
+    for (int i = 1; i < m; i++) /* insertion sort, descending (a few hundred values) */
+        for (int j = i; j > 0 && t[j] > t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    fputs("<polyline fill=\"none\" stroke=\"#1f6fb2\" stroke-width=\"2\" points=\"", f);
+    fprintf(f, "%g,%g ", X0, Y0 + H);
+    for (int i = 0; i < m; i++) { /* threshold just below t[i]: every turn whose best is >= t[i] fires */
+        double tt = nextafter(t[i], -INFINITY);
+        fprintf(f, "%.2f,%.2f ", X0 + W * share_above(&g->probe_max, tt), Y0 + H - H * share_above(&g->q_max, tt));
+    }
+    fputs("\"/>\n", f);
+    for (int i = 0; i < m; i += (m + 7) / 8) { /* a few thresholds written along the curve */
+        double tt = nextafter(t[i], -INFINITY);
+        double x = X0 + W * share_above(&g->probe_max, tt), y = Y0 + H - H * share_above(&g->q_max, tt);
+        fprintf(f, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"2.5\" fill=\"#1f6fb2\"/><text x=\"%.2f\" y=\"%.2f\" "
+                   "fill=\"#1f6fb2\" font-size=\"10\">t=%.2f</text>\n", x, y, x + 5, y + 12, t[i]);
+    }
+    free(t);
+    const struct { double t; const char *what, *color; } mark[2] = {
+        {thr, "suggested", "#c0392b"}, {file_thr, "the gate file's", "#27ae60"}};
+    for (int i = 0; i < 2; i++) {
+        double x = X0 + W * share_above(&g->probe_max, mark[i].t), y = Y0 + H - H * share_above(&g->q_max, mark[i].t);
+        fprintf(f, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"6\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n", x,
+                y, mark[i].color);
+        fprintf(f, "<text x=\"%g\" y=\"%g\" fill=\"%s\">%s threshold %.4f: question turns %.0f%%, casual fires "
+                   "%.0f%% per probe turn</text>\n", X0 + 10, Y0 + 20 + 16.0 * i, mark[i].color, mark[i].what, mark[i].t,
+                100 * share_above(&g->q_max, mark[i].t), 100 * share_above(&g->probe_max, mark[i].t));
+    }
+    fprintf(f, "<text x=\"%g\" y=\"%g\" fill=\"#555\">%d question turns, %d probe turns; suggested = p%g of %d "
+               "recall-position scores</text>\n</svg>\n", X0, Y0 + H + 60, g->q_max.n, g->probe_max.n, co->P, g->pos.n);
+}
+
+static int calibrate_svg(const char *path, const gate_stats *g, const calibrate_opts *co, int faithful, double thr,
+                         double file_thr) {
+    rc_afile af;
+    FILE *f = cli_create("calibrate", &af, path);
+    if (!f) return 1;
+    svg_body(f, g, co, faithful, thr, file_thr);
+    return cli_commit("calibrate", &af, 1);
 }
 
 int cli_calibrate(const cli_args *a) {
@@ -203,8 +290,8 @@ int cli_calibrate(const cli_args *a) {
     }
     co.kv = o.kv;
     co.numerics = o.numerics;
-    calibrate_report(&g, &co, o.mode == RC_MODE_FAITHFUL, file_thresh);
-    rc = 0;
+    const double thr = calibrate_report(&g, &co, o.mode == RC_MODE_FAITHFUL, file_thresh);
+    rc = a->svg ? calibrate_svg(a->svg, &g, &co, o.mode == RC_MODE_FAITHFUL, thr, file_thresh) : 0;
     goto out;
 fail:
     cli_fail("calibrate", &err);

@@ -45,6 +45,7 @@ typedef struct cli_args {
     const char *problems, *arms, *shard, *task, *len, *depth, *haystack, *prompts;
     long problem;    /* replay --problem; -1: none */
     double percentile;
+    const char *svg; /* calibrate --svg OUT */
     unsigned long long seed;
     int max_new, no_run;
     /* score */

@@ -434,8 +434,12 @@ static const cli_opt *const MERGE_OPTS[] = {&O_JSON_MERGE, NULL};
 
 static const cli_opt O_PERCENTILE = {"--percentile", NULL, "P", "percentile of the recall-position scores (default 10)",
                                      set_num, F(percentile), 0, 100};
-static const cli_opt *const CALIBRATE_OPTS[] = {&O_BENCH, &O_PROBLEMS, &O_PERCENTILE, &O_MODE, &O_SCREEN,
-                                                &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_ROPE,  EXEC_OPTS,   NULL};
+static const cli_opt O_SVG = {"--svg", NULL, "OUT.svg",
+                              "draw the threshold sweep: casual fires per probe turn against the\n"
+                              "question turns that fire at a recall position (OUT.tmp.PID, then renamed)",
+                              set_str, F(svg), NOLIM};
+static const cli_opt *const CALIBRATE_OPTS[] = {&O_BENCH,         &O_PROBLEMS, &O_PERCENTILE, &O_SVG, &O_MODE, &O_SCREEN,
+                                                &O_POOLER_CACHE, &O_KV,       &O_NUMERICS,   &O_ROPE, EXEC_OPTS, NULL};
 
 static const cli_opt O_TASK = {"--task", NULL, "LIST", "needle, multikey, vartrack (comma-separated, each once)",
                                set_str, F(task), NOLIM};
@@ -499,7 +503,7 @@ const cli_opt *const cli_all_opts[] = {
     &O_POOLER_HEADS, &O_STORE_SCREEN, &O_TOKENIZERS_ONLY, &O_OUT, &O_QUIET, &O_NO_TENSORS, &O_USE_BGE, &O_SPECIAL,
     &O_TEXT_FILE, &O_SKIP_SPECIAL, &O_DUMP_FWD, &O_DECODE_FROM, &O_CHUNK, &O_BOS, &O_PER_POSITION, &O_JSON_SCORE,
     &O_SCORING_ROWS, &O_EMBED_FILE, &O_DUMP_EMBED, &O_DUMP_POOL, &O_Q, &O_EMB, &O_PROBLEM, &O_TRACE_OUT,
-    &O_SESSION, &O_TRACE_LIVE, &O_PROBLEMS, &O_EVAL_ARMS, &O_JSON_EVAL, &O_SHARD, &O_JSON_MERGE, &O_PERCENTILE,
+    &O_SESSION, &O_TRACE_LIVE, &O_PROBLEMS, &O_EVAL_ARMS, &O_JSON_EVAL, &O_SHARD, &O_JSON_MERGE, &O_PERCENTILE, &O_SVG,
     &O_TASK, &O_LEN, &O_DEPTH, &O_SEED, &O_LCTX_ARMS, &O_MAX_NEW, &O_JSON_LCTX, &O_HAYSTACK, &O_PROMPTS,
     &O_NO_RUN, &O_SVG_OUT, &O_SVG_THRESHOLD, &O_JSON_CMP, &O_CMP_THRESHOLD, NULL};
 

