@@ -113,8 +113,9 @@ static void make_mat(lcg *g, rc_dtype dt, int64_t rows, int64_t cols, test_mat *
     } else {
         uint8_t *c = malloc(n / 2);
         for (size_t i = 0; i < n / 2; i++) c[i] = (uint8_t)next_u32(g);
-        tm->absmax = malloc((n / 64) * sizeof(float));
-        for (size_t i = 0; i < n / 64; i++) tm->absmax[i] = fabsf(next_f(g));
+        const size_t nblk = (n + 63) / 64; /* absmax blocks of the flat matrix, the last one partial */
+        tm->absmax = malloc(nblk * sizeof(float));
+        for (size_t i = 0; i < nblk; i++) tm->absmax[i] = fabsf(next_f(g));
         if (n / 64 > 1) tm->absmax[1] = 0.0f; /* a zero block */
         tm->data = c;
         tm->m.absmax = tm->absmax;
