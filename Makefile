@@ -289,11 +289,13 @@ $(BUILD)/trained-nf4.blob: $(RECALL_BIN) $(wildcard $(TRAINED)/*.* $(TRAINED)/qw
 demo: recall $(BUILD)/trained-f32.blob
 	@echo "== SP arm (the gist only: the fact has scrolled out of the window)"
 	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/eval_bench.json --problem $(DEMO_PROBLEM) \
-	  --arm SP --trace $(BUILD)/demo-trace-sp.json
+	  --arm SP --trace $(BUILD)/demo-trace-sp.json 2>$(BUILD)/demo-sp.txt; s=$$?; cat $(BUILD)/demo-sp.txt; exit $$s
 	@echo "== RC_bge arm (recall: the gate fires, the bridge head brings the block back)"
 	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/eval_bench.json --problem $(DEMO_PROBLEM) \
-	  --trace $(BUILD)/demo-trace.json
+	  --trace $(BUILD)/demo-trace.json 2>$(BUILD)/demo-rc.txt; s=$$?; cat $(BUILD)/demo-rc.txt; exit $$s
 	./recall trace-svg $(BUILD)/demo-trace.json -o $(BUILD)/demo-trace.svg
+	@echo "== the answers (each reply's text after </think>)"
+	@awk -f tools/train_world/demo_answers.awk $(BUILD)/demo-sp.txt $(BUILD)/demo-rc.txt
 	@echo "demo: traces in $(BUILD)/demo-trace.json (RC_bge) and $(BUILD)/demo-trace-sp.json (SP),"
 	@echo "      picture in $(BUILD)/demo-trace.svg (open it in a browser); docs/WORLD.md explains them"
 # The random-weight worldA (the bit-exact goldens) through the same job.
@@ -305,7 +307,7 @@ demo-worldA: recall
 	./recall trace-svg $(BUILD)/demo-worldA-trace.json -o $(BUILD)/demo-worldA-trace.svg
 
 # Retrain the trained world (tools/train_world/train.py: Debian python3 + python3-torch +
-# python3-numpy, CPU, one thread, seeded; 51 minutes on the shared 2-core machine at load 12-18) into
+# python3-numpy, CPU, one thread, seeded; 40 minutes on the shared 2-core machine at load 6-10) into
 # TRAIN_OUT; train-world-check compares a retrain's files with the committed manifest.
 TRAIN_OUT ?= $(BUILD)/trained
 train-world:
