@@ -74,7 +74,7 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = synth-copy realshape bench-loop bench-long soak soak-lsan bench-tok bench-kv-pages bench-draft test-sbs
+PHONY_EXTRA = test-replay synth-copy realshape bench-loop bench-long soak soak-lsan bench-tok bench-kv-pages bench-draft test-sbs
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
   cross-test-s390x fuzz fuzz-merge $(NEED_TARGETS)
@@ -84,6 +84,7 @@ help:
 	@echo "targets:"
 	@echo "  all         ./recall and build/librecall.a (default)"
 	@echo "  test        build and run the Criterion suite"
+	@echo "  test-replay the engine against the Python replay's traces (tests/golden/*/replay, docs/REPLAY.md)"
 	@echo "  demo        convert the bundled tiny worldA model and run the main job on it"
 	@echo "  realshape   64-token prefill + 16 decode steps on the synth blob (BENCH_ARGS='--simd avx2 --threads 2')"
 	@echo "  bench-loop  fast vs reference loop schedule on worldA problem 0 (rows and time per turn)"
@@ -141,6 +142,12 @@ test: $(RECALL_BIN) $(BUILD)/run_tests $(BUILD)/api_example $(BUILD)/worldA-f32.
 	@bash bench/test_side_by_side.sh >$(BUILD)/test_side_by_side.log 2>&1 || \
 	  (cat $(BUILD)/test_side_by_side.log; exit 1)
 	@tail -1 $(BUILD)/test_side_by_side.log
+	$(REPLAY_CHECK)
+# The engine against the independent Python replay of the loop (docs/REPLAY.md): each trace in
+# WORLD/replay/ rerun by recall replay and judged by recall compare (also part of `make test`).
+REPLAY_CHECK = sh tests/replay_check.sh ./$(RECALL_BIN) $(WORLDA) tests/golden/recall_bench.json 2
+test-replay: $(RECALL_BIN)
+	$(REPLAY_CHECK)
 # bench/side_by_side.sh checked with fake engines (no llama.cpp needed; also part of `make test`)
 test-sbs:
 	bash bench/test_side_by_side.sh
