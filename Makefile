@@ -145,7 +145,7 @@ test: $(RECALL_BIN) $(BUILD)/run_tests $(BUILD)/api_example $(BUILD)/worldA-f32.
 	$(REPLAY_CHECK)
 # The engine against the independent Python replay of the loop (docs/REPLAY.md): each trace in
 # WORLD/replay/ rerun by recall replay and judged by recall compare (also part of `make test`).
-REPLAY_CHECK = sh tests/replay_check.sh ./$(RECALL_BIN) $(WORLDA) tests/golden/recall_bench.json 2 && \
+REPLAY_CHECK = sh tests/replay_check.sh ./$(RECALL_BIN) $(WORLDA) tests/golden/recall_bench.json 4 && \
   sh tests/replay_check.sh ./$(RECALL_BIN) tests/golden/trained tests/golden/trained/replay/bench.json 12
 test-replay: $(RECALL_BIN)
 	$(REPLAY_CHECK)
