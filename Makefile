@@ -74,7 +74,8 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = demo-worldA train-world train-world-check synth-copy realshape bench-loop bench-long soak soak-lsan bench-tok bench-kv-pages bench-draft test-sbs
+PHONY_EXTRA = demo-worldA train-world train-world-check test-replay synth-copy realshape bench-loop bench-long soak soak-lsan \
+  bench-tok bench-kv-pages bench-draft test-sbs
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   abi-check cli-doc \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
@@ -85,6 +86,7 @@ help:
 	@echo "targets:"
 	@echo "  all         ./recall and build/librecall.a (default)"
 	@echo "  test        build and run the Criterion suite"
+	@echo "  test-replay the engine against the Python replay's traces (tests/golden/*/replay, docs/REPLAY.md)"
 	@echo "  demo        convert the trained world and replay a held-out dialogue: SP vs recall (docs/WORLD.md)"
 	@echo "  demo-worldA the same job on the random-weight worldA (the bit-exact goldens)"
 	@echo "  train-world retrain the trained world (tools/train_world) into TRAIN_OUT (build/trained)"
@@ -148,6 +150,13 @@ test: $(RECALL_BIN) $(BUILD)/run_tests $(BUILD)/api_example $(BUILD)/abi_v1 $(BU
 	@bash bench/test_side_by_side.sh >$(BUILD)/test_side_by_side.log 2>&1 || \
 	  (cat $(BUILD)/test_side_by_side.log; exit 1)
 	@tail -1 $(BUILD)/test_side_by_side.log
+	$(REPLAY_CHECK)
+# The engine against the independent Python replay of the loop (docs/REPLAY.md): each trace in
+# WORLD/replay/ rerun by recall replay and judged by recall compare (also part of `make test`).
+REPLAY_CHECK = sh tests/replay_check.sh ./$(RECALL_BIN) $(WORLDA) tests/golden/recall_bench.json 4 && \
+  sh tests/replay_check.sh ./$(RECALL_BIN) tests/golden/trained tests/golden/trained/replay/bench.json 12
+test-replay: $(RECALL_BIN)
+	$(REPLAY_CHECK)
 # bench/side_by_side.sh checked with fake engines (no llama.cpp needed; also part of `make test`)
 test-sbs:
 	bash bench/test_side_by_side.sh
