@@ -81,7 +81,8 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = demo-worldA train-world train-world-check synth-copy realshape bench-loop bench-long bench-history soak soak-lsan \
+PHONY_EXTRA = demo-worldA train-world train-world-check test-replay synth-copy realshape bench-loop bench-long bench-history \
+  soak soak-lsan \
   bench-tok bench-kv-pages bench-draft test-sbs
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   abi-check cli-doc \
@@ -93,6 +94,7 @@ help:
 	@echo "targets:"
 	@echo "  all         ./recall and build/librecall.a (default)"
 	@echo "  test        build and run the Criterion suite"
+	@echo "  test-replay the engine against the Python replay's traces (tests/golden/*/replay, docs/REPLAY.md)"
 	@echo "  demo        convert the trained world and replay a held-out dialogue: SP vs recall (docs/WORLD.md)"
 	@echo "  demo-worldA the same job on the random-weight worldA (the bit-exact goldens)"
 	@echo "  train-world retrain the trained world (tools/train_world) into TRAIN_OUT (build/trained)"
@@ -159,6 +161,13 @@ test: $(RECALL_BIN) $(BUILD)/run_tests $(BUILD)/api_example $(BUILD)/abi_v1 $(BU
 	@bash bench/test_side_by_side.sh >$(BUILD)/test_side_by_side.log 2>&1 || \
 	  (cat $(BUILD)/test_side_by_side.log; exit 1)
 	@tail -1 $(BUILD)/test_side_by_side.log
+	$(REPLAY_CHECK)
+# The engine against the independent Python replay of the loop (docs/REPLAY.md): each trace in
+# WORLD/replay/ rerun by recall replay and judged by recall compare (also part of `make test`).
+REPLAY_CHECK = sh tests/replay_check.sh ./$(RECALL_BIN) $(WORLDA) tests/golden/recall_bench.json 4 && \
+  sh tests/replay_check.sh ./$(RECALL_BIN) tests/golden/trained tests/golden/trained/replay/bench.json 12
+test-replay: $(RECALL_BIN)
+	$(REPLAY_CHECK)
 # bench/side_by_side.sh checked with fake engines (no llama.cpp needed; also part of `make test`)
 test-sbs:
 	bash bench/test_side_by_side.sh
@@ -301,11 +310,13 @@ $(BUILD)/trained-nf4.blob: $(RECALL_BIN) $(wildcard $(TRAINED)/*.* $(TRAINED)/qw
 demo: recall $(BUILD)/trained-f32.blob
 	@echo "== SP arm (the gist only: the fact has scrolled out of the window)"
 	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/eval_bench.json --problem $(DEMO_PROBLEM) \
-	  --arm SP --trace $(BUILD)/demo-trace-sp.json
+	  --arm SP --trace $(BUILD)/demo-trace-sp.json 2>$(BUILD)/demo-sp.txt; s=$$?; cat $(BUILD)/demo-sp.txt; exit $$s
 	@echo "== RC_bge arm (recall: the gate fires, the bridge head brings the block back)"
 	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/eval_bench.json --problem $(DEMO_PROBLEM) \
-	  --trace $(BUILD)/demo-trace.json
+	  --trace $(BUILD)/demo-trace.json 2>$(BUILD)/demo-rc.txt; s=$$?; cat $(BUILD)/demo-rc.txt; exit $$s
 	./recall trace-svg $(BUILD)/demo-trace.json -o $(BUILD)/demo-trace.svg
+	@echo "== the answers (each reply's text after </think>)"
+	@awk -f tools/train_world/demo_answers.awk $(BUILD)/demo-sp.txt $(BUILD)/demo-rc.txt
 	@echo "demo: traces in $(BUILD)/demo-trace.json (RC_bge) and $(BUILD)/demo-trace-sp.json (SP),"
 	@echo "      picture in $(BUILD)/demo-trace.svg (open it in a browser); docs/WORLD.md explains them"
 # The random-weight worldA (the bit-exact goldens) through the same job.
@@ -317,7 +328,7 @@ demo-worldA: recall
 	./recall trace-svg $(BUILD)/demo-worldA-trace.json -o $(BUILD)/demo-worldA-trace.svg
 
 # Retrain the trained world (tools/train_world/train.py: Debian python3 + python3-torch +
-# python3-numpy, CPU, one thread, seeded; 51 minutes on the shared 2-core machine at load 12-18) into
+# python3-numpy, CPU, one thread, seeded; 40 minutes on the shared 2-core machine at load 6-10) into
 # TRAIN_OUT; train-world-check compares a retrain's files with the committed manifest.
 TRAIN_OUT ?= $(BUILD)/trained
 train-world:

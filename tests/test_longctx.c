@@ -416,8 +416,9 @@ Test(longctx, cli_runs_every_arm_and_writes_the_json) {
 /* ---- the trained world (tests/golden/trained, docs/WORLD.md) ---------------------------------
  * worldA above is random. On the trained world the needle scrolls out of RC_bge's 96-token window
  * and its gate fires on the question in every case; SP and FULL score no gate. The committed
- * decoder does not copy values yet (it writes a learned digit pattern), so the exact counts of
- * the measured run are 0 on every arm; a longer training run should raise them. */
+ * decoder does not copy values yet (docs/WORLD.md, "How the copy was learned"), so the exact
+ * counts of the measured run are 0 on every arm; a decoder that copies raises them. Replies
+ * restate the keyword and the value before </think> (about 50 tokens): --max-new 64. */
 #define TRAINED_LCTX_LEN "384"
 #define TRAINED_LCTX_FULL 0
 #define TRAINED_LCTX_SP 0
@@ -428,7 +429,7 @@ Test(longctx, trained_world_fires_on_the_needle_question, .timeout = 600) {
     char json[128], cmd[1024], *out;
     snprintf(json, sizeof json, "build/tlctx_%d_trained.json", (int)getpid());
     snprintf(cmd, sizeof cmd,
-             "./recall longctx %s --task needle --len " TRAINED_LCTX_LEN " --depth 0.1,0.5,0.9 --seed 1 --max-new 48 "
+             "./recall longctx %s --task needle --len " TRAINED_LCTX_LEN " --depth 0.1,0.5,0.9 --seed 1 --max-new 64 "
              "--arms FULL,SP,RC_bge --json %s 2>&1", path, json);
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
     free(out);

@@ -29,7 +29,7 @@ for q in f32 nf4; do
       --svg "$O/calibrate-$q-$m.svg" 2>/dev/null
   done
 done
-for n in 64 384; do
+for n in 384; do
   echo "== recall longctx (needle, $n tokens, depths 0.1 0.5 0.9, seeds 1-3)"
   for s in 1 2 3; do
     ./recall longctx "$B" --task needle --len $n --depth 0.1,0.5,0.9 --seed $s --max-new 64 \
