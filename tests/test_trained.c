@@ -32,7 +32,7 @@
 #define EXPECT_RC_RET 12
 #define EXPECT_FULL_EXACT 0
 #define EXPECT_RC_EXACT 0
-/* make demo's problem and the value its first question asks for */
+/* make demo-world's problem and the value its first question asks for */
 #define DEMO_PROBLEM 0
 #define DEMO_VALUE "218"
 
@@ -182,7 +182,7 @@ static char *first_question_reply(const char *out) {
     return line;
 }
 
-/* What `make demo` shows: on RC_bge the first question turn prints the fire and the block it
+/* What `make demo-world` shows: on RC_bge the first question turn prints the fire and the block it
  * brought back, which holds the value; on SP no gate fires, nothing comes back and the reply
  * ends "</think>I don't know.". */
 Test(trained, replay_shows_the_block_come_back, .timeout = 600) {
