@@ -374,7 +374,9 @@ static void sincos_d(double x, double *s, double *c) {
     const double pio2_2 = 6.07710050630396597660e-11;  /* next 33 bits */
     const double pio2_2t = 2.02226624879595063154e-21; /* pi/2 - (pio2_1 + pio2_2) */
     double t = x * inv_pio2;
-    double kd = (double)(int64_t)(t >= 0.0 ? t + 0.5 : t - 0.5);
+    /* round half away from zero; trunc, not a cast to int64_t: the same value wherever the cast is
+     * defined, and defined for |x| beyond 2^63 too (a float up to 3.4e38 may arrive here) */
+    double kd = trunc(t >= 0.0 ? t + 0.5 : t - 0.5);
     double r = ((x - kd * pio2_1) - kd * pio2_2) - kd * pio2_2t;
     double r2 = r * r;
     /* |r| <= pi/4: Taylor to degree 21 / 20 (truncation < 1e-20) */
