@@ -396,7 +396,9 @@ static void sincos_d(double x, double *s, double *c) {
         }
         pc = sum;
     }
-    int q = (int)((int64_t)kd & 3);
+    double m4 = fmod(kd, 4.0); /* kd mod 4, exact: (int64_t)kd & 3 wherever that cast is defined */
+    if (m4 < 0.0) m4 += 4.0;
+    const int q = (int)m4;
     switch (q) {
     case 0: *s = ps; *c = pc; break;
     case 1: *s = pc; *c = -ps; break;
