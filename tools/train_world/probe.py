@@ -61,6 +61,8 @@ def main():
 
     def on_eval(it):
         res = train.copy_eval(model, pooler, W, bpe, ids_, n=args.n_eval)
+        res["induction"] = train.synthetic_eval(model, lambda m, r, n: train.induction_rows(m, r, n, varied=True))
+        res["keyed"] = train.synthetic_eval(model, lambda m, r, n: train.keyed_rows(m, r, bpe, n))
         print("probe step %d (%.0fs): " % (it, time.time() - t0) +
               "  ".join("%s %d/%d" % (k, v[0], v[1]) for k, v in res.items()), flush=True)
 
