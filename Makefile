@@ -102,7 +102,8 @@ help:
 	@echo "  realshape   64-token prefill + 16 decode steps on the synth blob (BENCH_ARGS='--simd avx2 --threads 2')"
 	@echo "  bench-loop  fast vs reference loop schedule on worldA problem 0 (rows and time per turn)"
 	@echo "  bench-draft plain vs --draft N decode tok/s + acceptance on the synth blob (BENCH_ARGS='--draft 8')"
-	@echo "  bench-long  prefill/decode tok/s, KV bytes, peak RSS at 4k..32k on the synth blob (LONG_LENS=..)"
+	@echo "  bench-long  prefill/decode tok/s, KV bytes, peak RSS at 4k..32k on the synth blob (LONG_LENS=..,"
+	@echo "              LONG_NEEDLE=1: a needle case as the prompt, its answer printed)"
 	@echo "  bench-history  a rebuild's pooler time and peak RSS as the evicted history grows to 64k, with and"
 	@echo "              without the pooler cache, and what else grows (HISTORY_LENS=..; synth blob)"
 	@echo "  soak        200 worldA chat turns via recall chat --session, SIGKILLed at seeded points (SOAK_ARGS=)"
@@ -411,12 +412,23 @@ bench-draft: $(BUILD)/bench_draft
 	else echo "bench-draft: no copy world ($(SYNTH_COPY)); make synth-copy adds the copy-heavy case on a model that copies"; fi
 # Long context on the synth blob (bench/longctx_bench.c): per length a fresh process (peak RSS per
 # length): prefill tok/s, decode tok/s at the end of the context, KV bytes, peak RSS.
-# LONG_LENS='4096 8192' to pick lengths; BENCH_ARGS='--threads 2 --decode 16'; RECALL_BENCH_LOAD=huge.
+# LONG_LENS='4096 8192' to pick lengths; BENCH_ARGS='--threads 2 --numerics q8 --kv f16'; RECALL_BENCH_LOAD=huge.
+# LONG_NEEDLE=1: the prefill is a `recall longctx` needle case of at most N positions (BOS + prompt +
+# 16 greedy steps) instead of pseudo-random ids; the line ends with the reply ids, and the case's
+# expected answer is printed before it (`recall detokenize BLOB` gives the reply's text).
 LONG_LENS ?= 4096 8192 16384 32768
 $(BUILD)/longctx_bench: bench/longctx_bench.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
-bench-long: $(BUILD)/longctx_bench
-	@for n in $(LONG_LENS); do ./$(BUILD)/longctx_bench $(SYNTH)/r1-1.5b-nf4.blob --len $$n $(BENCH_ARGS) || exit 1; done
+bench-long: $(BUILD)/longctx_bench $(if $(LONG_NEEDLE),recall)
+	@for n in $(LONG_LENS); do \
+	  if [ -n "$(LONG_NEEDLE)" ]; then \
+	    d=$(BUILD)/long-needle-$$n; \
+	    ./recall longctx $(SYNTH)/r1-1.5b-nf4.blob --task needle --len $$((n - 17)) --prompts $$d --no-run \
+	      --json $$d/cases.json >/dev/null || exit 1; \
+	    echo "needle case at $$n: expected $$(grep -o '"expected": *"[0-9]*"' $$d/cases.json | grep -o '[0-9][0-9]*')"; \
+	    ./$(BUILD)/longctx_bench $(SYNTH)/r1-1.5b-nf4.blob --decode 16 $(BENCH_ARGS) --prompt $$d/case-0.ids || exit 1; \
+	  else ./$(BUILD)/longctx_bench $(SYNTH)/r1-1.5b-nf4.blob --len $$n $(BENCH_ARGS) || exit 1; fi; \
+	done
 
 # A rebuild as the evicted history grows (bench/bench_history.c): pooler time (wall, CPU), the
 # rebuild's 800-row forward and the peak RSS per history length, one process each, without the
