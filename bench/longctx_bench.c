@@ -146,7 +146,8 @@ int main(int argc, char **argv) {
     const int V = c->vocab, P = N - D;
     int32_t *ids = malloc((size_t)P * sizeof *ids);
     float *logits = malloc((size_t)V * sizeof *logits);
-    if (!ids || !logits) {
+    int32_t *reply = calloc((size_t)D, sizeof *reply);
+    if (!ids || !logits || !reply) {
         fprintf(stderr, "longctx_bench: out of memory\n");
         return 1;
     }
@@ -167,7 +168,6 @@ int main(int argc, char **argv) {
         }
     } else
         for (int i = 0; i < P; i++) ids[i] = (int32_t)(((int64_t)i * 7919 + 13) % 151643); /* below the specials */
-    int32_t *reply = calloc((size_t)D, sizeof *reply);
     for (int i = 0; i < V; i++) logits[i] = NAN; /* poisoned: a skipped row would stay NaN */
     const double rss_before = bench_status_mib("VmRSS:");
     rc_qwen2_fwd f;

@@ -5,8 +5,8 @@
  * The tile: the 16 int32 lanes of a zmm are the 16 rows of a packed group; vpdpbusd adds, per
  * lane, the 4 products of the group's biased weights u (0..255) and 4 broadcast input bytes q.
  * MR groups x MT inputs int32 accumulators per 32-column block; a block's 8 steps are exact
- * integer sums, so their grouping changes nothing. The bias of u is removed by adding the input
- * block's corr = -128 * sum(q) (exact int32). Then the epilogue of q8.h, in block order, per
+ * integer sums, so their grouping changes nothing. The bias of u is removed by starting each sum
+ * at the input block's corr = -128 * sum(q) (exact int32). Then the epilogue of q8.h, in block order, per
  * lane: acc = fmaf((float)isum, ws * d, acc): one vcvtdq2ps, one vmulps, one vfmadd per block.
  * W4 weights are decoded per step pair from one 64-byte chunk: the low nibbles and the high
  * nibbles, each through vpshufb with the biased table RC_Q8_NF4_U8.
@@ -168,11 +168,15 @@ AINLINE void tile(const q8_job *j, const int MR, const int MT, int64_t g0, int t
         for (int t = 0; t < MT; t++)
             acc[q][t] = b0 ? _mm512_load_ps(acc_io + ((size_t)t * MR + (size_t)q) * 16) : _mm512_setzero_ps();
     for (int64_t b = b0; b < b1; b++) {
+        /* each sum starts at its input block's corr (the bias of u removed up front: integer
+         * sums, so where it is added changes nothing) */
         __m512i is[Q8_MR][Q8_MT];
         RC_UNROLL
-        for (int q = 0; q < MR; q++)
+        for (int t = 0; t < MT; t++) {
+            const __m512i corr = _mm512_set1_epi32(x->corr[(size_t)(t0 + t) * (size_t)x->nb + (size_t)b]);
             RC_UNROLL
-            for (int t = 0; t < MT; t++) is[q][t] = _mm512_setzero_si512();
+            for (int q = 0; q < MR; q++) is[q][t] = corr;
+        }
         const int8_t *xb = x->q + (size_t)t0 * K + (size_t)b * RC_Q8_BLOCK;
         RC_UNROLL
         for (int s = 0; s < 4; s++) {
@@ -213,11 +217,10 @@ AINLINE void tile(const q8_job *j, const int MR, const int MT, int64_t g0, int t
         RC_UNROLL
         for (int t = 0; t < MT; t++) {
             const size_t xi = (size_t)(t0 + t) * (size_t)x->nb + (size_t)b;
-            const __m512i corr = _mm512_set1_epi32(x->corr[xi]);
             const __m512 dv = _mm512_set1_ps(x->d[xi]);
             RC_UNROLL
             for (int q = 0; q < MR; q++) {
-                const __m512 isf = _mm512_cvtepi32_ps(_mm512_add_epi32(is[q][t], corr));
+                const __m512 isf = _mm512_cvtepi32_ps(is[q][t]);
                 acc[q][t] = _mm512_fmadd_ps(isf, _mm512_mul_ps(wsv[q], dv), acc[q][t]);
             }
         }
