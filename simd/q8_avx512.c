@@ -299,25 +299,6 @@ static void decode_panel(const rc_q8mat *w, int64_t g0, int MR, int64_t b0, int6
 #endif
 #define Q8_DEC_BYTES ((size_t)Q8_KB * Q8_MR * 512)
 
-/* Asks for the packed bytes of the panel after (groups [g, g + mr), blocks ending at b1) to be
- * brought into L2 while the input tiles run on this one: the panels are read once per call, from
- * memory, and decode_panel otherwise waits for each of its loads. */
-static void prefetch_next_panel(const rc_q8mat *w, int64_t g, int mr, int64_t gz, int64_t b1) {
-    const int64_t nb = w->nb;
-    int64_t ng = g, nmr = mr, nb0 = b1;
-    if (b1 >= nb) { /* the next group pair, from its first block */
-        ng = g + mr;
-        nmr = gz - ng >= Q8_MR ? Q8_MR : 1;
-        nb0 = 0;
-        if (ng >= gz) return;
-    }
-    const int64_t nb1 = nb - nb0 < Q8_KB ? nb : nb0 + Q8_KB;
-    for (int64_t q = 0; q < nmr; q++) {
-        const char *p = (const char *)w->w + ((size_t)(ng + q) * (size_t)nb + (size_t)nb0) * 256;
-        for (size_t off = 0; off < (size_t)(nb1 - nb0) * 256; off += 64) _mm_prefetch(p + off, _MM_HINT_T1);
-    }
-}
-
 /* Prefill (nt >= Q8_PF_MIN_NT, W4, with scratch): for each panel of MR groups, the columns in
  * ranges of Q8_KB blocks, each range's weights decoded once into the scratch and met by every
  * input tile, the lanes waiting in the scratch between ranges (the outputs' block order is the
@@ -342,7 +323,6 @@ static void avx512_q8_matmul(const rc_q8mat *w, const float *bias, const rc_q8ac
         for (int64_t b0 = 0; b0 < nb; b0 += Q8_KB) {
             const int64_t b1 = nb - b0 < Q8_KB ? nb : b0 + Q8_KB;
             decode_panel(w, g, mr, b0, b1, dec);
-            prefetch_next_panel(w, g, mr, gz, b1);
             if (mr == Q8_MR) groups_all_inputs(&j, Q8_MR, g, nt, dec, b0, b1, acc);
             else groups_all_inputs(&j, 1, g, nt, dec, b0, b1, acc);
         }
