@@ -326,6 +326,8 @@ DEC = dict(
     recite_frac=0.25,   # share of recite drills (world.recite_steps) among the whole-sequence rows
     induction=300,      # the first `induction` steps hold synthetic repeats only (induction_rows)
     induction_varied=0, # 1: the repeats at varied distances (induction_rows varied=True)
+    induction_alpha=0,  # > 0: varied repeats over the first induction_alpha ids only
+    induction_n_rows=16,  # rows per synthetic-repeat step
     keyed=0,            # then `keyed` steps of synthetic keyed lookups only (keyed_rows)
     keyed_every=0,      # after those, every keyed_every-th step is a keyed-lookup batch (0: none)
 )
@@ -366,7 +368,7 @@ def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, e
     return exs
 
 
-def induction_rows(model, r, n_rows=16, varied=False):
+def induction_rows(model, r, n_rows=16, varied=False, alpha=0):
     """A synthetic batch meant to form induction heads (copy what followed the previous occurrence
     of the current context). The recipe's form (varied False): each row is a random sequence of
     32 ids over a small random alphabet of BPE ids (12-64 ids, so single ids repeat), then the
@@ -375,22 +377,24 @@ def induction_rows(model, r, n_rows=16, varied=False):
     else. varied True: random filler (0-40 ids), the sequence (8-40 ids), more filler, the
     sequence again, so the repeat sits at no fixed distance and only matching the content finds
     it; half the rows draw from the whole vocabulary (a single id finds its place), half from a
-    small alphabet (only the preceding n-gram tells where to copy from). Returns X, TG, WT as
-    stack_rows."""
+    small alphabet (only the preceding n-gram tells where to copy from). alpha > 0 (varied rows
+    only): every id drawn from the first `alpha` ids, so each id's embedding sees many more
+    matches per step. Returns X, TG, WT as stack_rows."""
     V = QCFG["vocab"] - 64
     rows, wts = [], []
     for i in range(n_rows):
         if not varied:
-            alpha = r.sample(range(V), r.randint(12, 64))
-            seq = [r.choice(alpha) for _ in range(32)]
+            small = r.sample(range(V), r.randint(12, 64))
+            seq = [r.choice(small) for _ in range(32)]
             rows.append(seq + seq)
             wts.append([0.0] * 33 + [1.0] * 31)
             continue
-        alpha = range(V) if i % 2 == 0 else r.sample(range(V), r.randint(12, 64))
+        Va = alpha if alpha else V
+        ab = range(Va) if i % 2 == 0 else r.sample(range(Va), min(Va, r.randint(12, 64)))
         L = r.randint(8, 40)
-        seq = [r.choice(alpha) for _ in range(L)]
-        f1 = [r.randrange(V) for _ in range(r.randint(0, 40))]
-        f2 = [r.randrange(V) for _ in range(r.randint(0, 40))]
+        seq = [r.choice(ab) for _ in range(L)]
+        f1 = [r.randrange(Va) for _ in range(r.randint(0, 40))]
+        f2 = [r.randrange(Va) for _ in range(r.randint(0, 40))]
         rows.append(f1 + seq + f2 + seq)
         wts.append([0.0] * (len(f1) + L + len(f2) + 1) + [1.0] * (L - 1))
     return pad_rows(model, rows, wts)
@@ -490,7 +494,8 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
         for g in opt.param_groups:
             g["lr"] = lr
         if it < cfg["induction"]:
-            X, TG, WT = induction_rows(model, r, varied=bool(cfg["induction_varied"]))
+            X, TG, WT = induction_rows(model, r, cfg["induction_n_rows"], bool(cfg["induction_varied"]),
+                                       cfg["induction_alpha"])
         elif it < cfg["induction"] + cfg["keyed"] or (
                 cfg["keyed_every"] and (it - cfg["induction"] - cfg["keyed"]) % cfg["keyed_every"] == 0):
             X, TG, WT = keyed_rows(model, r, bpe)
