@@ -95,8 +95,11 @@ static void avx512_q8_quant(const float *x, rc_q8act *a, int t) {
 
 /* ---- the tile ---- */
 
+#ifndef Q8_PF_AHEAD
+#define Q8_PF_AHEAD 2048 /* bytes: 8 blocks of a W4 group ahead, +10 % q8 decode (bench/NOTES.md) */
+#endif
 #ifndef Q8_MR
-#define Q8_MR 2 /* groups (16 rows each) per tile */
+#define Q8_MR 3 /* groups (16 rows each) per tile: 3 x 4 beat 2 x 4 by ~3 % in prefill (bench/NOTES.md) */
 #endif
 #ifndef Q8_MT
 #define Q8_MT 4 /* inputs per tile */
@@ -109,6 +112,7 @@ typedef struct {
     float *Y;
     size_t ldy;
     int64_t r0, r1;
+    const int8_t *ptab; /* prefill: the panel's int8 weights by column (decode_panel), or NULL */
 } q8_job;
 
 /* The weight vectors of step pair s (steps 2s, 2s+1) of block b for a W4 group: from its packed
@@ -178,6 +182,12 @@ AINLINE void tile(const q8_job *j, const int MR, const int MT, int64_t g0, int t
             for (int q = 0; q < MR; q++) is[q][t] = corr;
         }
         const int8_t *xb = x->q + (size_t)t0 * K + (size_t)b * RC_Q8_BLOCK;
+        if (!dec && MT == 1) /* decode streams each weight once: ask for it Q8_PF_AHEAD bytes early */
+            RC_UNROLL
+            for (int q = 0; q < MR; q++) {
+                const char *ahead = (const char *)w->w + ((size_t)(g0 + q) * (size_t)nb + (size_t)b) * bb + Q8_PF_AHEAD;
+                for (size_t o = 0; o < bb; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
+            }
         RC_UNROLL
         for (int s = 0; s < 4; s++) {
             __m512i wv[Q8_MR][2];
@@ -233,20 +243,50 @@ AINLINE void tile(const q8_job *j, const int MR, const int MT, int64_t g0, int t
         return;
     }
     /* the peaks of each input, ascending, after every block (q8.h) */
-    RC_UNROLL
-    for (int t = 0; t < MT; t++) {
-        const size_t row = (size_t)(t0 + t);
-        const int32_t *pc = x->pk_c + row * (size_t)x->nb;
-        const float *px = x->pk_x + row * (size_t)x->nb;
-        for (int k = 0; k < x->npk[row]; k++) {
-            const int64_t b = pc[k] / RC_Q8_BLOCK;
-            const int jj = pc[k] % RC_Q8_BLOCK;
-            const __m512 pv = _mm512_set1_ps(px[k]);
+    if (j->ptab) { /* from the panel's column table; the MT inputs' chains side by side */
+        const int32_t *pc[Q8_MT];
+        const float *px[Q8_MT];
+        int np[Q8_MT], kmax = 0;
+        RC_UNROLL
+        for (int t = 0; t < MT; t++) {
+            const size_t row = (size_t)(t0 + t);
+            pc[t] = x->pk_c + row * (size_t)x->nb;
+            px[t] = x->pk_x + row * (size_t)x->nb;
+            np[t] = x->npk[row];
+            kmax = np[t] > kmax ? np[t] : kmax;
+        }
+        for (int k = 0; k < kmax; k++) {
             RC_UNROLL
-            for (int q = 0; q < MR; q++) {
-                const __m512 wsv =
-                    _mm512_loadu_ps(w->ws + ((size_t)(g0 + q) * (size_t)nsb + (size_t)(b >> w->sshift)) * RC_Q8_GROUP);
-                acc[q][t] = _mm512_fmadd_ps(peak_weight(w, g0 + q, b, jj), _mm512_mul_ps(wsv, pv), acc[q][t]);
+            for (int t = 0; t < MT; t++) {
+                if (k >= np[t]) continue;
+                const int32_t c = pc[t][k];
+                const size_t sb = (size_t)(c / RC_Q8_BLOCK) >> w->sshift;
+                const __m512 pv = _mm512_set1_ps(px[t][k]);
+                RC_UNROLL
+                for (int q = 0; q < MR; q++) {
+                    const __m512 wsv = _mm512_loadu_ps(w->ws + ((size_t)(g0 + q) * (size_t)nsb + sb) * RC_Q8_GROUP);
+                    const __m512 wf = _mm512_cvtepi32_ps(
+                        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(j->ptab + ((size_t)q * K + (size_t)c) * 16))));
+                    acc[q][t] = _mm512_fmadd_ps(wf, _mm512_mul_ps(wsv, pv), acc[q][t]);
+                }
+            }
+        }
+    } else {
+        RC_UNROLL
+        for (int t = 0; t < MT; t++) {
+            const size_t row = (size_t)(t0 + t);
+            const int32_t *pc = x->pk_c + row * (size_t)x->nb;
+            const float *px = x->pk_x + row * (size_t)x->nb;
+            for (int k = 0; k < x->npk[row]; k++) {
+                const int64_t b = pc[k] / RC_Q8_BLOCK;
+                const int jj = pc[k] % RC_Q8_BLOCK;
+                const __m512 pv = _mm512_set1_ps(px[k]);
+                RC_UNROLL
+                for (int q = 0; q < MR; q++) {
+                    const __m512 wsv =
+                        _mm512_loadu_ps(w->ws + ((size_t)(g0 + q) * (size_t)nsb + (size_t)(b >> w->sshift)) * RC_Q8_GROUP);
+                    acc[q][t] = _mm512_fmadd_ps(peak_weight(w, g0 + q, b, jj), _mm512_mul_ps(wsv, pv), acc[q][t]);
+                }
             }
         }
     }
@@ -274,9 +314,19 @@ AINLINE void groups_all_inputs(const q8_job *j, const int MR, int64_t g0, int nt
 }
 _Static_assert(Q8_MT == 4, "groups_all_inputs covers input tails up to 3");
 
+/* The 16 rows' int8 weights of the 4 columns of a decoded step (byte i = u of row i / 4, column
+ * i % 4), column by column: 16 signed bytes each, rows in order. A 4 x 4 byte transpose inside
+ * each 128-bit lane, a 4 x 4 dword transpose across them, u - 128 as a sign-bit flip. */
+AINLINE __m512i step_columns(__m512i v) {
+    const __m512i bt = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    const __m512i dt = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_xor_si512(_mm512_permutexvar_epi32(dt, _mm512_shuffle_epi8(v, bt)), _mm512_set1_epi8((char)0x80));
+}
+
 /* The decoded weights of groups [g0, g0 + MR), blocks [b0, b1): block b of group q at
- * dec + ((b - b0) * MR + q) * 512, steps in order (64 bytes each). */
-static void decode_panel(const rc_q8mat *w, int64_t g0, int MR, int64_t b0, int64_t b1, uint8_t *dec) {
+ * dec + ((b - b0) * MR + q) * 512, steps in order (64 bytes each). ptab (or NULL): the same
+ * weights by column for the peaks, column c of group q at ptab + (q * cols + c) * 16. */
+static void decode_panel(const rc_q8mat *w, int64_t g0, int MR, int64_t b0, int64_t b1, uint8_t *dec, int8_t *ptab) {
     const __m512i tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)RC_Q8_NF4_U8));
     for (int64_t b = b0; b < b1; b++)
         for (int q = 0; q < MR; q++) {
@@ -287,6 +337,11 @@ static void decode_panel(const rc_q8mat *w, int64_t g0, int MR, int64_t b0, int6
                 w4_pair(blk + 64 * s, tbl, &lo, &hi);
                 _mm512_store_si512(dst + 128 * s, lo);
                 _mm512_store_si512(dst + 128 * s + 64, hi);
+                if (ptab) {
+                    int8_t *col = ptab + ((size_t)q * (size_t)w->cols + (size_t)b * RC_Q8_BLOCK + 8 * (size_t)s) * 16;
+                    _mm512_storeu_si512(col, step_columns(lo));
+                    _mm512_storeu_si512(col + 64, step_columns(hi));
+                }
             }
         }
 }
@@ -295,9 +350,26 @@ static void decode_panel(const rc_q8mat *w, int64_t g0, int MR, int64_t b0, int6
 #define Q8_PF_MIN_NT 8
 #endif
 #ifndef Q8_KB
-#define Q8_KB 16 /* blocks (of 32 columns) per decoded panel: 2 groups x 16 x 512 bytes = 16 KB, L1 */
+#define Q8_KB 16 /* blocks (of 32 columns) per decoded panel: 3 groups x 16 x 512 bytes = 24 KB, L1 */
 #endif
 #define Q8_DEC_BYTES ((size_t)Q8_KB * Q8_MR * 512)
+
+/* Asks for the packed weights of the panel after (groups g.. g + mr, blocks from b1; or the next
+ * groups' first range) to come into L2 while every input meets this one: decode_panel's loads
+ * would otherwise wait on memory (the weights are read once a call, so nothing has them cached). */
+static void prefetch_next_panel(const rc_q8mat *w, int64_t g, int mr, int64_t b1, int64_t gz) {
+    if (b1 >= w->nb) {
+        g += mr;
+        b1 = 0;
+        mr = gz - g >= Q8_MR ? Q8_MR : 1;
+    }
+    if (g >= gz) return;
+    const int64_t b2 = w->nb - b1 < Q8_KB ? w->nb : b1 + Q8_KB;
+    for (int q = 0; q < mr; q++) {
+        const char *p = (const char *)w->w + ((size_t)(g + q) * (size_t)w->nb + (size_t)b1) * 256;
+        for (size_t o = 0; o < (size_t)(b2 - b1) * 256; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+    }
+}
 
 /* Prefill (nt >= Q8_PF_MIN_NT, W4, with scratch): for each panel of MR groups, the columns in
  * ranges of Q8_KB blocks, each range's weights decoded once into the scratch and met by every
@@ -306,12 +378,15 @@ static void decode_panel(const rc_q8mat *w, int64_t g0, int MR, int64_t b0, int6
 static void avx512_q8_matmul(const rc_q8mat *w, const float *bias, const rc_q8act *x, int nt, float *Y, size_t ldy,
                              int64_t r0, int64_t r1, void *scratch) {
     if (r0 >= r1 || nt < 1) return;
-    const q8_job j = {w, x, bias, Y, ldy, r0, r1};
+    q8_job j = {w, x, bias, Y, ldy, r0, r1, NULL};
     const int64_t ga = r0 / RC_Q8_GROUP, gz = (r1 - 1) / RC_Q8_GROUP + 1, nb = w->nb;
     const int predecode = scratch && w->kind == RC_Q8_W4 && nt >= Q8_PF_MIN_NT &&
                           Q8_DEC_BYTES + (size_t)nt * Q8_MR * 64 <= RC_Q8_SCRATCH_BYTES;
     uint8_t *dec = (uint8_t *)scratch;
     float *acc = predecode ? (float *)(dec + Q8_DEC_BYTES) : NULL;
+    /* the peaks' column table after the lanes, when it fits: one 16-byte load a peak and group */
+    const size_t tab_at = Q8_DEC_BYTES + (size_t)nt * Q8_MR * 64, tab_bytes = (size_t)Q8_MR * (size_t)w->cols * 16;
+    int8_t *ptab = predecode && tab_at + tab_bytes <= RC_Q8_SCRATCH_BYTES ? (int8_t *)(dec + tab_at) : NULL;
     for (int64_t g = ga; g < gz;) {
         const int mr = gz - g >= Q8_MR ? Q8_MR : 1; /* the groups left over one at a time */
         if (!predecode) {
@@ -322,7 +397,9 @@ static void avx512_q8_matmul(const rc_q8mat *w, const float *bias, const rc_q8ac
         }
         for (int64_t b0 = 0; b0 < nb; b0 += Q8_KB) {
             const int64_t b1 = nb - b0 < Q8_KB ? nb : b0 + Q8_KB;
-            decode_panel(w, g, mr, b0, b1, dec);
+            decode_panel(w, g, mr, b0, b1, dec, ptab);
+            prefetch_next_panel(w, g, mr, b1, gz);
+            j.ptab = b1 == nb ? ptab : NULL; /* the peaks come with the last range */
             if (mr == Q8_MR) groups_all_inputs(&j, Q8_MR, g, nt, dec, b0, b1, acc);
             else groups_all_inputs(&j, 1, g, nt, dec, b0, b1, acc);
         }

@@ -135,9 +135,10 @@ static inline const void *rc_kv_elem_at(const void *p, size_t i, int f16) {
 
 
 /* Bytes of the matmul scratch the x86 q8 prefill kernels may use for a decoded weight panel
- * (2 groups x 288 blocks of 512 bytes: every K up to 9216); a path that installs them raises
- * matmul_scratch to at least this. */
-#define RC_Q8_SCRATCH_BYTES ((size_t)288 * 2 * 512)
+ * (2 groups x 288 blocks of 512 bytes: every K up to 9216), or on AVX-512 for a panel's slice
+ * and lanes plus its weights by column for the peaks (3 groups x 9216 columns x 16 bytes); a
+ * path that installs them raises matmul_scratch to at least this. */
+#define RC_Q8_SCRATCH_BYTES ((size_t)288 * 2 * 512 + (size_t)3 * 9216 * 16)
 
 /* Which paths this binary was compiled with AND this CPU can run (scalar always). */
 int rc_simd_available(rc_simd_path p);

@@ -101,7 +101,7 @@ static int64_t cfg_i64(const rc_blob *b, const char *key, int64_t dflt) {
 static uint64_t sat_mul(uint64_t a, uint64_t b) { return a && b > UINT64_MAX / a ? UINT64_MAX : a * b; }
 static uint64_t sat_add(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
 
-static uint64_t qwen2_bytes(const rc_blob *b, int64_t max_ctx, recall_kv kvs) {
+static uint64_t qwen2_bytes(const rc_blob *b, int64_t max_ctx, recall_kv kvs, int q8) {
     uint64_t L = (uint64_t)cfg_i64(b, "qwen2.layers", 0), H = (uint64_t)cfg_i64(b, "qwen2.hidden", 0);
     uint64_t NH = (uint64_t)cfg_i64(b, "qwen2.heads", 0), NKV = (uint64_t)cfg_i64(b, "qwen2.kv_heads", 0);
     uint64_t D = (uint64_t)cfg_i64(b, "qwen2.head_dim", 0), F = (uint64_t)cfg_i64(b, "qwen2.ffn", 0);
@@ -110,6 +110,12 @@ static uint64_t qwen2_bytes(const rc_blob *b, int64_t max_ctx, recall_kv kvs) {
     uint64_t rope = sat_mul(sat_mul(C, D), 4);
     uint64_t row = sat_add(sat_add(sat_mul(6, H), sat_mul(2, F)), sat_add(sat_mul(3, sat_mul(NH, D)), sat_mul(NH, C)));
     uint64_t scratch = sat_add(sat_mul(sat_mul(RC_QWEN2_CHUNK, row), 4), sat_mul(4 * 4, V));
+    if (q8 && RC_QWEN2_CHUNK_Q8 > RC_QWEN2_CHUNK) { /* q8's larger chunk (its rows without the scores term,
+                                                      which is not per row) and its quantised rows */
+        const uint64_t wide = F > H ? F : H, extra = RC_QWEN2_CHUNK_Q8 - RC_QWEN2_CHUNK;
+        const uint64_t row8 = sat_add(sat_add(sat_mul(6, H), sat_mul(2, F)), sat_mul(3, sat_mul(NH, D)));
+        scratch = sat_add(scratch, sat_add(sat_mul(sat_mul(extra, row8), 4), sat_mul(RC_QWEN2_CHUNK_Q8, wide * 2)));
+    }
     return sat_add(sat_add(kv, rope), scratch);
 }
 
@@ -412,7 +418,7 @@ recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, floa
         m->fwd = NULL;
         m->reserved -= m->fwd_reserved;
         m->fwd_reserved = 0;
-        uint64_t need = qwen2_bytes(m->blob, ctx, m->kv);
+        uint64_t need = qwen2_bytes(m->blob, ctx, m->kv, m->numerics == RECALL_NUMERICS_Q8);
         RC_TRY(reserve(m, need, "the forward context", err));
         recall_status s = RECALL_OK;
         if (m->numerics == RECALL_NUMERICS_Q8 && !m->fwd_base) { /* once: the packed weights */
@@ -494,9 +500,10 @@ static recall_status loop_estimate(const recall_model *m, const recall_loop_opts
                        "recall_loop_open: a context of %d positions was requested but the model was trained on %d",
                        o->max_ctx, m->info.max_pos);
     if (o->arm == RECALL_ARM_FULL) ctx = o->max_ctx > 0 ? o->max_ctx : m->info.max_pos;
-    uint64_t b = qwen2_bytes(m->blob, ctx, o->kv);
+    const int q8 = o->numerics == RECALL_NUMERICS_Q8;
+    uint64_t b = qwen2_bytes(m->blob, ctx, o->kv, q8);
     if (o->arm == RECALL_ARM_RC_BGE && o->mode == RECALL_MODE_FAITHFUL)
-        b = sat_add(b, qwen2_bytes(m->blob, o->block, o->kv));
+        b = sat_add(b, qwen2_bytes(m->blob, o->block, o->kv, q8));
     if (o->numerics == RECALL_NUMERICS_Q8) b = sat_add(b, q8_pack_bytes(m->blob)); /* shared by the seal context */
     if (o->draft > 0) /* the verify forward's logits of up to min(draft + 1, chunk) rows */
         b = sat_add(b, (uint64_t)(o->draft < o->chunk ? o->draft + 1 : o->chunk) * (uint64_t)m->info.vocab * 4u);

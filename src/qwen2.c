@@ -52,6 +52,7 @@ struct rc_qwen2 {
     float *final_norm;
     int max_ctx, n_cached;
     int cap;            /* positions allocated in kc / vc / rope / scores (0 .. max_ctx) */
+    int chunk;          /* rows per forward chunk: RC_QWEN2_CHUNK, or RC_QWEN2_CHUNK_Q8 under q8 */
     int att_pairs, att_tile; /* attention blocking (rc_qwen2_set_attn_blocking) */
     rc_kv_dtype kv;      /* the element of kc / vc / gk / gv (rc_qwen2_set_kv_dtype) */
     size_t kv_esz;      /* its bytes: 4 (f32) or 2 (f16) */
@@ -232,9 +233,9 @@ static recall_status bind_weights(rc_qwen2 *m, const rc_blob *b, recall_err *err
     return rc_blob_vec(b, "qwen2.model.norm.weight", H, m->final_norm, err);
 }
 
-/* Row scratch for one chunk of RC_QWEN2_CHUNK rows, allocated once. */
+/* Row scratch for one chunk of m->chunk rows, allocated once. */
 static recall_status alloc_scratch(rc_qwen2 *m, recall_err *err) {
-    const size_t R = RC_QWEN2_CHUNK, H = (size_t)m->c.hidden, F = (size_t)m->c.ffn;
+    const size_t R = (size_t)m->chunk, H = (size_t)m->c.hidden, F = (size_t)m->c.ffn;
     m->inv_freq = falloc((size_t)(m->c.head_dim / 2));
     m->x = falloc(R * H);
     m->xn = falloc(R * H);
@@ -324,6 +325,7 @@ static recall_status open_ctx(const rc_blob *b, int max_ctx, const rc_exec *ex, 
     m->qd = m->c.heads * m->c.head_dim;
     m->kvd = m->c.kv_heads * m->c.head_dim;
     m->scale = (float)(1.0 / sqrt((double)m->c.head_dim));
+    m->chunk = ex->numerics == RC_NUMERICS_Q8 ? RC_QWEN2_CHUNK_Q8 : RC_QWEN2_CHUNK;
     st = bind_weights(m, b, err);
     if (!st) st = alloc_scratch(m, err);
     if (!st && ex->numerics == RC_NUMERICS_Q8) {
@@ -332,7 +334,7 @@ static recall_status open_ctx(const rc_blob *b, int max_ctx, const rc_exec *ex, 
         /* the quantised rows of the widest matmul input: hidden, heads x head_dim or ffn columns */
         int64_t wide = m->c.hidden > m->qd ? m->c.hidden : m->qd;
         if (m->c.ffn > wide) wide = m->c.ffn;
-        if (!st) st = rc_q8act_reserve(&m->xa, RC_QWEN2_CHUNK, wide, err);
+        if (!st) st = rc_q8act_reserve(&m->xa, m->chunk, wide, err);
     }
     if (st) {
         rc_qwen2_close(m);
@@ -950,8 +952,8 @@ recall_status rc_qwen2_forward(rc_qwen2 *m, const rc_qwen2_fwd *f, recall_err *e
                                m->c.vocab);
     RC_TRY(grow_for(m, m->n_cached + f->n, err));
     if (m->kvp.page && f->n == 1) RC_TRY(grow_gather(m, m->n_cached, err));
-    for (int row0 = 0; row0 < f->n; row0 += RC_QWEN2_CHUNK) {
-        int nr = f->n - row0 < RC_QWEN2_CHUNK ? f->n - row0 : RC_QWEN2_CHUNK;
+    for (int row0 = 0; row0 < f->n; row0 += m->chunk) {
+        int nr = f->n - row0 < m->chunk ? f->n - row0 : m->chunk;
         forward_chunk(m, f, row0, nr, m->n_cached);
         m->n_cached += nr;
     }

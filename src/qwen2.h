@@ -25,7 +25,8 @@
  * rc_qwen2_reserve sizes it once for a request of known length; rc_qwen2_kv_bytes reports it.
  * The cache holds f32 (exact, the default) or binary16 (rc_qwen2_set_kv_dtype: half the bytes, each
  * K / V value rounded once as it enters; the math stays fp32).
- * Rows are processed in chunks of RC_QWEN2_CHUNK (scratch allocated once at open); the kernels
+ * Rows are processed in chunks of RC_QWEN2_CHUNK rows, RC_QWEN2_CHUNK_Q8 under the q8 profile
+ * (scratch allocated once at open; rows are independent, so the chunk never changes a bit); the kernels
  * come from the execution context's table (simd/simd.h, bitwise the scalar order) and the pool
  * splits weight output rows / heads, never a reduction (a call of few rows, i.e. decode, in units
  * of whole KV groups where the threads allow, so each KV head's cache is streamed once per step;
@@ -52,6 +53,12 @@
 
 #ifndef RC_QWEN2_CHUNK /* rows per chunk: a speed knob only (rows are independent) */
 #define RC_QWEN2_CHUNK 64
+#endif
+/* The q8 profile's chunk: its prefill reads each packed weight panel once per chunk and decodes
+ * it for every row of the chunk, so more rows a chunk amortise the panel (measured in
+ * bench/NOTES.md: 256 rows +8-10 % q8 prefill against 64; the exact tile gains nothing). */
+#ifndef RC_QWEN2_CHUNK_Q8
+#define RC_QWEN2_CHUNK_Q8 256
 #endif
 #define RC_QWEN2_MAX_GATE 8
 #define RC_QWEN2_KV_UNIT 256 /* positions: the first KV allocation and the reserve granularity */
