@@ -13,13 +13,15 @@
  * --perf-depth D (of the first kv).
  *
  * usage: bench_depth BLOB [--depths 0,512,2048] [--kv f32,f16] [--steps N] [--rounds R] [--threads T]
- *                    [--simd P] [--perf-fifo F --perf-depth D]
+ *                    [--simd P] [--numerics exact|q8] [--perf-fifo F --perf-depth D]
+ * (--numerics q8: the decoders share one packed decoder, src/q8.h)
  * (RECALL_BENCH_LOAD=huge copies the blob into huge-page-advised memory, as the other benches)
  */
 #include "bench_util.h"
 #include "blob.h"
 #include "checksum.h"
 #include "pool.h"
+#include "q8.h"
 #include "qwen2.h"
 
 #include <math.h>
@@ -92,7 +94,7 @@ typedef struct {
 int main(int argc, char **argv) {
     const char *usage =
         "usage: bench_depth BLOB [--depths 0,512,2048] [--kv f32,f16] [--steps N] [--rounds R] [--threads T]\n"
-        "                   [--simd P] [--perf-fifo F --perf-depth D]\n";
+        "                   [--simd P] [--numerics exact|q8] [--perf-fifo F --perf-depth D]\n";
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
@@ -112,6 +114,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--rounds")) rounds = atoi(v);
         else if (!strcmp(argv[i], "--threads")) eo.threads = atoi(v);
         else if (!strcmp(argv[i], "--simd")) eo.simd = v;
+        else if (!strcmp(argv[i], "--numerics")) {
+            const int n = rc_numerics_parse(v);
+            if (n < 0) {
+                fprintf(stderr, "bench_depth: --numerics exact|q8, not '%s'\n", v);
+                return 2;
+            }
+            eo.numerics = n;
+        }
         else if (!strcmp(argv[i], "--perf-fifo")) fifo = v;
         else if (!strcmp(argv[i], "--perf-depth")) perf_depth = atoi(v);
         else {
@@ -150,7 +160,9 @@ int main(int argc, char **argv) {
     for (int d = 0; d < nd; d++) {
         depth_run *r = &runs[d];
         const int ctx = r->depth + steps;
-        if (rc_qwen2_open_ex(b, ctx, ex, &r->m, &err) || rc_qwen2_set_kv_dtype(r->m, r->kv, &err) ||
+        const recall_status st = d ? rc_qwen2_open_shared(b, ctx, runs[0].m, &r->m, &err) /* q8: one pack */
+                                   : rc_qwen2_open_ex(b, ctx, ex, &r->m, &err);
+        if (st || rc_qwen2_set_kv_dtype(r->m, r->kv, &err) ||
             rc_qwen2_reserve(r->m, ctx, &err))
             die("qwen2", &err);
         if (!logits) logits = malloc((size_t)rc_qwen2_cfg(r->m)->vocab * sizeof *logits);
@@ -183,8 +195,9 @@ int main(int argc, char **argv) {
             else r->same &= h == r->first_hash;
             if (rc_qwen2_crop(r->m, r->depth, &err)) die("crop", &err);
         }
-    printf("bench_depth %s: simd %s, %d thread(s), load %s, %d steps x %d rounds per configuration (interleaved)\n",
-           argv[1], ex->k.name, ex->threads, flags ? "huge" : "mmap", steps, rounds);
+    printf("bench_depth %s: simd %s, numerics %s, %d thread(s), load %s, %d steps x %d rounds per configuration "
+           "(interleaved)\n",
+           argv[1], ex->k.name, rc_numerics_name(eo.numerics), ex->threads, flags ? "huge" : "mmap", steps, rounds);
     double med0 = 0, mean0 = 0, cpu0 = 0;
     for (int d = 0; d < nd; d++) {
         depth_run *r = &runs[d];
@@ -201,7 +214,8 @@ int main(int argc, char **argv) {
                cpu * 1e3, depths[0], med0 / med, mean0 / mean, cpu0 / cpu, rc_qwen2_kv_bytes(r->m) / 1048576.0,
                r->same ? "yes" : "NO");
     }
-    for (int d = 0; d < nd; d++) rc_qwen2_close(runs[d].m), free(runs[d].step_s);
+    for (int d = nd - 1; d >= 0; d--) rc_qwen2_close(runs[d].m), free(runs[d].step_s); /* runs[0] last: the others
+                                                                                          borrow its weights */
     free(ids);
     free(logits);
     rc_exec_close(ex); /* after the decoders that borrow it */
