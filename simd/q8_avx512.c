@@ -11,7 +11,10 @@
  * W4 weights are decoded per step pair from one 64-byte chunk: the low nibbles and the high
  * nibbles, each through vpshufb with the biased table RC_Q8_NF4_U8.
  * Prefill (nt >= Q8_PF_MIN_NT with scratch): the weights of a panel of groups are decoded once per
- * call into the scratch (for W4), then every input tile reads the decoded panel. */
+ * call into the scratch (for W4), then every input tile reads the decoded panel; the decode also
+ * writes the weights by column, so that a peak's weights are one 16-byte load a group, and asks for
+ * the next panel's bytes early. Decode (one input) prefetches each group's weights Q8_PF_AHEAD bytes
+ * ahead. None of this touches the order of the sums or the epilogue. */
 #include "simd.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
