@@ -31,23 +31,10 @@ import train  # noqa: E402
 
 
 def batch(r, n, a):
-    """n rows of a['T'] ids: filler, the sequence, then (filler, sequence) again until the row is
-    full. Returns ids, targets, weights (row j predicts ids[j + 1])."""
-    T, V = a["T"], a["V"]
-    ids = torch.zeros(n, T, dtype=torch.long)
-    wt = torch.zeros(n, T)
-    for b in range(n):
-        L = r.randint(a["Lmin"], a["Lmax"])
-        seq = r.sample(range(V), L) if a["distinct"] else [r.randrange(V) for _ in range(L)]
-        row, w = [], []
-        first = True
-        while len(row) < T:
-            f = [r.randrange(V) for _ in range(r.randint(0, 16))]
-            row += f + seq
-            w += [0] * len(f) + ([0] * L if first else [0] + [1] * (L - 1))
-            first = False
-        ids[b] = torch.tensor(row[:T])
-        wt[b] = torch.tensor(w[:T], dtype=torch.float)
+    """n rows of train.repeat_rows as tensors: ids, targets, weights (row j predicts ids[j + 1])."""
+    rows, w = train.repeat_rows(r, n, a["T"], a["V"], a["Lmin"], a["Lmax"], bool(a["distinct"]))
+    ids = torch.tensor(rows, dtype=torch.long)
+    wt = torch.tensor(w, dtype=torch.float)
     tg = torch.zeros_like(ids)
     tg[:, :-1] = ids[:, 1:]
     w2 = torch.zeros_like(wt)

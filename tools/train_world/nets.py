@@ -51,13 +51,16 @@ class Qwen2(nn.Module):
         self.lm_head = nn.Linear(H, V, bias=False)
         inv = 1.0 / (cfg["theta"] ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
         self.register_buffer("inv_freq", inv, persistent=False)
+        # std 0.02 everywhere (the recipe's committed world); cfg init_std / emb_std set the layer
+        # matrices' and the embeddings' (lm_head keeps 0.02): docs/WORLD.md measured that a copy
+        # forms with 1/sqrt(hidden) and 1.0 and not with 0.02
         for m in self.modules():
             if isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, std=0.02)
+                nn.init.normal_(m.weight, std=0.02 if m is self.lm_head else cfg.get("init_std", 0.02))
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
             elif isinstance(m, nn.Embedding):
-                nn.init.normal_(m.weight, std=0.02)
+                nn.init.normal_(m.weight, std=cfg.get("emb_std", 0.02))
         if cfg.get("tie"):  # trained with lm_head = embed_tokens; written as two tensors (untied file)
             self.lm_head.weight = self.embed_tokens.weight
 

@@ -325,7 +325,7 @@ DEC = dict(
     needle_frac=0.10,   # share of long-context needle prompts among the rows
     recite_frac=0.25,   # share of recite drills (world.recite_steps) among the whole-sequence rows
     induction=300,      # the first `induction` steps hold synthetic repeats only (induction_rows)
-    induction_varied=0, # 1: the repeats at varied distances (induction_rows varied=True)
+    induction_varied=0, # 1: the repeats at varied distances (induction_rows varied=True); 2: repeat_rows
     induction_alpha=0,  # > 0: varied repeats over the first induction_alpha ids only
     induction_n_rows=16,  # rows per synthetic-repeat step
     keyed=0,            # then `keyed` steps of synthetic keyed lookups only (keyed_rows)
@@ -368,6 +368,26 @@ def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, e
     return exs
 
 
+def repeat_rows(r, n, T=96, V=960, Lmin=6, Lmax=24, distinct=True):
+    """n rows of T ids in which one random sequence (Lmin-Lmax ids, all different when distinct)
+    recurs after random filler (0-16 ids) until the row is full: several repeats a row, each at
+    no fixed distance. Returns (rows, weights): weight 1 on a repeat's ids but its first (the id
+    after the filler cannot be predicted), 0 elsewhere. induction_probe.py's rows."""
+    rows, wts = [], []
+    for _ in range(n):
+        L = r.randint(Lmin, Lmax)
+        seq = r.sample(range(V), L) if distinct else [r.randrange(V) for _ in range(L)]
+        row, w, first = [], [], True
+        while len(row) < T:
+            f = [r.randrange(V) for _ in range(r.randint(0, 16))]
+            row += f + seq
+            w += [0] * len(f) + ([0] * L if first else [0] + [1] * (L - 1))
+            first = False
+        rows.append(row[:T])
+        wts.append(w[:T])
+    return rows, wts
+
+
 def induction_rows(model, r, n_rows=16, varied=False, alpha=0):
     """A synthetic batch meant to form induction heads (copy what followed the previous occurrence
     of the current context). The recipe's form (varied False): each row is a random sequence of
@@ -379,7 +399,10 @@ def induction_rows(model, r, n_rows=16, varied=False, alpha=0):
     it; half the rows draw from the whole vocabulary (a single id finds its place), half from a
     small alphabet (only the preceding n-gram tells where to copy from). alpha > 0 (varied rows
     only): every id drawn from the first `alpha` ids, so each id's embedding sees many more
-    matches per step. Returns X, TG, WT as stack_rows."""
+    matches per step. varied 2: repeat_rows (several repeats a 96-id row over the first 960 ids),
+    the rows induction_probe.py saw form a copy. Returns X, TG, WT as stack_rows."""
+    if varied == 2:
+        return pad_rows(model, *repeat_rows(r, n_rows))
     V = QCFG["vocab"] - 64
     rows, wts = [], []
     for i in range(n_rows):
@@ -494,7 +517,7 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
         for g in opt.param_groups:
             g["lr"] = lr
         if it < cfg["induction"]:
-            X, TG, WT = induction_rows(model, r, cfg["induction_n_rows"], bool(cfg["induction_varied"]),
+            X, TG, WT = induction_rows(model, r, cfg["induction_n_rows"], int(cfg["induction_varied"]),
                                        cfg["induction_alpha"])
         elif it < cfg["induction"] + cfg["keyed"] or (
                 cfg["keyed_every"] and (it - cfg["induction"] - cfg["keyed"]) % cfg["keyed_every"] == 0):
