@@ -740,6 +740,8 @@ def main():
     ap.add_argument("--form", default=world.FORM, choices=["plain", "reprise", "recopy"],
                     help="how the reply restates the value (world.reply_parts)")
     ap.add_argument("--set", nargs="*", default=[], help="KEY=VALUE overrides of the decoder schedule (DEC)")
+    ap.add_argument("--qcfg", nargs="*", default=[], help="KEY=VALUE overrides of the decoder's config (QCFG: "
+                    "shape, init_std, emb_std)")
     ap.add_argument("--eval-every", type=int, default=0, help="log held-out copy accuracy every N decoder steps")
     ap.add_argument("--gate-dialogues", type=int, default=48)
     ap.add_argument("--bridge-epochs", type=int, default=20)
@@ -758,6 +760,7 @@ def main():
     W, hay, texts, bpe, hay_pieces, ids_ = build_corpus(args.seed, repo)
 
     # 3. pooler (random, fixed), 4. decoder
+    QCFG.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.qcfg)})
     torch.manual_seed(args.seed)
     model = nets.Qwen2(QCFG)
     pooler = nets.AttnPoolSP(QCFG["hidden"], N_SP, POOLER["heads"], POOLER["blocks"], POOLER["ffn"])
