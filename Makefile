@@ -81,7 +81,7 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = demo-world train-world train-world-check test-replay synth-copy realshape bench-loop bench-long bench-history \
+PHONY_EXTRA = demo-worldA train-world train-world-check test-replay synth-copy realshape bench-loop bench-long bench-history \
   soak soak-lsan \
   bench-tok bench-kv-pages bench-draft test-sbs
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
@@ -95,8 +95,8 @@ help:
 	@echo "  all         ./recall and build/librecall.a (default)"
 	@echo "  test        build and run the Criterion suite"
 	@echo "  test-replay the engine against the Python replay's traces (tests/golden/*/replay, docs/REPLAY.md)"
-	@echo "  demo        convert the bundled worldA and replay benchmark problem 0 through the recall loop"
-	@echo "  demo-world  the trained world: a held-out dialogue on SP and on recall (docs/WORLD.md)"
+	@echo "  demo        the trained world: a held-out dialogue on SP and on recall, its trace (docs/WORLD.md)"
+	@echo "  demo-worldA the bundled random-weight worldA: benchmark problem 0 through the recall loop, its trace"
 	@echo "  train-world retrain the trained world (tools/train_world) into TRAIN_OUT (build/trained)"
 	@echo "  train-world-check  retrain and compare with the committed MANIFEST.xxh64 (same bytes)"
 	@echo "  realshape   64-token prefill + 16 decode steps on the synth blob (BENCH_ARGS='--simd avx2 --threads 2')"
@@ -308,28 +308,29 @@ $(BUILD)/trained-f32.blob: $(RECALL_BIN) $(wildcard $(TRAINED)/*.* $(TRAINED)/qw
 $(BUILD)/trained-nf4.blob: $(RECALL_BIN) $(wildcard $(TRAINED)/*.* $(TRAINED)/qwen2/* $(TRAINED)/bge/*)
 	./$(RECALL_BIN) convert --qwen2 $(TRAINED)/qwen2 --bge $(TRAINED)/bge --pooler $(TRAINED)/pooler.pt \
 	  --gate $(TRAINED)/gate.npz --bridge $(TRAINED)/bge_head.npz --weights nf4 --quiet -o $@
-# The README's first command: the bundled random-weight worldA (whose loop the Hugging Face goldens
-# hold bit for bit) converted, benchmark problem 0 replayed through the recall loop, its trace drawn.
-demo: recall
+# The README's first command: the trained world (docs/WORLD.md) converted like the real artifacts,
+# held-out problem DEMO_PROBLEM replayed through the recall loop on the SP arm (no recall) and the
+# RC_bge arm (recall), each question's reply printed, the RC_bge trace drawn.
+demo: recall $(BUILD)/trained-f32.blob
+	@echo "== SP arm (the gist only: the fact has scrolled out of the window)"
+	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/eval_bench.json --problem $(DEMO_PROBLEM) \
+	  --arm SP --trace $(BUILD)/demo-trace-sp.json 2>$(BUILD)/demo-sp.txt; s=$$?; cat $(BUILD)/demo-sp.txt; exit $$s
+	@echo "== RC_bge arm (recall: the gate fires, the bridge head brings the block back)"
+	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/eval_bench.json --problem $(DEMO_PROBLEM) \
+	  --trace $(BUILD)/demo-trace.json 2>$(BUILD)/demo-rc.txt; s=$$?; cat $(BUILD)/demo-rc.txt; exit $$s
+	./recall trace-svg $(BUILD)/demo-trace.json -o $(BUILD)/demo-trace.svg
+	@echo "== the answers (each reply's text after </think>)"
+	@awk -f tools/train_world/demo_answers.awk $(BUILD)/demo-sp.txt $(BUILD)/demo-rc.txt
+	@echo "demo: traces in $(BUILD)/demo-trace.json (RC_bge) and $(BUILD)/demo-trace-sp.json (SP),"
+	@echo "      picture in $(BUILD)/demo-trace.svg (open it in a browser); docs/WORLD.md explains them"
+# The bundled random-weight worldA, whose loop the Hugging Face goldens hold bit for bit: converted,
+# benchmark problem 0 replayed through the recall loop, its trace drawn (docs/VERIFYING.md).
+demo-worldA: recall
 	./recall convert --qwen2 $(WORLDA)/qwen2 --bge $(WORLDA)/bge --pooler $(WORLDA)/pooler.pt \
 	  --gate $(WORLDA)/gate.npz --bridge $(WORLDA)/bge_head.npz --quiet -o $(BUILD)/worldA-f32.blob
 	./recall replay $(BUILD)/worldA-f32.blob --bench tests/golden/recall_bench.json --problem 0 \
-	  --trace $(BUILD)/demo-trace.json
-	./recall trace-svg $(BUILD)/demo-trace.json -o $(BUILD)/demo-trace.svg
-
-# The trained world (docs/WORLD.md): held-out problem DEMO_PROBLEM on the SP arm and the RC_bge arm.
-demo-world: recall $(BUILD)/trained-f32.blob
-	@echo "== SP arm (the gist only: the fact has scrolled out of the window)"
-	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/eval_bench.json --problem $(DEMO_PROBLEM) \
-	  --arm SP --trace $(BUILD)/demo-world-trace-sp.json 2>$(BUILD)/demo-world-sp.txt; s=$$?; cat $(BUILD)/demo-world-sp.txt; exit $$s
-	@echo "== RC_bge arm (recall: the gate fires, the bridge head brings the block back)"
-	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/eval_bench.json --problem $(DEMO_PROBLEM) \
-	  --trace $(BUILD)/demo-world-trace.json 2>$(BUILD)/demo-world-rc.txt; s=$$?; cat $(BUILD)/demo-world-rc.txt; exit $$s
-	./recall trace-svg $(BUILD)/demo-world-trace.json -o $(BUILD)/demo-world-trace.svg
-	@echo "== the answers (each reply's text after </think>)"
-	@awk -f tools/train_world/demo_answers.awk $(BUILD)/demo-world-sp.txt $(BUILD)/demo-world-rc.txt
-	@echo "demo: traces in $(BUILD)/demo-world-trace.json (RC_bge) and $(BUILD)/demo-world-trace-sp.json (SP),"
-	@echo "      picture in $(BUILD)/demo-world-trace.svg (open it in a browser); docs/WORLD.md explains them"
+	  --trace $(BUILD)/demo-worldA-trace.json
+	./recall trace-svg $(BUILD)/demo-worldA-trace.json -o $(BUILD)/demo-worldA-trace.svg
 # Retrain the trained world (tools/train_world/train.py: Debian python3 + python3-torch +
 # python3-numpy, CPU, one thread, seeded; 40 minutes on the shared 2-core machine at load 6-10) into
 # TRAIN_OUT; train-world-check compares a retrain's files with the committed manifest.

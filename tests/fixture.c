@@ -21,9 +21,14 @@
 
 #define WA "tests/golden/worldA/"
 
-static int newer_than_exe(const char *path) {
-    struct stat sb, se;
+/* A converted blob is reused while it is newer than the test binary and than its world's files
+ * (a retrained world's MANIFEST.xxh64 is written last). */
+static int blob_is_fresh(const char *path, const char *dir) {
+    struct stat sb, se, sm;
+    char manifest[256];
     if (stat(path, &sb) != 0) return 0;
+    snprintf(manifest, sizeof manifest, "%s/MANIFEST.xxh64", dir);
+    if (stat(manifest, &sm) == 0 && sm.st_mtime > sb.st_mtime) return 0;
     if (stat("/proc/self/exe", &se) != 0) return 1;
     return sb.st_mtime >= se.st_mtime;
 }
@@ -48,7 +53,7 @@ static const char *world_blob(const char *dir, const char *name, const char *wei
     if (w < 0) return NULL;
     char *path = paths[strcmp(name, "worldA") != 0][w][screen != 0];
     snprintf(path, 128, "build/fixture_%s_%s%s.blob", name, weights, screen ? "_screen" : "");
-    if (newer_than_exe(path)) return path;
+    if (blob_is_fresh(path, dir)) return path;
     mkdir("build", 0777);
     char tmp[256], q[256], bge[256], pooler[256], gate[256], bridge[256];
     snprintf(tmp, sizeof tmp, "%s.%ld.part", path, (long)getpid());

@@ -21,18 +21,16 @@
 
 #define T FIXTURE_TRAINED
 
-/* The measured run (docs/WORLD.md, "Measured"): held-out problems 0-3, faithful mode. The
- * committed decoder does not copy values yet (docs/WORLD.md, "How the copy was learned"), so the
- * answer counts are those of a decoder that writes a restated keyword and a learned value
- * pattern; the gate and the bridge head work. A decoder that copies raises EXPECT_*_OK and
- * EXPECT_*_EXACT (update them from its `recall eval`). */
-#define EXPECT_FULL_OK 0
+/* The measured run (docs/WORLD.md, "Measured"): held-out problems 0-3, faithful mode. FULL keeps
+ * the facts in view and copies every value; RC_bge gets each fact's block back and copies it; SP
+ * has the gist only and says it does not know. */
+#define EXPECT_FULL_OK 12
 #define EXPECT_SP_OK 0
-#define EXPECT_RC_OK 0
+#define EXPECT_RC_OK 12
 #define EXPECT_RC_RET 12
-#define EXPECT_FULL_EXACT 0
-#define EXPECT_RC_EXACT 0
-/* make demo-world's problem and the value its first question asks for */
+#define EXPECT_FULL_EXACT 12
+#define EXPECT_RC_EXACT 12
+/* make demo's problem and the value its first question asks for */
 #define DEMO_PROBLEM 0
 #define DEMO_VALUE "218"
 
@@ -182,7 +180,7 @@ static char *first_question_reply(const char *out) {
     return line;
 }
 
-/* What `make demo-world` shows: on RC_bge the first question turn prints the fire and the block it
+/* What `make demo` shows: on RC_bge the first question turn prints the fire and the block it
  * brought back, which holds the value; on SP no gate fires, nothing comes back and the reply
  * ends "</think>I don't know.". */
 Test(trained, replay_shows_the_block_come_back, .timeout = 600) {
@@ -200,12 +198,13 @@ Test(trained, replay_shows_the_block_come_back, .timeout = 600) {
     const char *eol = strchr(back, '\n'), *val = strstr(back, "is " DEMO_VALUE ".");
     cr_expect(val && eol && val < eol, "the first question's block holds the value: %s", rc_out);
     cr_expect(!strstr(sp_out, "gate fired"), "%s", sp_out);
-    /* SP, with nothing injected, says it does not know; RC_bge, with the block back, writes a
-     * value (the committed decoder does not copy it yet: docs/WORLD.md) */
+    /* SP, with nothing injected, says it does not know; RC_bge, with the block back, copies the
+     * value: the reply ends "</think> 218" */
     char *rc_reply = first_question_reply(rc_out), *sp_reply = first_question_reply(sp_out);
     const char *sp_tail = strstr(sp_reply, "</think>I don't know.\"");
     cr_expect(sp_tail && sp_tail[strlen("</think>I don't know.\"")] == 0, "SP: %s", sp_reply);
-    cr_expect(!strstr(rc_reply, "I don't know."), "RC_bge: %s", rc_reply);
+    const char *rc_tail = strstr(rc_reply, "</think> " DEMO_VALUE "\"");
+    cr_expect(rc_tail && rc_tail[strlen("</think> " DEMO_VALUE "\"")] == 0, "RC_bge: %s", rc_reply);
     free(rc_reply);
     free(sp_reply);
     free(rc_out);

@@ -1,4 +1,4 @@
-# demo_answers.awk - make demo-world's last table: for each question turn of two `recall replay` outputs
+# demo_answers.awk - make demo's last table: for each question turn of two `recall replay` outputs
 # (SP first, RC_bge second), the keyword asked, whether RC_bge's gate fired, and each arm's answer
 # (the reply's text after its last </think>).
 #   awk -f tools/train_world/demo_answers.awk SP.txt RC.txt

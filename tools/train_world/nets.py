@@ -102,8 +102,12 @@ class Qwen2(nn.Module):
             q = rot(q.view(B, T, NH, D).transpose(1, 2))
             k = rot(k.view(B, T, NKV, D).transpose(1, 2)).repeat_interleave(NH // NKV, 1)
             v = v.view(B, T, NKV, D).transpose(1, 2).repeat_interleave(NH // NKV, 1)
-            att = (q @ k.transpose(-1, -2)) / math.sqrt(D) + mask
-            a = att.softmax(-1) @ v
+            if attn_mask is None:  # one fused pass (scale, mask, matmul) a row: the [NH, T, T] scores are the cost
+                a = torch.cat([torch.baddbmm(mask, q[b], k[b].transpose(1, 2), alpha=1.0 / math.sqrt(D)).softmax(-1)
+                               @ v[b] for b in range(B)]).view(B, NH, T, D)
+            else:
+                att = (q @ k.transpose(-1, -2)) / math.sqrt(D) + mask
+                a = att.softmax(-1) @ v
             x = x + l.self_attn.o_proj(a.transpose(1, 2).reshape(B, T, NH * D))
             h = l.post_attention_layernorm(x)
             x = x + l.mlp.down_proj(F.silu(l.mlp.gate_proj(h)) * l.mlp.up_proj(h))

@@ -48,7 +48,8 @@ import world  # noqa: E402
 # ---- geometry of the world (written into the artifacts, read back by `recall convert`) ----------
 WINDOW, BLOCK, CHUNK, TOPK, TURN_CAP, BUF_MIN = 96, 32, 16, 2, 64, 16
 GATE_LAYERS = (1, 2, 3)
-QCFG = dict(hidden=128, layers=4, heads=4, kv_heads=2, head_dim=32, ffn=256, eps=1e-6, theta=10000.0, max_pos=2048)
+QCFG = dict(hidden=128, layers=4, heads=4, kv_heads=2, head_dim=32, ffn=256, eps=1e-6, theta=10000.0, max_pos=2048,
+            init_std=0.088, emb_std=1.0)  # layer matrices at 1/sqrt(hidden), embeddings at 1: a copy forms (WORLD.md)
 N_SP = 8
 POOLER = dict(heads=4, blocks=2, ffn=256)
 BERT = dict(hidden=64, layers=2, heads=4, ffn=128)
@@ -324,12 +325,14 @@ DEC = dict(
     curriculum=0,       # the first `curriculum` steps hold drills only
     needle_frac=0.10,   # share of long-context needle prompts among the rows
     recite_frac=0.25,   # share of recite drills (world.recite_steps) among the whole-sequence rows
-    induction=300,      # the first `induction` steps hold synthetic repeats only (induction_rows)
-    induction_varied=0, # 1: the repeats at varied distances (induction_rows varied=True); 2: repeat_rows
+    induction=1500,     # the first `induction` steps hold synthetic repeats only (induction_rows)
+    induction_varied=2, # 1: the repeats at varied distances (induction_rows varied=True); 2: repeat_rows
     induction_alpha=0,  # > 0: varied repeats over the first induction_alpha ids only
-    induction_n_rows=16,  # rows per synthetic-repeat step
+    induction_n_rows=32,  # rows per synthetic-repeat step
     keyed=0,            # then `keyed` steps of synthetic keyed lookups only (keyed_rows)
     keyed_every=0,      # after those, every keyed_every-th step is a keyed-lookup batch (0: none)
+    phase_lr=1,         # 1: the warm-up at lr constant (50 steps' ramp), then a cosine from world_lr over the rest
+    world_lr=3e-3,
 )
 
 
@@ -513,7 +516,14 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
     warm = max(1, int(steps * cfg["warm_frac"]))
     tok_seen, t_start = 0, time.time()
     for it in range(steps):
-        lr = cfg["lr"] * min(1.0, (it + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * it / steps)))
+        if cfg["phase_lr"] and it < cfg["induction"]:  # the synthetic warm-up at the peak rate
+            lr = cfg["lr"] * min(1.0, (it + 1) / 50)
+        elif cfg["phase_lr"]:  # then a cosine of its own over the world's steps
+            n_w, i_w = steps - cfg["induction"], it - cfg["induction"]
+            lr = cfg["world_lr"] * min(1.0, (i_w + 1) / max(1, int(n_w * cfg["warm_frac"]))) * (
+                0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * i_w / n_w)))
+        else:
+            lr = cfg["lr"] * min(1.0, (it + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * it / steps)))
         for g in opt.param_groups:
             g["lr"] = lr
         if it < cfg["induction"]:
@@ -735,7 +745,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/golden/trained")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=750)
+    ap.add_argument("--steps", type=int, default=4500)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--form", default=world.FORM, choices=["plain", "reprise", "recopy"],
                     help="how the reply restates the value (world.reply_parts)")
