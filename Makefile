@@ -332,7 +332,7 @@ demo-worldA: recall
 	  --trace $(BUILD)/demo-worldA-trace.json
 	./recall trace-svg $(BUILD)/demo-worldA-trace.json -o $(BUILD)/demo-worldA-trace.svg
 # Retrain the trained world (tools/train_world/train.py: Debian python3 + python3-torch +
-# python3-numpy, CPU, one thread, seeded; 40 minutes on the shared 2-core machine at load 6-10) into
+# python3-numpy, CPU, one thread, seeded; 46 minutes on the 2-core development machine) into
 # TRAIN_OUT; train-world-check compares a retrain's files with the committed manifest.
 TRAIN_OUT ?= $(BUILD)/trained
 train-world:

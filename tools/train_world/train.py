@@ -14,8 +14,9 @@ compares). Stages:
   2. tokenizers: byte-level BPE (Qwen2 schema) and WordPiece (bge schema) trained on the corpus.
   3. pooler: AttnPoolSP, random and fixed (seeded): its gist carries nothing the decoder can use,
      so the SP arm is the no-recall baseline.
-  4. decoder: synthetic repeats first (induction_rows; meant to form the induction heads the
-     copy needs, which at a fixed distance they do not: docs/WORLD.md), then Qwen2 trained on the layouts the loop builds: the whole dialogue (FULL), and
+  4. decoder: from layer matrices at std 1/sqrt(hidden) and embeddings at std 1, 1,500 steps of
+     synthetic repeats at varied distances (repeat_rows: they form the induction copy every
+     answer needs; docs/WORLD.md), then 3,000 steps on the layouts the loop builds: the whole dialogue (FULL), and
      [BOS][SP over the evicted prefix][injected blocks][window] at contiguous positions (RC/SP),
      where it copies a value from an injected block or says "I don't know" when it has none.
   5. gate: the q_proj outputs (after bias, before RoPE) of the gate layers at the loop's check
