@@ -419,9 +419,9 @@ Test(longctx, cli_runs_every_arm_and_writes_the_json) {
  * is 96 tokens: at depth 0.1 the needle has scrolled out, the gate fires, the bridge head brings
  * its block back and RC_bge answers; at 0.5 it copies the value with one digit too many
  * ("8696664"), and at 0.9 the needle (tokens 302-322) is leaving the window while the reply is
- * written and it says it does not know (the measured run: docs/WORLD.md, "Measured"). SP, with the gist only, never answers; SP and FULL
- * score no gate. Replies restate the keyword and the value before </think> (about 50 tokens):
- * --max-new 64. */
+ * written and it says it does not know (the measured run: docs/WORLD.md, "Measured"). SP, with
+ * the gist only, never answers; SP and FULL score no gate. Replies restate the keyword and the
+ * value before </think> (about 50 tokens): --max-new 64. */
 #define TRAINED_LCTX_LEN "384"
 static const int trained_lctx_exact[3][3] = {/* FULL, SP, RC_bge at depth 0.1, 0.5, 0.9 */
                                              {1, 1, 1},
@@ -457,9 +457,10 @@ Test(longctx, trained_world_answers_the_needle, .timeout = 600) {
         cr_expect_eq(get(get(ar, "FULL", JSON_OBJ), "gates", JSON_NUM)->i, 0);
         cr_expect_eq(get(get(ar, "SP", JSON_OBJ), "gates", JSON_NUM)->i, 0);
     }
-    cr_expect_eq(exact[0], 3, "FULL answered %d/3", exact[0]);
-    cr_expect_eq(exact[1], 0, "SP answered %d/3", exact[1]);
-    cr_expect_eq(exact[2], 1, "RC_bge answered %d/3", exact[2]);
+    for (int a = 0; a < 3; a++) {
+        const int want = trained_lctx_exact[a][0] + trained_lctx_exact[a][1] + trained_lctx_exact[a][2];
+        cr_expect_eq(exact[a], want, "%s answered %d/3, the measured run %d/3", arms[a], exact[a], want);
+    }
     cr_expect_eq(fired, 3, "RC_bge fired in %d/3 cases", fired);
     json_free(doc);
     remove(json);

@@ -509,6 +509,12 @@ def stack_rows(model, exs):
     return X, TG, WT
 
 
+def warm_cosine(peak, i, n, warm):
+    """The learning rate at step i of n: a linear ramp over `warm` steps to `peak`, then a cosine
+    from peak to 10 % of it."""
+    return peak * min(1.0, (i + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * i / n)))
+
+
 def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None, every=0, on_eval=None):
     """AdamW on the weighted next-token loss; on_eval(it) is called every `every` steps."""
     cfg = dict(DEC, **(cfg or {}))
@@ -520,11 +526,10 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
         if cfg["phase_lr"] and it < cfg["induction"]:  # the synthetic warm-up at the peak rate
             lr = cfg["lr"] * min(1.0, (it + 1) / 50)
         elif cfg["phase_lr"]:  # then a cosine of its own over the world's steps
-            n_w, i_w = steps - cfg["induction"], it - cfg["induction"]
-            lr = cfg["world_lr"] * min(1.0, (i_w + 1) / max(1, int(n_w * cfg["warm_frac"]))) * (
-                0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * i_w / n_w)))
+            n_w = steps - cfg["induction"]
+            lr = warm_cosine(cfg["world_lr"], it - cfg["induction"], n_w, max(1, int(n_w * cfg["warm_frac"])))
         else:
-            lr = cfg["lr"] * min(1.0, (it + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * it / steps)))
+            lr = warm_cosine(cfg["lr"], it, steps, warm)
         for g in opt.param_groups:
             g["lr"] = lr
         if it < cfg["induction"]:
