@@ -78,7 +78,7 @@ need-cross-riscv64:
 	@$(call cross_need,riscv64,riscv64-linux-gnu,riscv64,qemu-riscv64-static)
 need-cross-s390x:
 	@$(call cross_need,s390x,s390x-linux-gnu,s390x,qemu-s390x-static)
-NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-cross-aarch64 need-cross-armhf \
+NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-train need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
 PHONY_EXTRA = demo-worldA train-world train-world-check test-replay synth-copy realshape bench-loop bench-long bench-history \
@@ -335,8 +335,14 @@ demo-worldA: recall
 # python3-numpy, CPU, one thread, seeded; 46 minutes on the 2-core development machine) into
 # TRAIN_OUT; train-world-check compares a retrain's files with the committed manifest.
 TRAIN_OUT ?= $(BUILD)/trained
-train-world:
-	/usr/bin/python3 tools/train_world/train.py --out $(TRAIN_OUT)
+# OpenBLAS's own threads stay at one: torch's two intra-op threads are the recipe's parallelism.
+need-train:
+	@$(NEED) train-world /usr/lib/python3/dist-packages/torch/__init__.py:python3-torch \
+	  /usr/lib/python3/dist-packages/numpy/__init__.py:python3-numpy \
+	  /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3:libopenblas0-pthread \
+	  /usr/share/dict/american-english:wamerican /usr/share/wordnet/data.noun:wordnet-base
+train-world: need-train
+	OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/train_world/train.py --out $(TRAIN_OUT)
 train-world-check: train-world
 	cd $(TRAIN_OUT) && diff MANIFEST.xxh64 $(CURDIR)/$(TRAINED)/MANIFEST.xxh64 && echo "train-world: same bytes as $(TRAINED)"
 

@@ -56,7 +56,7 @@ def main():
     a.setdefault("qk", a["init"])
     torch.set_num_threads(a["threads"])
     torch.manual_seed(a["seed"])
-    cfg = dict(train.QCFG, hidden=a["hidden"], layers=a["layers"], vocab=1024)
+    cfg = dict(train.QCFG, hidden=a["hidden"], layers=a["layers"], vocab=max(1024, (a["V"] + 127) // 64 * 64))
     m = nets.Qwen2(cfg)
     for name, p in m.named_parameters():
         if p.dim() != 2:

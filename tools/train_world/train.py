@@ -43,6 +43,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import manifest  # noqa: E402
 import nets  # noqa: E402
+import lexicon  # noqa: E402
 import tok  # noqa: E402
 import world  # noqa: E402
 
@@ -54,7 +55,7 @@ QCFG = dict(hidden=128, layers=4, heads=4, kv_heads=2, head_dim=32, ffn=256, eps
 N_SP = 8
 POOLER = dict(heads=4, blocks=2, ffn=256)
 BERT = dict(hidden=64, layers=2, heads=4, ffn=128)
-N_MERGES, WP_SIZE = 760, 1200
+N_MERGES, WP_SIZE = 3800, 8000  # byte-level BPE merges (vocab 4,096 with bytes and specials); WordPiece size
 BATCH_TOKENS = 2000
 VALUE_W = 10.0  # loss weight of the value tokens (the copy is what the world is for)
 HAYSTACK_COMMIT = "9205ae22048ad97fc2e48429f5eff8b1bbde5d62"
@@ -85,55 +86,81 @@ def training_haystack(repo):
 
 
 class World:
-    """Facts, casual pairs and the evaluation bench."""
+    """Facts, casual pairs and the evaluation benches. Training draws keywords, values and casual
+    lines from the training side of the lexicon (lexicon.py, world.py); the evaluation facts use
+    held-out keywords, held-out words and names, and the held-out kinds of value, and never a value
+    that training draws."""
+
+    EVAL_KINDS = ["name"] * 4 + ["word"] * 4 + ["phrase"] * 3 + ["number"] * 5 + ["code"] * 6 + ["date"] * 4 + \
+                 ["time"] * 6
 
     def __init__(self, seed):
+        self.lex = Lex()
         r = random.Random(seed * 7919 + 1)
-        tr_kw, ev_kw = world.kw_split()
-        # evaluation facts: one held-out pair per modifier (a distinct first word), novel values
-        by_mod = {}
-        for kw in ev_kw:
-            by_mod.setdefault(kw.split()[0], []).append(kw)
-        self.eval_facts, vals = [], set()
-        for m in world.MODS:
-            kw = r.choice(by_mod[m])
-            v = world.draw_value(r)
+        self.eval_facts, vals, kws = [], set(), set()
+        for kind in self.EVAL_KINDS:
+            kw = world.draw_keyword(r, self.lex, "eval")
+            while kw in kws:
+                kw = world.draw_keyword(r, self.lex, "eval")
+            v = world.draw_value(r, self.lex, kind, "eval")
             while v in vals:
-                v = world.draw_value(r)
+                v = world.draw_value(r, self.lex, kind, "eval")
+            kws.add(kw)
             vals.add(v)
             self.eval_facts.append([kw, v])
         self.eval_values = vals
         self.eval_casual = []
         seen = set()
         while len(self.eval_casual) < 32:
-            p = world.casual_pair(r)
+            p = world.casual_pair(r, self.lex, "eval")
             if p[0] not in seen:
                 seen.add(p[0])
                 self.eval_casual.append(list(p))
-        self.train_kw = tr_kw
         self.rng = random.Random(seed * 104729 + 2)
 
     def train_value(self, r):
         while True:
-            v = world.draw_value(r)
+            v = world.draw_value(r, self.lex, world.train_kind(r))
             if v not in self.eval_values:
                 return v
 
     def train_facts(self, r, n=12):
-        kws = r.sample(self.train_kw, n)
-        return [(k, self.train_value(r)) for k in kws]
+        kws = set()
+        while len(kws) < n:
+            kws.add(world.draw_keyword(r, self.lex))
+        return [(k, self.train_value(r)) for k in sorted(kws)]
 
     def train_casual(self, r, n=16):
-        return [world.casual_pair(r) for _ in range(n)]
+        return [world.casual_pair(r, self.lex) for _ in range(n)]
 
-    def bench_json(self):
-        return {
-            "description": "Held-out multi-fact recall benchmark of the trained world (tools/train_world): keywords "
-                           "and values never seen in training, casual turns drawn apart from the training ones; "
-                           "problems are built as in recall_bench.json (random.Random(i)).",
-            "fact_user": world.FACT_USER, "fact_assistant": world.FACT_ASSISTANT,
-            "question_user": world.QUESTION_USER, "facts": self.eval_facts, "casual": self.eval_casual,
-        }
+    def bench_json(self, phrasing=False):
+        """The held-out benchmark (eval_bench.json: the benchmark's own templates) or the same facts
+        asked in the held-out phrasings (eval_phrasing.json)."""
+        fu, qu = world.FACT_USER, world.QUESTION_USER
+        desc = ("Held-out multi-fact recall benchmark of the trained world (tools/train_world): keywords with "
+                "held-out words, held-out names and words as values, kinds of value never trained (times of day, "
+                "ISO dates), casual lines from held-out WordNet sentences; problems are built as in "
+                "recall_bench.json (random.Random(i)).")
+        if phrasing:
+            fu, qu = world.HELD_FACT_TEMPLATES[0], world.HELD_QUESTION_TEMPLATES[0]
+            desc += " Facts and questions are worded in phrasings never trained."
+        return {"description": desc, "fact_user": fu, "fact_assistant": world.FACT_ASSISTANT, "question_user": qu,
+                "facts": self.eval_facts, "casual": self.eval_casual,
+                "kinds": [world.value_kind(v) for _, v in self.eval_facts]}
+
+
+class Lex:
+    """The lexicon split into its training and held-out sides (lexicon.held)."""
+
+    def __init__(self):
+        words, names = lexicon.dictionary()
+        sents = lexicon.sentences()
+        self.words_tr = [w for w in words if not lexicon.held(w)]
+        self.words_ev = [w for w in words if lexicon.held(w)]
+        self.names_tr = [n for n in names if not lexicon.held(n) and n not in world.HELD_NAMES]
+        self.sents_tr = [s for s in sents if not lexicon.held(s)]
+        self.sents_ev = [s for s in sents if lexicon.held(s)]
+        self.all_words = words + names
 
 
 # ---- encoding a dialogue into ids with the spans the losses and labels need ----------------------
@@ -180,11 +207,10 @@ def encode_steps(bpe, steps):
             e.w += [1.0] * len(rr)
         t["reply"] = (r0, len(e.ids))
         if kind == "fact":
-            m = world.FACT_USER.split("{kw}")[0]
-            facts[steps[i][1][len(m):].split(" is ")[0]] = (s0, s0 + len(h))
+            facts[kw] = (s0, s0 + len(h))
         t["fact_span"] = facts.get(kw) if kind == "q" else None
         if kind == "q":
-            q = world.QUESTION_USER.split("{kw}")[0] + kw
+            q = u[:u.index(kw) + len(kw)]  # the question up to the end of its keyword
             t["kw_end"] = s0 + len(bpe.encode((world.EOS_S if i else "") + world.USER_S + q))
         e.turns.append(t)
     return e
@@ -298,13 +324,15 @@ def full_example(e, bos_id, eos_id):
 
 # ---- stage 4: the decoder -----------------------------------------------------------------------
 def sample_dialogue(W, r, bpe, bench_shape, drill=False, recite=False):
+    """A training dialogue, its facts and questions in the training phrasings (world.Phrasing)."""
     facts = W.train_facts(r)
     cas = W.train_casual(r)
+    ph = world.training_phrasing(r)
     if recite:
-        return encode_steps(bpe, world.recite_steps(r, facts, cas))
+        return encode_steps(bpe, world.recite_steps(r, facts, cas, ph))
     if drill:
-        return encode_steps(bpe, world.drill_steps(r, facts, cas))
-    steps = world.bench_steps(r, facts, cas) if bench_shape else world.free_steps(r, facts, cas)
+        return encode_steps(bpe, world.drill_steps(r, facts, cas, ph))
+    steps = world.bench_steps(r, facts, cas, ph) if bench_shape else world.free_steps(r, facts, cas, ph)
     return encode_steps(bpe, steps)
 
 
@@ -326,10 +354,12 @@ DEC = dict(
     curriculum=0,       # the first `curriculum` steps hold drills only
     needle_frac=0.10,   # share of long-context needle prompts among the rows
     recite_frac=0.25,   # share of recite drills (world.recite_steps) among the whole-sequence rows
-    induction=1500,     # the first `induction` steps hold synthetic repeats only (induction_rows)
+    induction=2500,     # at most this many steps of synthetic repeats first (induction_rows)
     induction_varied=2, # 1: the repeats at varied distances (induction_rows varied=True); 2: repeat_rows
     induction_alpha=0,  # > 0: varied repeats over the first induction_alpha ids only
     induction_n_rows=32,  # rows per synthetic-repeat step
+    induction_min=1000, # the warm-up's earliest end (see train_decoder)
+    induction_stop=0.95,  # ... once this share of held-out repeats is copied (0: always `induction` steps)
     keyed=0,            # then `keyed` steps of synthetic keyed lookups only (keyed_rows)
     keyed_every=0,      # after those, every keyed_every-th step is a keyed-lookup batch (0: none)
     phase_lr=1,         # 1: the warm-up at lr constant (50 steps' ramp), then a cosine from world_lr over the rest
@@ -406,7 +436,7 @@ def induction_rows(model, r, n_rows=16, varied=False, alpha=0):
     matches per step. varied 2: repeat_rows (several repeats a 96-id row over the first 960 ids),
     the rows induction_probe.py saw form a copy. Returns X, TG, WT as stack_rows."""
     if varied == 2:
-        return pad_rows(model, *repeat_rows(r, n_rows))
+        return pad_rows(model, *repeat_rows(r, n_rows, V=QCFG["vocab"] - 64))
     V = QCFG["vocab"] - 64
     rows, wts = [], []
     for i in range(n_rows):
@@ -515,32 +545,52 @@ def warm_cosine(peak, i, n, warm):
     return peak * min(1.0, (i + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * i / n)))
 
 
-def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None, every=0, on_eval=None):
-    """AdamW on the weighted next-token loss; on_eval(it) is called every `every` steps."""
+def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None, every=0, on_eval=None, ckpt=None):
+    """AdamW on the weighted next-token loss; on_eval(it) is called every `every` steps.
+
+    The synthetic warm-up lasts until the copy has formed: from induction_min steps on, every 100
+    steps the argmax accuracy on fresh held-out repeat rows is checked, and the warm-up ends at the
+    first check at or above induction_stop (at most `induction` steps). Then steps - induction world
+    steps follow, so the world's schedule does not depend on when the copy formed. The decision
+    uses the training's own numbers only: the same seed gives the same run.
+
+    ckpt: a path; every 250 steps the whole state (model, optimiser, random generators, the
+    warm-up's end) is written there (temp file + rename), and a run that finds it continues from
+    it, to the same bytes as a run that never stopped."""
     cfg = dict(DEC, **(cfg or {}))
     r = random.Random(seed * 31 + 4)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.98), weight_decay=0.01)
+    n_world = steps - cfg["induction"]
     warm = max(1, int(steps * cfg["warm_frac"]))
-    tok_seen, t_start = 0, time.time()
-    for it in range(steps):
-        if cfg["phase_lr"] and it < cfg["induction"]:  # the synthetic warm-up at the peak rate
+    tok_seen, t_start, it0, ind_end = 0, time.time(), 0, (cfg["induction"] if not cfg["induction_stop"] else None)
+    if ckpt and os.path.exists(ckpt):
+        st = torch.load(ckpt)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        r.setstate(st["rng"])
+        torch.set_rng_state(st["torch_rng"])
+        it0, ind_end, tok_seen = st["it"], st["ind_end"], st["tok_seen"]
+        log("decoder: resumed from %s at step %d (warm-up end %s)" % (ckpt, it0, ind_end))
+    it = it0
+    while ind_end is None or it < ind_end + n_world:
+        warming = ind_end is None or it < ind_end
+        if cfg["phase_lr"] and warming:  # the synthetic warm-up at the peak rate
             lr = cfg["lr"] * min(1.0, (it + 1) / 50)
         elif cfg["phase_lr"]:  # then a cosine of its own over the world's steps
-            n_w = steps - cfg["induction"]
-            lr = warm_cosine(cfg["world_lr"], it - cfg["induction"], n_w, max(1, int(n_w * cfg["warm_frac"])))
+            lr = warm_cosine(cfg["world_lr"], it - ind_end, n_world, max(1, int(n_world * cfg["warm_frac"])))
         else:
             lr = warm_cosine(cfg["lr"], it, steps, warm)
         for g in opt.param_groups:
             g["lr"] = lr
-        if it < cfg["induction"]:
+        if warming:
             X, TG, WT = induction_rows(model, r, cfg["induction_n_rows"], int(cfg["induction_varied"]),
                                        cfg["induction_alpha"])
-        elif it < cfg["induction"] + cfg["keyed"] or (
-                cfg["keyed_every"] and (it - cfg["induction"] - cfg["keyed"]) % cfg["keyed_every"] == 0):
+        elif it < ind_end + cfg["keyed"] or (
+                cfg["keyed_every"] and (it - ind_end - cfg["keyed"]) % cfg["keyed_every"] == 0):
             X, TG, WT = keyed_rows(model, r, bpe)
         else:
             exs = batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, it % cfg["full_every"] == 0, cfg,
-                                 it < cfg["induction"] + cfg["keyed"] + cfg["curriculum"])
+                                 it < ind_end + cfg["keyed"] + cfg["curriculum"])
             X, TG, WT = stack_rows(model, exs)
         if cfg["value_w"] != VALUE_W:
             WT[WT == VALUE_W] = cfg["value_w"]
@@ -553,11 +603,27 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         tok_seen += X.shape[0] * X.shape[1]
-        if it % 25 == 0 or it == steps - 1:
-            log("decoder step %d/%d loss %.4f lr %.2e rows %d x %d (%.0f tok/s)" %
-                (it, steps, loss.item(), lr, X.shape[0], X.shape[1], tok_seen / (time.time() - t_start)))
-        if on_eval and every and ((it + 1) % every == 0 or it == steps - 1):
-            on_eval(it + 1)
+        if it % 25 == 0:
+            log("decoder step %d loss %.4f lr %.2e rows %d x %d (%.0f tok/s)" %
+                (it, loss.item(), lr, X.shape[0], X.shape[1], tok_seen / (time.time() - t_start)))
+        it += 1
+        if ind_end is None and (it >= cfg["induction"] or (it >= cfg["induction_min"] and it % 100 == 0)):
+            ok, n = synthetic_eval(model, lambda m, rr, k: induction_rows(m, rr, k, int(cfg["induction_varied"])),
+                                   seed=4243, n_rows=32)
+            log("warm-up step %d: held-out repeats %d/%d (%.1f %%)" % (it, ok, n, 100.0 * ok / n))
+            if ok >= cfg["induction_stop"] * n or it >= cfg["induction"]:
+                ind_end = it
+                log("warm-up ends at step %d; %d world steps follow" % (it, n_world))
+        if on_eval and every and it % every == 0:
+            on_eval(it)
+        if ckpt and it % 250 == 0:
+            tmp = ckpt + ".tmp"
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "rng": r.getstate(),
+                        "torch_rng": torch.get_rng_state(), "it": it, "ind_end": ind_end, "tok_seen": tok_seen}, tmp)
+            os.replace(tmp, ckpt)
+    log("decoder: %d steps (warm-up %d, world %d)" % (it, ind_end, n_world))
+    if on_eval and every and it % every:
+        on_eval(it)
 
 
 def copy_eval(model, pooler, W, bpe, ids_, n=16, seed=12345):
@@ -693,12 +759,19 @@ def build_corpus(seed, repo):
     texts = []
     for _ in range(1500):
         facts, cas = W.train_facts(r), W.train_casual(r)
-        st = world.bench_steps(r, facts, cas) if r.random() < 0.5 else world.free_steps(r, facts, cas)
+        ph = world.training_phrasing(r)
+        st = world.bench_steps(r, facts, cas, ph) if r.random() < 0.5 else world.free_steps(r, facts, cas, ph)
         texts.append("".join(h + a for _, h, a, _, _ in world.segments(st)))
     texts.append(world.INTRO + world.NEEDLE_Q)
     hay_chunks = [hay[i:i + 4000] for i in range(0, len(hay), 4000)]
-    log("corpus: %d dialogues, haystack %d bytes" % (len(texts) - 1, len(hay)))
-    bpe = tok.train_bpe(texts + hay_chunks, N_MERGES)
+    # the tokenizers also learn the language at large: WordNet's training sentences and every word
+    # of the dictionary once (a real tokenizer has seen every word; the decoder has not)
+    lang = [" ".join(W.lex.sents_tr[i:i + 200]) for i in range(0, len(W.lex.sents_tr), 200)]
+    lang += [" " + " ".join(W.lex.all_words[i:i + 500]) for i in range(0, len(W.lex.all_words), 500)]
+    log("corpus: %d dialogues, haystack %d bytes, %d sentences, %d dictionary words" % (
+        len(texts) - 1, len(hay), len(W.lex.sents_tr), len(W.lex.all_words)))
+    bpe = tok.train_bpe(texts + hay_chunks + lang, N_MERGES)
+    W.lang = lang
     V = bpe.n_ids()
     QCFG["vocab"] = (V + 63) // 64 * 64
     ids_ = {"bos": bpe.added[tok.SPECIALS[3][0]], "eos": bpe.added[tok.SPECIALS[0][0]]}
@@ -706,6 +779,21 @@ def build_corpus(seed, repo):
     hay_pieces = [bpe.decode([i]) for i in hay_ids]
     log("bpe: %d merges, %d ids (model vocab %d); haystack %d tokens" % (len(bpe.merges), V, QCFG["vocab"], len(hay_ids)))
     return W, hay, texts, bpe, hay_pieces, ids_
+
+
+def log_tokenizer_stats(W, bpe, wp):
+    """The tokenizers on held-out text (WordNet sentences never trained, the held-out names):
+    BPE tokens per word, words split into single bytes, WordPiece [UNK] rate and pieces per word."""
+    text = " ".join(W.lex.sents_ev[:2000]) + " " + " ".join(world.HELD_NAMES)
+    words = text.split()
+    n_bpe = sum(len(bpe.encode(" " + w)) for w in words)
+    shredded = sum(1 for w in words if len(w) > 3 and len(bpe.encode(" " + w)) >= len(w))
+    wp_ids = [wp._word(w) for w in tok.bert_words(text)]
+    n_unk = sum(1 for ids in wp_ids if ids == [1])
+    log("tokenizers on held-out text (%d words): BPE %.3f tokens/word, %d words of 4+ letters in single bytes; "
+        "WordPiece %.3f pieces/word, [UNK] %d of %d (%.3f %%)" % (
+            len(words), n_bpe / len(words), shredded, sum(len(x) for x in wp_ids) / len(wp_ids), n_unk, len(wp_ids),
+            100.0 * n_unk / len(wp_ids)))
 
 
 # ---- file formats ------------------------------------------------------------------------------
@@ -751,8 +839,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/golden/trained")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=4500)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=5000, help="decoder steps: the warm-up's cap (DEC induction) plus the "
+                    "world's steps")
+    ap.add_argument("--ckpt", default=None, help="the decoder's checkpoint (default OUT.ckpt): written every 250 steps, "
+                    "resumed from when present, removed when the run ends")
+    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--form", default=world.FORM, choices=["plain", "reprise", "recopy"],
                     help="how the reply restates the value (world.reply_parts)")
     ap.add_argument("--set", nargs="*", default=[], help="KEY=VALUE overrides of the decoder schedule (DEC)")
@@ -793,8 +884,9 @@ def main():
         res = copy_eval(model, pooler, W, bpe, ids_, n=8)
         log("held-out copy at step %d: " % it + "  ".join("%s %d/%d" % (k, v[0], v[1]) for k, v in res.items()))
 
+    ckpt = args.ckpt or out.rstrip("/") + ".ckpt"
     train_decoder(model, pooler, W, bpe, hay_pieces, args.steps, args.seed + (1000 if args.init else 0), ids_, cfg,
-                  args.eval_every, on_eval)
+                  args.eval_every, on_eval, ckpt)
     model.eval()
 
     # block texts for the WordPiece vocabulary come from the training dialogues' decoded blocks
@@ -803,9 +895,10 @@ def main():
     for _ in range(300):
         e = sample_dialogue(W, rr, bpe, True)
         wp_texts += [bpe.decode(e.ids[a:a + BLOCK]) for a in range(0, len(e.ids), BLOCK)]
-    wp_texts += [hay[i:i + 2000] for i in range(0, len(hay), 2000)]
+    wp_texts += [hay[i:i + 2000] for i in range(0, len(hay), 2000)] + W.lang
     wp = tok.train_wordpiece(wp_texts, WP_SIZE)
     log("wordpiece: %d tokens" % len(wp.tokens))
+    log_tokenizer_stats(W, bpe, wp)
 
     # 5. gate: features along the loop's checks
     layers = GATE_LAYERS
@@ -963,10 +1056,13 @@ def main():
                 "d": np.array(64, dtype=np.int64)})
     save_npz(os.path.join(out, "bge_head.npz"), bsd)
     write_json(W.bench_json(), os.path.join(out, "eval_bench.json"))
+    write_json(W.bench_json(phrasing=True), os.path.join(out, "eval_phrasing.json"))
     with open(os.path.join(out, "corpus_sample.txt"), "w", encoding="utf-8") as f:
         f.write("\n\n".join(texts[:40]))
 
     n_files = manifest.write(out)
+    if os.path.exists(ckpt):
+        os.remove(ckpt)
     log("wrote %d files to %s (MANIFEST.xxh64)" % (n_files, out))
 
 
