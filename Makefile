@@ -82,6 +82,7 @@ NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-train ne
   need-cross-riscv64 need-cross-s390x
 
 PHONY_EXTRA = demo-worldA train-world train-world-check test-replay synth-copy realshape bench-loop bench-long bench-history \
+  bench-farback \
   soak soak-lsan \
   bench-tok bench-kv-pages bench-draft test-sbs
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
@@ -104,6 +105,8 @@ help:
 	@echo "  bench-draft plain vs --draft N decode tok/s + acceptance on the synth blob (BENCH_ARGS='--draft 8')"
 	@echo "  bench-long  prefill/decode tok/s, KV bytes, peak RSS at 4k..32k on the synth blob (LONG_LENS=..,"
 	@echo "              LONG_NEEDLE=1: a needle case as the prompt, its answer printed)"
+	@echo "  bench-farback  far-back recall on the trained world: turn time, fires, BERT encodes and time per fire"
+	@echo "              at 2k / 8k / 32k tokens (FARBACK_BLOB, FARBACK_BENCH, BENCH_ARGS='--cases 3 --len ..')"
 	@echo "  bench-history  a rebuild's pooler time and peak RSS as the evicted history grows to 64k, with and"
 	@echo "              without the pooler cache, and what else grows (HISTORY_LENS=..; synth blob)"
 	@echo "  soak        200 worldA chat turns via recall chat --session, SIGKILLed at seeded points (SOAK_ARGS=)"
@@ -335,14 +338,16 @@ demo-worldA: recall
 # python3-numpy, CPU, one thread, seeded; 46 minutes on the 2-core development machine) into
 # TRAIN_OUT; train-world-check compares a retrain's files with the committed manifest.
 TRAIN_OUT ?= $(BUILD)/trained
-# OpenBLAS's own threads stay at one: torch's two intra-op threads are the recipe's parallelism.
+# OpenBLAS is told its kernels (Haswell: AVX2 + FMA, on every x86-64 host this project runs on):
+# Debian's OpenBLAS does not know Zen 5 and falls back to its SSE3 "Prescott" kernels, 3x slower.
+# One thread (torch's and OpenBLAS's): the recipe runs beside other work and gives the same bytes.
 need-train:
 	@$(NEED) train-world /usr/lib/python3/dist-packages/torch/__init__.py:python3-torch \
 	  /usr/lib/python3/dist-packages/numpy/__init__.py:python3-numpy \
 	  /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3:libopenblas0-pthread \
 	  /usr/share/dict/american-english:wamerican /usr/share/wordnet/data.noun:wordnet-base
 train-world: need-train
-	OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/train_world/train.py --out $(TRAIN_OUT)
+	OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/train_world/train.py --out $(TRAIN_OUT)
 train-world-check: train-world
 	cd $(TRAIN_OUT) && diff MANIFEST.xxh64 $(CURDIR)/$(TRAINED)/MANIFEST.xxh64 && echo "train-world: same bytes as $(TRAINED)"
 
@@ -454,6 +459,17 @@ bench-history: $(BUILD)/bench_history
 	    || exit 1; \
 	done
 	./$(BUILD)/bench_history $(SYNTH)/r1-1.5b-nf4.blob --other $(lastword $(HISTORY_LENS))
+
+# Far-back recall's cost (bench/bench_farback.c): per distance, `longctx --task farfact`'s chats through the
+# RC_bge loop: turn time, each fire's BERT encodes and wall time, peak RSS; then a cold and a warm fire
+# and the bridge scoring alone on the archive at the question. FARBACK_BLOB / FARBACK_BENCH: another
+# world (a retrained tests/golden/trained converts to the default blob).
+FARBACK_BLOB ?= $(BUILD)/trained-f32.blob
+FARBACK_BENCH ?= $(TRAINED)/eval_bench.json
+$(BUILD)/bench_farback: bench/bench_farback.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+bench-farback: $(BUILD)/bench_farback $(FARBACK_BLOB)
+	./$(BUILD)/bench_farback $(FARBACK_BLOB) $(FARBACK_BENCH) $(BENCH_ARGS)
 
 # Long-running sessions (bench/soak.c, not part of `make test`): an uninterrupted reference chat,
 # then the same chat SIGKILLed at seeded points and restarted from the session file; checks every

@@ -9,7 +9,11 @@ probes, how many fired.
         exact answers and RC_bge fires per arm, summed over the files)
 """
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from world import value_kind  # noqa: E402
 
 
 def final_answer(reply):
@@ -46,8 +50,31 @@ def main():
                 elif t["kind"] == "probe":
                     pr += 1
                     prf += t["n_fires"] > 0
-        pct = lambda a, b: "%d/%d %3.0f%%" % (a, b, 100.0 * a / max(1, b))
         print("%-8s %10d %14s %14s %14s %12s" % (arm["label"], q, pct(ok, q), pct(ex, q), pct(ret, q), pct(prf, pr)))
+    by_kind(doc)
+
+
+def pct(a, b):
+    return "%d/%d %3.0f%%" % (a, b, 100.0 * a / max(1, b))
+
+
+def by_kind(doc):
+    """Exact answers per kind of value (world.value_kind), per arm."""
+    kinds, rows = [], {}
+    for arm in doc["arms"]:
+        for p in arm["per_problem"]:
+            for t in p["turns"]:
+                if t["kind"] != "q":
+                    continue
+                k = value_kind(t["val"])
+                if k not in kinds:
+                    kinds.append(k)
+                c = rows.setdefault(arm["label"], {}).setdefault(k, [0, 0])
+                c[0] += final_answer(t["reply_text"]) == t["val"]
+                c[1] += 1
+    print("exact by kind of value: " + "  ".join("%-12s" % k for k in kinds))
+    for label, c in rows.items():
+        print("%-8s %s" % (label, "  ".join("%-12s" % pct(*c.get(k, [0, 0])) for k in kinds)))
 
 
 if __name__ == "__main__":

@@ -843,7 +843,7 @@ def main():
                     "world's steps")
     ap.add_argument("--ckpt", default=None, help="the decoder's checkpoint (default OUT.ckpt): written every 250 steps, "
                     "resumed from when present, removed when the run ends")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--form", default=world.FORM, choices=["plain", "reprise", "recopy"],
                     help="how the reply restates the value (world.reply_parts)")
     ap.add_argument("--set", nargs="*", default=[], help="KEY=VALUE overrides of the decoder schedule (DEC)")
