@@ -6,8 +6,8 @@ FNR == 1 { arm++; q = 0 }
 /^turn [0-9]+ \(q\)/ { inq = 1; q++; if (arm == 2) fired[q] = "no" }
 inq && /^  user:/ {
     kw[q] = $0
-    sub(/.*what was the /, "", kw[q])
-    sub(/ I mentioned.*/, "", kw[q])
+    sub(/.*[Ww]hat was (the|my) /, "", kw[q])
+    sub(/ (I mentioned|again).*/, "", kw[q])
 }
 inq && /^  gate fired/ { fired[q] = "yes" }
 inq && /^  reply:/ {

@@ -1057,6 +1057,7 @@ def main():
     save_npz(os.path.join(out, "bge_head.npz"), bsd)
     write_json(W.bench_json(), os.path.join(out, "eval_bench.json"))
     write_json(W.bench_json(phrasing=True), os.path.join(out, "eval_phrasing.json"))
+    write_json(world.DEMO_BENCH, os.path.join(out, "demo_bench.json"))
     with open(os.path.join(out, "corpus_sample.txt"), "w", encoding="utf-8") as f:
         f.write("\n\n".join(texts[:40]))
 

@@ -452,3 +452,39 @@ def needle_user(r, hay_tokens_text, n_tok, multikey=False):
         prev = cut
     text += "".join(piece[prev:]) + "\n" + q
     return text, val, kw
+
+
+# ---- the demo dialogue (`make demo`) ------------------------------------------------------
+# A chat as a person would write it, in the benchmark's file format (one problem: its three facts
+# are asked in random.Random(0)'s order). Its words are the world's held-out ones where they can be
+# (the dentist's name, the flight number, a time of day), its casual lines written for it.
+DEMO_BENCH = {
+    "description": "make demo's dialogue: three facts a person tells an assistant, eleven lines of small talk, "
+                   "then the three questions (the format of recall_bench.json, problem 0).",
+    "fact_user": "Just so you know, my {kw} is {val}.",
+    "fact_assistant": "Got it, noted.",
+    "question_user": "What was my {kw} again?",
+    "facts": [["dentist's name", "Halvorsen"], ["flight number", "LH 2214"], ["meeting time", "14:30"]],
+    "casual": [
+        ["How is your week going so far?", "Pretty good, thanks for asking. It has been a steady week. How about yours?"],
+        ["I finally finished painting the kitchen last night.", "That sounds great! A fresh coat of paint can make a room "
+         "feel new. What color did you pick?"],
+        ["The weather has been strange lately, warm one day and cold the next.", "I know what you mean. It is hard to "
+         "know what to wear on days like that."],
+        ["We are thinking about getting a dog, maybe a small one.", "Oh, how lovely. A dog can be wonderful company. "
+         "Have you looked at any yet?"],
+        ["My brother is visiting next month.", "That sounds nice! It is good to see family. Do you have plans together?"],
+        ["I tried a new recipe for lentil soup and it turned out great.", "That sounds wonderful. Soup is perfect for "
+         "this time of year. Would you make it again?"],
+        ["Work has been busy, but I am managing.", "Good to hear you are managing. Busy weeks pass, and the weekend "
+         "is not far."],
+        ["I started reading a mystery novel before bed.", "What a nice habit. A good mystery makes it hard to stop "
+         "reading. Is it any good so far?"],
+        ["The neighbors planted a big garden this spring.", "That sounds pleasant. A garden next door is nice to look "
+         "at. What are they growing?"],
+        ["I went for a long walk by the river this morning.", "That sounds peaceful. A walk by the water is a good start "
+         "to the day."],
+        ["My phone has been acting up all week.", "That sounds annoying. Sometimes a restart helps. Is it an old "
+         "phone?"],
+    ],
+}
