@@ -156,7 +156,7 @@ static recall_status reserve(recall_model *m, uint64_t bytes, const char *what, 
 #define OPEN_OPTS_MIN (offsetof(recall_open_opts, rope_scaling) + sizeof(const char *))
 #define LOOP_OPTS_MIN (offsetof(recall_loop_opts, draft) + sizeof(int))
 #define OPEN_OPTS_END (offsetof(recall_open_opts, numerics) + sizeof(int))
-#define LOOP_OPTS_END (offsetof(recall_loop_opts, numerics) + sizeof(int))
+#define LOOP_OPTS_END (offsetof(recall_loop_opts, edge) + sizeof(int))
 
 /* *out (holding the defaults, struct_size its own) takes the caller's known fields. */
 static recall_status take_sized(const void *caller, size_t min, size_t end, void *out, const char *what,
@@ -454,10 +454,11 @@ recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, floa
 /* ---- the recall loop --------------------------------------------------------------------------- */
 
 /* The fields recall_loop_opts shares with the engine's rc_recall_opts (recall_loop.h), by name;
- * mode and arm are enums of their own on each side. */
-#define LOOP_FIELDS(X)                                                                                     \
+ * mode and arm are enums of their own on each side. The version-1 struct has the first ones. */
+#define LOOP_FIELDS_V1(X)                                                                                  \
     X(window) X(block) X(chunk) X(k) X(turn_cap) X(buf_min) X(threshold) X(fire_once) X(hysteresis)       \
     X(use_floor) X(floor) X(reference_schedule) X(threads) X(simd) X(max_ctx) X(draft)
+#define LOOP_FIELDS(X) LOOP_FIELDS_V1(X) X(edge)
 
 void recall_loop_opts_init2(const recall_model *m, recall_loop_opts *caller, size_t struct_size) {
     recall_loop_opts d;
@@ -494,7 +495,10 @@ static recall_status loop_estimate(const recall_model *m, const recall_loop_opts
                        o->numerics);
     int64_t n_sp = o->arm == RECALL_ARM_FULL ? 0 : cfg_i64(m->blob, "pooler.n_sp", 0);
     if (n_sp < 0 || n_sp > lim) n_sp = lim;
-    int64_t ctx = 1 + n_sp + (int64_t)o->k * o->block + o->window + o->chunk;
+    if ((unsigned)o->edge > RECALL_EDGE_INJECT)
+        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: edge %d unknown (RECALL_EDGE_OFF, _INJECT)", o->edge);
+    const int64_t edge = o->edge && o->arm == RECALL_ARM_RC_BGE ? 2 * (int64_t)o->block : 0; /* the edge span */
+    int64_t ctx = 1 + n_sp + (int64_t)o->k * o->block + edge + o->window + o->chunk;
     if (o->max_ctx < 0 || o->max_ctx > m->info.max_pos) /* REQ-CTX-001: before anything is allocated */
         return rc_fail(err, o->max_ctx < 0 ? RECALL_E_ARG : RECALL_E_LIMIT,
                        "recall_loop_open: a context of %d positions was requested but the model was trained on %d",
@@ -765,7 +769,7 @@ recall_status recall_open_mem(const void *buf, size_t len, const v1_open_opts *v
 }
 
 /* Every field of version 1 (the current struct has them all, under the same names and types). */
-#define V1_LOOP_FIELDS(X) LOOP_FIELDS(X) X(mode) X(arm) X(max_feed)
+#define V1_LOOP_FIELDS(X) LOOP_FIELDS_V1(X) X(mode) X(arm) X(max_feed)
 
 void recall_loop_opts_init(const recall_model *m, v1_loop_opts *v) {
     recall_loop_opts o;

@@ -129,6 +129,11 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
         return rc_fail(err, RECALL_E_ARG,
                        "recall: window %d, block %d, chunk %d, k %d (1..%d), turn cap %d, draft %d (0..%d) invalid",
                        o->window, o->block, o->chunk, o->k, RC_MAX_K, o->turn_cap, o->draft, RC_DRAFT_MAX);
+    if (o->edge != RC_EDGE_OFF && o->edge != RC_EDGE_INJECT)
+        return rc_fail(err, RECALL_E_ARG, "recall: edge %d unknown (RC_EDGE_OFF, RC_EDGE_INJECT)", o->edge);
+    if (o->edge != RC_EDGE_OFF && o->mode == RC_MODE_FAITHFUL)
+        return rc_fail(err, RECALL_E_ARG, "recall: edge inject needs clean mode: faithful mode reproduces the "
+                       "reference loop, whose rebuilds have no edge");
     rc_recall *r = calloc(1, sizeof *r);
     if (!r) return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
     r->blob = b;
@@ -159,12 +164,14 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
         if (o->pooler_cache_mb >= 0 && !o->reference_schedule)
             rc_pooler_set_cache(r->pooler, mb > (SIZE_MAX >> 20) ? SIZE_MAX : mb << 20);
     }
-    int max_ctx = 1 + r->n_sp + o->k * o->block + o->window + o->chunk;
+    const int edge = o->edge && o->arm == RC_ARM_RC_BGE ? 2 * o->block : 0; /* the edge span's rows */
+    int max_ctx = 1 + r->n_sp + o->k * o->block + edge + o->window + o->chunk;
     if (o->arm == RC_ARM_FULL) max_ctx = o->max_ctx > 0 ? o->max_ctx : max_pos; /* KV grows on demand */
     if (!s && o->arm != RC_ARM_FULL && max_ctx > max_pos) /* FULL: rc_qwen2_open names both */
         s = rc_fail(err, RECALL_E_LIMIT,
-                    "recall: the loop needs %d positions (1 + %d SP + %d x %d injected + %d window + %d chunk) but "
-                    "the model was trained on %d", max_ctx, r->n_sp, o->k, o->block, o->window, o->chunk, max_pos);
+                    "recall: the loop needs %d positions (1 + %d SP + %d x %d injected + %s%d window + %d chunk) but "
+                    "the model was trained on %d", max_ctx, r->n_sp, o->k, o->block, edge ? "2 x block edge + " : "",
+                    o->window, o->chunk, max_pos);
     if (!s) s = rc_qwen2_open_ex(b, max_ctx, r->ex, &r->llm, err);
     if (!s) s = rc_qwen2_set_kv_dtype(r->llm, (rc_kv_dtype)o->kv, err);
     if (!s) {
@@ -316,6 +323,10 @@ struct loop_state {
     int n_rows, cap_rows;
     rc_turn hist;  /* gate / fire / rebuild / top-5 records of the conversation so far */
     int valid;
+    /* opts.edge: the raw gate feature of the fire whose injection is alive, and the lowest bridge
+     * score among the candidates it injected (the bar the edge span must reach) */
+    float *fire_f;
+    float fire_bar;
 };
 
 static recall_status forward_ids(rc_recall *r, rc_qwen2 *m, const int32_t *ids, int n, float *logits,
@@ -395,6 +406,7 @@ static void state_reset(loop_state *st, int block) {
 static void state_free(loop_state *st) {
     if (!st) return;
     state_reset(st, 0);
+    free(st->fire_f);
     free(st->gen);
     free(st->rows);
     free(st);
@@ -518,6 +530,20 @@ static recall_status evict_and_seal(rc_recall *r, loop_state *st, int nd, rc_tur
     return RECALL_OK;
 }
 
+/* opts.edge: what the edge span is measured against while this fire's injection is alive (the
+ * fire's query feature and its weakest chosen candidate's bridge score). */
+static recall_status keep_fire_query(rc_recall *r, loop_state *st, const rc_fire_rec *f, recall_err *err) {
+    if (!st->fire_f) {
+        st->fire_f = malloc((size_t)r->gate_dim * sizeof *st->fire_f);
+        if (!st->fire_f) return oom(err);
+    }
+    memcpy(st->fire_f, r->gq, (size_t)r->gate_dim * sizeof *st->fire_f);
+    st->fire_bar = INFINITY;
+    for (int i = 0; i < f->ntop; i++)
+        if (f->bridge[f->top[i]] < st->fire_bar) st->fire_bar = f->bridge[f->top[i]];
+    return RECALL_OK;
+}
+
 /* A fire: BERT-encode the candidates (sealed blocks once each on the fast schedule), bridge-score
  * them against the gate feature, take the top k; their ids replace any earlier injection unless
  * the floor holds them back. */
@@ -550,6 +576,7 @@ static recall_status fire(rc_recall *r, loop_state *st, int c0, float score, con
     if (f->injected) {
         if (!set_rid(st, f->rid, f->nrid)) return oom(err);
         st->fired = 1;
+        if (o->edge) RC_TRY(keep_fire_query(r, st, f, err));
     }
     return emit(ev, st, RC_EV_FIRE, f, 0, err);
 }
@@ -572,11 +599,26 @@ static recall_status gate_and_fire(rc_recall *r, loop_state *st, int c0, const e
     return g->fired ? fire(r, st, c0, g->score, ev, turn, err) : RECALL_OK;
 }
 
-/* The inputs of cache positions 1.. for the layout [SP of nd][injected][gen[c0-R:c0]], and
- * *keep: how many leading rows the cache already holds with the same inputs (fast schedule;
- * 0 on the reference one). */
-static recall_status rebuild_keys(loop_state *st, int c0, int R, int n_sp, int fast, int *keep, recall_err *err) {
-    const int nd = c0 - R, rows = n_sp + st->nrid + R;
+/* A rebuild's rows after BOS: [n_sp rows of the SP of nd][injected][gen[e0:e0+ne]][gen[c0-R:c0]]
+ * (the edge span gen[e0:e0+ne] only with opts.edge, while an injection is alive). */
+typedef struct {
+    int c0, nd, n_sp, e0, ne, R;
+} layout;
+
+static int layout_rows(const layout *L, const loop_state *st) { return L->n_sp + st->nrid + L->ne + L->R; }
+
+/* The token of layout row j, for rows after the SP. */
+static int32_t layout_id(const layout *L, const loop_state *st, int j) {
+    j -= L->n_sp;
+    if (j < st->nrid) return st->rid[j];
+    j -= st->nrid;
+    return j < L->ne ? st->gen[L->e0 + j] : st->gen[L->c0 - L->R + j - L->ne];
+}
+
+/* The inputs of cache positions 1.. for the layout, and *keep: how many leading rows the cache
+ * already holds with the same inputs (fast schedule; 0 on the reference one). */
+static recall_status rebuild_keys(loop_state *st, const layout *L, int fast, int *keep, recall_err *err) {
+    const int rows = layout_rows(L, st);
     int old_rows = fast ? st->n_rows : 0, k = 0;
     row_key *old = NULL;
     if (old_rows) {
@@ -586,9 +628,8 @@ static recall_status rebuild_keys(loop_state *st, int c0, int R, int n_sp, int f
     }
     st->n_rows = 0;
     int ok = 1;
-    for (int j = 0; j < n_sp && ok; j++) ok = push_key(st, j, nd);
-    for (int j = 0; j < st->nrid && ok; j++) ok = push_key(st, st->rid[j], -1);
-    for (int j = 0; j < R && ok; j++) ok = push_key(st, st->gen[c0 - R + j], -1);
+    for (int j = 0; j < L->n_sp && ok; j++) ok = push_key(st, j, L->nd);
+    for (int j = L->n_sp; j < rows && ok; j++) ok = push_key(st, layout_id(L, st, j), -1);
     while (ok && k < old_rows && k < rows && old[k].id == st->rows[k].id && old[k].nd == st->rows[k].nd) k++;
     free(old);
     if (!ok) return oom(err);
@@ -613,26 +654,28 @@ static recall_status gist_rows(rc_recall *r, const int32_t *ids, int nd, int j, 
     return s;
 }
 
-/* Rows keep.. of [SP][injected][window] run after cache position MQ + keep; `last` and the gate
- * feature come from the last row. */
-static recall_status rebuild_forward(rc_recall *r, loop_state *st, int c0, int R, int n_sp, int keep,
-                                     recall_err *err) {
-    const int H = r->H, nd = c0 - R, rows = n_sp + st->nrid + R, n_new = rows - keep;
+/* Rows keep.. of the layout run after cache position MQ + keep; `last` and the gate feature come
+ * from the last row. Token rows are embedded one contiguous piece (injected, edge, window) at a
+ * time. */
+static recall_status rebuild_forward(rc_recall *r, loop_state *st, const layout *L, int keep, recall_err *err) {
+    const int H = r->H, rows = layout_rows(L, st), n_new = rows - keep;
     if (!grow_rows(&r->rows, &r->cap_rows, (size_t)n_new * H)) return oom(err);
     float *dst = r->rows;
     int j = keep;
-    if (j < n_sp) {
-        RC_TRY(gist_rows(r, st->gen, nd, j, dst, err));
-        dst += (size_t)(n_sp - j) * H;
-        j = n_sp;
+    if (j < L->n_sp) {
+        RC_TRY(gist_rows(r, st->gen, L->nd, j, dst, err));
+        dst += (size_t)(L->n_sp - j) * H;
+        j = L->n_sp;
     }
-    if (j < n_sp + st->nrid) {
-        int a = j - n_sp, n = st->nrid - a;
-        RC_TRY(rc_qwen2_embed(r->llm, st->rid + a, n, dst, err));
+    const int32_t *piece[3] = {st->rid, st->gen + L->e0, st->gen + L->c0 - L->R};
+    const int len[3] = {st->nrid, L->ne, L->R};
+    for (int p = 0, start = L->n_sp; p < 3; start += len[p++]) {
+        if (j >= start + len[p]) continue;
+        const int a = j - start, n = len[p] - a;
+        RC_TRY(rc_qwen2_embed(r->llm, piece[p] + a, n, dst, err));
         dst += (size_t)n * H;
         j += n;
     }
-    if (j < rows) RC_TRY(rc_qwen2_embed(r->llm, st->gen + c0 - R + (j - n_sp - st->nrid), rows - j, dst, err));
     RC_TRY(rc_qwen2_crop(r->llm, MQ + keep, err));
     rc_qwen2_fwd f;
     memset(&f, 0, sizeof f);
@@ -644,28 +687,55 @@ static recall_status rebuild_forward(rc_recall *r, loop_state *st, int c0, int R
     return RECALL_OK;
 }
 
-/* (3) Crop to [BOS] and forward [SP = pooler(embed(kept))][embed(injected)][embed(window)]
- * (the SP only once something was evicted; FULL never evicts). The fast schedule recomputes
- * only the rows after the longest unchanged prefix. */
+/* The rebuild's layout. With opts.edge, while an injection is alive, the edge span is the text
+ * around the window's start, gen[nd - block : nd + block] clipped to gen[0:c0]: the last block of
+ * evicted tokens and the window's first block. A fact that straddles the window's start (half
+ * evicted while the reply is being written) is whole neither in the window nor in any archived
+ * block, but it is in the span. The span joins the injection only if the fire that made the
+ * injection would have chosen it: its bridge score against that fire's query reaches the score of
+ * the weakest candidate the fire injected. So unrelated recent text is not injected (the trained
+ * world answers worse with it), and the model reads the fact where it reads recalled text. */
+static recall_status rebuild_layout(rc_recall *r, loop_state *st, int c0, int R, layout *L, rc_turn *turn,
+                                    recall_err *err) {
+    *L = (layout){c0, c0 - R, 0, 0, 0, R};
+    if (L->nd > 0 && r->o.arm != RC_ARM_FULL) L->n_sp = r->n_sp;
+    if (r->o.edge != RC_EDGE_INJECT || st->nrid == 0 || L->nd == 0) return RECALL_OK;
+    const int B = r->o.block, e0 = L->nd > B ? L->nd - B : 0, ne = (R > B ? L->nd + B : c0) - e0;
+    const rc_retriever rt = {r->bpe, r->wp, r->bert, r->heads, rc_bert_cfg(r->bert)->max_seq};
+    float score = 0;
+    RC_TRY(rc_retrieve_score(&rt, st->fire_f, st->gen + e0, ne, &score, err));
+    turn->bert_encodes++;
+    if (score >= st->fire_bar) {
+        L->e0 = e0;
+        L->ne = ne;
+    }
+    return RECALL_OK;
+}
+
+/* (3) Crop to [BOS] and forward [SP = pooler(embed(kept))][embed(injected)][embed(edge)]
+ * [embed(window)] (the SP only once something was evicted, FULL never evicts; the edge only with
+ * opts.edge). The fast schedule recomputes only the rows after the longest unchanged prefix. */
 static recall_status rebuild(rc_recall *r, loop_state *st, int c0, int R, const events *ev, rc_turn *turn,
                              recall_err *err) {
-    const int has_sp = c0 - R > 0 && r->o.arm != RC_ARM_FULL;
-    const int n_sp = has_sp ? r->n_sp : 0, rows = n_sp + st->nrid + R;
+    layout L;
+    RC_TRY(rebuild_layout(r, st, c0, R, &L, turn, err));
+    const int n_sp = L.n_sp, rows = layout_rows(&L, st);
     rc_rebuild_rec *rb = PUSH(turn, rebuilds);
     if (!rb) return oom(err);
     rb->c0 = c0;
-    rb->has_sp = has_sp;
+    rb->has_sp = n_sp > 0;
     rb->inj_len = st->nrid;
     rb->window_len = R;
+    rb->edge_len = L.ne;
     int keep = 0;
-    RC_TRY(rebuild_keys(st, c0, R, n_sp, !r->o.reference_schedule, &keep, err));
+    RC_TRY(rebuild_keys(st, &L, !r->o.reference_schedule, &keep, err));
     rb->reused = keep;
     if (rows == 0) { /* c0 = 0: nothing to run, `last` is the primed BOS's */
         RC_TRY(rc_qwen2_crop(r->llm, MQ, err));
         if (r->scr) memcpy(r->last_h, r->prime_h, (size_t)r->H * sizeof *r->last_h);
         else memcpy(r->last, r->prime_last, (size_t)r->V * sizeof *r->last);
     } else if (keep < rows) {
-        RC_TRY(rebuild_forward(r, st, c0, R, n_sp, keep, err));
+        RC_TRY(rebuild_forward(r, st, &L, keep, err));
         turn->rows_computed += rows - keep;
         if (keep < n_sp) turn->rows_new_gist += rows - keep; /* the gist changed, so did every row after it */
     }

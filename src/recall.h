@@ -50,7 +50,7 @@
 extern "C" {
 #endif
 
-#define RECALL_API_VERSION 3 /* 2: struct_size in the option structs; 3: pooler_cache_mb, kv, numerics */
+#define RECALL_API_VERSION 4 /* 2: struct_size in the option structs; 3: pooler_cache_mb, kv, numerics; 4: edge */
 
 /* Numerics profiles (recall_open_opts.numerics, recall_loop_opts.numerics). */
 enum { RECALL_NUMERICS_EXACT = 0, RECALL_NUMERICS_Q8 = 1 };
@@ -155,6 +155,8 @@ recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, floa
 
 typedef enum { RECALL_MODE_FAITHFUL = 0, RECALL_MODE_CLEAN = 1 } recall_mode;
 typedef enum { RECALL_ARM_RC_BGE = 0, RECALL_ARM_SP = 1, RECALL_ARM_FULL = 2 } recall_arm;
+/* recall_loop_opts.edge (since API version 4; docs/LOOP.md, "The window's edge"). */
+enum { RECALL_EDGE_OFF = 0, RECALL_EDGE_INJECT = 1 };
 
 typedef struct {
     size_t struct_size; /* sizeof this struct as the caller was compiled: recall_loop_opts_init sets it */
@@ -194,6 +196,13 @@ typedef struct {
      * (int8 layer matmuls; lm_head, attention and norms stay exact; the loop packs the decoder at
      * open). Replies, events and margins are then the q8 profile's (docs/PROFILES.md). */
     int numerics;
+    /* The window's edge: RECALL_EDGE_OFF (0, default, the reference layout) or RECALL_EDGE_INJECT
+     * (clean mode only; RECALL_E_ARG in faithful mode, which reproduces the reference): while an
+     * injection is alive, the text around the window's start (the last block evicted and the
+     * window's first block) is injected too when the bridge head scores it at least as high as
+     * the weakest block the fire injected, so that a fact straddling the window's start stays
+     * whole while the reply is written. Up to 2 x block more positions. Since API version 4. */
+    int edge;
     /* New fields go here, at the end; zero must mean the default. */
 } recall_loop_opts;
 

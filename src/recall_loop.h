@@ -12,6 +12,7 @@
  *              if s > threshold -> BGE retrieval of the top-k candidates; their ids are injected
  *              (a later fire replaces an earlier injection)
  *     rebuild: crop to [BOS]; forward [SP = pooler(embed(kept))][embed(injected)][embed(window)]
+ *              (opts.edge: the edge span between the injected ids and the window, see rc_edge)
  *     run_chunk: `chunk` single-token steps: feed tokens are teacher-forced, then greedy argmax
  *              until EOS (not kept) or turn_cap generated tokens
  *              (opts.draft > 0: several greedy steps share one forward that verifies a
@@ -37,6 +38,10 @@
 
 typedef enum { RC_MODE_FAITHFUL = 0, RC_MODE_CLEAN = 1 } rc_loop_mode;
 typedef enum { RC_ARM_RC_BGE = 0, RC_ARM_SP = 1, RC_ARM_FULL = 2 } rc_arm;
+/* The window's edge (docs/LOOP.md, "The window's edge"): RC_EDGE_INJECT adds, while an injection
+ * is alive, the text around the window's start to the injected text when the bridge head finds it
+ * as relevant as what the fire injected. */
+typedef enum { RC_EDGE_OFF = 0, RC_EDGE_INJECT = 1 } rc_edge;
 
 typedef struct {
     int window, block, chunk, k, turn_cap, buf_min; /* defaults: the blob's loop.* keys */
@@ -77,6 +82,14 @@ typedef struct {
     /* The decoder's numerics profile (q8.h): RC_NUMERICS_EXACT (0, default) or RC_NUMERICS_Q8 (int8
      * layer matmuls; lm_head stays exact, so screening picks what the full q8 logits would). */
     int numerics;
+    /* rc_edge. RC_EDGE_OFF (0, default): the reference layout. RC_EDGE_INJECT (clean mode only;
+     * faithful mode reproduces the reference, which has none, so the open refuses it): while an
+     * injection is alive, each rebuild bridge-scores the edge span gen[nd - block : nd + block]
+     * (the last block evicted and the window's first block) against the query of the fire that
+     * made the injection, and if it reaches the score of the weakest candidate that fire injected,
+     * runs [SP][injected][edge span][window]: a fact straddling the window's start is then whole
+     * in the injected part while the reply is written. Up to 2 x block more positions. */
+    int edge;
 } rc_recall_opts;
 #define RC_POOLER_CACHE_MB 256
 enum { RC_LM_SCREEN_AUTO = 0, RC_LM_SCREEN_ON = 1, RC_LM_SCREEN_OFF = 2 };
@@ -95,6 +108,7 @@ typedef struct {
 } rc_fire_rec;
 typedef struct {
     int c0, has_sp, inj_len, window_len;
+    int edge_len; /* tokens of the edge span between the injected ids and the window (opts.edge) */
     int reused; /* prefix rows kept from the cache instead of recomputed (fast schedule) */
 } rc_rebuild_rec;
 typedef struct { int c0; int32_t ids[5]; float logits[5]; } rc_top5_rec;

@@ -184,3 +184,20 @@ done:
     if (s) rc_retrieval_free(out);
     return s;
 }
+
+recall_status rc_retrieve_score(const rc_retriever *rt, const float *f, const int32_t *ids, int n, float *score,
+                                recall_err *err) {
+    const int d = rc_bridge_d(rt->heads), kd = rc_bridge_kdim(rt->heads);
+    float *qz = malloc((size_t)d * sizeof *qz), *kz = malloc((size_t)d * sizeof *kz),
+          *e = malloc((size_t)kd * sizeof *e);
+    recall_status s = qz && kz && e ? RECALL_OK : rc_fail(err, RECALL_E_NOMEM, "retriever: out of memory");
+    if (!s) {
+        rc_bridge_query(rt->heads, f, qz);
+        s = encode_key(rt, ids, n, e, kz, err);
+    }
+    if (!s) *score = rc_bridge_score(rt->heads, qz, kz);
+    free(qz);
+    free(kz);
+    free(e);
+    return s;
+}

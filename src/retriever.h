@@ -76,4 +76,10 @@ void rc_key_cache_free(rc_key_cache *c);
 recall_status rc_retrieve_bge(const rc_retriever *rt, const rc_archive *a, const float *f, int k, int buf_min,
                               rc_key_cache *cache, rc_retrieval *out, recall_err *err);
 
+/* The bridge score a candidate holding ids[0..n) would get from a fire on the raw gate feature f:
+ * dot(Wq(f), Wk(BERT(text))), every step as rc_retrieve_bge takes it (the loop's edge span,
+ * docs/LOOP.md "The window's edge"). */
+recall_status rc_retrieve_score(const rc_retriever *rt, const float *f, const int32_t *ids, int n, float *score,
+                                recall_err *err);
+
 #endif

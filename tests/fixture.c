@@ -241,7 +241,8 @@ void fixture_expect_same_turn(const rc_turn *x, const rc_turn *y, const char *ta
                   x->gates[i].score, y->gates[i].score);
     for (int i = 0; i < x->n_rebuilds; i++) {
         const rc_rebuild_rec *a = &x->rebuilds[i], *b = &y->rebuilds[i];
-        cr_assert(a->c0 == b->c0 && a->has_sp == b->has_sp && a->inj_len == b->inj_len && a->window_len == b->window_len,
+        cr_assert(a->c0 == b->c0 && a->has_sp == b->has_sp && a->inj_len == b->inj_len && a->window_len == b->window_len &&
+                      a->edge_len == b->edge_len,
                   "%s turn %d rebuild %d", tag, t, i);
     }
     cr_assert(same_bytes(x->top5, y->top5, (size_t)x->n_top5 * sizeof *x->top5), "%s turn %d: rebuild top-5", tag, t);

@@ -46,8 +46,8 @@ int *fixture_npz_i32(const char *path, const char *key, size_t *n);
 
 /* Two runs of the recall loop bitwise equal, record for record (the schema of the loop goldens):
  * every turn's reply ids, gate records (c0, score bits, fired), fires (c0, score bits, candidates,
- * each candidate's bridge score bits, top, injected ids, injected), rebuilds (c0, gist, injection
- * and window lengths; not `reused`, which is a schedule's own statistic), rebuild top-5 (ids and
+ * each candidate's bridge score bits, top, injected ids, injected), rebuilds (c0, gist, injection,
+ * window and edge lengths; not `reused`, which is a schedule's own statistic), rebuild top-5 (ids and
  * logit bits), low-margin entries and the minimum margin; for runs, the final history too. `tag`
  * and the turn index name the comparison in a failure. */
 void fixture_expect_same_turn(const rc_turn *a, const rc_turn *b, const char *tag, int t);
