@@ -175,6 +175,24 @@ recall_status rc_bench_load(const char *path, rc_bench **out, recall_err *err) {
     return RECALL_OK;
 }
 
+void rc_bench_view_of(const rc_bench *b, rc_bench_view *out) {
+    out->fact_user = b->fact_user;
+    out->fact_assistant = b->fact_assistant;
+    out->question_user = b->question_user;
+    out->n_facts = b->n_facts;
+    out->n_casual = b->n_casual;
+}
+
+void rc_bench_fact(const rc_bench *b, int i, const char **kw, const char **val) {
+    *kw = b->facts[i].a;
+    *val = b->facts[i].b;
+}
+
+void rc_bench_casual(const rc_bench *b, int i, const char **user, const char **assistant) {
+    *user = b->casual[i].a;
+    *assistant = b->casual[i].b;
+}
+
 /* Python str.format with only {kw} and {val} fields. */
 static char *format(const char *tpl, const char *kw, const char *val) {
     size_t cap = strlen(tpl) + strlen(kw) + (val ? strlen(val) : 0) + 1, n = 0;

@@ -37,6 +37,16 @@ void rc_problem_free(rc_problem *p);
 /* Keeps the steps before the (turns+1)-th generated (probe / q) step: the first `turns` turns. */
 void rc_problem_keep_turns(rc_problem *p, int turns);
 const char *rc_step_kind_name(rc_step_kind k);
+/* The bench's parts, read-only, for builders of other chats in its shape (farfact.h): the three
+ * templates, and fact i as [kw, val] / casual pair i as [user, assistant] (i in range). Borrowed:
+ * valid until rc_bench_free. */
+typedef struct {
+    const char *fact_user, *fact_assistant, *question_user;
+    int n_facts, n_casual;
+} rc_bench_view;
+void rc_bench_view_of(const rc_bench *b, rc_bench_view *out);
+void rc_bench_fact(const rc_bench *b, int i, const char **kw, const char **val);
+void rc_bench_casual(const rc_bench *b, int i, const char **user, const char **assistant);
 
 /* CPython-compatible MT19937 (exposed for tests). */
 typedef struct {

@@ -84,7 +84,7 @@ static const char *sample(const char *name) {
         {"--draft", "4"}, {"--pooler-cache", "16"}, {"--kv", "f16"}, {"--numerics", "q8"}, {"--lm-head-screen", "off"}, {"--pooler-heads", "4"}, {"--weights", "nf4"},
         {"--decode-from", "1"}, {"--chunk", "3"}, {"--scoring-rows", "1"}, {"--problem", "0"},
         {"--problems", "0"}, {"--arms", "SP"}, {"--shard", "1/2"}, {"--percentile", "10"}, {"--task", "needle"},
-        {"--len", "10"}, {"--depth", "0.5"}, {"--seed", "1"}, {"--max-new", "4"}, {"--ids", "'[1,2]'"}};
+        {"--len", "10"}, {"--cases", "3"}, {"--fact-share", "0.5"}, {"--depth", "0.5"}, {"--seed", "1"}, {"--max-new", "4"}, {"--ids", "'[1,2]'"}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         if (!strcmp(v[i][0], name)) return v[i][1];
     return "nope.x"; /* a path */
@@ -101,6 +101,9 @@ static const char *companion(const char *cmd, const char *name) {
         {"chat", "--ctx", "--arm FULL"},
         {"eval", "--ctx", "--arms FULL"},
         {"eval", "--shard", "--json build/nope-cli.json"},
+        {"longctx", "--bench", "--task farfact"},
+        {"longctx", "--cases", "--task farfact --bench nope.json"},
+        {"longctx", "--fact-share", "--task farfact --bench nope.json"},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
         if (!strcmp(c[i][0], cmd) && !strcmp(c[i][1], name)) return c[i][2];

@@ -24,6 +24,7 @@ int cli_eval_merge(const cli_args *a); /* cli_eval.c */
 int cli_calibrate(const cli_args *a);  /* cli_calibrate.c */
 int cli_trace_svg(const cli_args *a);  /* cli_trace_svg.c */
 int cli_longctx(const cli_args *a);    /* cli_longctx.c */
+int cli_farfact(const cli_args *a);    /* cli_farfact.c: longctx --task farfact */
 int cli_compare(const cli_args *a);    /* cli_compare.c */
 
 #endif

@@ -18,13 +18,12 @@
 void cli_args_init(cli_args *a, const char *cmd) {
     memset(a, 0, sizeof *a);
     a->cmd = cmd;
-    a->threshold = a->floor = NAN;
+    a->threshold = a->floor = a->fact_share = NAN;
     a->turn_cap = -1;
     a->pooler_cache_mb = -1;
     a->problem = -1;
     a->decode_from = -1;
     a->percentile = 10.0;
-    a->max_new = 32;
     a->scoring_rows = 64;
 }
 

@@ -47,7 +47,9 @@ typedef struct cli_args {
     double percentile;
     const char *svg; /* calibrate --svg OUT */
     unsigned long long seed;
-    int max_new, no_run;
+    int max_new, no_run; /* --max-new; 0: the task's default (32; farfact: the blob's loop.turn_cap) */
+    int cases;           /* longctx --cases (farfact); 0: 10 */
+    double fact_share;   /* longctx --fact-share (farfact); NaN: RC_FF_FACT_SHARE */
     /* score */
     int chunk, bos, per_position, scoring_rows;
     long decode_from; /* forward --decode-from; -1: none */
@@ -58,8 +60,8 @@ typedef struct cli_args {
     int use_bge, special, skip_special, no_tensors;
 } cli_args;
 
-/* The defaults: all zero / NULL but threshold and floor NaN, turn_cap, pooler_cache_mb, problem and
- * decode_from -1, percentile 10, max_new 32, scoring_rows 64. */
+/* The defaults: all zero / NULL but threshold, floor and fact_share NaN, turn_cap, pooler_cache_mb, problem and
+ * decode_from -1, percentile 10, scoring_rows 64. */
 void cli_args_init(cli_args *a, const char *cmd);
 
 /* ---- printing and exit codes ---- */

@@ -383,7 +383,14 @@ static void longctx_close(longctx_run *r) {
     rc_blob_close(r->b);
 }
 
-int cli_longctx(const cli_args *a) {
+int cli_longctx(const cli_args *given) {
+    if (strstr(given->task, "farfact")) return cli_farfact(given); /* chats, not haystack prompts */
+    if (given->bench || given->cases || !isnan(given->fact_share))
+        return cli_usage_error("longctx", "%s is an option of --task farfact",
+                               given->bench ? "--bench" : given->cases ? "--cases" : "--fact-share");
+    cli_args args = *given;
+    if (!args.max_new) args.max_new = 32;
+    const cli_args *a = &args;
     longctx_opts o;
     int rc = longctx_parse_lists(a, &o);
     if (rc) return rc;

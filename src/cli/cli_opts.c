@@ -441,12 +441,26 @@ static const cli_opt O_SVG = {"--svg", NULL, "OUT.svg",
 static const cli_opt *const CALIBRATE_OPTS[] = {&O_BENCH,         &O_PROBLEMS, &O_PERCENTILE, &O_SVG, &O_MODE, &O_SCREEN,
                                                 &O_POOLER_CACHE, &O_KV,       &O_NUMERICS,   &O_ROPE, EXEC_OPTS, NULL};
 
-static const cli_opt O_TASK = {"--task", NULL, "LIST", "needle, multikey, vartrack (comma-separated, each once)",
+static const cli_opt O_TASK = {"--task", NULL, "LIST",
+                               "needle, multikey, vartrack (comma-separated, each once), or farfact\n"
+                               "alone",
                                set_str, F(task), NOLIM};
 static const cli_opt O_LEN = {"--len", NULL, "LIST",
                               "prompt lengths in tokens; a prompt holds exactly N tokens where the\n"
-                              "tokenizer allows, never more",
+                              "tokenizer allows, never more. farfact: the distances, in tokens, from\n"
+                              "the fact's value to its question",
                               set_str, F(len), NOLIM};
+static const cli_opt O_CASES = {"--cases", NULL, "N", "farfact: cases per distance (default 10), case i of distance D\n"
+                                "drawn from (--seed, D, i)",
+                                set_int, F(cases), 1, 100000};
+static const cli_opt O_FACT_SHARE = {"--fact-share", NULL, "F",
+                                     "farfact: the probability that a filler exchange is a fact, not casual\n"
+                                     "talk (default 0.25, the benchmark problems' mix; 0: no other facts)",
+                                     set_num, F(fact_share), 0, 1};
+static const cli_opt O_BENCH_FF = {"--bench", NULL, "FILE",
+                                   "farfact: the benchmark file whose templates, facts and casual pairs\n"
+                                   "make the chats (e.g. tests/golden/trained/eval_bench.json)",
+                                   set_str, F(bench), NOLIM};
 static const cli_opt O_DEPTH = {"--depth", NULL, "LIST",
                                 "where the asked insert sits: the fraction of the prompt's haystack\n"
                                 "tokens before it, 0..1 (default 0.5)",
@@ -457,7 +471,9 @@ static const cli_opt O_LCTX_ARMS = {"--arms", NULL, "LIST",
                                     "FULL (whole prompt in the cache), SP, RC_bge (recall loop: the window\n"
                                     "slides over the prompt), each once; default FULL,SP,RC_bge",
                                     set_str, F(arms), NOLIM};
-static const cli_opt O_MAX_NEW = {"--max-new", NULL, "N", "reply cap in tokens (default 32); greedy, EOS ends the reply",
+static const cli_opt O_MAX_NEW = {"--max-new", NULL, "N",
+                                  "reply cap in tokens (default 32; farfact: the blob's loop.turn_cap);\n"
+                                  "greedy, EOS ends the reply",
                                   set_int, F(max_new), 1, 1000000};
 static const cli_opt O_JSON_LCTX = {"--json", NULL, "OUT",
                                     "per case: task, len, prompt_tokens, prompt_xxh64 (XXH64 of the ids as\n"
@@ -476,7 +492,7 @@ static const cli_opt O_PROMPTS = {"--prompts", NULL, "DIR",
                                   set_str, F(prompts), NOLIM};
 static const cli_opt O_NO_RUN = {"--no-run", NULL, NULL, "build and check the cases (and write --json) without running any arm",
                                  set_flag, F(no_run), NOLIM};
-static const cli_opt *const LONGCTX_OPTS[] = {&O_TASK,   &O_LEN,   &O_DEPTH,   &O_SEED,      &O_LCTX_ARMS,
+static const cli_opt *const LONGCTX_OPTS[] = {&O_TASK,   &O_LEN,   &O_DEPTH,   &O_SEED,      &O_LCTX_ARMS, &O_CASES, &O_FACT_SHARE, &O_BENCH_FF,
                                               &O_MAX_NEW, &O_JSON_LCTX, &O_HAYSTACK, &O_PROMPTS, &O_NO_RUN,
                                               &O_MODE,  &O_SCREEN, &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_CTX_FULL, &O_ROPE,    EXEC_OPTS, NULL};
 
@@ -504,7 +520,7 @@ const cli_opt *const cli_all_opts[] = {
     &O_TEXT_FILE, &O_SKIP_SPECIAL, &O_DUMP_FWD, &O_DECODE_FROM, &O_CHUNK, &O_BOS, &O_PER_POSITION, &O_JSON_SCORE,
     &O_SCORING_ROWS, &O_EMBED_FILE, &O_DUMP_EMBED, &O_DUMP_POOL, &O_Q, &O_EMB, &O_PROBLEM, &O_TRACE_OUT,
     &O_SESSION, &O_TRACE_LIVE, &O_PROBLEMS, &O_EVAL_ARMS, &O_JSON_EVAL, &O_SHARD, &O_JSON_MERGE, &O_PERCENTILE, &O_SVG,
-    &O_TASK, &O_LEN, &O_DEPTH, &O_SEED, &O_LCTX_ARMS, &O_MAX_NEW, &O_JSON_LCTX, &O_HAYSTACK, &O_PROMPTS,
+    &O_TASK, &O_LEN, &O_CASES, &O_FACT_SHARE, &O_BENCH_FF, &O_DEPTH, &O_SEED, &O_LCTX_ARMS, &O_MAX_NEW, &O_JSON_LCTX, &O_HAYSTACK, &O_PROMPTS,
     &O_NO_RUN, &O_SVG_OUT, &O_SVG_THRESHOLD, &O_JSON_CMP, &O_CMP_THRESHOLD, NULL};
 
 /* ---- the commands --------------------------------------------------------------------------- */
@@ -616,18 +632,24 @@ const cli_command cli_commands[] = {
      "an element for its numbers.",
      NULL, "TRACE.json", 1, 1, "-o", SVG_OPTS, NULL, cli_trace_svg},
     {"longctx", "BLOB --task LIST --len LIST [options]",
-     "exact-answer long-context tasks (needle, multikey, vartrack) on each arm",
+     "exact-answer long-context tasks (needle, multikey, vartrack, farfact) on each arm",
      "Exact-answer long-context cases (one per task x length x depth), each answered greedily on\n"
      "every arm. A case hides its answer (6 digits) in a pinned haystack at a depth and is put\n"
      "through the chat template as one user message:\n"
      "  needle    \"The special magic number is V.\"; asked: the special magic number\n"
      "  multikey  the same sentence for 4 keys (3 distractors at seeded depths); asked: one key's\n"
      "  vartrack  VAR A = V. then VAR B = VAR A. ... VAR D = VAR C. (hops at seeded depths after D);\n"
-     "            asked: the value of VAR D",
+     "            asked: the value of VAR D\n"
+     "farfact (alone, with --bench; --cases per distance) is far-back recall in a chat: a fact of\n"
+     "the bench stated --len tokens before the question about it, other facts and casual exchanges\n"
+     "of the bench between, the whole chat forced through the loop as `eval` forces a problem's\n"
+     "history; each record says whether the gate fired at the question, whether the fact's block\n"
+     "was injected, and the reply (docs/LONG_CONTEXT.md, \"Far-back recall\").",
      "Exact match: the reply text after its last \"</think>\" (if any), from its first non-blank\n"
-     "character to the next newline, trailing whitespace trimmed, equals the expected digits. A case\n"
-     "the FULL arm cannot hold (BOS + prompt + max-new + 1 positions above the context) is refused\n"
-     "before anything runs.",
+     "character to the next newline, trailing whitespace trimmed, equals the expected digits (farfact:\n"
+     "the fact's value). A case the FULL arm cannot hold (BOS + prompt + max-new + 1 positions above\n"
+     "the context) is refused before anything runs; farfact runs FULL on the cases it holds and\n"
+     "records the others as not run.",
      "BLOB", 1, 1, "--task --len", LONGCTX_OPTS, NULL, cli_longctx},
     {"compare", "A B [--json OUT] [--threshold T]",
      "engine output vs reference (.npz dumps or loop traces): where and why they differ",
