@@ -79,7 +79,7 @@ static const struct {
 static const char *sample(const char *name) {
     static const char *const v[][2] = {
         {"--threads", "2"}, {"--simd", "scalar"}, {"--ctx", "64"}, {"--rope-scaling", "yarn:2:4096"},
-        {"--kv-pages", "16:32"}, {"--kv-pages-random", "3"}, {"--mode", "clean"}, {"--arm", "SP"},
+        {"--kv-pages", "16:32"}, {"--kv-pages-random", "3"}, {"--mode", "clean"}, {"--edge", "inject"}, {"--arm", "SP"},
         {"--threshold", "-3"}, {"--hysteresis", "2"}, {"--floor", "-20"}, {"--max-turn-tokens", "5"},
         {"--draft", "4"}, {"--pooler-cache", "16"}, {"--kv", "f16"}, {"--numerics", "q8"}, {"--lm-head-screen", "off"}, {"--pooler-heads", "4"}, {"--weights", "nf4"},
         {"--decode-from", "1"}, {"--chunk", "3"}, {"--scoring-rows", "1"}, {"--problem", "0"},
@@ -99,6 +99,10 @@ static const char *companion(const char *cmd, const char *name) {
         {"score", "--kv-pages-random", "--kv-pages 16:32 --scoring-rows 1"},
         {"replay", "--ctx", "--arm FULL"},
         {"chat", "--ctx", "--arm FULL"},
+        {"replay", "--edge", "--mode clean"}, /* faithful mode refuses the edge */
+        {"chat", "--edge", "--mode clean"},
+        {"eval", "--edge", "--mode clean"},
+        {"longctx", "--edge", "--mode clean"},
         {"eval", "--ctx", "--arms FULL"},
         {"eval", "--shard", "--json build/nope-cli.json"},
         {"longctx", "--bench", "--task farfact"},

@@ -28,6 +28,7 @@
 typedef struct {
     const rc_bpe *bpe;
     int trace;
+    int edge; /* --edge inject: the trace's rebuild lines give the edge span too */
     int32_t *reply;
     int n_reply, cap_reply;
     size_t printed; /* bytes of the decoded reply already on stdout */
@@ -73,8 +74,10 @@ static int on_event(void *ctx, const rc_event *ev) {
     case RC_EV_REBUILD:
         if (cs->trace) {
             const rc_rebuild_rec *r = ev->rec;
-            fprintf(stderr, "[trace] rebuild c0=%d sp=%d injected=%d window=%d\n", r->c0, r->has_sp, r->inj_len,
+            fprintf(stderr, "[trace] rebuild c0=%d sp=%d injected=%d window=%d", r->c0, r->has_sp, r->inj_len,
                     r->window_len);
+            if (cs->edge) fprintf(stderr, " edge=%d", r->edge_len);
+            fputc('\n', stderr);
         }
         break;
     case RC_EV_GATE:
@@ -331,10 +334,11 @@ int cli_chat(const cli_args *a) {
     }
     c.cs.bpe = rc_recall_bpe(c.r);
     c.cs.trace = a->trace_live;
+    c.cs.edge = a->edge != RC_EDGE_OFF;
     const int threads = rc_recall_threads(c.r);
     if (a->trace_live)
-        fprintf(stderr, "[trace] simd %s, %d thread%s, kv %s\n", rc_recall_simd_name(c.r), threads, threads == 1 ? "" : "s",
-                rc_kv_dtype_name((rc_kv_dtype)a->kv));
+        fprintf(stderr, "[trace] simd %s, %d thread%s, kv %s%s\n", rc_recall_simd_name(c.r), threads,
+                threads == 1 ? "" : "s", rc_kv_dtype_name((rc_kv_dtype)a->kv), c.cs.edge ? ", edge inject" : "");
     const int tty = isatty(STDIN_FILENO);
     if (tty)
         fprintf(stderr, "recall chat: %s, %s session (%zu tokens), simd %s, %d thread%s; end with Ctrl-D\n", a->pos[0],

@@ -158,7 +158,7 @@ static int eval_make_plan(const cli_args *a, eval_plan *p) {
  * measured and is not already in the document (arms, mode and problems are). Screening is
  * recorded as asked, after RECALL_LM_SCREEN ("auto" then depends only on the blob, whose checksum
  * is compared too). Adding such an option to eval: one entry here. */
-#define N_EVAL_OPTS 6
+#define N_EVAL_OPTS 7
 static void eval_options(const cli_args *a, rc_eval_opt *o) {
     const char *screen_env = getenv("RECALL_LM_SCREEN");
     int screen = a->lm_screen;
@@ -171,6 +171,7 @@ static void eval_options(const cli_args *a, rc_eval_opt *o) {
     o[3] = (rc_eval_opt){"--rope-scaling", 0, 0, a->rope_scaling};
     o[4] = (rc_eval_opt){"--kv", 0, 0, rc_kv_dtype_name((rc_kv_dtype)a->kv)};
     o[5] = (rc_eval_opt){"--numerics", 0, 0, rc_numerics_name(a->numerics)};
+    o[6] = (rc_eval_opt){"--edge", 0, 0, cli_edge_name(a->edge)};
 }
 
 typedef struct {
@@ -343,6 +344,7 @@ static int eval_execute(const cli_args *a, const eval_plan *p) {
     if (!rc && a->json) rc = eval_json_start(&r);
     if (!rc && a->shard) fprintf(stderr, "eval: shard %d/%d of %d jobs\n", p->shard_k, p->shard_n, p->n_arms * p->n_seeds);
     if (!rc && a->numerics) fprintf(stderr, "eval: numerics %s\n", rc_numerics_name(a->numerics));
+    if (!rc && a->edge) fprintf(stderr, "eval: edge %s\n", cli_edge_name(a->edge));
     for (int k = 0; !rc && k < p->n_arms; k++) rc = eval_run_arm(&r, k);
     if (!rc) {
         print_table(r.info, r.tally, p->n_arms);

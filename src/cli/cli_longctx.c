@@ -354,10 +354,12 @@ static int longctx_write_json(const longctx_run *r) {
     fprintf(f, ", \"blob_xxh64\": \"%016llx\", \"haystack\": ", (unsigned long long)rc_blob_hdr(r->b)->body_checksum);
     rc_json_put_str(f, haystack_path(o->a));
     fprintf(f, ", \"haystack_xxh64\": \"%016llx\", \"haystack_tokens\": %d, \"seed\": %llu, \"max_new\": %d, "
-               "\"mode\": \"%s\", \"kv\": \"%s\", \"numerics\": \"%s\", \"context\": %d, \"trained_positions\": %d, "
+               "\"mode\": \"%s\", \"edge\": \"%s\", \"kv\": \"%s\", \"numerics\": \"%s\", \"context\": %d, "
+               "\"trained_positions\": %d, "
                "\"ran\": %s,\n\"cases\": [",
             (unsigned long long)r->hay.xxh64, r->hay.n, (unsigned long long)o->a->seed, o->a->max_new,
-            cli_mode_name(o->a->mode), rc_kv_dtype_name((rc_kv_dtype)o->a->kv), rc_numerics_name(o->a->numerics), r->ctx,
+            cli_mode_name(o->a->mode), cli_edge_name(o->a->edge), rc_kv_dtype_name((rc_kv_dtype)o->a->kv),
+            rc_numerics_name(o->a->numerics), r->ctx,
             r->trained, o->a->no_run ? "false" : "true");
     for (int c = 0; c < r->n_cases; c++) write_case(f, r, c);
     fputs("],\n\"summary\": {", f);

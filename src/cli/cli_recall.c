@@ -15,7 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static void write_turn(FILE *f, const rc_bpe *bpe, const rc_problem_turn *pt) {
+/* edge: opts.edge is on, so the turn also lists each rebuild's edge span (a default trace keeps
+ * the schema it had before the option existed, byte for byte). */
+static void write_turn(FILE *f, const rc_bpe *bpe, const rc_problem_turn *pt, int edge) {
     const rc_turn *t = &pt->turn;
     char *text = NULL;
     size_t tl = 0;
@@ -54,6 +56,10 @@ static void write_turn(FILE *f, const rc_bpe *bpe, const rc_problem_turn *pt) {
     for (int i = 0; i < t->n_rebuilds; i++)
         fprintf(f, "%s[%d, %d, %d, %d]", i ? ", " : "", t->rebuilds[i].c0, t->rebuilds[i].has_sp,
                 t->rebuilds[i].inj_len, t->rebuilds[i].window_len);
+    if (edge) {
+        fputs("], \"rebuild_edge\": [", f); /* the edge span's tokens of each rebuild (--edge inject) */
+        for (int i = 0; i < t->n_rebuilds; i++) fprintf(f, "%s%d", i ? ", " : "", t->rebuilds[i].edge_len);
+    }
     fputs("], \"rebuild_reused\": [", f); /* prefix rows each rebuild kept (fast schedule) */
     for (int i = 0; i < t->n_rebuilds; i++) fprintf(f, "%s%d", i ? ", " : "", t->rebuilds[i].reused);
     fprintf(f, "], \"rows_computed\": %ld, \"rows_reused\": %ld, \"bert_encodes\": %d", t->rows_computed,
@@ -147,6 +153,7 @@ static int write_trace(const char *path, long problem, const rc_recall_opts *o, 
             problem, cli_mode_name(o->mode), cli_arm_name(o->arm), rc_kv_dtype_name((rc_kv_dtype)o->kv),
             rc_numerics_name(o->numerics));
     rc_json_put_num(f, o->threshold);
+    if (o->edge) fprintf(f, ", \"edge\": \"%s\"", cli_edge_name(o->edge)); /* only when on: see write_turn */
     fprintf(f, ", \"constants\": {\"RW\": %d, \"C\": %d, \"BLOCK\": %d, \"RECALL_K\": %d, \"TURN_CAP\": %d},\n",
             o->window, o->chunk, o->block, o->k, o->turn_cap);
     fputs("\"steps\": [", f);
@@ -163,7 +170,7 @@ static int write_trace(const char *path, long problem, const rc_recall_opts *o, 
     fputs("],\n\"turns\": [\n", f);
     for (int i = 0; i < run->n_turns; i++) {
         if (i) fputs(",\n", f);
-        write_turn(f, bpe, &run->turns[i]);
+        write_turn(f, bpe, &run->turns[i], o->edge != RC_EDGE_OFF);
     }
     fputs("],\n\"final_history\": ", f);
     rc_json_put_ids(f, run->history, run->n_history);
@@ -186,9 +193,9 @@ int cli_replay(const cli_args *a) {
         goto fail;
     cli_loop_opts(a, b, &o);
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
-    fprintf(stderr, "replay: problem %ld, arm %s, simd %s, %d thread%s, numerics %s, kv %s\n", a->problem,
+    fprintf(stderr, "replay: problem %ld, arm %s, simd %s, %d thread%s, numerics %s, kv %s%s\n", a->problem,
             cli_arm_name(o.arm), rc_recall_simd_name(r), rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s",
-            rc_numerics_name(o.numerics), rc_kv_dtype_name((rc_kv_dtype)o.kv));
+            rc_numerics_name(o.numerics), rc_kv_dtype_name((rc_kv_dtype)o.kv), o.edge ? ", edge inject" : "");
     replay_view view = {r, o.arm == RC_ARM_FULL ? 0 : o.window, o.arm, o.threshold};
     if (rc_run_problem(r, &p, NULL, on_turn, &view, &run, &err)) goto fail;
     rc_lm_stats lm;
