@@ -110,8 +110,8 @@ void cli_loop_opts(const cli_args *a, const rc_blob *b, rc_recall_opts *o) {
     if (o->use_floor) o->floor = (float)a->floor;
     o->fire_once = a->fire_once;
     o->hysteresis = a->hysteresis;
-    if (a->turn_cap >= 0) o->turn_cap = a->turn_cap;
     o->edge = a->edge;
+    if (a->turn_cap >= 0) o->turn_cap = a->turn_cap;
     o->draft = a->draft;
     o->reference_schedule = a->reference_schedule;
     o->lm_screen = a->lm_screen;
@@ -130,8 +130,8 @@ int cli_ctx_needs_full(const cli_args *a, int has_full) {
 }
 
 const char *cli_mode_name(int mode) { return mode == RC_MODE_CLEAN ? "clean" : "faithful"; }
-const char *cli_arm_name(int arm) { return arm == RC_ARM_SP ? "SP" : arm == RC_ARM_FULL ? "FULL" : "RC_bge"; }
 const char *cli_edge_name(int edge) { return edge == RC_EDGE_INJECT ? "inject" : "off"; }
+const char *cli_arm_name(int arm) { return arm == RC_ARM_SP ? "SP" : arm == RC_ARM_FULL ? "FULL" : "RC_bge"; }
 
 /* ---- values ---- */
 
