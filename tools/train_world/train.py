@@ -356,7 +356,7 @@ DEC = dict(
     recite_frac=0.25,   # share of recite drills (world.recite_steps) among the whole-sequence rows
     induction=2500,     # at most this many steps of synthetic repeats first (induction_rows)
     induction_varied=2, # 1: the repeats at varied distances (induction_rows varied=True); 2: repeat_rows
-    induction_alpha=0,  # > 0: varied repeats over the first induction_alpha ids only
+    induction_alpha=960,  # > 0: the repeats draw from the first induction_alpha ids only (the copy forms there first)
     induction_n_rows=32,  # rows per synthetic-repeat step
     induction_min=1000, # the warm-up's earliest end (see train_decoder)
     induction_stop=0.95,  # ... once this share of held-out repeats is copied (0: always `induction` steps)
@@ -436,7 +436,7 @@ def induction_rows(model, r, n_rows=16, varied=False, alpha=0):
     matches per step. varied 2: repeat_rows (several repeats a 96-id row over the first 960 ids),
     the rows induction_probe.py saw form a copy. Returns X, TG, WT as stack_rows."""
     if varied == 2:
-        return pad_rows(model, *repeat_rows(r, n_rows, V=QCFG["vocab"] - 64))
+        return pad_rows(model, *repeat_rows(r, n_rows, V=alpha or QCFG["vocab"] - 64))
     V = QCFG["vocab"] - 64
     rows, wts = [], []
     for i in range(n_rows):
@@ -608,9 +608,13 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
                 (it, loss.item(), lr, X.shape[0], X.shape[1], tok_seen / (time.time() - t_start)))
         it += 1
         if ind_end is None and (it >= cfg["induction"] or (it >= cfg["induction_min"] and it % 100 == 0)):
-            ok, n = synthetic_eval(model, lambda m, rr, k: induction_rows(m, rr, k, int(cfg["induction_varied"])),
-                                   seed=4243, n_rows=32)
+            ok, n = synthetic_eval(model, lambda m, rr, k: induction_rows(m, rr, k, int(cfg["induction_varied"]),
+                                                                          cfg["induction_alpha"]), seed=4243, n_rows=32)
             log("warm-up step %d: held-out repeats %d/%d (%.1f %%)" % (it, ok, n, 100.0 * ok / n))
+            if cfg["induction_alpha"]:
+                ok2, n2 = synthetic_eval(model, lambda m, rr, k: induction_rows(m, rr, k, int(cfg["induction_varied"])),
+                                         seed=4243, n_rows=32)
+                log("warm-up step %d: held-out repeats over the whole vocabulary %d/%d" % (it, ok2, n2))
             if ok >= cfg["induction_stop"] * n or it >= cfg["induction"]:
                 ind_end = it
                 log("warm-up ends at step %d; %d world steps follow" % (it, n_world))
@@ -839,7 +843,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/golden/trained")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=5000, help="decoder steps: the warm-up's cap (DEC induction) plus the "
+    ap.add_argument("--steps", type=int, default=4500, help="decoder steps: the warm-up's cap (DEC induction) plus the "
                     "world's steps")
     ap.add_argument("--ckpt", default=None, help="the decoder's checkpoint (default OUT.ckpt): written every 250 steps, "
                     "resumed from when present, removed when the run ends")
