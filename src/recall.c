@@ -39,6 +39,8 @@ struct rc_recall {
     rc_drafter dr;
     int32_t *vrows;                /* [1 + draft] the pending token, then the drafted ones */
     float *vlogits, *vnormed, *vq; /* [1 + draft][V] (or, with screening, [1 + draft][H]), [n_gate][1 + draft][NH*D] */
+    /* opts.score_rows: the q of every row of a forced forward, [n_gate][chunk][NH*D], and one row's feature */
+    float *sq, *sfeat;
 };
 
 typedef struct loop_state loop_state;
@@ -79,7 +81,7 @@ void rc_recall_close(rc_recall *r) {
     rc_bpe_free(r->bpe);
     rc_wp_free(r->wp);
     RC_FREE(r->last, r->prime_last, r->last_h, r->prime_h, r->gq, r->rows, r->vrows, r->vlogits,
-            r->vnormed, r->vq, r);
+            r->vnormed, r->vq, r->sq, r->sfeat, r);
 }
 
 const struct rc_bpe *rc_recall_bpe(const rc_recall *r) { return r->bpe; }
@@ -214,6 +216,13 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
         else r->vlogits = malloc(n * (size_t)r->V * sizeof *r->vlogits);
         r->vq = malloc(n * (size_t)(r->gate_dim ? r->gate_dim : 1) * sizeof *r->vq);
         if (!r->vrows || !(r->vlogits || r->vnormed) || !r->vq) s = rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
+    }
+    if (!s && o->score_rows && o->arm != RC_ARM_RC_BGE)
+        s = rc_fail(err, RECALL_E_ARG, "recall: score_rows needs the RC_bge arm (the gate)");
+    if (!s && o->score_rows) {
+        r->sq = malloc((size_t)o->chunk * r->gate_dim * sizeof *r->sq);
+        r->sfeat = malloc((size_t)r->gate_dim * sizeof *r->sfeat);
+        if (!r->sq || !r->sfeat) s = rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
     }
     if (s) {
         rc_recall_close(r);
@@ -753,10 +762,35 @@ static recall_status rebuild(rc_recall *r, loop_state *st, int c0, int R, const 
     return RECALL_OK;
 }
 
-/* m feed tokens teacher-forced in one forward (m = 1 on the reference schedule). */
-static recall_status force(rc_recall *r, loop_state *st, const int32_t *ids, int m, rc_turn *turn, recall_err *err) {
+/* opts.score_rows: the gate's score of row j of n whose q_proj outputs are q[n_gate][n][NH*D] (the
+ * token at position pos), as an RC_EV_SCORE event. */
+static recall_status score_row(rc_recall *r, const loop_state *st, const float *q, int n, int j, int pos,
+                               const events *ev, recall_err *err) {
+    const rc_qwen2_config *c = rc_qwen2_cfg(r->llm);
+    const size_t qd = (size_t)c->heads * c->head_dim;
+    for (int g = 0; g < c->n_gate; g++) memcpy(r->sfeat + g * qd, q + ((size_t)g * n + j) * qd, qd * sizeof *q);
+    const rc_gate_rec rec = {pos, rc_gate_score(r->heads, r->sfeat), 0};
+    return emit(ev, st, RC_EV_SCORE, &rec, 0, err);
+}
+
+/* m feed tokens teacher-forced in one forward (m = 1 on the reference schedule). With
+ * opts.score_rows every row's q is kept and scored. */
+static recall_status force(rc_recall *r, loop_state *st, const int32_t *ids, int m, const events *ev, rc_turn *turn,
+                           recall_err *err) {
     memcpy(st->gen + st->n_gen, ids, (size_t)m * sizeof *ids);
-    RC_TRY(forward_ids(r, r->llm, ids, m, r->last, err));
+    if (r->o.score_rows) {
+        rc_qwen2_fwd f;
+        memset(&f, 0, sizeof f);
+        f.ids = ids;
+        f.n = m;
+        f.q_all = r->sq;
+        last_out(r, &f, r->last);
+        RC_TRY(rc_qwen2_forward(r->llm, &f, err));
+        memcpy(r->gq, rc_qwen2_gate_q(r->llm), (size_t)r->gate_dim * sizeof *r->gq);
+        for (int j = 0; j < m; j++) RC_TRY(score_row(r, st, r->sq, m, j, st->n_gen + j, ev, err));
+    } else {
+        RC_TRY(forward_ids(r, r->llm, ids, m, r->last, err));
+    }
     for (int j = 0; j < m; j++)
         if (!push_key(st, ids[j], -1)) return oom(err);
     st->n_gen += m;
@@ -797,6 +831,7 @@ static recall_status greedy_step(rc_recall *r, loop_state *st, feed_cursor *fc, 
     RC_TRY(choose(r, st, fc, &pk, ev, turn, &t, err));
     if (fc->done) return RECALL_OK;
     RC_TRY(forward_ids(r, r->llm, &t, 1, r->last, err));
+    if (r->o.score_rows) RC_TRY(score_row(r, st, r->gq, 1, 0, st->n_gen - 1, ev, err));
     if (!push_key(st, t, -1)) return oom(err);
     turn->rows_computed += 1;
     return RECALL_OK;
@@ -854,7 +889,9 @@ static recall_status spec_steps(rc_recall *r, loop_state *st, feed_cursor *fc, i
         RC_TRY(verify_forward(r, n, err));
         turn->rows_computed += n;
         int a = 0; /* drafted rows accepted */
+        const int pos0 = st->n_gen - 1; /* vrows[0]'s position */
         for (;;) { /* row a is the sequence's: its step is done */
+            if (r->o.score_rows) RC_TRY(score_row(r, st, r->vq, n, a, pos0 + a, ev, err));
             if (!push_key(st, r->vrows[a], -1)) return oom(err);
             if (++*step == r->o.chunk) break;
             const float *lg = r->scr ? NULL : r->vlogits + (size_t)a * r->V;
@@ -888,7 +925,7 @@ static recall_status run_chunk(rc_recall *r, loop_state *st, feed_cursor *fc, in
         if (fc->fi < fc->n) {
             int m = o->reference_schedule ? 1 : o->chunk - step;
             if (m > fc->n - fc->fi) m = fc->n - fc->fi;
-            s = force(r, st, fc->ids + fc->fi, m, turn, err);
+            s = force(r, st, fc->ids + fc->fi, m, ev, turn, err);
             fc->fi += m;
             step += m;
         } else if (o->draft > 0) {

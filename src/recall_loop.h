@@ -90,6 +90,10 @@ typedef struct {
      * runs [SP][injected][edge span][window]: a fact straddling the window's start is then whole
      * in the injected part while the reply is written. Up to 2 x block more positions. */
     int edge;
+    /* Calibration (calibrate.h): 1 = also score the gate on the q of every token as it is run
+     * (forced or generated; not the rebuilds' rows), each an RC_EV_SCORE event. The gate still
+     * decides only at rebuilds, so nothing else changes. RC_bge arm only; 0 = off (default). */
+    int score_rows;
 } rc_recall_opts;
 #define RC_POOLER_CACHE_MB 256
 enum { RC_LM_SCREEN_AUTO = 0, RC_LM_SCREEN_ON = 1, RC_LM_SCREEN_OFF = 2 };
@@ -145,10 +149,12 @@ typedef struct {
 
 void rc_turn_free(rc_turn *t);
 
-typedef enum { RC_EV_REBUILD, RC_EV_GATE, RC_EV_FIRE, RC_EV_TOKEN } rc_event_kind;
+typedef enum { RC_EV_REBUILD, RC_EV_GATE, RC_EV_FIRE, RC_EV_TOKEN, RC_EV_SCORE } rc_event_kind;
 typedef struct {
     rc_event_kind kind;
-    const void *rec;  /* rc_rebuild_rec / rc_gate_rec / rc_fire_rec; NULL for tokens */
+    /* rc_rebuild_rec / rc_gate_rec / rc_fire_rec; NULL for tokens; RC_EV_SCORE (opts.score_rows):
+     * an rc_gate_rec whose c0 is the scored token's position in the conversation, fired 0 */
+    const void *rec;
     int32_t token;    /* RC_EV_TOKEN: a generated id (streamed as it is chosen) */
 } rc_event;
 /* Returns 0 to go on; anything else cancels the turn (RECALL_E_CANCELLED, nothing carried to

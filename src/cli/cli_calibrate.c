@@ -1,20 +1,22 @@
-/* cli_calibrate.c - `recall calibrate`: per-build gate threshold calibration (docs/LOOP.md, "Options
- * off by default, and the threshold": run about 10 short needle dialogues through the deployed model
- * and set the threshold at about the 10th percentile of gate scores at known recall positions).
+/* cli_calibrate.c - `recall calibrate`: per-build gate threshold calibration (docs/LOOP.md,
+ * "Calibration": run about 10 short needle dialogues through the deployed model and set the
+ * threshold from them). The threshold is rc_calibrate's (calibrate.h): the 10th percentile of the
+ * gate scores of every token at a recall position (a question turn from its keyword's end to the
+ * reply's restatement, the fact's turn out of the window), firing disabled: the rule the gate
+ * file's thresh was trained with. --write FILE keeps it as a threshold file.
  *
- * Needle dialogues = the benchmark problems (3 facts, 9 fillers, 2 probes, 3 questions). Each runs
- * through the RC_bge loop with firing disabled (threshold +inf), so every gate check is scored but
- * nothing is injected and the scores are those of the un-helped model.
- *   known recall positions: gate checks of a question turn at c0 > q_start, where q_start is the
- *     history length before the question segment (the gate feature is then the q of a token of
- *     the question or of the answer being generated)
- *   casual positions: the same checks in probe turns (c0 > probe_start); "whole turn" adds every
+ * Besides, the report shows what the gate checks (the scores the loop decides on, at rebuilds)
+ * do on the same runs:
+ *   question-turn checks: gate checks of a question turn at c0 > q_start, where q_start is the
+ *     history length before the question segment
+ *   probe-turn checks: the same checks in probe turns (c0 > probe_start); "whole turn" adds every
  *     check of a probe turn, teacher-forced history included, as the benchmark's false-fire counts
- * Suggested threshold = the P-th percentile (numpy "linear") of the recall-position scores.
  * --svg OUT draws the trade-off the threshold sweeps: for every threshold t, the share of probe
- * turns with a score above t anywhere (casual fires per turn) against the share of question turns
- * with one at a recall position (the turns recall can help), the suggested and the file's
- * thresholds marked. */
+ * turns with a check above t anywhere (casual fires per turn) against the share of question turns
+ * with one after the question starts, the suggested and the file's thresholds marked. */
+#include "calibrate.h"
+#include "checksum.h"
+#include "json.h"
 #include "problems.h"
 #include "blob.h"
 #include "cli.h"
@@ -98,7 +100,8 @@ static void gate_stats_free(gate_stats *g) {
 
 /* Adds one problem run's gate checks; *np / *nc count its recall / casual-position checks.
  * Returns 0, -1 out of memory, or 1 with err set. */
-static int collect_run(rc_recall *r, const rc_problem_run *run, gate_stats *g, int *np, int *nc, recall_err *err) {
+static int collect_run(const rc_recall *r, const rc_problem_run *run, gate_stats *g, int *np, int *nc,
+                       recall_err *err) {
     int bad = 0;
     *np = *nc = 0;
     for (int t = 0; t < run->n_turns && !bad; t++) {
@@ -126,63 +129,59 @@ static int collect_run(rc_recall *r, const rc_problem_run *run, gate_stats *g, i
     return bad ? -1 : 0;
 }
 
-/* Every needle dialogue through r (firing disabled), one progress line each; 0 or 1 (printed). */
-static int calibrate_collect(rc_recall *r, const rc_bench *bench, const calibrate_opts *co, gate_stats *g) {
-    recall_err err = {0};
-    for (int i = 0; i < co->n_seeds; i++) {
-        rc_problem p;
-        rc_problem_run run;
-        if (rc_bench_problem(bench, co->seeds[i], &p, &err)) goto fail;
-        if (rc_run_problem(r, &p, NULL, NULL, NULL, &run, &err)) {
-            rc_problem_free(&p);
-            goto fail;
-        }
-        int np, nc, st = collect_run(r, &run, g, &np, &nc, &err);
-        rc_problem_run_free(&run);
-        rc_problem_free(&p);
-        if (st > 0) goto fail;
-        if (st < 0) {
-            fprintf(stderr, "recall calibrate: out of memory\n");
-            return 1;
-        }
-        fprintf(stderr, "problem %u: %d recall-position checks, %d casual-position checks\n", co->seeds[i], np, nc);
+/* rc_calibrate's view of each problem run: its gate checks into the report's distributions, and a
+ * progress line. */
+typedef struct {
+    gate_stats *g;
+    const calibrate_opts *co;
+    int i, failed;
+    recall_err err;
+} collect_ctx;
+
+static void on_run(void *ctx, const rc_recall *r, const rc_problem_run *run) {
+    collect_ctx *c = ctx;
+    int np = 0, nc = 0;
+    if (c->failed) return;
+    const int st = collect_run(r, run, c->g, &np, &nc, &c->err);
+    if (st) {
+        c->failed = st;
+        return;
     }
-    return 0;
-fail:
-    fprintf(stderr, "recall calibrate: %s\n", err.msg);
-    return 1;
+    fprintf(stderr, "problem %u: %d recall-position checks, %d casual-position checks\n", c->co->seeds[c->i++], np, nc);
 }
 
 /* The distributions, the suggested threshold and what it does on these dialogues (stdout). */
-static double calibrate_report(gate_stats *g, const calibrate_opts *co, int faithful, float file_thresh) {
-    scores *pos = &g->pos, *cas = &g->cas;
+static void calibrate_report(gate_stats *g, const calibrate_opts *co, const rc_calibration *cal, int faithful,
+                             float file_thresh) {
+    scores *pos = &g->pos, *cas = &g->cas, rows = {cal->pos, cal->n_pos, cal->n_pos};
+    const double thr = cal->threshold;
     int q_fire = 0, probe_fire = 0;
     qsort(pos->v, (size_t)pos->n, sizeof *pos->v, cmp_float);
     qsort(cas->v, (size_t)cas->n, sizeof *cas->v, cmp_float);
     qsort(g->cas_all.v, (size_t)g->cas_all.n, sizeof *g->cas_all.v, cmp_float);
-    double thr = percentile(pos->v, pos->n, co->P);
     for (int i = 0; i < g->q_max.n; i++) q_fire += g->q_max.v[i] > thr;
     for (int i = 0; i < g->probe_max.n; i++) probe_fire += g->probe_max.v[i] > thr;
     printf("gate score distribution (%d problems, mode %s, kv %s, numerics %s, firing disabled)\n", co->n_seeds,
            faithful ? "faithful" : "clean", rc_kv_dtype_name((rc_kv_dtype)co->kv), rc_numerics_name(co->numerics));
     printf("  %-26s %5s %9s %9s %9s %9s %9s %9s %9s\n", "", "n", "min", "p10", "p25", "p50", "p75", "p90", "max");
-    print_row("recall positions", pos);
-    print_row("casual positions", cas);
+    print_row("recall positions (tokens)", &rows);
+    print_row("question-turn checks", pos);
+    print_row("probe-turn checks", cas);
     print_row("casual (whole probe turn)", &g->cas_all);
-    printf("suggested threshold: %.4f (p%g of %d recall-position scores; the gate file's thresh is %.4f)\n", thr,
-           co->P, pos->n, file_thresh);
-    printf("  at %.4f: recall-position checks above %d/%d (%.0f%%), casual-position checks above %d/%d,\n", thr,
-           count_above(pos, thr), pos->n, 100.0 * count_above(pos, thr) / pos->n, count_above(cas, thr), cas->n);
+    printf("suggested threshold: %.4f (p%g of %d recall-position token scores in %d of %d question turns: the rule "
+           "the gate file's thresh was trained with; the file's thresh is %.4f)\n", thr, co->P, cal->n_pos,
+           cal->n_q_used, cal->n_q, file_thresh);
+    printf("  at %.4f: question-turn checks above %d/%d, probe-turn checks above %d/%d,\n", thr, count_above(pos, thr),
+           pos->n, count_above(cas, thr), cas->n);
     printf("  question turns with a fire %d/%d, probe turns with a fire %d/%d (whole turn)\n", q_fire, g->n_q,
            probe_fire, g->n_probe);
-    /* the gate as a detector of recall positions, at the file's threshold: among the checks of
-     * question and probe turns after their user message starts */
+    /* the gate as a detector, at the file's threshold: among the checks of question and probe
+     * turns after their user message starts */
     const int tp = count_above(pos, file_thresh), fp = count_above(cas, file_thresh);
-    printf("  at the file's %.4f: recall %d/%d (%.0f%%) of recall-position checks, precision %d/%d (%.0f%%) "
-           "among the checks above it\n", file_thresh, tp, pos->n, 100.0 * tp / pos->n, tp, tp + fp,
+    printf("  at the file's %.4f: %d/%d (%.0f%%) of question-turn checks above it, precision %d/%d (%.0f%%) "
+           "among the checks above it\n", file_thresh, tp, pos->n, pos->n ? 100.0 * tp / pos->n : 0.0, tp, tp + fp,
            tp + fp ? 100.0 * tp / (tp + fp) : 0.0);
-    printf("use: recall chat BLOB --threshold %.4f   (or recall eval ... --arms SP,RC_bge@%.4f)\n", thr, thr);
-    return thr;
+    printf("use: recall chat BLOB --threshold %.4f, or --threshold-file FILE after calibrate --write FILE\n", thr);
 }
 
 /* ---- the trade-off picture ------------------------------------------------------------------ */
@@ -190,8 +189,9 @@ static double calibrate_report(gate_stats *g, const calibrate_opts *co, int fait
 static double share_above(const scores *s, double t) { return s->n ? (double)count_above(s, t) / s->n : 0.0; }
 
 /* The sweep over every distinct per-turn best score (plus one below all): each threshold is a
- * point (casual fires per probe turn, question turns firing at a recall position). */
-static void svg_body(FILE *f, const gate_stats *g, const calibrate_opts *co, int faithful, double thr, double file_thr) {
+ * point (casual fires per probe turn, question turns firing after the question starts). */
+static void svg_body(FILE *f, const gate_stats *g, const calibrate_opts *co, int faithful, double thr, double file_thr,
+                     int n_pos) {
     const double X0 = 80, Y0 = 60, W = 520, H = 360;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"720\" height=\"500\" font-family=\"sans-serif\" "
                "font-size=\"12\">\n<rect width=\"720\" height=\"500\" fill=\"white\"/>\n");
@@ -210,7 +210,7 @@ static void svg_body(FILE *f, const gate_stats *g, const calibrate_opts *co, int
     fprintf(f, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">casual fires: probe turns with a score above t "
                "(anywhere in the turn)</text>\n", X0 + W / 2, Y0 + H + 36);
     fprintf(f, "<text transform=\"translate(%g,%g) rotate(-90)\" text-anchor=\"middle\">question turns with a score "
-               "above t at a recall position</text>\n", X0 - 48, Y0 + H / 2);
+               "above t after the question starts</text>\n", X0 - 48, Y0 + H / 2);
     /* thresholds: every distinct per-turn best, descending, after one above them all */
     int n = g->q_max.n + g->probe_max.n;
     double *t = malloc(((size_t)n + 1) * sizeof *t);
@@ -249,15 +249,32 @@ static void svg_body(FILE *f, const gate_stats *g, const calibrate_opts *co, int
                 100 * share_above(&g->q_max, mark[i].t), 100 * share_above(&g->probe_max, mark[i].t));
     }
     fprintf(f, "<text x=\"%g\" y=\"%g\" fill=\"#555\">%d question turns, %d probe turns; suggested = p%g of %d "
-               "recall-position scores</text>\n</svg>\n", X0, Y0 + H + 60, g->q_max.n, g->probe_max.n, co->P, g->pos.n);
+               "recall-position token scores</text>\n</svg>\n", X0, Y0 + H + 60, g->q_max.n, g->probe_max.n, co->P,
+            n_pos);
 }
 
 static int calibrate_svg(const char *path, const gate_stats *g, const calibrate_opts *co, int faithful, double thr,
-                         double file_thr) {
+                         double file_thr, int n_pos) {
     rc_afile af;
     FILE *f = cli_create("calibrate", &af, path);
     if (!f) return 1;
-    svg_body(f, g, co, faithful, thr, file_thr);
+    svg_body(f, g, co, faithful, thr, file_thr, n_pos);
+    return cli_commit("calibrate", &af, 1);
+}
+
+/* --write FILE: the threshold file (calibrate.h), with the bench it came from. */
+static int calibrate_write(const cli_args *a, const rc_blob *b, const rc_recall_opts *o, const rc_calibration *cal,
+                           const calibrate_opts *co) {
+    char *text = NULL;
+    size_t len = 0;
+    recall_err err = {0};
+    if (rc_read_file(a->bench, &text, &len, &err)) return cli_fail("calibrate", &err);
+    const rc_calibration_src src = {a->bench, rc_xxh64(text, len, 0), co->seeds, co->n_seeds};
+    free(text);
+    rc_afile af;
+    FILE *f = cli_create("calibrate", &af, a->write);
+    if (!f) return 1;
+    rc_calibration_write(f, b, o, cal, &src);
     return cli_commit("calibrate", &af, 1);
 }
 
@@ -270,7 +287,7 @@ int cli_calibrate(const cli_args *a) {
     recall_err err = {0};
     rc_blob *b = NULL;
     rc_bench *bench = NULL;
-    rc_recall *r = NULL;
+    rc_calibration cal = {0};
     gate_stats g;
     memset(&g, 0, sizeof g);
     int rc = 1;
@@ -278,26 +295,28 @@ int cli_calibrate(const cli_args *a) {
     rc_recall_opts o;
     cli_loop_opts(a, b, &o);
     const float file_thresh = o.threshold;
-    o.arm = RC_ARM_RC_BGE;
-    o.threshold = INFINITY; /* score every check, fire none */
-    if (rc_recall_open(b, &o, &r, &err)) goto fail;
-    cli_banner("calibrate", rc_recall_simd_name(r), rc_recall_threads(r));
-    if (calibrate_collect(r, bench, &co, &g)) goto out;
-    if (!g.pos.n) {
-        fprintf(stderr, "recall calibrate: no gate check fell at a recall position (the question turns never "
-                        "reached a rebuild with archived history); nothing to calibrate\n");
-        goto out;
-    }
+    rc_exec *ex = NULL; /* the path and thread count the loop will run with, for the banner */
+    if (cli_exec_open(a, &ex, &err)) goto fail;
+    cli_banner("calibrate", ex->k.name, ex->threads);
+    rc_exec_close(ex);
     co.kv = o.kv;
     co.numerics = o.numerics;
-    const double thr = calibrate_report(&g, &co, o.mode == RC_MODE_FAITHFUL, file_thresh);
-    rc = a->svg ? calibrate_svg(a->svg, &g, &co, o.mode == RC_MODE_FAITHFUL, thr, file_thresh) : 0;
+    collect_ctx cc = {&g, &co, 0, 0, {0}};
+    if (rc_calibrate(b, &o, bench, co.seeds, co.n_seeds, co.P, on_run, &cc, &cal, &err)) goto fail;
+    if (cc.failed) {
+        if (cc.failed < 0) fprintf(stderr, "recall calibrate: out of memory\n");
+        else cli_fail("calibrate", &cc.err);
+        goto out;
+    }
+    calibrate_report(&g, &co, &cal, o.mode == RC_MODE_FAITHFUL, file_thresh);
+    rc = a->svg ? calibrate_svg(a->svg, &g, &co, o.mode == RC_MODE_FAITHFUL, cal.threshold, file_thresh, cal.n_pos) : 0;
+    if (!rc && a->write) rc = calibrate_write(a, b, &o, &cal, &co);
     goto out;
 fail:
     cli_fail("calibrate", &err);
 out:
+    rc_calibration_free(&cal);
     gate_stats_free(&g);
-    rc_recall_close(r);
     rc_bench_free(bench);
     rc_blob_close(b);
     return rc;

@@ -96,6 +96,8 @@ static int on_event(void *ctx, const rc_event *ev) {
             else fprintf(stderr, "] held back (hysteresis/floor/empty)\n");
         }
         break;
+    default: /* RC_EV_SCORE: chat never asks for row scores */
+        break;
     }
     return 0;
 }
@@ -126,6 +128,8 @@ static int chat_open_model(chat_state *c) {
         rc_blob_get_i64(c->b, "qwen2.vocab", &vocab64, &err) || rc_rope_blob_positions(c->b, &max_pos_i, &err))
         return cli_fail("chat", &err);
     cli_loop_opts(ca, c->b, &c->o);
+    const int rc = cli_loop_threshold(ca, c->b, &c->o);
+    if (rc) return rc;
     c->vocab = (uint32_t)vocab64;
     c->max_pos = ca->ctx ? (long)ca->ctx : (long)max_pos_i; /* the FULL arm's context */
     return -1;

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE /* sched_getaffinity: the cores this process may run on */
 #include "cli_common.h"
 
+#include "calibrate.h"
+
 #include "json.h"
 #include "q8.h"
 #include "qwen2.h"
@@ -122,6 +124,33 @@ void cli_loop_opts(const cli_args *a, const rc_blob *b, rc_recall_opts *o) {
     o->threads = cli_threads(a);
     o->simd = a->simd;
     o->max_ctx = a->ctx;
+}
+
+int cli_loop_threshold(const cli_args *a, const rc_blob *b, rc_recall_opts *o) {
+    recall_err err = {0};
+    if (a->threshold_file) {
+        if (rc_calibration_read(a->threshold_file, b, o, &o->threshold, &err)) return cli_fail(a->cmd, &err);
+        fprintf(stderr, "recall %s: gate threshold %.4f from %s\n", a->cmd, o->threshold, a->threshold_file);
+        return 0;
+    }
+    if (!a->calibrate) return 0;
+    /* ~10 short needle dialogues, seeds apart from the 0.. that eval and the docs measure with */
+    static const uint32_t seeds[] = {1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009};
+    const int n = (int)(sizeof seeds / sizeof seeds[0]);
+    rc_bench *bench = NULL;
+    rc_calibration cal = {0};
+    if (rc_bench_load(a->calibrate, &bench, &err) ||
+        rc_calibrate(b, o, bench, seeds, n, 10.0, NULL, NULL, &cal, &err)) {
+        rc_bench_free(bench);
+        return cli_fail(a->cmd, &err);
+    }
+    fprintf(stderr, "recall %s: calibrated gate threshold %.4f (p10 of %d recall-position scores, problems %u-%u of "
+            "%s; the gate file's %.4f)\n", a->cmd, cal.threshold, cal.n_pos, seeds[0], seeds[n - 1], a->calibrate,
+            o->threshold);
+    o->threshold = cal.threshold;
+    rc_calibration_free(&cal);
+    rc_bench_free(bench);
+    return 0;
 }
 
 int cli_ctx_needs_full(const cli_args *a, int has_full) {

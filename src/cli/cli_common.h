@@ -42,11 +42,13 @@ typedef struct cli_args {
     int turn_cap;            /* --max-turn-tokens; -1: the blob's loop.turn_cap */
     int pooler_cache_mb;     /* --pooler-cache MB; -1: the default budget (0 given: no cache) */
     double threshold, floor; /* --threshold, --floor; NaN: the blob's threshold / no floor */
+    const char *threshold_file, *calibrate; /* --threshold-file FILE, --calibrate BENCH (calibrate.h) */
     /* eval, calibrate, longctx */
     const char *problems, *arms, *shard, *task, *len, *depth, *haystack, *prompts;
     long problem;    /* replay --problem; -1: none */
     double percentile;
     const char *svg; /* calibrate --svg OUT */
+    const char *write; /* calibrate --write FILE: the threshold file (calibrate.h) */
     unsigned long long seed;
     int max_new, no_run; /* --max-new; 0: the task's default (32; farfact: the blob's loop.turn_cap) */
     int cases;           /* longctx --cases (farfact); 0: 10 */
@@ -99,6 +101,10 @@ recall_status cli_exec_open(const cli_args *a, rc_exec **out, recall_err *err);
  * threshold, floor, fire-once, hysteresis, edge, reply cap, draft, schedule, screening, threads,
  * simd, FULL arm context). */
 void cli_loop_opts(const cli_args *a, const struct rc_blob *b, rc_recall_opts *o);
+/* --threshold-file FILE (read, and checked against b and o: calibrate.h) or --calibrate BENCH
+ * (rc_calibrate on b with o, problems 1000-1009, p10) into o->threshold, said on stderr; neither given:
+ * o unchanged. 0, or the exit status with the message printed. */
+int cli_loop_threshold(const cli_args *a, const struct rc_blob *b, rc_recall_opts *o);
 /* --ctx sets the FULL arm's context only: 0, or 2 (printed) when it is given and no FULL arm runs
  * (has_full = 0). */
 int cli_ctx_needs_full(const cli_args *a, int has_full);

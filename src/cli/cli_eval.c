@@ -198,6 +198,8 @@ static int eval_open(eval_run *r) {
         rc_bench_load(r->a->bench, &r->bench, &r->err))
         return cli_fail("eval", &r->err);
     cli_loop_opts(r->a, r->b, &r->base);
+    const int rc = cli_loop_threshold(r->a, r->b, &r->base);
+    if (rc) return rc;
     for (int a = 0; a < r->p->n_arms; a++) {
         const arm_spec *s = &r->p->arms[a];
         rc_eval_arm_info *in = &r->info[a];

@@ -238,6 +238,16 @@ static const cli_opt O_ARM = {"--arm", NULL, "A", "RC_bge (default: recall), SP 
                               set_arm, F(arm), NOLIM};
 static const cli_opt O_THRESHOLD = {"--threshold", NULL, "T", "gate threshold (default: the gate file's thresh)",
                                     set_num, F(threshold), -INFINITY, INFINITY};
+static const cli_opt O_THRESHOLD_FILE = {"--threshold-file", NULL, "FILE",
+                                         "the gate threshold `recall calibrate --write FILE` wrote; refused\n"
+                                         "unless it was made on this blob with this --numerics and --kv",
+                                         set_str, F(threshold_file), NOLIM};
+static const cli_opt O_CALIBRATE = {"--calibrate", NULL, "BENCH",
+                                    "set the gate threshold at startup as recall calibrate does: problems\n"
+                                    "1000-1009 of BENCH through this model (its weights, --numerics, --kv),\n"
+                                    "firing disabled, p10 of the gate scores at recall positions; said on\n"
+                                    "stderr",
+                                    set_str, F(calibrate), NOLIM};
 static const cli_opt O_FIRE_ONCE = {"--fire-once", NULL, NULL, "at most one injection per turn", set_flag,
                                     F(fire_once), NOLIM};
 static const cli_opt O_HYSTERESIS = {"--hysteresis", NULL, "N",
@@ -269,7 +279,7 @@ static const cli_opt O_POOLER_CACHE = {"--pooler-cache", NULL, "MB",
                                       "0 = off); the same bits at any size",
                                       set_int, F(pooler_cache_mb), 0, 1 << 30};
 #define LOOP_OPTS                                                                                                    \
-    &O_MODE, &O_EDGE, &O_ARM, &O_THRESHOLD, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_DRAFT, &O_SCREEN, &O_POOLER_CACHE, &O_KV,   \
+    &O_MODE, &O_EDGE, &O_ARM, &O_THRESHOLD, &O_THRESHOLD_FILE, &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_DRAFT, &O_SCREEN, &O_POOLER_CACHE, &O_KV,   \
         &O_NUMERICS
 
 /* ---- convert, info, verify --------------------------------------------------------------------- */
@@ -434,7 +444,8 @@ static const cli_opt O_SHARD = {"--shard", NULL, "K/N",
                                 "j = arm index * number of problems + problem index (the order of one\n"
                                 "run); needs --json, which then also records what --merge checks",
                                 set_str, F(shard), NOLIM};
-static const cli_opt *const EVAL_OPTS[] = {&O_BENCH,  &O_PROBLEMS, &O_EVAL_ARMS, &O_MODE, &O_EDGE, &O_JSON_EVAL,
+static const cli_opt *const EVAL_OPTS[] = {&O_BENCH,  &O_PROBLEMS, &O_EVAL_ARMS, &O_MODE, &O_EDGE, &O_THRESHOLD_FILE,
+                                           &O_CALIBRATE, &O_JSON_EVAL,
                                            &O_SHARD,  &O_DRAFT,    &O_SCREEN,    &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_CTX_FULL, &O_ROPE,
                                            EXEC_OPTS, NULL};
 static const cli_moved EVAL_MOVED[] = {
@@ -450,9 +461,15 @@ static const cli_opt O_PERCENTILE = {"--percentile", NULL, "P", "percentile of t
                                      set_num, F(percentile), 0, 100};
 static const cli_opt O_SVG = {"--svg", NULL, "OUT.svg",
                               "draw the threshold sweep: casual fires per probe turn against the\n"
-                              "question turns that fire at a recall position (OUT.tmp.PID, then renamed)",
+                              "question turns with a gate check above it after the question starts\n"
+                              "(OUT.tmp.PID, then renamed)",
                               set_str, F(svg), NOLIM};
-static const cli_opt *const CALIBRATE_OPTS[] = {&O_BENCH,         &O_PROBLEMS, &O_PERCENTILE, &O_SVG, &O_MODE, &O_SCREEN,
+static const cli_opt O_WRITE = {"--write", NULL, "FILE",
+                                "write the threshold file: the suggested threshold with the blob's\n"
+                                "checksum, weights, numerics, kv, mode and how it was computed (JSON;\n"
+                                "chat, replay and eval read it with --threshold-file)",
+                                set_str, F(write), NOLIM};
+static const cli_opt *const CALIBRATE_OPTS[] = {&O_BENCH,         &O_PROBLEMS, &O_PERCENTILE, &O_SVG, &O_WRITE, &O_MODE, &O_SCREEN,
                                                 &O_POOLER_CACHE, &O_KV,       &O_NUMERICS,   &O_ROPE, EXEC_OPTS, NULL};
 
 static const cli_opt O_TASK = {"--task", NULL, "LIST",
@@ -528,12 +545,12 @@ static const cli_opt *const COMPARE_OPTS[] = {&O_JSON_CMP, &O_CMP_THRESHOLD, NUL
 
 const cli_opt *const cli_all_opts[] = {
     &O_THREADS, &O_SIMD, &O_HUGEPAGES, &O_CTX_FWD, &O_CTX_FULL, &O_ROPE, &O_KV_PAGES, &O_KV_RANDOM, &O_KV, &O_NUMERICS, &O_IDS,
-    &O_TOKENS_FILE, &O_BENCH, &O_MODE, &O_EDGE, &O_ARM, &O_THRESHOLD, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_TURN_CAP,
+    &O_TOKENS_FILE, &O_BENCH, &O_MODE, &O_EDGE, &O_ARM, &O_THRESHOLD, &O_THRESHOLD_FILE, &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_TURN_CAP,
     &O_DRAFT, &O_REFERENCE, &O_SCREEN, &O_POOLER_CACHE, &O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE, &O_WEIGHTS,
     &O_POOLER_HEADS, &O_STORE_SCREEN, &O_TOKENIZERS_ONLY, &O_OUT, &O_QUIET, &O_NO_TENSORS, &O_USE_BGE, &O_SPECIAL,
     &O_TEXT_FILE, &O_SKIP_SPECIAL, &O_DUMP_FWD, &O_DECODE_FROM, &O_CHUNK, &O_BOS, &O_PER_POSITION, &O_JSON_SCORE,
     &O_SCORING_ROWS, &O_EMBED_FILE, &O_DUMP_EMBED, &O_DUMP_POOL, &O_Q, &O_EMB, &O_PROBLEM, &O_TRACE_OUT,
-    &O_SESSION, &O_TRACE_LIVE, &O_PROBLEMS, &O_EVAL_ARMS, &O_JSON_EVAL, &O_SHARD, &O_JSON_MERGE, &O_PERCENTILE, &O_SVG,
+    &O_SESSION, &O_TRACE_LIVE, &O_PROBLEMS, &O_EVAL_ARMS, &O_JSON_EVAL, &O_SHARD, &O_JSON_MERGE, &O_PERCENTILE, &O_SVG, &O_WRITE,
     &O_TASK, &O_LEN, &O_CASES, &O_FACT_SHARE, &O_BENCH_FF, &O_DEPTH, &O_SEED, &O_LCTX_ARMS, &O_MAX_NEW, &O_JSON_LCTX, &O_HAYSTACK, &O_PROMPTS,
     &O_NO_RUN, &O_SVG_OUT, &O_SVG_THRESHOLD, &O_JSON_CMP, &O_CMP_THRESHOLD, NULL};
 
@@ -625,17 +642,21 @@ const cli_command cli_commands[] = {
      NULL, "the shard files", 1, CLI_MAX_POS, NULL, MERGE_OPTS, NULL, cli_eval_merge},
     {"calibrate", "BLOB --bench FILE [options]",
      "suggest a gate threshold from needle dialogues (p10 at recall positions)",
-     "Suggests a gate threshold for this build (weights, quantisation, mode), as the reference\n"
-     "handoff prescribes: needle dialogues through the deployed model, threshold at about the 10th\n"
-     "percentile of gate scores at known recall positions (~90% recall).\n"
+     "Suggests a gate threshold for this build (weights, quantisation, numerics), as the reference\n"
+     "handoff prescribes (needle dialogues through the deployed model, threshold at about the 10th\n"
+     "percentile of gate scores at known recall positions), by the rule the gate's own threshold\n"
+     "was trained with, so that the two compare (docs/LOOP.md, \"Calibration\").\n"
      "  needle dialogues: the benchmark problems (--problems), run through the RC_bge loop with\n"
-     "    firing disabled (threshold +inf): every gate check is scored, nothing is injected\n"
-     "  known recall positions: the gate checks of each question turn at c0 > the start of the\n"
-     "    question segment (the feature is a question or answer token's q)\n"
-     "  casual positions: the same checks in the probe turns; 'whole turn' adds every check of a\n"
-     "    probe turn (the benchmark's false-fire counts those too)",
+     "    firing disabled (threshold +inf): nothing is injected, every token is scored on its q\n"
+     "  recall positions: the tokens of a question turn from its keyword's end to the reply's\n"
+     "    restatement of the fact, while the fact's turn is out of the window\n"
+     "  question-turn / probe-turn checks: the gate checks (at rebuilds) of question and probe\n"
+     "    turns after their user message starts; 'whole turn' adds every check of a probe turn\n"
+     "    (the benchmark's false-fire counts those too)",
      "Prints the score distributions, the suggested threshold and what it would do on these\n"
-     "dialogues (fires are strict: score > threshold). Progress on stderr.",
+     "dialogues (fires are strict: score > threshold). Progress on stderr. --write FILE keeps the\n"
+     "threshold for chat, replay and eval (--threshold-file FILE), which refuse it for another\n"
+     "blob, --numerics or --kv; their --calibrate BENCH computes it at startup instead.",
      "BLOB", 1, 1, "--bench", CALIBRATE_OPTS, NULL, cli_calibrate},
     {"trace-svg", "TRACE.json -o OUT.svg [--threshold T]",
      "draw a replay trace (gate scores, fires, injected blocks) as SVG",
@@ -749,7 +770,10 @@ int cli_parse(const cli_command *c, int argc, char **argv, cli_args *a) {
         if (n_given < (int)(sizeof given / sizeof given[0])) given[n_given++] = o->name;
     }
     if (a->n_pos < c->min_pos) return cli_usage_error(c->name, "needs %s (see --help)", c->pos_name);
-    if (a->edge != RC_EDGE_OFF && a->mode != RC_MODE_CLEAN) /* the one check across two loop options */
+    if ((!isnan(a->threshold) && (a->threshold_file || a->calibrate)) || (a->threshold_file && a->calibrate))
+        return cli_usage_error(c->name, "--threshold, --threshold-file and --calibrate each set the gate threshold: "
+                               "give one");
+    if (a->edge != RC_EDGE_OFF && a->mode != RC_MODE_CLEAN) /* a check across two loop options */
         return cli_usage_error(c->name, "--edge inject needs --mode clean: faithful mode reproduces the reference "
                                "loop, whose rebuilds have no edge");
     for (const char *r = c->required; r && *r;) {

@@ -144,8 +144,10 @@ static void on_turn(void *ctx, int index, const rc_problem_turn *t) {
 }
 
 /* The trace document (the loop goldens' schema), written to path.tmp.PID then renamed. */
-static int write_trace(const char *path, long problem, const rc_recall_opts *o, const rc_problem *p,
-                       const rc_problem_run *run, const rc_bpe *bpe) {
+static int write_trace(const cli_args *a, const rc_recall_opts *o, const rc_problem *p, const rc_problem_run *run,
+                       const rc_bpe *bpe) {
+    const char *path = a->trace_out;
+    const long problem = a->problem;
     rc_afile af;
     FILE *f = cli_create("replay", &af, path);
     if (!f) return 1;
@@ -153,6 +155,11 @@ static int write_trace(const char *path, long problem, const rc_recall_opts *o, 
             problem, cli_mode_name(o->mode), cli_arm_name(o->arm), rc_kv_dtype_name((rc_kv_dtype)o->kv),
             rc_numerics_name(o->numerics));
     rc_json_put_num(f, o->threshold);
+    if (a->threshold_file || a->calibrate) { /* only then: a default trace keeps its bytes */
+        fprintf(f, ", \"threshold_from\": ");
+        rc_json_put_str(f, a->threshold_file ? a->threshold_file : a->calibrate);
+        fprintf(f, ", \"threshold_by\": \"%s\"", a->threshold_file ? "threshold file" : "calibrate");
+    }
     if (o->edge) fprintf(f, ", \"edge\": \"%s\"", cli_edge_name(o->edge)); /* only when on: see write_turn */
     fprintf(f, ", \"constants\": {\"RW\": %d, \"C\": %d, \"BLOCK\": %d, \"RECALL_K\": %d, \"TURN_CAP\": %d},\n",
             o->window, o->chunk, o->block, o->k, o->turn_cap);
@@ -192,6 +199,8 @@ int cli_replay(const cli_args *a) {
         rc_bench_problem(bench, (uint32_t)a->problem, &p, &err))
         goto fail;
     cli_loop_opts(a, b, &o);
+    if ((rc = cli_loop_threshold(a, b, &o))) goto out;
+    rc = 1;
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
     fprintf(stderr, "replay: problem %ld, arm %s, simd %s, %d thread%s, numerics %s, kv %s%s\n", a->problem,
             cli_arm_name(o.arm), rc_recall_simd_name(r), rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s",
@@ -204,7 +213,7 @@ int cli_replay(const cli_args *a) {
         fprintf(stderr, "lm_head screening: %ld greedy picks, %.1f exact rows per pick, %ld fell back to all logits; "
                 "%.1f MB of lm_head data per pick (%.1f MB unscreened)\n", lm.picks, (double)lm.exact_rows / lm.picks,
                 lm.full, lm.bytes / lm.picks / 1e6, lm.full_bytes / lm.picks / 1e6);
-    rc = write_trace(a->trace_out, a->problem, &o, &p, &run, rc_recall_bpe(r));
+    rc = write_trace(a, &o, &p, &run, rc_recall_bpe(r));
     goto out;
 fail:
     rc = cli_fail("replay", &err);
