@@ -16,7 +16,8 @@
  * encoded at every fire. So a fire at c0 encodes the blocks sealed since the previous fire (all of
  * them at the first) plus the buffer when it is a candidate; their sum is checked against the
  * turn's count (rc_turn.bert_encodes), so a schedule that encodes otherwise stops the bench. Peak
- * RSS per distance (VmHWM reset before its first case).
+ * RSS per distance (VmHWM reset before its first case), and what the gist pooler's K/V cache held
+ * after the turn (it keeps the evicted tokens' rows between rebuilds, up to its budget).
  *
  * Isolated (one line per distance, on case 0's archive as it stands at the question: the blocks
  * sealed from the first q_first - window tokens, and the pending buffer): a cold fire (no key
@@ -31,6 +32,7 @@
 #include "farfact.h"
 #include "heads.h"
 #include "pool.h"
+#include "pooler.h"
 #include "problems.h"
 #include "recall_loop.h"
 #include "retriever.h"
@@ -105,6 +107,8 @@ static void run_case(rc_recall *rec, const rc_bpe *bpe, const rc_recall_opts *o,
     const double t0 = bench_now_s();
     if (rc_recall_reply(rec, c->ids, c->n_ids, on_event, &w, &turn, &err)) die("turn", &err);
     const double t1 = bench_now_s();
+    rc_pooler_stats ps;
+    rc_recall_pooler_stats(rec, &ps);
     char *text = NULL;
     size_t len;
     rc_ff_result r;
@@ -126,10 +130,10 @@ static void run_case(rc_recall *rec, const rc_bpe *bpe, const rc_recall_opts *o,
     }
     printf("case distance=%d index=%d tokens=%d blocks=%d turn_s=%.3f question_s=%.3f fires=%d early=%d "
            "encodes=%d fire_s=%.4f q_fires=%d q_encodes=%d q_fire_s=%.4f exact=%d fired=%d retrieved=%d rank=%d "
-           "fires_list=",
+           "pooler_cache_mib=%.1f fires_list=",
            c->spec.dist, c->spec.index, c->n_ids, (c->q_first > o->window ? c->q_first - o->window : 0) / o->block, t1 - t0,
            w.t_q >= 0 ? t1 - w.t_q : 0.0, w.n, r.early, turn.bert_encodes, fire_s, q_fires, q_enc, q_fire_s, r.exact,
-           r.fired, r.retrieved, r.rank);
+           r.fired, r.retrieved, r.rank, ps.cache_bytes / 1048576.0);
     for (int i = 0; i < w.n; i++)
         printf("%s%d:%d:%d:%.2fms", i ? "," : "", w.fire[i].c0, w.fire[i].ncand, w.fire[i].encodes, w.fire[i].s * 1e3);
     printf("\n");

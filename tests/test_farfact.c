@@ -281,6 +281,7 @@ Test(farfact, trained_world_recalls_a_fact_2048_tokens_back, .timeout = 300) {
         const json_value *r = &recs->items[a];
         cr_expect_str_eq(get(r, "arm", JSON_STR)->str, arms[a]);
         cr_expect_str_eq(get(r, "mode", JSON_STR)->str, "faithful");
+        cr_expect_str_eq(get(r, "edge", JSON_STR)->str, "off");
         cr_expect_str_eq(get(r, "numerics", JSON_STR)->str, "exact");
         cr_expect_eq(num(r, "distance"), 2048);
         cr_expect_str_eq(get(r, "prompt_xxh64", JSON_STR)->str, W_PROMPT_XXH64);
