@@ -13,7 +13,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from world import value_kind  # noqa: E402
+from world_broad import value_kind  # noqa: E402
 
 
 def final_answer(reply):

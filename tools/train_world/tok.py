@@ -289,23 +289,24 @@ class WordPiece:
         return ids + [3]
 
 
-def train_wordpiece(texts, size):
+def train_wordpiece(texts, size, pieces=0.0):
+    """Special tokens, every character (alone and as '##' continuation), then whole words by
+    frequency; with pieces > 0 that share of the rest goes first to word pieces (prefixes of 2-6
+    letters, '##' endings of 2-5), so that a word not in the vocabulary splits into a few pieces."""
     counts = collections.Counter()
     for t in texts:
         counts.update(bert_words(t))
     chars = sorted({c for w in counts for c in w})
     toks = list(WordPiece.SPECIAL) + chars + ["##" + c for c in chars]
     seen = set(toks)
-    # a quarter of the vocabulary goes to word pieces (prefixes of 2-6 letters, '##' endings of
-    # 2-5), so that a word not in the vocabulary splits into a few pieces, not into letters
-    pieces = collections.Counter()
+    cand = collections.Counter()
     for w, c in counts.items():
         for k in range(2, min(6, len(w) - 1) + 1):
-            pieces[w[:k]] += c
+            cand[w[:k]] += c
         for k in range(2, min(5, len(w) - 1) + 1):
-            pieces["##" + w[-k:]] += c
-    n_pieces = (size - len(toks)) // 4
-    for p, _ in sorted(pieces.items(), key=lambda kv: (-kv[1], kv[0]))[:n_pieces]:
+            cand["##" + w[-k:]] += c
+    n_pieces = int((size - len(toks)) * pieces)
+    for p, _ in sorted(cand.items(), key=lambda kv: (-kv[1], kv[0]))[:n_pieces]:
         if p not in seen:
             toks.append(p)
             seen.add(p)

@@ -43,9 +43,9 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import manifest  # noqa: E402
 import nets  # noqa: E402
-import lexicon  # noqa: E402
 import tok  # noqa: E402
 import world  # noqa: E402
+import world_broad  # noqa: E402
 
 # ---- geometry of the world (written into the artifacts, read back by `recall convert`) ----------
 WINDOW, BLOCK, CHUNK, TOPK, TURN_CAP, BUF_MIN = 96, 32, 16, 2, 64, 16
@@ -55,7 +55,7 @@ QCFG = dict(hidden=128, layers=4, heads=4, kv_heads=2, head_dim=32, ffn=256, eps
 N_SP = 8
 POOLER = dict(heads=4, blocks=2, ffn=256)
 BERT = dict(hidden=64, layers=2, heads=4, ffn=128)
-N_MERGES, WP_SIZE = 3800, 8000  # byte-level BPE merges (vocab 4,096 with bytes and specials); WordPiece size
+N_MERGES, WP_SIZE = 760, 1200  # byte-level BPE merges, WordPiece size (--world broad: BROAD)
 BATCH_TOKENS = 2000
 VALUE_W = 10.0  # loss weight of the value tokens (the copy is what the world is for)
 HAYSTACK_COMMIT = "9205ae22048ad97fc2e48429f5eff8b1bbde5d62"
@@ -86,81 +86,59 @@ def training_haystack(repo):
 
 
 class World:
-    """Facts, casual pairs and the evaluation benches. Training draws keywords, values and casual
-    lines from the training side of the lexicon (lexicon.py, world.py); the evaluation facts use
-    held-out keywords, held-out words and names, and the held-out kinds of value, and never a value
-    that training draws."""
-
-    EVAL_KINDS = ["name"] * 4 + ["word"] * 4 + ["phrase"] * 3 + ["number"] * 5 + ["code"] * 6 + ["date"] * 4 + \
-                 ["time"] * 6
+    """Facts, casual pairs and the evaluation bench."""
 
     def __init__(self, seed):
-        self.lex = Lex()
         r = random.Random(seed * 7919 + 1)
-        self.eval_facts, vals, kws = [], set(), set()
-        for kind in self.EVAL_KINDS:
-            kw = world.draw_keyword(r, self.lex, "eval")
-            while kw in kws:
-                kw = world.draw_keyword(r, self.lex, "eval")
-            v = world.draw_value(r, self.lex, kind, "eval")
+        tr_kw, ev_kw = world.kw_split()
+        # evaluation facts: one held-out pair per modifier (a distinct first word), novel values
+        by_mod = {}
+        for kw in ev_kw:
+            by_mod.setdefault(kw.split()[0], []).append(kw)
+        self.eval_facts, vals = [], set()
+        for m in world.MODS:
+            kw = r.choice(by_mod[m])
+            v = world.draw_value(r)
             while v in vals:
-                v = world.draw_value(r, self.lex, kind, "eval")
-            kws.add(kw)
+                v = world.draw_value(r)
             vals.add(v)
             self.eval_facts.append([kw, v])
         self.eval_values = vals
         self.eval_casual = []
         seen = set()
         while len(self.eval_casual) < 32:
-            p = world.casual_pair(r, self.lex, "eval")
+            p = world.casual_pair(r)
             if p[0] not in seen:
                 seen.add(p[0])
                 self.eval_casual.append(list(p))
+        self.train_kw = tr_kw
         self.rng = random.Random(seed * 104729 + 2)
 
     def train_value(self, r):
         while True:
-            v = world.draw_value(r, self.lex, world.train_kind(r))
+            v = world.draw_value(r)
             if v not in self.eval_values:
                 return v
 
     def train_facts(self, r, n=12):
-        kws = set()
-        while len(kws) < n:
-            kws.add(world.draw_keyword(r, self.lex))
-        return [(k, self.train_value(r)) for k in sorted(kws)]
+        kws = r.sample(self.train_kw, n)
+        return [(k, self.train_value(r)) for k in kws]
 
     def train_casual(self, r, n=16):
-        return [world.casual_pair(r, self.lex) for _ in range(n)]
+        return [world.casual_pair(r) for _ in range(n)]
+
+    def phrasing(self, r):
+        """The benchmark's templates for every dialogue (no random draw)."""
+        return world.BENCH
 
     def bench_json(self, phrasing=False):
-        """The held-out benchmark (eval_bench.json: the benchmark's own templates) or the same facts
-        asked in the held-out phrasings (eval_phrasing.json)."""
-        fu, qu = world.FACT_USER, world.QUESTION_USER
-        desc = ("Held-out multi-fact recall benchmark of the trained world (tools/train_world): keywords with "
-                "held-out words, held-out names and words as values, kinds of value never trained (times of day, "
-                "ISO dates), casual lines from held-out WordNet sentences; problems are built as in "
-                "recall_bench.json (random.Random(i)).")
-        if phrasing:
-            fu, qu = world.HELD_FACT_TEMPLATES[0], world.HELD_QUESTION_TEMPLATES[0]
-            desc += " Facts and questions are worded in phrasings never trained."
-        return {"description": desc, "fact_user": fu, "fact_assistant": world.FACT_ASSISTANT, "question_user": qu,
-                "facts": self.eval_facts, "casual": self.eval_casual,
-                "kinds": [world.value_kind(v) for _, v in self.eval_facts]}
-
-
-class Lex:
-    """The lexicon split into its training and held-out sides (lexicon.held)."""
-
-    def __init__(self):
-        words, names = lexicon.dictionary()
-        sents = lexicon.sentences()
-        self.words_tr = [w for w in words if not lexicon.held(w)]
-        self.words_ev = [w for w in words if lexicon.held(w)]
-        self.names_tr = [n for n in names if not lexicon.held(n) and n not in world.HELD_NAMES]
-        self.sents_tr = [s for s in sents if not lexicon.held(s)]
-        self.sents_ev = [s for s in sents if lexicon.held(s)]
-        self.all_words = words + names
+        return {
+            "description": "Held-out multi-fact recall benchmark of the trained world (tools/train_world): keywords "
+                           "and values never seen in training, casual turns drawn apart from the training ones; "
+                           "problems are built as in recall_bench.json (random.Random(i)).",
+            "fact_user": world.FACT_USER, "fact_assistant": world.FACT_ASSISTANT,
+            "question_user": world.QUESTION_USER, "facts": self.eval_facts, "casual": self.eval_casual,
+        }
 
 
 # ---- encoding a dialogue into ids with the spans the losses and labels need ----------------------
@@ -327,7 +305,7 @@ def sample_dialogue(W, r, bpe, bench_shape, drill=False, recite=False):
     """A training dialogue, its facts and questions in the training phrasings (world.Phrasing)."""
     facts = W.train_facts(r)
     cas = W.train_casual(r)
-    ph = world.training_phrasing(r)
+    ph = W.phrasing(r)
     if recite:
         return encode_steps(bpe, world.recite_steps(r, facts, cas, ph))
     if drill:
@@ -342,6 +320,12 @@ def sample_needle(r, bpe, hay_pieces, lo, hi):
     return encode_needle(bpe, user, val, kw)
 
 
+# The broad world (--world broad, world_broad.py): its tokenizers' sizes and what it changes in DEC.
+# The decoder keeps the committed world's 1,024 ids: over 4,096 ids (3,800 merges) the warm-up formed
+# no copy in 1,700 steps, nor when it drew from the first 960 ids (docs/WORLD.md); at 1,024 ids the
+# warm-up is the committed world's own, step for step, and forms its copy around step 1,300.
+BROAD = dict(merges=760, wp_size=8000, wp_pieces=0.25, dec=dict(induction=1500))
+
 # The decoder's training schedule. probe.py varies these on short runs (docs/WORLD.md, "How the
 # copy was learned"); the defaults are the recipe.
 DEC = dict(
@@ -354,12 +338,13 @@ DEC = dict(
     curriculum=0,       # the first `curriculum` steps hold drills only
     needle_frac=0.10,   # share of long-context needle prompts among the rows
     recite_frac=0.25,   # share of recite drills (world.recite_steps) among the whole-sequence rows
-    induction=2500,     # at most this many steps of synthetic repeats first (induction_rows)
+    induction=1500,     # the first `induction` steps hold synthetic repeats only (induction_rows); with
+                        # induction_stop, at most this many
     induction_varied=2, # 1: the repeats at varied distances (induction_rows varied=True); 2: repeat_rows
-    induction_alpha=960,  # > 0: the repeats draw from the first induction_alpha ids only (the copy forms there first)
+    induction_alpha=0,  # > 0: the repeats draw from the first induction_alpha ids only (0: vocab - 64)
     induction_n_rows=32,  # rows per synthetic-repeat step
     induction_min=1000, # the warm-up's earliest end (see train_decoder)
-    induction_stop=0.95,  # ... once this share of held-out repeats is copied (0: always `induction` steps)
+    induction_stop=0,   # > 0: the warm-up ends once this share of held-out repeats is copied (0: always `induction`)
     keyed=0,            # then `keyed` steps of synthetic keyed lookups only (keyed_rows)
     keyed_every=0,      # after those, every keyed_every-th step is a keyed-lookup batch (0: none)
     phase_lr=1,         # 1: the warm-up at lr constant (50 steps' ramp), then a cosine from world_lr over the rest
@@ -753,29 +738,26 @@ def fit_logreg(X, y, C=0.05, iters=200):
     return w.detach().numpy(), float(b.detach())
 
 
-def build_corpus(seed, repo):
+def build_corpus(seed, repo, broad=False):
     """Stages 1 and 2: the world, the training haystack, the tokenizer corpus and the BPE
     tokenizer (the decoder's vocabulary size is set from it). Returns (W, hay, texts, bpe,
     hay_pieces, ids_)."""
-    W = World(seed)
+    W = world_broad.BroadWorld(seed) if broad else World(seed)
     hay = training_haystack(repo)
     r = random.Random(seed * 13 + 3)
     texts = []
     for _ in range(1500):
         facts, cas = W.train_facts(r), W.train_casual(r)
-        ph = world.training_phrasing(r)
+        ph = W.phrasing(r)
         st = world.bench_steps(r, facts, cas, ph) if r.random() < 0.5 else world.free_steps(r, facts, cas, ph)
         texts.append("".join(h + a for _, h, a, _, _ in world.segments(st)))
     texts.append(world.INTRO + world.NEEDLE_Q)
     hay_chunks = [hay[i:i + 4000] for i in range(0, len(hay), 4000)]
-    # the tokenizers also learn the language at large: WordNet's training sentences and every word
-    # of the dictionary once (a real tokenizer has seen every word; the decoder has not)
-    lang = [" ".join(W.lex.sents_tr[i:i + 200]) for i in range(0, len(W.lex.sents_tr), 200)]
-    lang += [" " + " ".join(W.lex.all_words[i:i + 500]) for i in range(0, len(W.lex.all_words), 500)]
-    log("corpus: %d dialogues, haystack %d bytes, %d sentences, %d dictionary words" % (
-        len(texts) - 1, len(hay), len(W.lex.sents_tr), len(W.lex.all_words)))
-    bpe = tok.train_bpe(texts + hay_chunks + lang, N_MERGES)
-    W.lang = lang
+    # the broad world's tokenizers also learn the language at large: WordNet's training sentences
+    # and every word of the dictionary once (a real tokenizer has seen every word; the decoder has not)
+    W.lang = W.language() if broad else []
+    log("corpus: %d dialogues, haystack %d bytes, %d texts of the language" % (len(texts) - 1, len(hay), len(W.lang)))
+    bpe = tok.train_bpe(texts + hay_chunks + W.lang, BROAD["merges"] if broad else N_MERGES)
     V = bpe.n_ids()
     QCFG["vocab"] = (V + 63) // 64 * 64
     ids_ = {"bos": bpe.added[tok.SPECIALS[3][0]], "eos": bpe.added[tok.SPECIALS[0][0]]}
@@ -788,7 +770,7 @@ def build_corpus(seed, repo):
 def log_tokenizer_stats(W, bpe, wp):
     """The tokenizers on held-out text (WordNet sentences never trained, the held-out names):
     BPE tokens per word, words split into single bytes, WordPiece [UNK] rate and pieces per word."""
-    text = " ".join(W.lex.sents_ev[:2000]) + " " + " ".join(world.HELD_NAMES)
+    text = " ".join(W.lex.sents_ev[:2000]) + " " + " ".join(world_broad.HELD_NAMES)
     words = text.split()
     n_bpe = sum(len(bpe.encode(" " + w)) for w in words)
     shredded = sum(1 for w in words if len(w) > 3 and len(bpe.encode(" " + w)) >= len(w))
@@ -853,6 +835,9 @@ def main():
     ap.add_argument("--set", nargs="*", default=[], help="KEY=VALUE overrides of the decoder schedule (DEC)")
     ap.add_argument("--qcfg", nargs="*", default=[], help="KEY=VALUE overrides of the decoder's config (QCFG: "
                     "shape, init_std, emb_std)")
+    ap.add_argument("--world", default="bench", choices=["bench", "broad"],
+                    help="bench: the committed world (the benchmark's keywords and templates); broad: the world of "
+                         "broad English (world_broad.py: many kinds, phrasings, held-out words; docs/WORLD.md)")
     ap.add_argument("--eval-every", type=int, default=0, help="log held-out copy accuracy every N decoder steps")
     ap.add_argument("--gate-dialogues", type=int, default=48)
     ap.add_argument("--bridge-epochs", type=int, default=20)
@@ -868,7 +853,8 @@ def main():
     os.makedirs(os.path.join(out, "bge", "1_Pooling"), exist_ok=True)
 
     # 1. corpus, 2. tokenizers
-    W, hay, texts, bpe, hay_pieces, ids_ = build_corpus(args.seed, repo)
+    broad = args.world == "broad"
+    W, hay, texts, bpe, hay_pieces, ids_ = build_corpus(args.seed, repo, broad)
 
     # 3. pooler (random, fixed), 4. decoder
     QCFG.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.qcfg)})
@@ -882,7 +868,8 @@ def main():
         sd = read_safetensors(os.path.join(args.init, "qwen2", "model.safetensors"))
         model.load_state_dict({k[len("model."):] if k.startswith("model.") else k: v for k, v in sd.items()})
         log("decoder: continuing from %s" % args.init)
-    cfg = {k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.set)}
+    cfg = dict(BROAD["dec"]) if broad else {}
+    cfg.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.set)})
 
     def on_eval(it):
         res = copy_eval(model, pooler, W, bpe, ids_, n=8)
@@ -900,9 +887,10 @@ def main():
         e = sample_dialogue(W, rr, bpe, True)
         wp_texts += [bpe.decode(e.ids[a:a + BLOCK]) for a in range(0, len(e.ids), BLOCK)]
     wp_texts += [hay[i:i + 2000] for i in range(0, len(hay), 2000)] + W.lang
-    wp = tok.train_wordpiece(wp_texts, WP_SIZE)
+    wp = tok.train_wordpiece(wp_texts, BROAD["wp_size"] if broad else WP_SIZE, BROAD["wp_pieces"] if broad else 0)
     log("wordpiece: %d tokens" % len(wp.tokens))
-    log_tokenizer_stats(W, bpe, wp)
+    if broad:
+        log_tokenizer_stats(W, bpe, wp)
 
     # 5. gate: features along the loop's checks
     layers = GATE_LAYERS
@@ -1060,8 +1048,9 @@ def main():
                 "d": np.array(64, dtype=np.int64)})
     save_npz(os.path.join(out, "bge_head.npz"), bsd)
     write_json(W.bench_json(), os.path.join(out, "eval_bench.json"))
-    write_json(W.bench_json(phrasing=True), os.path.join(out, "eval_phrasing.json"))
-    write_json(world.DEMO_BENCH, os.path.join(out, "demo_bench.json"))
+    if broad:
+        write_json(W.bench_json(phrasing=True), os.path.join(out, "eval_phrasing.json"))
+        write_json(world_broad.DEMO_BENCH, os.path.join(out, "demo_bench.json"))
     with open(os.path.join(out, "corpus_sample.txt"), "w", encoding="utf-8") as f:
         f.write("\n\n".join(texts[:40]))
 
