@@ -254,7 +254,7 @@ Test(eval_shard, every_option_that_changes_bits_must_match, .timeout = 900) {
     snprintf(path, sizeof path, "%s/s2.json", d);
     expect_field(path, "\"options\"", "{\"--ctx\": 0, \"--draft\": 0, \"--lm-head-screen\": \"auto\", "
                                       "\"--rope-scaling\": null, \"--kv\": \"f32\", \"--numerics\": \"exact\", "
-                                      "\"--edge\": \"off\"}");
+                                      "\"--edge\": \"off\", \"--fire-once\": 0, \"--hysteresis\": 0}");
     snprintf(files, sizeof files, "%s/s1.json %s/s2.json %s/s3.json", d, d, d);
     char out[300];
     snprintf(out, sizeof out, "%s/m.json", d);
@@ -269,6 +269,8 @@ Test(eval_shard, every_option_that_changes_bits_must_match, .timeout = 900) {
         {"--rope-scaling yarn:2:4096", "option --rope-scaling: yarn:2:4096 vs null"},
         {"--kv f16", "option --kv: f16 vs f32"},
         {"--numerics q8", "option --numerics: q8 vs exact"},
+        {"--fire-once", "option --fire-once: 1 vs 0"},
+        {"--hysteresis 2", "option --hysteresis: 2 vs 0"},
         {"--threads 1 --simd scalar", NULL},
     };
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {

@@ -158,7 +158,7 @@ static int eval_make_plan(const cli_args *a, eval_plan *p) {
  * measured and is not already in the document (arms, mode and problems are). Screening is
  * recorded as asked, after RECALL_LM_SCREEN ("auto" then depends only on the blob, whose checksum
  * is compared too). Adding such an option to eval: one entry here. */
-#define N_EVAL_OPTS 7
+#define N_EVAL_OPTS 9
 static void eval_options(const cli_args *a, rc_eval_opt *o) {
     const char *screen_env = getenv("RECALL_LM_SCREEN");
     int screen = a->lm_screen;
@@ -172,6 +172,8 @@ static void eval_options(const cli_args *a, rc_eval_opt *o) {
     o[4] = (rc_eval_opt){"--kv", 0, 0, rc_kv_dtype_name((rc_kv_dtype)a->kv)};
     o[5] = (rc_eval_opt){"--numerics", 0, 0, rc_numerics_name(a->numerics)};
     o[6] = (rc_eval_opt){"--edge", 0, 0, cli_edge_name(a->edge)};
+    o[7] = (rc_eval_opt){"--fire-once", 1, a->fire_once, NULL};
+    o[8] = (rc_eval_opt){"--hysteresis", 1, a->hysteresis, NULL};
 }
 
 typedef struct {

@@ -445,7 +445,7 @@ static const cli_opt O_SHARD = {"--shard", NULL, "K/N",
                                 "run); needs --json, which then also records what --merge checks",
                                 set_str, F(shard), NOLIM};
 static const cli_opt *const EVAL_OPTS[] = {&O_BENCH,  &O_PROBLEMS, &O_EVAL_ARMS, &O_MODE, &O_EDGE, &O_THRESHOLD_FILE,
-                                           &O_CALIBRATE, &O_JSON_EVAL,
+                                           &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_JSON_EVAL,
                                            &O_SHARD,  &O_DRAFT,    &O_SCREEN,    &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_CTX_FULL, &O_ROPE,
                                            EXEC_OPTS, NULL};
 static const cli_moved EVAL_MOVED[] = {
