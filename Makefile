@@ -81,7 +81,7 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-train need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = demo-worldA train-world train-world-check test-replay synth-copy realshape bench-loop bench-long bench-history \
+PHONY_EXTRA = demo-worldA train-world train-world-check train-world-broad train-world-broad-check test-replay synth-copy realshape bench-loop bench-long bench-history \
   bench-farback \
   soak soak-lsan \
   bench-tok bench-kv-pages bench-draft test-sbs
@@ -96,10 +96,12 @@ help:
 	@echo "  all         ./recall and build/librecall.a (default)"
 	@echo "  test        build and run the Criterion suite"
 	@echo "  test-replay the engine against the Python replay's traces (tests/golden/*/replay, docs/REPLAY.md)"
-	@echo "  demo        the trained world: a held-out dialogue on SP and on recall, its trace (docs/WORLD.md)"
+	@echo "  demo        the world of broad English: a chat a person would write, on SP and on recall, its trace"
 	@echo "  demo-worldA the bundled random-weight worldA: benchmark problem 0 through the recall loop, its trace"
 	@echo "  train-world retrain the trained world (tools/train_world) into TRAIN_OUT (build/trained)"
 	@echo "  train-world-check  retrain and compare with the committed MANIFEST.xxh64 (same bytes)"
+	@echo "  train-world-broad  retrain the world of broad English (--world broad) into TRAIN_OUT-broad"
+	@echo "  train-world-broad-check  the same, compared with tests/golden/broad/MANIFEST.xxh64"
 	@echo "  realshape   64-token prefill + 16 decode steps on the synth blob (BENCH_ARGS='--simd avx2 --threads 2')"
 	@echo "  bench-loop  fast vs reference loop schedule on worldA problem 0 (rows and time per turn)"
 	@echo "  bench-draft plain vs --draft N decode tok/s + acceptance on the synth blob (BENCH_ARGS='--draft 8')"
@@ -169,7 +171,8 @@ test: $(RECALL_BIN) $(BUILD)/run_tests $(BUILD)/api_example $(BUILD)/abi_v1 $(BU
 # The engine against the independent Python replay of the loop (docs/REPLAY.md): each trace in
 # WORLD/replay/ rerun by recall replay and judged by recall compare (also part of `make test`).
 REPLAY_CHECK = sh tests/replay_check.sh ./$(RECALL_BIN) $(WORLDA) tests/golden/recall_bench.json 4 && \
-  sh tests/replay_check.sh ./$(RECALL_BIN) tests/golden/trained tests/golden/trained/replay/bench.json 12
+  sh tests/replay_check.sh ./$(RECALL_BIN) tests/golden/trained tests/golden/trained/replay/bench.json 12 && \
+  sh tests/replay_check.sh ./$(RECALL_BIN) $(BROAD) $(BROAD)/replay/bench.json 12
 test-replay: $(RECALL_BIN)
 	$(REPLAY_CHECK)
 # bench/side_by_side.sh checked with fake engines (no llama.cpp needed; also part of `make test`)
@@ -304,6 +307,7 @@ sanitize: asan ubsan tsan
 # recall) and the RC_bge arm (recall), printing each question's reply, and draw the RC_bge trace.
 WORLDA  = tests/golden/worldA
 TRAINED = tests/golden/trained
+BROAD   = tests/golden/broad
 DEMO_PROBLEM ?= 0
 $(BUILD)/trained-f32.blob: $(RECALL_BIN) $(wildcard $(TRAINED)/*.* $(TRAINED)/qwen2/* $(TRAINED)/bge/*)
 	./$(RECALL_BIN) convert --qwen2 $(TRAINED)/qwen2 --bge $(TRAINED)/bge --pooler $(TRAINED)/pooler.pt \
@@ -311,15 +315,22 @@ $(BUILD)/trained-f32.blob: $(RECALL_BIN) $(wildcard $(TRAINED)/*.* $(TRAINED)/qw
 $(BUILD)/trained-nf4.blob: $(RECALL_BIN) $(wildcard $(TRAINED)/*.* $(TRAINED)/qwen2/* $(TRAINED)/bge/*)
 	./$(RECALL_BIN) convert --qwen2 $(TRAINED)/qwen2 --bge $(TRAINED)/bge --pooler $(TRAINED)/pooler.pt \
 	  --gate $(TRAINED)/gate.npz --bridge $(TRAINED)/bge_head.npz --weights nf4 --quiet -o $@
-# The README's first command: the trained world (docs/WORLD.md) converted like the real artifacts,
-# held-out problem DEMO_PROBLEM replayed through the recall loop on the SP arm (no recall) and the
-# RC_bge arm (recall), each question's reply printed, the RC_bge trace drawn.
-demo: recall $(BUILD)/trained-f32.blob
+$(BUILD)/broad-f32.blob: $(RECALL_BIN) $(wildcard $(BROAD)/*.* $(BROAD)/qwen2/* $(BROAD)/bge/*)
+	./$(RECALL_BIN) convert --qwen2 $(BROAD)/qwen2 --bge $(BROAD)/bge --pooler $(BROAD)/pooler.pt \
+	  --gate $(BROAD)/gate.npz --bridge $(BROAD)/bge_head.npz --quiet -o $@
+$(BUILD)/broad-nf4.blob: $(RECALL_BIN) $(wildcard $(BROAD)/*.* $(BROAD)/qwen2/* $(BROAD)/bge/*)
+	./$(RECALL_BIN) convert --qwen2 $(BROAD)/qwen2 --bge $(BROAD)/bge --pooler $(BROAD)/pooler.pt \
+	  --gate $(BROAD)/gate.npz --bridge $(BROAD)/bge_head.npz --weights nf4 --quiet -o $@
+# The README's first command: the world of broad English (docs/WORLD.md) converted like the real
+# artifacts, its demo chat (demo_bench.json: three facts a person tells, small talk, the questions)
+# replayed through the recall loop on the SP arm (no recall) and the RC_bge arm (recall), each
+# question's reply printed, the RC_bge trace drawn.
+demo: recall $(BUILD)/broad-f32.blob
 	@echo "== SP arm (the gist only: the fact has scrolled out of the window)"
-	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/eval_bench.json --problem $(DEMO_PROBLEM) \
+	./recall replay $(BUILD)/broad-f32.blob --bench $(BROAD)/demo_bench.json --problem $(DEMO_PROBLEM) \
 	  --arm SP --trace $(BUILD)/demo-trace-sp.json 2>$(BUILD)/demo-sp.txt; s=$$?; cat $(BUILD)/demo-sp.txt; exit $$s
 	@echo "== RC_bge arm (recall: the gate fires, the bridge head brings the block back)"
-	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/eval_bench.json --problem $(DEMO_PROBLEM) \
+	./recall replay $(BUILD)/broad-f32.blob --bench $(BROAD)/demo_bench.json --problem $(DEMO_PROBLEM) \
 	  --trace $(BUILD)/demo-trace.json 2>$(BUILD)/demo-rc.txt; s=$$?; cat $(BUILD)/demo-rc.txt; exit $$s
 	./recall trace-svg $(BUILD)/demo-trace.json -o $(BUILD)/demo-trace.svg
 	@echo "== the answers (each reply's text after </think>)"
@@ -348,6 +359,12 @@ need-train:
 	  /usr/share/dict/american-english:wamerican /usr/share/wordnet/data.noun:wordnet-base
 train-world: need-train
 	OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/train_world/train.py --out $(TRAIN_OUT)
+# The world of broad English (tests/golden/broad): train-world-broad-check compares with its manifest.
+train-world-broad: need-train
+	OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/train_world/train.py --world broad \
+	  --steps 4000 --out $(TRAIN_OUT)-broad
+train-world-broad-check: train-world-broad
+	cd $(TRAIN_OUT)-broad && diff MANIFEST.xxh64 $(CURDIR)/$(BROAD)/MANIFEST.xxh64 && echo "train-world-broad: same bytes as $(BROAD)"
 train-world-check: train-world
 	cd $(TRAIN_OUT) && diff MANIFEST.xxh64 $(CURDIR)/$(TRAINED)/MANIFEST.xxh64 && echo "train-world: same bytes as $(TRAINED)"
 

@@ -90,6 +90,7 @@ const char *fixture_worldA_screen_blob(const char *weights) {
     return world_blob(WA, "worldA", weights, 1);
 }
 const char *fixture_trained_blob(const char *weights) { return world_blob(FIXTURE_TRAINED, "trained", weights, 0); }
+const char *fixture_broad_blob(const char *weights) { return world_blob(FIXTURE_BROAD, "broad", weights, 0); }
 
 static rc_npy get(const char *path, const char *key, rc_npz **z) {
     recall_err err = {0};

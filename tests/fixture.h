@@ -15,6 +15,9 @@ const char *fixture_worldA_screen_blob(const char *weights);
  * weights "f32" | "bf16" | "nf4", converted by rc_convert like the real artifacts. */
 #define FIXTURE_TRAINED "tests/golden/trained"
 const char *fixture_trained_blob(const char *weights);
+/* The world of broad English (tests/golden/broad, train.py --world broad), the same way. */
+#define FIXTURE_BROAD "tests/golden/broad"
+const char *fixture_broad_blob(const char *weights);
 /* fixture_worldA_blob(weights) opened with rc_blob_open (mapped); aborts the test on failure. */
 struct rc_blob *fixture_open_worldA(const char *weights);
 

@@ -40,18 +40,20 @@ static const json_value *get(const json_value *o, const char *k, json_type t) {
     return v;
 }
 
-Test(trained, manifest_matches_the_committed_files) {
-    char *text;
+/* Every file a world's MANIFEST.xxh64 lists has the size and XXH64 its recipe recorded. */
+static void check_manifest(const char *dir, int min_files) {
+    char *text, mpath[256];
     size_t len;
     recall_err err = {0};
-    cr_assert_eq(rc_read_file(T "/MANIFEST.xxh64", &text, &len, &err), RECALL_OK, "%s", err.msg);
+    snprintf(mpath, sizeof mpath, "%s/MANIFEST.xxh64", dir);
+    cr_assert_eq(rc_read_file(mpath, &text, &len, &err), RECALL_OK, "%s", err.msg);
     int n = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         unsigned long long want;
         size_t size;
         char name[256], path[512];
         cr_assert_eq(sscanf(line, "%16llx %zu %255s", &want, &size, name), 3, "manifest line: %s", line);
-        snprintf(path, sizeof path, T "/%s", name);
+        snprintf(path, sizeof path, "%s/%s", dir, name);
         char *data;
         size_t dl;
         cr_assert_eq(rc_read_file(path, &data, &dl, &err), RECALL_OK, "%s", err.msg);
@@ -60,18 +62,20 @@ Test(trained, manifest_matches_the_committed_files) {
         free(data);
         n++;
     }
-    cr_expect_geq(n, 17, "%d files listed", n);
+    cr_expect_geq(n, min_files, "%d files listed", n);
     free(text);
 }
 
-/* One `recall eval` run; returns the parsed JSON (caller frees). */
-static json_doc *eval_run(const char *problems, const char *arms, const char *mode) {
-    const char *blob = fixture_trained_blob("f32");
+Test(trained, manifest_matches_the_committed_files) { check_manifest(T, 17); }
+
+/* One `recall eval` run of a world's blob on a bench file; returns the parsed JSON (caller frees). */
+static json_doc *eval_world(const char *blob, const char *bench, const char *problems, const char *arms,
+                            const char *mode) {
     cr_assert(blob);
     char json[128], cmd[1024], *out;
     snprintf(json, sizeof json, "build/ttrained_%d_eval.json", (int)getpid());
-    snprintf(cmd, sizeof cmd, "./recall eval %s --bench " T "/eval_bench.json --problems %s --arms %s --mode %s "
-             "--json %s 2>&1", blob, problems, arms, mode, json);
+    snprintf(cmd, sizeof cmd, "./recall eval %s --bench %s --problems %s --arms %s --mode %s --json %s 2>&1", blob,
+             bench, problems, arms, mode, json);
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
     free(out);
     json_doc *doc = fixture_json(json);
@@ -107,7 +111,7 @@ static void count_answers(const json_value *a, int *ok, int *exact) {
  * engine is deterministic). FULL keeps the facts in view and answers; SP has only the gist of
  * them and does not; RC_bge gets the fact's block back when its gate fires and answers from it. */
 Test(trained, eval_answers_held_out_questions, .timeout = 600) {
-    json_doc *doc = eval_run("0-3", "FULL,SP,RC_bge", "faithful");
+    json_doc *doc = eval_world(fixture_trained_blob("f32"), T "/eval_bench.json", "0-3", "FULL,SP,RC_bge", "faithful");
     const json_value *full = arm(doc, 0, "FULL"), *sp = arm(doc, 1, "SP"), *rc = arm(doc, 2, "RC_bge");
     cr_assert_eq(get(full, "questions", JSON_NUM)->i, 12);
     cr_expect_eq(get(full, "recall_ok", JSON_NUM)->i, EXPECT_FULL_OK);
@@ -214,4 +218,88 @@ Test(trained, replay_shows_the_block_come_back, .timeout = 600) {
     unlink(p);
     snprintf(p, sizeof p, "build/ttrained_%d_sp.json", (int)getpid());
     unlink(p);
+}
+
+/* ---- the world of broad English (tests/golden/broad: train.py --world broad, docs/WORLD.md) ----
+ * Keywords, names, words and whole kinds of value it never saw in training (every time of day),
+ * casual talk from held-out sentences, and phrasings it never saw: the tests pin the measured
+ * answers. The first trained world above answers none of the typed facts (it garbles them). */
+#define B FIXTURE_BROAD
+/* held-out problems 0-3 of eval_bench.json (12 questions), faithful: exact answers per arm */
+#define BROAD_FULL_EXACT 5
+#define BROAD_SP_EXACT 0
+#define BROAD_RC_EXACT 4
+/* the same problems with the facts told and asked in phrasings never trained (eval_phrasing.json) */
+#define BROAD_PHR_FULL_EXACT 0
+#define BROAD_PHR_RC_EXACT 3
+
+Test(broad, manifest_matches_the_committed_files) { check_manifest(B, 20); }
+
+static int arm_exact(const json_doc *doc, int i, const char *label) {
+    int ok, exact;
+    count_answers(arm(doc, i, label), &ok, &exact);
+    return exact;
+}
+
+Test(broad, eval_answers_held_out_facts, .timeout = 600) {
+    json_doc *doc = eval_world(fixture_broad_blob("f32"), B "/eval_bench.json", "0-3", "FULL,SP,RC_bge", "faithful");
+    cr_expect_eq(arm_exact(doc, 0, "FULL"), BROAD_FULL_EXACT);
+    cr_expect_eq(arm_exact(doc, 1, "SP"), BROAD_SP_EXACT);
+    cr_expect_eq(arm_exact(doc, 2, "RC_bge"), BROAD_RC_EXACT);
+    json_free(doc);
+}
+
+Test(broad, eval_answers_in_phrasings_never_trained, .timeout = 600) {
+    json_doc *doc = eval_world(fixture_broad_blob("f32"), B "/eval_phrasing.json", "0-3", "FULL,RC_bge", "faithful");
+    cr_expect_eq(arm_exact(doc, 0, "FULL"), BROAD_PHR_FULL_EXACT);
+    cr_expect_eq(arm_exact(doc, 1, "RC_bge"), BROAD_PHR_RC_EXACT);
+    json_free(doc);
+}
+
+/* The text after the last </think> of a `recall chat` on the given lines (the last reply). */
+static char *chat_answer(const char *blob, const char *lines) {
+    char path[128], cmd[512], *out;
+    snprintf(path, sizeof path, "build/tbroad_%d_chat.txt", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(lines, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "./recall chat %s --threads 1 < %s 2>/dev/null", blob, path);
+    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
+    unlink(path);
+    const char *t = out, *p;
+    while ((p = strstr(t, "</think>"))) t = p + strlen("</think>");
+    char *ans = strdup(t);
+    cr_assert(ans);
+    for (size_t n = strlen(ans); n && (ans[n - 1] == '\n' || ans[n - 1] == ' '); n--) ans[n - 1] = 0;
+    free(out);
+    return ans;
+}
+
+/* Facts typed as a person would (none from a bench file), asked with the fact in view and once
+ * evicted: the value comes back exactly. The name list, "flight number" and "password" are held
+ * out of training. (Times of day, a kind never trained, are not answered: docs/WORLD.md.) */
+Test(broad, typed_facts_are_answered, .timeout = 600) {
+    static const struct { const char *lines, *want; } typed[] = {
+        {"My dentist's name is Halvorsen.\nWhat's my dentist's name?\n", " Halvorsen"},
+        {"Important to note: the flight number is LH 2214.\n"
+         "Quick \xe2\x80\x94 what was the flight number I mentioned? Just the value.\n", " LH 2214"},
+        {"Please remember that the password is sunflower.\nWhat is my password?\n", " sunflower"},
+        {"Remember this for me: the zip code is 02139.\nRemind me, what was the zip code?\n", " 02139"},
+        /* evicted: six casual lines push the fact out of the 96-token window; recall brings it back */
+        {"Note this down: the locker combination is 12-34-56.\nHow is your week going so far?\n"
+         "I finally finished painting the kitchen last night.\n"
+         "The weather has been strange lately, warm one day and cold the next.\n"
+         "We are thinking about getting a dog, maybe a small one.\n"
+         "My brother is visiting next month and I need to clean the guest room.\n"
+         "I tried a new recipe for lentil soup and it turned out great.\n"
+         "Do you remember the locker combination?\n", " 12-34-56"},
+    };
+    const char *blob = fixture_broad_blob("f32");
+    cr_assert(blob);
+    for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++) {
+        char *a = chat_answer(blob, typed[i].lines);
+        cr_expect_str_eq(a, typed[i].want, "%s", typed[i].lines);
+        free(a);
+    }
 }

@@ -331,7 +331,12 @@ DEMO_BENCH = {
     "fact_user": "Just so you know, my {kw} is {val}.",
     "fact_assistant": "Got it, noted.",
     "question_user": "What was my {kw} again?",
-    "facts": [["dentist's name", "Halvorsen"], ["flight number", "LH 2214"], ["meeting time", "14:30"]],
+    # problem 0 states facts 6, 11 and 0 (random.Random(0).sample(range(12), 3)); the others are
+    # there because the file format holds 12 to 32 facts
+    "facts": [["meeting time", "14:30"], ["wifi password", "blue-otter-42"], ["sister's birthday", "March 14"],
+              ["parking spot", "B17"], ["cat's name", "Biscuit"], ["gate code", "4471"], ["dentist's name", "Halvorsen"],
+              ["locker combination", "12-34-56"], ["hotel room number", "418"], ["booking reference", "QX-5521"],
+              ["favorite color", "teal"], ["flight number", "LH 2214"]],
     "casual": [
         ["How is your week going so far?", "Pretty good, thanks for asking. It has been a steady week. How about yours?"],
         ["I finally finished painting the kitchen last night.", "That sounds great! A fresh coat of paint can make a room "
@@ -353,5 +358,7 @@ DEMO_BENCH = {
          "to the day."],
         ["My phone has been acting up all week.", "That sounds annoying. Sometimes a restart helps. Is it an old "
          "phone?"],
+        ["I have been trying to drink more water lately.", "That is a good habit. It is easy to forget during a busy "
+         "day. Do you keep a bottle with you?"],
     ],
 }
