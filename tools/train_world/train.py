@@ -104,13 +104,7 @@ class World:
             vals.add(v)
             self.eval_facts.append([kw, v])
         self.eval_values = vals
-        self.eval_casual = []
-        seen = set()
-        while len(self.eval_casual) < 32:
-            p = world.casual_pair(r)
-            if p[0] not in seen:
-                seen.add(p[0])
-                self.eval_casual.append(list(p))
+        self.eval_casual = world.distinct_casual(lambda: world.casual_pair(r))
         self.train_kw = tr_kw
         self.rng = random.Random(seed * 104729 + 2)
 

@@ -148,6 +148,17 @@ class Phrasing:
 BENCH = Phrasing()
 
 
+def distinct_casual(draw, n=32):
+    """n casual pairs from draw() whose user lines all differ (the evaluation's casual turns)."""
+    out, seen = [], set()
+    while len(out) < n:
+        p = draw()
+        if p[0] not in seen:
+            seen.add(p[0])
+            out.append(list(p))
+    return out
+
+
 # ---- dialogues -----------------------------------------------------------------------------
 def answer_text(kw, val):
     return "".join(reply_parts(kw, val))

@@ -258,13 +258,7 @@ class BroadWorld:
             vals.add(v)
             self.eval_facts.append([kw, v])
         self.eval_values = vals
-        self.eval_casual = []
-        seen = set()
-        while len(self.eval_casual) < 32:
-            p = casual_pair(r, self.lex, "eval")
-            if p[0] not in seen:
-                seen.add(p[0])
-                self.eval_casual.append(list(p))
+        self.eval_casual = world.distinct_casual(lambda: casual_pair(r, self.lex, "eval"))
         self.rng = random.Random(seed * 104729 + 2)
 
     def train_value(self, r):
