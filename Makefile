@@ -309,18 +309,13 @@ WORLDA  = tests/golden/worldA
 TRAINED = tests/golden/trained
 BROAD   = tests/golden/broad
 DEMO_PROBLEM ?= 0
-$(BUILD)/trained-f32.blob: $(RECALL_BIN) $(wildcard $(TRAINED)/*.* $(TRAINED)/qwen2/* $(TRAINED)/bge/*)
-	./$(RECALL_BIN) convert --qwen2 $(TRAINED)/qwen2 --bge $(TRAINED)/bge --pooler $(TRAINED)/pooler.pt \
-	  --gate $(TRAINED)/gate.npz --bridge $(TRAINED)/bge_head.npz --quiet -o $@
-$(BUILD)/trained-nf4.blob: $(RECALL_BIN) $(wildcard $(TRAINED)/*.* $(TRAINED)/qwen2/* $(TRAINED)/bge/*)
-	./$(RECALL_BIN) convert --qwen2 $(TRAINED)/qwen2 --bge $(TRAINED)/bge --pooler $(TRAINED)/pooler.pt \
-	  --gate $(TRAINED)/gate.npz --bridge $(TRAINED)/bge_head.npz --weights nf4 --quiet -o $@
-$(BUILD)/broad-f32.blob: $(RECALL_BIN) $(wildcard $(BROAD)/*.* $(BROAD)/qwen2/* $(BROAD)/bge/*)
-	./$(RECALL_BIN) convert --qwen2 $(BROAD)/qwen2 --bge $(BROAD)/bge --pooler $(BROAD)/pooler.pt \
-	  --gate $(BROAD)/gate.npz --bridge $(BROAD)/bge_head.npz --quiet -o $@
-$(BUILD)/broad-nf4.blob: $(RECALL_BIN) $(wildcard $(BROAD)/*.* $(BROAD)/qwen2/* $(BROAD)/bge/*)
-	./$(RECALL_BIN) convert --qwen2 $(BROAD)/qwen2 --bge $(BROAD)/bge --pooler $(BROAD)/pooler.pt \
-	  --gate $(BROAD)/gate.npz --bridge $(BROAD)/bge_head.npz --weights nf4 --quiet -o $@
+# world_blob(name, folder, weights): a bundled world converted like the real artifacts.
+define world_blob
+$(BUILD)/$(1)-$(3).blob: $(RECALL_BIN) $$(wildcard $(2)/*.* $(2)/qwen2/* $(2)/bge/*)
+	./$(RECALL_BIN) convert --qwen2 $(2)/qwen2 --bge $(2)/bge --pooler $(2)/pooler.pt \
+	  --gate $(2)/gate.npz --bridge $(2)/bge_head.npz --weights $(3) --quiet -o $$@
+endef
+$(foreach w,f32 nf4,$(eval $(call world_blob,trained,$(TRAINED),$(w))) $(eval $(call world_blob,broad,$(BROAD),$(w))))
 # The README's first command: the world of broad English (docs/WORLD.md) converted like the real
 # artifacts, its demo chat (demo_bench.json: three facts a person tells, small talk, the questions)
 # replayed through the recall loop on the SP arm (no recall) and the RC_bge arm (recall), each

@@ -44,21 +44,16 @@ static int on_event(void *ctx, const rc_event *ev) {
     return 0;
 }
 
-typedef struct {
-    float *v;
-    int n, cap;
-} floats;
-
-static int push(floats *f, float x) {
+int rc_floats_push(rc_floats *f, float x) {
     if (f->n == f->cap) {
         int nc = f->cap ? f->cap * 2 : 256;
         float *nv = realloc(f->v, (size_t)nc * sizeof *nv);
-        if (!nv) return 0;
+        if (!nv) return -1;
         f->v = nv;
         f->cap = nc;
     }
     f->v[f->n++] = x;
-    return 1;
+    return 0;
 }
 
 /* Tokens of the chat segment of `user` (with the EOS string when not first), without the trailing
@@ -113,7 +108,7 @@ static recall_status restatement(const rc_recall *r, const char *kw, const int32
  * turn's start, each question turn's keyword end and reply) and adds the score of every position
  * of [keyword end, restatement) whose chunk's window starts after the fact's turn. */
 static recall_status add_positions(const rc_recall *r, const rc_recall_opts *o, const rc_problem *p,
-                                   const rc_problem_run *run, const row_scores *rs, floats *pos, int *n_q,
+                                   const rc_problem_run *run, const row_scores *rs, rc_floats *pos, int *n_q,
                                    int *n_used, recall_err *err) {
     int off = 0, t = 0, fact_start[17], fact_end[17];
     for (int i = 0; i < p->n; i++) {
@@ -150,7 +145,7 @@ static recall_status add_positions(const rc_recall *r, const rc_recall_opts *o, 
             if (f0 >= nd) continue; /* the fact's turn is still (partly) in view */
             if (q >= rs->n || isnan(rs->v[q]))
                 return rc_fail(err, RECALL_E_FORMAT, "calibrate: position %d of a question turn was not scored", q);
-            if (!push(pos, rs->v[q])) return rc_fail(err, RECALL_E_NOMEM, "calibrate: out of memory");
+            if (rc_floats_push(pos, rs->v[q])) return rc_fail(err, RECALL_E_NOMEM, "calibrate: out of memory");
             used = 1;
         }
         *n_used += used;
@@ -173,7 +168,7 @@ recall_status rc_calibrate(const rc_blob *b, const rc_recall_opts *base, const r
     o.score_rows = 1;
     rc_recall *r = NULL;
     RC_TRY(rc_recall_open(b, &o, &r, err));
-    floats pos = {0};
+    rc_floats pos = {0};
     row_scores rs = {0};
     recall_status s = RECALL_OK;
     for (int i = 0; i < n && !s; i++) {

@@ -44,6 +44,14 @@ typedef struct {
 
 void rc_calibration_free(rc_calibration *c);
 
+/* A growing array of scores (the calibration's positions, the calibrate report's columns). */
+typedef struct {
+    float *v;
+    int n, cap;
+} rc_floats;
+/* Appends x; 0, or -1 when memory runs out (f unchanged). */
+int rc_floats_push(rc_floats *f, float x);
+
 /* Called with each problem's run (r: the loop it ran on, firing disabled) for callers that
  * report more of it; may be NULL. */
 typedef void (*rc_calibrate_fn)(void *ctx, const rc_recall *r, const rc_problem_run *run);

@@ -29,23 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    float *v;
-    int n, cap;
-} scores;
-
-static int push(scores *s, float x) {
-    if (s->n == s->cap) {
-        int nc = s->cap ? s->cap * 2 : 64;
-        float *nv = realloc(s->v, (size_t)nc * sizeof *nv);
-        if (!nv) return -1;
-        s->v = nv;
-        s->cap = nc;
-    }
-    s->v[s->n++] = x;
-    return 0;
-}
-
 static int cmp_float(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
     return (x > y) - (x < y);
@@ -58,7 +41,7 @@ static double percentile(const float *v, int n, double p) {
     return v[lo] + ((double)v[hi] - v[lo]) * (idx - lo);
 }
 
-static void print_row(const char *name, scores *s) {
+static void print_row(const char *name, rc_floats *s) {
     printf("  %-26s %5d", name, s->n);
     if (!s->n) {
         printf("   (none)\n");
@@ -69,7 +52,7 @@ static void print_row(const char *name, scores *s) {
     printf("\n");
 }
 
-static int count_above(const scores *s, double t) {
+static int count_above(const rc_floats *s, double t) {
     int c = 0;
     for (int i = 0; i < s->n; i++) c += s->v[i] > t;
     return c;
@@ -86,7 +69,7 @@ typedef struct {
 /* What the needle dialogues give: the gate scores by position kind, and per generated turn its
  * best score (at recall positions for a question, anywhere for a probe). */
 typedef struct {
-    scores pos, cas, cas_all, q_max, probe_max;
+    rc_floats pos, cas, cas_all, q_max, probe_max;
     int n_q, n_probe;
 } gate_stats;
 
@@ -115,15 +98,15 @@ static int collect_run(const rc_recall *r, const rc_problem_run *run, gate_stats
         for (int k = 0; k < pt->turn.n_gates && !bad; k++) {
             const rc_gate_rec *gr = &pt->turn.gates[k];
             if (!q) {
-                bad |= push(&g->cas_all, gr->score);
+                bad |= rc_floats_push(&g->cas_all, gr->score);
                 if (gr->score > best_all) best_all = gr->score;
             }
             if (gr->c0 <= start) continue;
             if (gr->score > best) best = gr->score;
-            bad |= push(q ? &g->pos : &g->cas, gr->score);
+            bad |= rc_floats_push(q ? &g->pos : &g->cas, gr->score);
             q ? (*np)++ : (*nc)++;
         }
-        bad |= push(q ? &g->q_max : &g->probe_max, q ? best : best_all);
+        bad |= rc_floats_push(q ? &g->q_max : &g->probe_max, q ? best : best_all);
         q ? g->n_q++ : g->n_probe++;
     }
     return bad ? -1 : 0;
@@ -153,7 +136,7 @@ static void on_run(void *ctx, const rc_recall *r, const rc_problem_run *run) {
 /* The distributions, the suggested threshold and what it does on these dialogues (stdout). */
 static void calibrate_report(gate_stats *g, const calibrate_opts *co, const rc_calibration *cal, int faithful,
                              float file_thresh) {
-    scores *pos = &g->pos, *cas = &g->cas, rows = {cal->pos, cal->n_pos, cal->n_pos};
+    rc_floats *pos = &g->pos, *cas = &g->cas, rows = {cal->pos, cal->n_pos, cal->n_pos};
     const double thr = cal->threshold;
     int q_fire = 0, probe_fire = 0;
     qsort(pos->v, (size_t)pos->n, sizeof *pos->v, cmp_float);
@@ -186,7 +169,7 @@ static void calibrate_report(gate_stats *g, const calibrate_opts *co, const rc_c
 
 /* ---- the trade-off picture ------------------------------------------------------------------ */
 
-static double share_above(const scores *s, double t) { return s->n ? (double)count_above(s, t) / s->n : 0.0; }
+static double share_above(const rc_floats *s, double t) { return s->n ? (double)count_above(s, t) / s->n : 0.0; }
 
 /* The sweep over every distinct per-turn best score (plus one below all): each threshold is a
  * point (casual fires per probe turn, question turns firing after the question starts). */
