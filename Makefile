@@ -81,7 +81,7 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-train need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = demo-worldA train-world train-world-check train-world-broad train-world-broad-check test-replay synth-copy realshape bench-loop bench-long bench-history \
+PHONY_EXTRA = demo-worldA train-world train-world-check train-world-templated train-world-templated-check test-replay synth-copy realshape bench-loop bench-long bench-history \
   bench-farback \
   soak soak-lsan \
   bench-tok bench-kv-pages bench-draft test-sbs
@@ -96,12 +96,12 @@ help:
 	@echo "  all         ./recall and build/librecall.a (default)"
 	@echo "  test        build and run the Criterion suite"
 	@echo "  test-replay the engine against the Python replay's traces (tests/golden/*/replay, docs/REPLAY.md)"
-	@echo "  demo        the world of broad English: a chat a person would write, on SP and on recall, its trace"
+	@echo "  demo        the trained world: a chat a person would write, on SP and on recall, its trace"
 	@echo "  demo-worldA the bundled random-weight worldA: benchmark problem 0 through the recall loop, its trace"
-	@echo "  train-world retrain the trained world (tools/train_world) into TRAIN_OUT (build/trained)"
+	@echo "  train-world retrain the trained world (tools/train_world, broad English) into TRAIN_OUT (build/trained)"
 	@echo "  train-world-check  retrain and compare with the committed MANIFEST.xxh64 (same bytes)"
-	@echo "  train-world-broad  retrain the world of broad English (--world broad) into TRAIN_OUT-broad"
-	@echo "  train-world-broad-check  the same, compared with tests/golden/broad/MANIFEST.xxh64"
+	@echo "  train-world-templated  retrain the first, templated world (--world templated) into TRAIN_OUT-templated"
+	@echo "  train-world-templated-check  the same, compared with tests/golden/templated/MANIFEST.xxh64"
 	@echo "  realshape   64-token prefill + 16 decode steps on the synth blob (BENCH_ARGS='--simd avx2 --threads 2')"
 	@echo "  bench-loop  fast vs reference loop schedule on worldA problem 0 (rows and time per turn)"
 	@echo "  bench-draft plain vs --draft N decode tok/s + acceptance on the synth blob (BENCH_ARGS='--draft 8')"
@@ -171,8 +171,8 @@ test: $(RECALL_BIN) $(BUILD)/run_tests $(BUILD)/api_example $(BUILD)/abi_v1 $(BU
 # The engine against the independent Python replay of the loop (docs/REPLAY.md): each trace in
 # WORLD/replay/ rerun by recall replay and judged by recall compare (also part of `make test`).
 REPLAY_CHECK = sh tests/replay_check.sh ./$(RECALL_BIN) $(WORLDA) tests/golden/recall_bench.json 4 && \
-  sh tests/replay_check.sh ./$(RECALL_BIN) tests/golden/trained tests/golden/trained/replay/bench.json 12 && \
-  sh tests/replay_check.sh ./$(RECALL_BIN) $(BROAD) $(BROAD)/replay/bench.json 12
+  sh tests/replay_check.sh ./$(RECALL_BIN) $(TRAINED) $(TRAINED)/replay/bench.json 12 && \
+  sh tests/replay_check.sh ./$(RECALL_BIN) $(TEMPLATED) $(TEMPLATED)/replay/bench.json 12
 test-replay: $(RECALL_BIN)
 	$(REPLAY_CHECK)
 # bench/side_by_side.sh checked with fake engines (no llama.cpp needed; also part of `make test`)
@@ -302,12 +302,13 @@ tsan: need-san
 	  build-tsan/worldA-f32.blob $(GOLDEN_LOOP) || exit 1; done
 sanitize: asan ubsan tsan
 
-# The main job on the trained world (tests/golden/trained, docs/WORLD.md): convert it like the real
-# artifacts, then replay held-out problem DEMO_PROBLEM through the recall loop on the SP arm (no
-# recall) and the RC_bge arm (recall), printing each question's reply, and draw the RC_bge trace.
-WORLDA  = tests/golden/worldA
-TRAINED = tests/golden/trained
-BROAD   = tests/golden/broad
+# The bundled worlds: worldA (random weights, the Hugging Face goldens), the trained world (broad
+# English, what `make demo` and a person meet first) and the templated world (the first trained
+# world, which knows the benchmark's own keywords and templates; older loop features are pinned
+# on it). docs/WORLD.md walks through both trained worlds.
+WORLDA    = tests/golden/worldA
+TRAINED   = tests/golden/trained
+TEMPLATED = tests/golden/templated
 DEMO_PROBLEM ?= 0
 # world_blob(name, folder, weights): a bundled world converted like the real artifacts.
 define world_blob
@@ -315,17 +316,17 @@ $(BUILD)/$(1)-$(3).blob: $(RECALL_BIN) $$(wildcard $(2)/*.* $(2)/qwen2/* $(2)/bg
 	./$(RECALL_BIN) convert --qwen2 $(2)/qwen2 --bge $(2)/bge --pooler $(2)/pooler.pt \
 	  --gate $(2)/gate.npz --bridge $(2)/bge_head.npz --weights $(3) --quiet -o $$@
 endef
-$(foreach w,f32 nf4,$(eval $(call world_blob,trained,$(TRAINED),$(w))) $(eval $(call world_blob,broad,$(BROAD),$(w))))
-# The README's first command: the world of broad English (docs/WORLD.md) converted like the real
+$(foreach w,f32 nf4,$(eval $(call world_blob,trained,$(TRAINED),$(w))) $(eval $(call world_blob,templated,$(TEMPLATED),$(w))))
+# The README's first command: the trained world (docs/WORLD.md) converted like the real
 # artifacts, its demo chat (demo_bench.json: three facts a person tells, small talk, the questions)
 # replayed through the recall loop on the SP arm (no recall) and the RC_bge arm (recall), each
 # question's reply printed, the RC_bge trace drawn.
-demo: recall $(BUILD)/broad-f32.blob
+demo: recall $(BUILD)/trained-f32.blob
 	@echo "== SP arm (the gist only: the fact has scrolled out of the window)"
-	./recall replay $(BUILD)/broad-f32.blob --bench $(BROAD)/demo_bench.json --problem $(DEMO_PROBLEM) \
+	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/demo_bench.json --problem $(DEMO_PROBLEM) \
 	  --arm SP --trace $(BUILD)/demo-trace-sp.json 2>$(BUILD)/demo-sp.txt; s=$$?; cat $(BUILD)/demo-sp.txt; exit $$s
 	@echo "== RC_bge arm (recall: the gate fires, the bridge head brings the block back)"
-	./recall replay $(BUILD)/broad-f32.blob --bench $(BROAD)/demo_bench.json --problem $(DEMO_PROBLEM) \
+	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/demo_bench.json --problem $(DEMO_PROBLEM) \
 	  --trace $(BUILD)/demo-trace.json 2>$(BUILD)/demo-rc.txt; s=$$?; cat $(BUILD)/demo-rc.txt; exit $$s
 	./recall trace-svg $(BUILD)/demo-trace.json -o $(BUILD)/demo-trace.svg
 	@echo "== the answers (each reply's text after </think>)"
@@ -341,7 +342,7 @@ demo-worldA: recall
 	  --trace $(BUILD)/demo-worldA-trace.json
 	./recall trace-svg $(BUILD)/demo-worldA-trace.json -o $(BUILD)/demo-worldA-trace.svg
 # Retrain the trained world (tools/train_world/train.py: Debian python3 + python3-torch +
-# python3-numpy, CPU, one thread, seeded; 46 minutes on the 2-core development machine) into
+# python3-numpy, CPU, one thread, seeded; about an hour on the 2-core development machine) into
 # TRAIN_OUT; train-world-check compares a retrain's files with the committed manifest.
 TRAIN_OUT ?= $(BUILD)/trained
 # OpenBLAS is told its kernels (Haswell: AVX2 + FMA, on every x86-64 host this project runs on):
@@ -354,12 +355,13 @@ need-train:
 	  /usr/share/dict/american-english:wamerican /usr/share/wordnet/data.noun:wordnet-base
 train-world: need-train
 	OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/train_world/train.py --out $(TRAIN_OUT)
-# The world of broad English (tests/golden/broad): train-world-broad-check compares with its manifest.
-train-world-broad: need-train
-	OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/train_world/train.py --world broad \
-	  --steps 4000 --out $(TRAIN_OUT)-broad
-train-world-broad-check: train-world-broad
-	cd $(TRAIN_OUT)-broad && diff MANIFEST.xxh64 $(CURDIR)/$(BROAD)/MANIFEST.xxh64 && echo "train-world-broad: same bytes as $(BROAD)"
+# The templated world (tests/golden/templated): train-world-templated-check compares with its manifest.
+train-world-templated: need-train
+	OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/train_world/train.py --world templated \
+	  --out $(TRAIN_OUT)-templated
+train-world-templated-check: train-world-templated
+	cd $(TRAIN_OUT)-templated && diff MANIFEST.xxh64 $(CURDIR)/$(TEMPLATED)/MANIFEST.xxh64 && \
+	  echo "train-world-templated: same bytes as $(TEMPLATED)"
 train-world-check: train-world
 	cd $(TRAIN_OUT) && diff MANIFEST.xxh64 $(CURDIR)/$(TRAINED)/MANIFEST.xxh64 && echo "train-world: same bytes as $(TRAINED)"
 

@@ -48,10 +48,11 @@ rc_convert_opts fixture_worldA_convert_opts(const char *weights, const char *out
 
 /* The blob of world `name` (its artifacts under dir/), converted once per test binary build. */
 static const char *world_blob(const char *dir, const char *name, const char *weights, int screen) {
-    static char paths[2][3][2][128];
+    static char paths[3][3][2][128]; /* per world (worldA, trained, templated), weights, screen */
     const int w = !strcmp(weights, "f32") ? 0 : !strcmp(weights, "bf16") ? 1 : !strcmp(weights, "nf4") ? 2 : -1;
     if (w < 0) return NULL;
-    char *path = paths[strcmp(name, "worldA") != 0][w][screen != 0];
+    const int world = !strcmp(name, "worldA") ? 0 : !strcmp(name, "trained") ? 1 : 2;
+    char *path = paths[world][w][screen != 0];
     snprintf(path, 128, "build/fixture_%s_%s%s.blob", name, weights, screen ? "_screen" : "");
     if (blob_is_fresh(path, dir)) return path;
     mkdir("build", 0777);
@@ -90,7 +91,9 @@ const char *fixture_worldA_screen_blob(const char *weights) {
     return world_blob(WA, "worldA", weights, 1);
 }
 const char *fixture_trained_blob(const char *weights) { return world_blob(FIXTURE_TRAINED, "trained", weights, 0); }
-const char *fixture_broad_blob(const char *weights) { return world_blob(FIXTURE_BROAD, "broad", weights, 0); }
+const char *fixture_templated_blob(const char *weights) {
+    return world_blob(FIXTURE_TEMPLATED, "templated", weights, 0);
+}
 
 static rc_npy get(const char *path, const char *key, rc_npz **z) {
     recall_err err = {0};

@@ -11,13 +11,16 @@
 const char *fixture_worldA_blob(const char *weights);
 /* The same blob with the int8 lm_head screening copy (convert --lm-head-screen). */
 const char *fixture_worldA_screen_blob(const char *weights);
-/* The trained world (tests/golden/trained, made by tools/train_world/train.py): its blob at
- * weights "f32" | "bf16" | "nf4", converted by rc_convert like the real artifacts. */
+/* The trained world (tests/golden/trained: the world of broad English, made by
+ * tools/train_world/train.py --world broad): its blob at weights "f32" | "bf16" | "nf4", converted
+ * by rc_convert like the real artifacts. */
 #define FIXTURE_TRAINED "tests/golden/trained"
 const char *fixture_trained_blob(const char *weights);
-/* The world of broad English (tests/golden/broad, train.py --world broad), the same way. */
-#define FIXTURE_BROAD "tests/golden/broad"
-const char *fixture_broad_blob(const char *weights);
+/* The templated world (tests/golden/templated, train.py --world bench: the benchmark's own
+ * keywords and templates, the first trained world; older loop features are pinned on it), the
+ * same way. */
+#define FIXTURE_TEMPLATED "tests/golden/templated"
+const char *fixture_templated_blob(const char *weights);
 /* fixture_worldA_blob(weights) opened with rc_blob_open (mapped); aborts the test on failure. */
 struct rc_blob *fixture_open_worldA(const char *weights);
 

@@ -1,5 +1,5 @@
 /* test_calibrate.c - the gate threshold by the gate's training rule (calibrate.h, docs/LOOP.md
- * "Calibration") on the trained world (tests/golden/trained):
+ * "Calibration") on the templated world (tests/golden/templated):
  *   row_scores           opts.score_rows scores every token the loop runs, each once, and changes no
  *                        record of the run
  *   rule                 rc_calibrate: 3 positions kinds checked on problem 1000 (every recall
@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define T FIXTURE_TRAINED
+#define T FIXTURE_TEMPLATED
 #define BENCH T "/eval_bench.json"
 
 /* Measured (docs/LOOP.md, "Calibration"): the rule on problems 1000-1009, f32 and NF4. The gate
@@ -67,7 +67,7 @@ static void run_problem(rc_blob *b, const rc_problem *p, int score_rows, seen_ro
 }
 
 Test(calibrate, row_scores_cover_every_token_and_change_nothing, .timeout = 300) {
-    rc_blob *b = fixture_open(fixture_trained_blob("f32"));
+    rc_blob *b = fixture_open(fixture_templated_blob("f32"));
     rc_bench *bench;
     rc_problem p;
     recall_err err = {0};
@@ -91,7 +91,7 @@ Test(calibrate, row_scores_cover_every_token_and_change_nothing, .timeout = 300)
 }
 
 static void calibrate_on(const char *weights, const uint32_t *seeds, int n, rc_calibration *cal) {
-    rc_blob *b = fixture_open(fixture_trained_blob(weights));
+    rc_blob *b = fixture_open(fixture_templated_blob(weights));
     rc_bench *bench;
     recall_err err = {0};
     cr_assert_eq(rc_bench_load(BENCH, &bench, &err), RECALL_OK, "%s", err.msg);
@@ -143,7 +143,7 @@ static const char *json_str(const json_value *root, const char *key) {
 }
 
 Test(calibrate, write_then_run_with_the_file, .timeout = 600) {
-    const char *blob = fixture_trained_blob("nf4");
+    const char *blob = fixture_templated_blob("nf4");
     cr_assert(blob);
     char file[128], trace[128], trace2[128];
     const int pid = (int)getpid();
@@ -198,7 +198,7 @@ Test(calibrate, write_then_run_with_the_file, .timeout = 600) {
 }
 
 Test(calibrate, mismatched_files_refused, .timeout = 300) {
-    const char *f32 = fixture_trained_blob("f32"), *nf4 = fixture_trained_blob("nf4");
+    const char *f32 = fixture_templated_blob("f32"), *nf4 = fixture_templated_blob("nf4");
     cr_assert(f32 && nf4);
     char file[128], bad[128];
     const int pid = (int)getpid();

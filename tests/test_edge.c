@@ -1,5 +1,5 @@
 /* test_edge.c - the window's edge (recall_loop.h rc_edge, docs/LOOP.md "The window's edge") on the
- * trained world (tests/golden/trained), clean mode:
+ * trained world (tests/golden/templated), clean mode:
  *   needle     longctx needle, 256 tokens, depth 0.9, seed 1 (tokens 187-207): the gate fires at
  *              c0 272 with the needle still in the window; as the reply is written the window
  *              slides off its start. Without the option the reply says "unknown"; with --edge
@@ -27,7 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define T FIXTURE_TRAINED
+#define T FIXTURE_TEMPLATED
 
 /* The measured case (docs/LOOP.md, "The window's edge"). */
 #define NEEDLE_LEN 256
@@ -50,7 +50,7 @@ typedef struct {
 } needle_fx;
 
 static void needle_open(needle_fx *fx) {
-    const char *path = fixture_trained_blob("f32");
+    const char *path = fixture_templated_blob("f32");
     cr_assert(path);
     fx->blob = fixture_open(path);
     recall_err err = {0};
@@ -146,7 +146,7 @@ Test(edge, needle_at_the_window_edge_is_answered, .timeout = 300) {
 }
 
 Test(edge, unrelated_recent_text_stays_out, .timeout = 300) {
-    rc_blob *b = fixture_open(fixture_trained_blob("f32"));
+    rc_blob *b = fixture_open(fixture_templated_blob("f32"));
     rc_bench *bench;
     rc_problem p;
     recall_err err = {0};
@@ -178,7 +178,7 @@ Test(edge, unrelated_recent_text_stays_out, .timeout = 300) {
 }
 
 Test(edge, faithful_mode_and_unknown_values_refused, .timeout = 120) {
-    const char *path = fixture_trained_blob("f32");
+    const char *path = fixture_templated_blob("f32");
     cr_assert(path);
     rc_blob *b = fixture_open(path);
     rc_recall_opts o;
@@ -226,7 +226,7 @@ Test(edge, faithful_mode_and_unknown_values_refused, .timeout = 120) {
 }
 
 Test(edge, outputs_name_the_option, .timeout = 300) {
-    const char *path = fixture_trained_blob("f32");
+    const char *path = fixture_templated_blob("f32");
     cr_assert(path);
     char on[128], off[128], lc[128], ev[128];
     const int pid = (int)getpid();

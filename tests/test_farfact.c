@@ -1,5 +1,5 @@
 /* test_farfact.c - far-back recall (src/farfact.h, `recall longctx --task farfact`, docs/LONG_CONTEXT.md
- * "Far-back recall") on the trained world's tokenizer and benchmark file:
+ * "Far-back recall") on the templated world's tokenizer and benchmark file:
  *   cases    the same spec gives the same chat, another index another; the fact sits D tokens or a
  *            little more before its question and one filler exchange fewer would be under D; the
  *            value's tokens decode to it; the asked keyword is stated once; filler facts never
@@ -7,7 +7,7 @@
  *            talk; refusals of a bad spec
  *   score    fired / retrieved / rank / early read from the fire records on the loop's geometry,
  *            and a fire whose candidates are not that geometry's is refused
- *   world    one 2,048-token case on the trained world through the CLI, every arm: the exact
+ *   world    one 2,048-token case on the templated world through the CLI, every arm: the exact
  *            record of the measured run (RC_bge fired at the question, the fact's block came
  *            back, the reply's ids copy the value; SP has no gate and does not know; FULL cannot
  *            hold the chat and is recorded as not run), so a harness that skipped the loop, the
@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define BENCH FIXTURE_TRAINED "/eval_bench.json"
+#define BENCH FIXTURE_TEMPLATED "/eval_bench.json"
 
 typedef struct {
     rc_blob *b;
@@ -35,7 +35,7 @@ typedef struct {
 } env;
 
 static void env_open(env *e) {
-    const char *path = fixture_trained_blob("f32");
+    const char *path = fixture_templated_blob("f32");
     cr_assert(path);
     e->b = fixture_open(path);
     recall_err err = {0};
@@ -222,7 +222,7 @@ Test(farfact, score_reads_the_fires_on_the_geometry) {
     cr_expect(strstr(err.msg, "give 11"), "%s", err.msg);
 }
 
-/* ---- the trained world, through the CLI --------------------------------------------------------- */
+/* ---- the templated world, through the CLI --------------------------------------------------------- */
 
 static const json_value *get(const json_value *o, const char *k, json_type t) {
     const json_value *v = json_get_type(o, k, t);
@@ -235,7 +235,7 @@ static int flag(const json_value *o, const char *k) { return (int)get(o, k, JSON
 
 /* Runs one far-fact case (distance 2048, seed 0, index 0, share SHARE) on every arm; the records. */
 static json_doc *run_case(const char *share, const char *json) {
-    const char *path = fixture_trained_blob("f32");
+    const char *path = fixture_templated_blob("f32");
     cr_assert(path);
     char cmd[1024], *out;
     snprintf(cmd, sizeof cmd,

@@ -413,8 +413,8 @@ Test(longctx, cli_runs_every_arm_and_writes_the_json) {
     rmdir(dir);
 }
 
-/* ---- the trained world (tests/golden/trained, docs/WORLD.md) ---------------------------------
- * worldA above is random. On the trained world the needle of a 384-token haystack, seed 1, sits at
+/* ---- the templated world (tests/golden/templated, docs/WORLD.md) ---------------------------------
+ * worldA above is random. On the templated world the needle of a 384-token haystack, seed 1, sits at
  * depths 0.1, 0.5 and 0.9. FULL holds it all in its context and answers each case. RC_bge's window
  * is 96 tokens: at depth 0.1 the needle has scrolled out, the gate fires, the bridge head brings
  * its block back and RC_bge answers; at 0.5 it copies the value with one digit too many
@@ -428,7 +428,7 @@ static const int trained_lctx_exact[3][3] = {/* FULL, SP, RC_bge at depth 0.1, 0
                                              {0, 0, 0},
                                              {1, 0, 0}};
 Test(longctx, trained_world_answers_the_needle, .timeout = 600) {
-    const char *path = fixture_trained_blob("f32");
+    const char *path = fixture_templated_blob("f32");
     cr_assert(path);
     char json[128], cmd[1024], *out;
     snprintf(json, sizeof json, "build/tlctx_%d_trained.json", (int)getpid());

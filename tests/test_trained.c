@@ -1,6 +1,8 @@
-/* test_trained.c - the trained world (tests/golden/trained, made by tools/train_world/train.py,
- * walked through in docs/WORLD.md): the first model on which the engine's answers are right, so
- * these tests assert answers, not just bits.
+/* test_trained.c - the two trained worlds (made by tools/train_world/train.py, walked through in
+ * docs/WORLD.md), on which the engine's answers are right, so these tests assert answers, not just
+ * bits. Suite `templated`: the first world (tests/golden/templated), which knows the benchmark's
+ * own keywords and templates. Suite `trained`: the trained world (tests/golden/trained), the world
+ * of broad English a person meets first (its section below says what it pins).
  *   manifest   every committed file of the world has the XXH64 and size its recipe recorded
  *              (MANIFEST.xxh64): CI never retrains, and a changed file is named
  *   eval       `recall eval` on held-out problems (keywords and values never seen in training):
@@ -19,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define T FIXTURE_TRAINED
+#define T FIXTURE_TEMPLATED
 
 /* The measured run (docs/WORLD.md, "Measured"): held-out problems 0-3, faithful mode. FULL keeps
  * the facts in view and copies every value; RC_bge gets each fact's block back and copies it; SP
@@ -66,7 +68,7 @@ static void check_manifest(const char *dir, int min_files) {
     free(text);
 }
 
-Test(trained, manifest_matches_the_committed_files) { check_manifest(T, 17); }
+Test(templated, manifest_matches_the_committed_files) { check_manifest(T, 17); }
 
 /* One `recall eval` run of a world's blob on a bench file; returns the parsed JSON (caller frees). */
 static json_doc *eval_world(const char *blob, const char *bench, const char *problems, const char *arms,
@@ -110,8 +112,8 @@ static void count_answers(const json_value *a, int *ok, int *exact) {
 /* Held-out problems 0-3 (12 questions, 8 probes): the counts of the measured run, exactly (the
  * engine is deterministic). FULL keeps the facts in view and answers; SP has only the gist of
  * them and does not; RC_bge gets the fact's block back when its gate fires and answers from it. */
-Test(trained, eval_answers_held_out_questions, .timeout = 600) {
-    json_doc *doc = eval_world(fixture_trained_blob("f32"), T "/eval_bench.json", "0-3", "FULL,SP,RC_bge", "faithful");
+Test(templated, eval_answers_held_out_questions, .timeout = 600) {
+    json_doc *doc = eval_world(fixture_templated_blob("f32"), T "/eval_bench.json", "0-3", "FULL,SP,RC_bge", "faithful");
     const json_value *full = arm(doc, 0, "FULL"), *sp = arm(doc, 1, "SP"), *rc = arm(doc, 2, "RC_bge");
     cr_assert_eq(get(full, "questions", JSON_NUM)->i, 12);
     cr_expect_eq(get(full, "recall_ok", JSON_NUM)->i, EXPECT_FULL_OK);
@@ -147,8 +149,8 @@ Test(trained, eval_answers_held_out_questions, .timeout = 600) {
     json_free(doc);
 }
 
-Test(trained, calibrate_draws_the_threshold_sweep, .timeout = 600) {
-    const char *blob = fixture_trained_blob("f32");
+Test(templated, calibrate_draws_the_threshold_sweep, .timeout = 600) {
+    const char *blob = fixture_templated_blob("f32");
     cr_assert(blob);
     char svg[128], cmd[1024], *out;
     snprintf(svg, sizeof svg, "build/ttrained_%d_cal.svg", (int)getpid());
@@ -187,8 +189,8 @@ static char *first_question_reply(const char *out) {
 /* What `make demo` shows: on RC_bge the first question turn prints the fire and the block it
  * brought back, which holds the value; on SP no gate fires, nothing comes back and the reply
  * ends "</think>I don't know.". */
-Test(trained, replay_shows_the_block_come_back, .timeout = 600) {
-    const char *blob = fixture_trained_blob("f32");
+Test(templated, replay_shows_the_block_come_back, .timeout = 600) {
+    const char *blob = fixture_templated_blob("f32");
     cr_assert(blob);
     char cmd[1024], *rc_out, *sp_out;
     snprintf(cmd, sizeof cmd, "./recall replay %s --bench " T "/eval_bench.json --problem %d --trace build/ttrained_%d_rc.json"
@@ -220,11 +222,11 @@ Test(trained, replay_shows_the_block_come_back, .timeout = 600) {
     unlink(p);
 }
 
-/* ---- the world of broad English (tests/golden/broad: train.py --world broad, docs/WORLD.md) ----
+/* ---- the world of broad English (tests/golden/trained: train.py --world broad, docs/WORLD.md) ----
  * Keywords, names, words and whole kinds of value it never saw in training (every time of day),
  * casual talk from held-out sentences, and phrasings it never saw: the tests pin the measured
  * answers. The first trained world above answers none of the typed facts (it garbles them). */
-#define B FIXTURE_BROAD
+#define B FIXTURE_TRAINED
 /* held-out problems 0-3 of eval_bench.json (12 questions), faithful: exact answers per arm */
 #define BROAD_FULL_EXACT 5
 #define BROAD_SP_EXACT 0
@@ -233,7 +235,7 @@ Test(trained, replay_shows_the_block_come_back, .timeout = 600) {
 #define BROAD_PHR_FULL_EXACT 0
 #define BROAD_PHR_RC_EXACT 3
 
-Test(broad, manifest_matches_the_committed_files) { check_manifest(B, 20); }
+Test(trained, manifest_matches_the_committed_files) { check_manifest(B, 20); }
 
 static int arm_exact(const json_doc *doc, int i, const char *label) {
     int ok, exact;
@@ -241,16 +243,16 @@ static int arm_exact(const json_doc *doc, int i, const char *label) {
     return exact;
 }
 
-Test(broad, eval_answers_held_out_facts, .timeout = 600) {
-    json_doc *doc = eval_world(fixture_broad_blob("f32"), B "/eval_bench.json", "0-3", "FULL,SP,RC_bge", "faithful");
+Test(trained, eval_answers_held_out_facts, .timeout = 600) {
+    json_doc *doc = eval_world(fixture_trained_blob("f32"), B "/eval_bench.json", "0-3", "FULL,SP,RC_bge", "faithful");
     cr_expect_eq(arm_exact(doc, 0, "FULL"), BROAD_FULL_EXACT);
     cr_expect_eq(arm_exact(doc, 1, "SP"), BROAD_SP_EXACT);
     cr_expect_eq(arm_exact(doc, 2, "RC_bge"), BROAD_RC_EXACT);
     json_free(doc);
 }
 
-Test(broad, eval_answers_in_phrasings_never_trained, .timeout = 600) {
-    json_doc *doc = eval_world(fixture_broad_blob("f32"), B "/eval_phrasing.json", "0-3", "FULL,RC_bge", "faithful");
+Test(trained, eval_answers_in_phrasings_never_trained, .timeout = 600) {
+    json_doc *doc = eval_world(fixture_trained_blob("f32"), B "/eval_phrasing.json", "0-3", "FULL,RC_bge", "faithful");
     cr_expect_eq(arm_exact(doc, 0, "FULL"), BROAD_PHR_FULL_EXACT);
     cr_expect_eq(arm_exact(doc, 1, "RC_bge"), BROAD_PHR_RC_EXACT);
     json_free(doc);
@@ -259,7 +261,7 @@ Test(broad, eval_answers_in_phrasings_never_trained, .timeout = 600) {
 /* The text after the last </think> of a `recall chat` on the given lines (the last reply). */
 static char *chat_answer(const char *blob, const char *lines) {
     char path[128], cmd[512], *out;
-    snprintf(path, sizeof path, "build/tbroad_%d_chat.txt", (int)getpid());
+    snprintf(path, sizeof path, "build/ttrained_%d_chat.txt", (int)getpid());
     FILE *f = fopen(path, "w");
     cr_assert(f);
     fputs(lines, f);
@@ -279,7 +281,7 @@ static char *chat_answer(const char *blob, const char *lines) {
 /* Facts typed as a person would (none from a bench file), asked with the fact in view and once
  * evicted: the value comes back exactly. The name list, "flight number" and "password" are held
  * out of training. (Times of day, a kind never trained, are not answered: docs/WORLD.md.) */
-Test(broad, typed_facts_are_answered, .timeout = 600) {
+Test(trained, typed_facts_are_answered, .timeout = 600) {
     static const struct { const char *lines, *want; } typed[] = {
         {"My dentist's name is Halvorsen.\nWhat's my dentist's name?\n", " Halvorsen"},
         {"Important to note: the flight number is LH 2214.\n"
@@ -295,7 +297,7 @@ Test(broad, typed_facts_are_answered, .timeout = 600) {
          "I tried a new recipe for lentil soup and it turned out great.\n"
          "Do you remember the locker combination?\n", " 12-34-56"},
     };
-    const char *blob = fixture_broad_blob("f32");
+    const char *blob = fixture_trained_blob("f32");
     cr_assert(blob);
     for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++) {
         char *a = chat_answer(blob, typed[i].lines);

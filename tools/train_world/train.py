@@ -318,7 +318,9 @@ def sample_needle(r, bpe, hay_pieces, lo, hi):
 # The decoder keeps the committed world's 1,024 ids: over 4,096 ids (3,800 merges) the warm-up formed
 # no copy in 1,700 steps, nor when it drew from the first 960 ids (docs/WORLD.md); at 1,024 ids the
 # warm-up is the committed world's own, step for step, and forms its copy around step 1,300.
-BROAD = dict(merges=760, wp_size=8000, wp_pieces=0.25, dec=dict(induction=1500))
+# gate_dialogues: the gate's and the bridge's training dialogues (the committed world's 48 left the
+# bridge at 36/61 held-out hits, falling from 44 as it overfitted).
+BROAD = dict(merges=760, wp_size=8000, wp_pieces=0.25, dec=dict(induction=1500), gate_dialogues=240)
 
 # The decoder's training schedule. probe.py varies these on short runs (docs/WORLD.md, "How the
 # copy was learned"); the defaults are the recipe.
@@ -819,8 +821,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/golden/trained")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=4500, help="decoder steps: the warm-up's cap (DEC induction) plus the "
-                    "world's steps")
+    ap.add_argument("--steps", type=int, default=None, help="decoder steps: the warm-up's cap (DEC induction) plus the "
+                    "world's steps (default: 5000 for --world broad, 4500 for templated)")
     ap.add_argument("--ckpt", default=None, help="the decoder's checkpoint (default OUT.ckpt): written every 250 steps, "
                     "resumed from when present, removed when the run ends")
     ap.add_argument("--threads", type=int, default=1)
@@ -829,11 +831,15 @@ def main():
     ap.add_argument("--set", nargs="*", default=[], help="KEY=VALUE overrides of the decoder schedule (DEC)")
     ap.add_argument("--qcfg", nargs="*", default=[], help="KEY=VALUE overrides of the decoder's config (QCFG: "
                     "shape, init_std, emb_std)")
-    ap.add_argument("--world", default="bench", choices=["bench", "broad"],
-                    help="bench: the committed world (the benchmark's keywords and templates); broad: the world of "
-                         "broad English (world_broad.py: many kinds, phrasings, held-out words; docs/WORLD.md)")
+    ap.add_argument("--world", default="broad", choices=["broad", "templated"],
+                    help="broad: the trained world (world_broad.py: broad English, many kinds of value, phrasings, "
+                         "held-out words; docs/WORLD.md); templated: the first world, tests/golden/templated (the "
+                         "benchmark's keywords and templates)")
     ap.add_argument("--eval-every", type=int, default=0, help="log held-out copy accuracy every N decoder steps")
-    ap.add_argument("--gate-dialogues", type=int, default=48)
+    ap.add_argument("--gate-dialogues", type=int, default=None, help="dialogues the gate and the bridge learn "
+                    "from (default 48; --world broad: 240)")
+    ap.add_argument("--keep-ckpt", action="store_true", help="keep the decoder's final checkpoint (a later run "
+                    "with the same arguments resumes from it and redoes only the gate, bridge and files)")
     ap.add_argument("--bridge-epochs", type=int, default=20)
     ap.add_argument("--init", default=None, help="a world folder whose decoder training continues (same seed "
                     "and corpus: the same tokenizer); --steps more steps, then gate and bridge afresh")
@@ -848,6 +854,8 @@ def main():
 
     # 1. corpus, 2. tokenizers
     broad = args.world == "broad"
+    if args.steps is None:
+        args.steps = 5000 if broad else 4500
     W, hay, texts, bpe, hay_pieces, ids_ = build_corpus(args.seed, repo, broad)
 
     # 3. pooler (random, fixed), 4. decoder
@@ -891,7 +899,8 @@ def main():
     gr = random.Random(args.seed * 19 + 6)
     feats = {"train": [], "held": []}
     seals = []
-    for i in range(args.gate_dialogues):
+    n_gate = args.gate_dialogues or (BROAD["gate_dialogues"] if broad else 48)
+    for i in range(n_gate):
         e = sample_dialogue(W, gr, bpe, i % 2 == 0) if i % 5 else sample_needle(gr, bpe, hay_pieces, 150, 400)
         part = "held" if i % 4 == 3 else "train"
         feats[part].append((e, loop_features(model, pooler, e, ids_["bos"], layers, gr)))
@@ -975,6 +984,7 @@ def main():
         return loss, hits
 
     n_ho = sum(len(x) for x in ho_items)
+    best = (-1, -1, None, None)
     for ep in range(args.bridge_epochs):
         br.shuffle(tr_items)
         tot = 0.0
@@ -984,11 +994,18 @@ def main():
             (loss / len(items)).backward()
             opt.step()
             tot += float(loss)
-        if ep % 5 == 4 or ep == args.bridge_epochs - 1:
+        if broad or ep % 5 == 4 or ep == args.bridge_epochs - 1:
             with torch.no_grad():
                 hits = sum(dialogue_loss(items)[1] for items in ho_items)
             log("bridge epoch %d: loss %.4f, held-out top-%d hit %d/%d" % (
                 ep, tot / max(1, sum(len(x) for x in tr_items)), TOPK, hits, n_ho))
+            if broad and hits > best[0]:  # the broad world keeps the epoch that retrieved best
+                best = (hits, ep, {k: v.detach().clone() for k, v in bert.state_dict().items()},
+                        {k: v.detach().clone() for k, v in bridge.state_dict().items()})
+    if broad:
+        bert.load_state_dict(best[2])
+        bridge.load_state_dict(best[3])
+        log("bridge: kept epoch %d (held-out top-%d hit %d/%d)" % (best[1], TOPK, best[0], n_ho))
 
     # write everything
     qd = os.path.join(out, "qwen2")
@@ -1049,7 +1066,7 @@ def main():
         f.write("\n\n".join(texts[:40]))
 
     n_files = manifest.write(out)
-    if os.path.exists(ckpt):
+    if os.path.exists(ckpt) and not args.keep_ckpt:
         os.remove(ckpt)
     log("wrote %d files to %s (MANIFEST.xxh64)" % (n_files, out))
 

@@ -19,34 +19,64 @@ from world import FACT_ASSISTANT, FACT_USER, QUESTION_USER, Phrasing
 # the fact, and the full stop ends it, whatever the words around them. The benchmark's own
 # templates (FACT_USER, QUESTION_USER) are among the training phrasings; HELD_* are never trained
 # (eval_phrasing.json asks in them).
-FACT_TEMPLATES = [
-    FACT_USER,
-    "Please remember that the {kw} is {val}.",
-    "Just so you know, my {kw} is {val}.",
-    "Note this down: the {kw} is {val}.",
-    "For later, the {kw} is {val}.",
-    "Remember this for me: my {kw} is {val}.",
-    "By the way, the {kw} is {val}.",
-    "Could you keep this in mind? The {kw} is {val}.",
-    "My {kw} is {val}.",
-    "Heads up, the {kw} is {val}.",
-    "Okay, so the {kw} is {val}.",
-]
-HELD_FACT_TEMPLATES = ["Don't let me forget: the {kw} is {val}.", "I should tell you that my {kw} is {val}."]
+# The training phrasings are a small grammar rather than a list: a lead-in, the fact or the
+# question proper, a tail ("Quick — " + "what was the {kw}?" + " Just the value."), every
+# combination of them. A list of ten was learned by heart (the first broad world answered 0 of 60
+# questions in two phrasings it had not seen: it took them for small talk); thousands of
+# combinations leave the model only what they share (a keyword that was stated, asked back).
+# The benchmark's own templates (FACT_USER, QUESTION_USER) come first and stay the most frequent.
+FACT_LEADS = ["", "Please remember that ", "Just so you know, ", "Note this down: ", "For later, ",
+              "Remember this for me: ", "By the way, ", "Could you keep this in mind? ", "Heads up, ", "Okay, so ",
+              "FYI, ", "Quick note: ", "Oh, and ", "Keep in mind that ", "I want you to remember that ",
+              "Write this down: ", "Also, ", "So ", "Hey, ", "Listen, ", "For the record, ", "Save this for me: ",
+              "You should know that ", "In case I forget, ", "Small thing: ", "Good to know: ", "Important: "]
+FACT_OWNS = ["the", "my"]
+FACT_TAILS = ["", "", "", " Thanks!", " Thank you.", " Okay?", " Got that?", " That's important.",
+              " Please don't forget it."]
+QUESTION_LEADS = ["", "", "", "Quick \u2014 ", "Sorry, ", "Hey, ", "Okay, ", "So, ", "One more thing: ", "Hmm, ",
+                  "Wait, ", "By the way, ", "Oh, ", "Real quick, ", "Also, ", "Now, "]
+QUESTION_CORES = ["what was the {kw}?", "what was the {kw} again?", "what is my {kw}?", "what's the {kw}?",
+                  "what's my {kw} again?", "do you remember the {kw}?", "do you remember my {kw}?",
+                  "can you remind me of my {kw}?", "remind me of the {kw}.", "remind me, what was the {kw}?",
+                  "tell me the {kw}, please.", "what did I say the {kw} was?", "what did I tell you my {kw} was?",
+                  "can you tell me the {kw}?", "I need the {kw}.", "I need my {kw} now.",
+                  "could you give me the {kw}?", "what {kw} did I mention?", "what was the {kw} I mentioned?",
+                  "do you know my {kw}?", "give me the {kw}.", "the {kw}, what was it?", "what was that {kw}?",
+                  "do you still have my {kw}?", "what {kw} did I tell you?", "can I get the {kw}?",
+                  "please repeat the {kw}.", "what's the {kw} I gave you?", "which {kw} was it?",
+                  "recall the {kw} for me.", "what was the {kw} I told you about?", "look up my {kw}, please."]
+QUESTION_TAILS = ["", "", "", " Just the value.", " Thanks.", " I need it now.", " Just the answer, please."]
+# never trained: eval_phrasing.json asks in the first of each; typed.sh's facts use others
+HELD_FACT_TEMPLATES = ["Don't let me forget: the {kw} is {val}.", "I should tell you that my {kw} is {val}.",
+                       "Make a note that the {kw} is {val}.", "Before I forget, my {kw} is {val}."]
+HELD_QUESTION_TEMPLATES = ["I forgot the {kw}. What was it?", "Which {kw} did I give you earlier?",
+                           "Any idea what my {kw} is?", "What did I note as the {kw}?", "Could you find the {kw} for me?"]
 FACT_REPLIES = [FACT_ASSISTANT, FACT_ASSISTANT, "Okay, I will remember that.", "Noted.", "Sure, I have it.",
-                "Got it."]
-QUESTION_TEMPLATES = [
-    QUESTION_USER,
-    "What was the {kw} again?",
-    "Do you remember the {kw}?",
-    "Can you remind me of my {kw}?",
-    "What is my {kw}?",
-    "Remind me, what was the {kw}?",
-    "Sorry, what did I say the {kw} was?",
-    "Tell me the {kw}, please.",
-    "What's the {kw}?",
-]
-HELD_QUESTION_TEMPLATES = ["I forgot the {kw}. What was it?", "Which {kw} did I give you earlier?"]
+                "Got it.", "All right, I have noted it.", "Thanks, I will keep it in mind."]
+
+
+def _join(lead, body):
+    """lead + body, the body's first letter a capital where it starts the sentence."""
+    if lead == "" or lead.endswith("? ") or lead.endswith(". "):
+        body = body[0].upper() + body[1:]
+    return lead + body
+
+
+def _grammar(leads, bodies, tails, first, held):
+    out, seen = [first], {first} | set(held)
+    for lead in leads:
+        for b in bodies:
+            for t in tails:
+                s = _join(lead, b) + t
+                if s not in seen:
+                    seen.add(s)
+                    out.append(s)
+    return out
+
+
+FACT_TEMPLATES = _grammar(FACT_LEADS, [o + " {kw} is {val}." for o in FACT_OWNS], FACT_TAILS, FACT_USER,
+                          HELD_FACT_TEMPLATES)
+QUESTION_TEMPLATES = _grammar(QUESTION_LEADS, QUESTION_CORES, QUESTION_TAILS, QUESTION_USER, HELD_QUESTION_TEMPLATES)
 
 
 def training_phrasing(r):
@@ -128,7 +158,7 @@ def _digits(r, n, lead=True):
 
 
 def _code(r):
-    shape = r.randrange(8)
+    shape = r.randrange(12)
     if shape == 0:   # flight-number-like: LH 2214
         return "".join(r.choice(UPPER) for _ in range(2)) + " " + _digits(r, r.randint(2, 4))
     if shape == 1:   # XK-4471
@@ -143,7 +173,18 @@ def _code(r):
         return r.choice(UPPER) + _digits(r, r.randint(2, 4))
     if shape == 6:   # ab-12 cd
         return "".join(r.choice(LOWER) for _ in range(2)) + "-" + _digits(r, 2) + " " + "".join(r.choice(LOWER) for _ in range(2))
-    return "".join(r.choice(UPPER) for _ in range(3)) + _digits(r, r.randint(1, 3))
+    if shape == 7:   # QXR42
+        return "".join(r.choice(UPPER) for _ in range(3)) + _digits(r, r.randint(1, 3))
+    # the punctuation a value may hold besides hyphens and spaces, so that the copy has been
+    # through each of them (none of these reads as a time of day, the kind held out)
+    if shape == 8:   # K9:447, 12:7:31
+        return (r.choice(UPPER) + _digits(r, 1) if r.random() < 0.5 else _digits(r, 2)) + ":" + \
+            ":".join(_digits(r, r.choice([1, 3]), False) for _ in range(r.randint(1, 2)))
+    if shape == 9:   # v2.4.1, 3.14
+        return r.choice(["v", ""]) + ".".join(_digits(r, r.randint(1, 2), False) for _ in range(r.randint(2, 3)))
+    if shape == 10:  # #4471, A/7
+        return r.choice(["#" + _digits(r, r.randint(2, 5)), r.choice(UPPER) + "/" + _digits(r, r.randint(1, 3))])
+    return "".join(r.choice(LOWER) for _ in range(r.randint(2, 4))) + "_" + _digits(r, r.randint(2, 4))  # ab_12
 
 
 def draw_value(r, lex, kind, split="train"):
