@@ -1,7 +1,8 @@
 /* simd.c - builds the kernel table (simd.h): the scalar path (thin wrappers over the reference
  * kernels of src/ops.c, which define the canonical order) and runtime selection among the
  * paths compiled into this binary, checked against the CPU (cpuid via __builtin_cpu_supports on
- * x86-64; NEON is architectural on aarch64). RECALL_SIMD=scalar|avx2|avx512|neon overrides. */
+ * x86-64; NEON is architectural on aarch64, SIMD128 on a wasm module built with it).
+ * RECALL_SIMD=scalar|avx2|avx512|neon|wasm overrides. */
 #include "simd.h"
 
 #include "nf4.h"
@@ -17,7 +18,7 @@
 #include <sys/auxv.h>
 #endif
 
-static const char *const path_names[RC_SIMD_COUNT] = {"scalar", "avx2", "avx512", "neon"};
+static const char *const path_names[RC_SIMD_COUNT] = {"scalar", "avx2", "avx512", "neon", "wasm"};
 
 const char *rc_simd_name(rc_simd_path p) { return (unsigned)p < RC_SIMD_COUNT ? path_names[p] : "?"; }
 
@@ -131,6 +132,9 @@ static int cpu_has(rc_simd_path p) {
 #if defined(__aarch64__)
     case RC_SIMD_NEON: return 1;
 #endif
+#if defined(__wasm_simd128__)
+    case RC_SIMD_WASM: return 1; /* a module built with SIMD128 only loads where the engine has it */
+#endif
     default: return 0;
     }
 }
@@ -185,6 +189,7 @@ static int fill(rc_simd_path p, rc_kernels *k) {
                rc_screen_avx512(k) && fill_q8_x86(k, 1);
     case RC_SIMD_NEON:
         return rc_kernels_neon(k) && rc_act_neon(k) && rc_screen_neon(k) && ((cpu_neon_dot() && rc_q8_neon_dot(k)) || rc_q8_neon(k));
+    case RC_SIMD_WASM: return rc_kernels_wasm(k);
     default: return 0;
     }
 }
@@ -197,7 +202,7 @@ int rc_simd_available(rc_simd_path p) {
 recall_status rc_simd_select(const char *name, rc_kernels *k, recall_err *err) {
     if (!name || !*name) name = getenv("RECALL_SIMD");
     if (!name || !*name || !strcmp(name, "auto")) {
-        const rc_simd_path order[] = {RC_SIMD_AVX512, RC_SIMD_AVX2, RC_SIMD_NEON};
+        const rc_simd_path order[] = {RC_SIMD_AVX512, RC_SIMD_AVX2, RC_SIMD_NEON, RC_SIMD_WASM};
         for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
             if (rc_simd_available(order[i])) return fill(order[i], k) ? RECALL_OK : RECALL_E_UNSUPPORTED;
         rc_kernels_scalar(k);
@@ -205,7 +210,7 @@ recall_status rc_simd_select(const char *name, rc_kernels *k, recall_err *err) {
     }
     int p = rc_simd_parse(name);
     if (p < 0)
-        return rc_fail(err, RECALL_E_ARG, "simd: unknown path '%s' (scalar, avx2, avx512, neon, auto)", name);
+        return rc_fail(err, RECALL_E_ARG, "simd: unknown path '%s' (scalar, avx2, avx512, neon, wasm, auto)", name);
     if (!rc_simd_available((rc_simd_path)p))
         return rc_fail(err, RECALL_E_UNSUPPORTED, "simd: path '%s' is not available on this CPU / build", name);
     fill((rc_simd_path)p, k);

@@ -36,11 +36,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { RC_SIMD_SCALAR = 0, RC_SIMD_AVX2, RC_SIMD_AVX512, RC_SIMD_NEON, RC_SIMD_COUNT } rc_simd_path;
+/* RC_SIMD_WASM: wasm32 with SIMD128 (the browser build, docs/WEB.md) */
+typedef enum { RC_SIMD_SCALAR = 0, RC_SIMD_AVX2, RC_SIMD_AVX512, RC_SIMD_NEON, RC_SIMD_WASM, RC_SIMD_COUNT } rc_simd_path;
 
 typedef struct {
     rc_simd_path path;
-    const char *name; /* "scalar", "avx2", "avx512", "neon" */
+    const char *name; /* "scalar", "avx2", "avx512", "neon", "wasm" */
     /* canonical dot / sum of squares */
     float (*dot_f32)(const float *a, const float *b, size_t n);
     float (*sumsq_f32)(const float *x, size_t n);
@@ -158,6 +159,7 @@ int rc_kernels_avx2(rc_kernels *k);
 int rc_kernels_avx512(rc_kernels *k);
 int rc_kernels_avx512vbmi(rc_kernels *k); /* avx512 with the VBMI nf4 index build */
 int rc_kernels_neon(rc_kernels *k);
+int rc_kernels_wasm(rc_kernels *k); /* f32 weights and the f32 KV cache; the rest stays the reference */
 /* The elementwise kernels of a path, overriding the scalar ones (0 when not compiled in). */
 int rc_act_avx2(rc_kernels *k);
 int rc_act_avx512(rc_kernels *k);

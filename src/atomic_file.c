@@ -11,7 +11,12 @@ recall_status rc_afile_open(rc_afile *a, const char *path, recall_err *err) {
     size_t n = strlen(path) + 32;
     a->tmp = malloc(n);
     if (!a->tmp) return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory", path);
+#ifdef __wasi__
+    /* WASI has no process ids; its one process per module instance needs no unique suffix */
+    snprintf(a->tmp, n, "%s.tmp.0", path);
+#else
     snprintf(a->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+#endif
     a->f = fopen(a->tmp, "wb");
     if (!a->f) {
         recall_status s = rc_fail(err, RECALL_E_IO, "%s: cannot create: %s", a->tmp, strerror(errno));

@@ -230,6 +230,16 @@ recall_status rc_session_save(const char *path, const int32_t *ids, size_t n, ui
  * two of our system calls, so more than a few in a row would be a pathological race. */
 #define LOCK_TRIES 64
 
+#ifdef __wasi__
+/* WASI has neither fcntl record locks nor process ids, so one writer per session cannot be
+ * enforced there: refuse rather than write a session file that another writer could clobber. */
+recall_status rc_session_lock(const char *path, rc_session_lock_t *out, long *holder_pid, recall_err *err) {
+    out->fd = -1;
+    out->path = NULL;
+    if (holder_pid) *holder_pid = 0;
+    return rc_fail(err, RECALL_E_UNSUPPORTED, "%s: session files need a lock (fcntl), which WASI lacks", path);
+}
+#else
 recall_status rc_session_lock(const char *path, rc_session_lock_t *out, long *holder_pid, recall_err *err) {
     out->fd = -1;
     out->path = NULL;
@@ -293,6 +303,7 @@ recall_status rc_session_lock(const char *path, rc_session_lock_t *out, long *ho
     }
     return rc_fail(err, RECALL_E_IO, "%s: the lock file %s kept changing under %d attempts", path, lp, LOCK_TRIES);
 }
+#endif
 
 void rc_session_unlock(rc_session_lock_t *l) {
     if (l->fd >= 0) {

@@ -93,7 +93,7 @@ static int set_num(const cli_opt *o, const char *val, cli_args *a) {
 }
 
 static int set_simd(const cli_opt *o, const char *val, cli_args *a) {
-    if (rc_simd_parse(val) < 0 && strcmp(val, "auto")) return bad_value(o, val, a, "scalar, avx2, avx512, neon or auto");
+    if (rc_simd_parse(val) < 0 && strcmp(val, "auto")) return bad_value(o, val, a, "scalar, avx2, avx512, neon, wasm or auto");
     return set_str(o, val, a);
 }
 

@@ -1,0 +1,219 @@
+/* kernels_wasm.c - the wasm SIMD128 kernel table (wasm32 with -msimd128 only; empty of code
+ * elsewhere): the canonical order of simd.h, the same bits as the scalar reference.
+ *
+ * wasm has no fused multiply-add (relaxed-simd's madd may or may not fuse, so its bits are not
+ * fixed), so each fmaf(w, x, acc) is computed as web/wasm_fmaf.h explains, two lanes at a time in
+ * f64x2: the product of two floats is exact in double, the sum is rounded once to double, and
+ * rounding that to float is the single rounding of the exact sum unless the double is a float
+ * midpoint, all of which have the low 28 bits of the mantissa zero. Every step folds each sum's
+ * two 32-bit halves, shifted left by 4, into an unsigned minimum; a zero at the end (a possible
+ * midpoint, an exact zero or a rare false alarm) sends the whole result to the reference, which
+ * rounds those cases exactly. (Testing 16-bit pieces unshifted saves the shift but a product's
+ * low bits are zero often enough that one dot in ten fell back.) The 16 accumulators live as eight
+ * f64x2 that always hold float values (demoted and promoted back after every step).
+ *
+ * f32 weights, attention over an f32 K / V cache and the sums of squares take this path; bf16,
+ * f16 and nf4 weights, the f16 KV cache and the elementwise kernels stay the reference's. */
+#include "simd.h"
+
+#if defined(__wasm_simd128__)
+
+#include <math.h>
+#include <string.h>
+#include <wasm_simd128.h>
+
+#define AINLINE static inline __attribute__((always_inline))
+
+/* An empty asm that the optimiser cannot see through: without it clang 14 folds a demote followed
+ * by a promote into per-lane scalar conversions (extract, f32.demote, f64.promote, replace), four
+ * times the instructions of the two vector conversions. */
+AINLINE v128_t opaque(v128_t v) {
+    __asm__("" : "+r"(v));
+    return v;
+}
+
+/* acc (2 lanes, doubles holding floats) += w * x, rounded to float as fmaf would; flag keeps the
+ * unsigned minimum of every 32-bit half of every sum shifted left by 4: a zero is a possible
+ * midpoint (the low half of a midpoint has its low 28 bits zero; a high half is zero so only for
+ * values near 2.0 with 20 zero bits below, or near 2^-255: false alarms, rare) */
+#define FMA2(acc, w, x, flag)                                                                              \
+    do {                                                                                                   \
+        const v128_t s_ = wasm_f64x2_add(wasm_f64x2_mul((w), (x)), (acc));                                 \
+        (flag) = wasm_u32x4_min((flag), wasm_i32x4_shl(s_, 4));                                            \
+        (acc) = wasm_f64x2_promote_low_f32x4(opaque(wasm_f32x4_demote_f64x2_zero(s_)));                   \
+    } while (0)
+
+AINLINE v128_t lo2(v128_t v) { return wasm_f64x2_promote_low_f32x4(v); }
+AINLINE v128_t hi2(v128_t v) { return wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 0, 1)); }
+
+/* Four elements as two f64x2 (lanes 0-1, 2-3): from floats (exact widening) or from doubles
+ * already widened (the matmul widens its inputs once, not once per weight row). */
+AINLINE void ld4f(const float *p, v128_t *lo, v128_t *hi) {
+    const v128_t v = wasm_v128_load(p);
+    *lo = lo2(v);
+    *hi = hi2(v);
+}
+AINLINE void ld4d(const double *p, v128_t *lo, v128_t *hi) {
+    *lo = wasm_v128_load(p);
+    *hi = wasm_v128_load(p + 2);
+}
+
+/* 4 elements of w and x into the lanes held by accumulators a (lanes 4q, 4q+1) and b (4q+2, 4q+3) */
+#define STEP4(LDW, LDX, a, b, w, x, flag)                                                                  \
+    do {                                                                                                   \
+        v128_t wl_, wh_, xl_, xh_;                                                                         \
+        LDW(w, &wl_, &wh_);                                                                                \
+        LDX(x, &xl_, &xh_);                                                                                \
+        FMA2(a, wl_, xl_, flag);                                                                           \
+        FMA2(b, wh_, xh_, flag);                                                                           \
+    } while (0)
+
+AINLINE int suspect(v128_t flag) { return !wasm_i32x4_all_true(flag); }
+
+/* Two accumulators (lanes 4q..4q+3) as one f32x4 (their doubles hold floats: exact) */
+AINLINE v128_t pair(v128_t a, v128_t b) {
+    return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(a), wasm_f32x4_demote_f64x2_zero(b), 0, 1, 4, 5);
+}
+
+/* The 16 lanes (eight f64x2) as floats, the tail (n % 16 elements) on the first lanes, the tree. */
+AINLINE float finish(const v128_t *d, const float *w, const float *x, size_t tail) {
+    float lanes[16];
+    for (int i = 0; i < 8; i++) {
+        lanes[2 * i] = (float)wasm_f64x2_extract_lane(d[i], 0);
+        lanes[2 * i + 1] = (float)wasm_f64x2_extract_lane(d[i], 1);
+    }
+    for (size_t k = 0; k < tail; k++) lanes[k] = fmaf(w[k], x[k], lanes[k]);
+    return rc_tree16(lanes);
+}
+
+/* The canonical tree of the 16 lanes, after the tail (n % 16 elements of wf, xf) on the first
+ * lanes; without a tail in registers: the same float adds in the same pairs. */
+AINLINE float tree(v128_t a0, v128_t a1, v128_t a2, v128_t a3, v128_t a4, v128_t a5, v128_t a6, v128_t a7,
+                   const float *wf, const float *xf, size_t tail) {
+    if (!tail) {
+        const v128_t v0 = pair(a0, a1), v1 = pair(a2, a3), v2 = pair(a4, a5), v3 = pair(a6, a7);
+        const v128_t s4 = wasm_f32x4_add(wasm_f32x4_add(v0, v2), wasm_f32x4_add(v1, v3)); /* l + l+8, + l+4 */
+        const v128_t s2 = wasm_f32x4_add(s4, wasm_i32x4_shuffle(s4, s4, 2, 3, 0, 1));     /* + l+2 */
+        return wasm_f32x4_extract_lane(s2, 0) + wasm_f32x4_extract_lane(s2, 1);
+    }
+    const v128_t d[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
+    return finish(d, wf, xf, tail);
+}
+
+/* The canonical dot of w and x over the first n16 = n - n % 16 elements (wf, xf: the same
+ * elements as floats, for the tail); *bad = 1 when a lane needs the reference. */
+#define DOT16(name, TW, TX, LDW, LDX)                                                                      \
+    AINLINE float name(const TW *w, const TX *x, const float *wf, const float *xf, size_t n, int *bad) {   \
+        v128_t a0 = wasm_f64x2_splat(0.0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;  \
+        v128_t flag = wasm_u32x4_splat(0xffffffffu);                                                       \
+        size_t i = 0;                                                                                      \
+        for (; i + 16 <= n; i += 16) {                                                                     \
+            STEP4(LDW, LDX, a0, a1, w + i, x + i, flag);                                                   \
+            STEP4(LDW, LDX, a2, a3, w + i + 4, x + i + 4, flag);                                           \
+            STEP4(LDW, LDX, a4, a5, w + i + 8, x + i + 8, flag);                                           \
+            STEP4(LDW, LDX, a6, a7, w + i + 12, x + i + 12, flag);                                         \
+        }                                                                                                  \
+        *bad = suspect(flag);                                                                              \
+        return tree(a0, a1, a2, a3, a4, a5, a6, a7, wf + i, xf + i, n - i);                                \
+    }
+DOT16(dot_ff, float, float, ld4f, ld4f)
+DOT16(dot_fd, float, double, ld4f, ld4d)
+DOT16(dot_dd, double, double, ld4d, ld4d)
+
+static float wasm_dot_f32(const float *w, const float *x, size_t n) {
+    int bad;
+    const float d = dot_ff(w, x, w, x, n, &bad);
+    return bad ? rc_dot_f32(w, x, n) : d;
+}
+
+static float wasm_sumsq_f32(const float *x, size_t n) {
+    int bad;
+    const float d = dot_ff(x, x, x, x, n, &bad);
+    return bad ? rc_sumsq_f32(x, n) : d;
+}
+
+static void widen(const float *x, double *d, size_t n) {
+    for (size_t i = 0; i < n; i++) d[i] = x[i];
+}
+
+/* Doubles of scratch the matmul uses (WASM_SCRATCH_FLOATS / 2): the inputs widened once, and a
+ * weight row widened once for all the inputs when there are several (prefill). */
+#define WASM_SCRATCH_FLOATS ((size_t)1 << 18)
+
+static void wasm_matmul(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
+                        int64_t r0, int64_t r1, float *scratch) {
+    const size_t n = (size_t)w->cols, cap = WASM_SCRATCH_FLOATS / 2;
+    if (w->dtype != RC_DT_F32 || !scratch || 2 * n > cap) { /* bf16 / f16 / nf4, or no room: one dot each */
+        for (int64_t r = r0; r < r1; r++)
+            for (int t = 0; t < nt; t++) {
+                const float *x = X + (size_t)t * ldx;
+                const float d = w->dtype == RC_DT_F32 ? wasm_dot_f32((const float *)w->data + (size_t)r * n, x, n)
+                                                      : rc_dot_row(w, r, x);
+                Y[(size_t)t * ldy + (size_t)r] = bias ? d + bias[r] : d;
+            }
+        return;
+    }
+    double *wd = (double *)(void *)scratch, *xd = wd + n; /* 64-byte aligned (pool.c) */
+    const int tc = (int)((cap - n) / n);                   /* inputs widened per pass */
+    for (int t0 = 0; t0 < nt; t0 += tc) {
+        const int tn = nt - t0 < tc ? nt - t0 : tc;
+        for (int t = 0; t < tn; t++) widen(X + (size_t)(t0 + t) * ldx, xd + (size_t)t * n, n);
+        for (int64_t r = r0; r < r1; r++) {
+            const float *row = (const float *)w->data + (size_t)r * n;
+            if (tn > 1) widen(row, wd, n);
+            for (int t = 0; t < tn; t++) {
+                const float *x = X + (size_t)(t0 + t) * ldx;
+                int bad;
+                float d = tn > 1 ? dot_dd(wd, xd + (size_t)t * n, row, x, n, &bad)
+                                 : dot_fd(row, xd + (size_t)t * n, row, x, n, &bad);
+                if (bad) d = rc_dot_f32(row, x, n);
+                Y[(size_t)(t0 + t) * ldy + (size_t)r] = bias ? d + bias[r] : d;
+            }
+        }
+    }
+}
+
+static void wasm_attn_scores(const float *q, const float *K, size_t ldk, int n, size_t D, float scale,
+                             float *scores) {
+    for (int j = 0; j < n; j++) scores[j] = wasm_dot_f32(q, K + (size_t)j * ldk, D) * scale;
+}
+
+/* out[i] = fmaf(p, v[i], out[i]), four at a time; a suspect pair is redone by the exact fmaf */
+static void wasm_axpy(float p, const float *v, float *out, size_t n) {
+    const v128_t pd = wasm_f64x2_splat((double)p);
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const v128_t vv = wasm_v128_load(v + i), ov = wasm_v128_load(out + i);
+        v128_t flag = wasm_u32x4_splat(0xffffffffu);
+        v128_t a = lo2(ov), b = hi2(ov);
+        FMA2(a, pd, lo2(vv), flag);
+        FMA2(b, pd, hi2(vv), flag);
+        if (suspect(flag)) {
+            for (size_t k = i; k < i + 4; k++) out[k] = fmaf(p, v[k], out[k]);
+            continue;
+        }
+        wasm_v128_store(out + i, wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(a), wasm_f32x4_demote_f64x2_zero(b),
+                                                    0, 1, 4, 5));
+    }
+    for (; i < n; i++) out[i] = fmaf(p, v[i], out[i]);
+}
+
+static void wasm_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {
+    for (int j = 0; j < n; j++) wasm_axpy(p[j], V + (size_t)j * ldv, out, D);
+}
+
+int rc_kernels_wasm(rc_kernels *k) {
+    k->path = RC_SIMD_WASM;
+    k->name = "wasm";
+    k->dot_f32 = wasm_dot_f32;
+    k->sumsq_f32 = wasm_sumsq_f32;
+    k->matmul = wasm_matmul;
+    k->matmul_scratch = WASM_SCRATCH_FLOATS;
+    k->attn_scores = wasm_attn_scores;
+    k->attn_wsum = wasm_attn_wsum;
+    return 1;
+}
+
+#else
+RC_KERNELS_ABSENT(rc_kernels_wasm)
+#endif
