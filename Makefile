@@ -97,6 +97,10 @@ help:
 	@echo "  test        build and run the Criterion suite"
 	@echo "  test-replay the engine against the Python replay's traces (tests/golden/*/replay, docs/REPLAY.md)"
 	@echo "  demo        the trained world: a chat a person would write, on SP and on recall, its trace"
+	@echo "  web         the engine for the browser: build/web/ (index.html, recall.wasm, JS, the demo world)"
+	@echo "  serve-web   serve build/web on 127.0.0.1 (open the address it prints)"
+	@echo "  test-web    the page in headless Chromium: a chat, its streamed answer and trace vs native, bad blobs"
+	@echo "  bench-web   the demo world's replay under wasm (node) vs native scalar, one run"
 	@echo "  demo-worldA the bundled random-weight worldA: benchmark problem 0 through the recall loop, its trace"
 	@echo "  train-world retrain the trained world (tools/train_world, broad English) into TRAIN_OUT (build/trained)"
 	@echo "  train-world-check  retrain and compare with the committed MANIFEST.xxh64 (same bytes)"
@@ -310,6 +314,9 @@ WORLDA    = tests/golden/worldA
 TRAINED   = tests/golden/trained
 TEMPLATED = tests/golden/templated
 DEMO_PROBLEM ?= 0
+# What `make demo` runs and the page (make web) opens first: the trained world and its dialogue.
+DEMO_BLOB  = $(BUILD)/trained-f32.blob
+DEMO_BENCH = $(TRAINED)/demo_bench.json
 # world_blob(name, folder, weights): a bundled world converted like the real artifacts.
 define world_blob
 $(BUILD)/$(1)-$(3).blob: $(RECALL_BIN) $$(wildcard $(2)/*.* $(2)/qwen2/* $(2)/bge/*)
@@ -321,12 +328,12 @@ $(foreach w,f32 nf4,$(eval $(call world_blob,trained,$(TRAINED),$(w))) $(eval $(
 # artifacts, its demo chat (demo_bench.json: three facts a person tells, small talk, the questions)
 # replayed through the recall loop on the SP arm (no recall) and the RC_bge arm (recall), each
 # question's reply printed, the RC_bge trace drawn.
-demo: recall $(BUILD)/trained-f32.blob
+demo: recall $(DEMO_BLOB)
 	@echo "== SP arm (the gist only: the fact has scrolled out of the window)"
-	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/demo_bench.json --problem $(DEMO_PROBLEM) \
+	./recall replay $(DEMO_BLOB) --bench $(DEMO_BENCH) --problem $(DEMO_PROBLEM) \
 	  --arm SP --trace $(BUILD)/demo-trace-sp.json 2>$(BUILD)/demo-sp.txt; s=$$?; cat $(BUILD)/demo-sp.txt; exit $$s
 	@echo "== RC_bge arm (recall: the gate fires, the bridge head brings the block back)"
-	./recall replay $(BUILD)/trained-f32.blob --bench $(TRAINED)/demo_bench.json --problem $(DEMO_PROBLEM) \
+	./recall replay $(DEMO_BLOB) --bench $(DEMO_BENCH) --problem $(DEMO_PROBLEM) \
 	  --trace $(BUILD)/demo-trace.json 2>$(BUILD)/demo-rc.txt; s=$$?; cat $(BUILD)/demo-rc.txt; exit $$s
 	./recall trace-svg $(BUILD)/demo-trace.json -o $(BUILD)/demo-trace.svg
 	@echo "== the answers (each reply's text after </think>)"
@@ -634,5 +641,8 @@ fuzz-merge: $(FUZZ_BIN)
 
 clean:
 	rm -rf $(BUILD) recall build-nothreads build-nommap build-asan build-ubsan build-tsan $(CROSS_BUILD)
+
+# recall in the browser: make web, serve-web, test-web, bench-web (docs/WEB.md)
+include web/web.mk
 
 -include $(DEPS)

@@ -5,6 +5,23 @@
 # (":pkg") always counts as missing. When something is missing: as root on a machine with apt-get,
 # the packages are installed (RECALL_NO_INSTALL=1 turns that off); otherwise one line names them and
 # the target stops, instead of a raw compiler or shell error further down.
+#
+# need.sh --npm TARGET DIR PACKAGE@RANGE - an npm package the target needs, kept in DIR/node_modules
+# (a folder under build/, never global): installed with the npm client from the registry when
+# missing (RECALL_NO_INSTALL=1: named and stopped instead); nothing is fetched when it is there.
+if [ "$1" = "--npm" ]; then
+  target=$2 dir=$3 spec=$4
+  name=${spec%@*}
+  [ -e "$dir/node_modules/$name/package.json" ] && exit 0
+  if [ -z "$RECALL_NO_INSTALL" ] && command -v npm >/dev/null 2>&1; then
+    echo "make $target: installing npm package $spec into $dir" >&2
+    mkdir -p "$dir" && npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "$spec" >&2 && exit 0
+    echo "make $target: 'npm install --prefix $dir $spec' failed (see npm's message above)" >&2
+    exit 1
+  fi
+  echo "make $target needs the npm package $spec in $dir (npm install --prefix $dir $spec)" >&2
+  exit 1
+fi
 target=$1
 shift
 missing=""

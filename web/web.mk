@@ -1,0 +1,75 @@
+# web/web.mk - recall in the browser (docs/WEB.md), included by the Makefile.
+#
+# The engine is compiled with Debian's clang for wasm32-wasi against Debian's wasi-libc, as a WASI
+# "reactor": one module that exports the page's entry points (web/web_api.c) and the CLI's main,
+# with the few WASI calls it makes served by web/wasi.js (an in-memory file system, no network).
+# Why not emscripten: Debian's emscripten (3.1.6) brings a node/python toolchain, its own libc and
+# JS runtime; wasi-libc + clang is the C11/libc/libm build this engine already is, its imports are
+# a short list we can read (web/wasi.js), and the same module runs under node for the benchmark.
+# -DRECALL_NO_THREADS -DRECALL_NO_MMAP: a browser worker has neither (one thread, blob in memory).
+# -msimd128: the wasm kernel path (simd/kernels_wasm.c), the same bits as scalar.
+WEB      = $(BUILD)/web
+WEB_OBJ_DIR = $(BUILD)/wasm
+WEB_CC   = clang --target=wasm32-wasi
+WEB_OPT  = -O2
+WEB_CFLAGS = $(CSTD) $(WEB_OPT) $(WARN) $(FPFLAGS) -msimd128 -include web/wasm_fmaf.h $(DEFS) -DRECALL_NO_THREADS -DRECALL_NO_MMAP $(INC)
+# 8 MiB of stack as a native main thread has (wasm-ld's default is 64 KiB); memory grows on demand.
+WEB_LDFLAGS = -mexec-model=reactor -Wl,-z,stack-size=8388608 -Wl,--strip-debug
+WEB_SRC  = $(LIB_SRC) $(CLI_SRC) web/web_api.c
+WEB_OBJ  = $(patsubst %.c,$(WEB_OBJ_DIR)/%.o,$(WEB_SRC))
+# The world the page opens first: the one `make demo` runs (its blob and dialogue).
+WEB_FILES = $(WEB)/index.html $(WEB)/page.js $(WEB)/recall.js $(WEB)/wasi.js $(WEB)/worker.js $(WEB)/loop_view.js \
+  $(WEB)/style.css \
+  $(WEB)/world.blob $(WEB)/demo_bench.json
+WEB_PORT ?= 8737
+
+need-web:
+	@$(NEED) web clang:clang /usr/lib/wasm32-wasi/libc.a:wasi-libc \
+	  $(shell clang -print-resource-dir 2>/dev/null)/lib/wasi/libclang_rt.builtins-wasm32.a:libclang-rt-14-dev-wasm32
+
+$(WEB_OBJ_DIR)/%.o: %.c web/wasm_fmaf.h web/web.mk | need-web
+	@mkdir -p $(dir $@)
+	$(WEB_CC) $(WEB_CFLAGS) -MMD -MP -c $< -o $@
+# The CLI's main becomes web_cli's callee: a reactor has no _start.
+$(WEB_OBJ_DIR)/src/cli/main.o: WEB_CFLAGS += -Dmain=rc_cli_main
+
+$(WEB)/recall.wasm: $(WEB_OBJ)
+	@mkdir -p $(dir $@)
+	$(WEB_CC) $(WEB_LDFLAGS) -o $@ $^ -lm
+$(WEB)/world.blob: $(DEMO_BLOB)
+	@mkdir -p $(dir $@)
+	cp $< $@
+$(WEB)/demo_bench.json: $(DEMO_BENCH)
+	@mkdir -p $(dir $@)
+	cp $< $@
+$(WEB)/%: web/%
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+web: $(WEB)/recall.wasm $(WEB_FILES)
+	@echo "web: $(WEB)/ ($$(du -k $(WEB)/recall.wasm | cut -f1) KiB module); make serve-web, then open http://127.0.0.1:$(WEB_PORT)/"
+
+# A loopback-only static server for the site (python3's http.server: no network beyond 127.0.0.1).
+serve-web: web
+	@echo "serve-web: open http://127.0.0.1:$(WEB_PORT)/ (Ctrl-C stops)"
+	cd $(WEB) && python3 -m http.server $(WEB_PORT) --bind 127.0.0.1
+
+# The page in a real browser (web/test_web.mjs): Debian's chromium-headless-shell driven by npm's
+# puppeteer-core, installed into build/node (tools/need.sh; nothing is downloaded at run time).
+WEB_NODE = $(BUILD)/node
+need-web-test:
+	@$(NEED) test-web node:nodejs npm:npm /usr/bin/chromium-headless-shell:chromium-headless-shell \
+	  python3:python3
+	@$(NEED) --npm test-web $(WEB_NODE) puppeteer-core@24
+test-web: need-web-test web recall $(DEMO_BLOB)
+	$(CC) $(CSTD) -O2 $(WARN) $(FPFLAGS) $(FMA_FLAG) -Iweb web/fmaf_check.c -o $(BUILD)/fmaf_check -lm
+	./$(BUILD)/fmaf_check
+	node web/test_web.mjs --recall ./recall --site $(WEB) --blob $(DEMO_BLOB) --bench $(DEMO_BENCH) \
+	  --problem $(DEMO_PROBLEM) --node-modules $(WEB_NODE)/node_modules --out $(BUILD)
+
+# The world's replay under wasm (node, the page's own WASI glue) against native scalar, one run.
+bench-web: web recall $(DEMO_BLOB)
+	bash bench/web_vs_native.sh ./recall $(WEB) $(DEMO_BLOB) $(DEMO_BENCH) $(DEMO_PROBLEM)
+
+.PHONY: web serve-web test-web bench-web need-web need-web-test
+-include $(WEB_OBJ:.o=.d)
