@@ -51,6 +51,7 @@ web: $(WEB)/recall.wasm $(WEB_FILES)
 
 # A loopback-only static server for the site (python3's http.server: no network beyond 127.0.0.1).
 serve-web: web
+	@$(NEED) serve-web python3:python3
 	@echo "serve-web: open http://127.0.0.1:$(WEB_PORT)/ (Ctrl-C stops)"
 	cd $(WEB) && python3 -m http.server $(WEB_PORT) --bind 127.0.0.1
 
@@ -58,8 +59,7 @@ serve-web: web
 # puppeteer-core, installed into build/node (tools/need.sh; nothing is downloaded at run time).
 WEB_NODE = $(BUILD)/node
 need-web-test:
-	@$(NEED) test-web node:nodejs npm:npm /usr/bin/chromium-headless-shell:chromium-headless-shell \
-	  python3:python3
+	@$(NEED) test-web node:nodejs npm:npm /usr/bin/chromium-headless-shell:chromium-headless-shell
 	@$(NEED) --npm test-web $(WEB_NODE) puppeteer-core@24
 test-web: need-web-test web recall $(DEMO_BLOB)
 	$(CC) $(CSTD) -O2 $(WARN) $(FPFLAGS) $(FMA_FLAG) -Iweb web/fmaf_check.c -o $(BUILD)/fmaf_check -lm
