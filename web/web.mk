@@ -36,6 +36,12 @@ $(WEB_OBJ_DIR)/src/cli/main.o: WEB_CFLAGS += -Dmain=rc_cli_main
 $(WEB)/recall.wasm: $(WEB_OBJ)
 	@mkdir -p $(dir $@)
 	$(WEB_CC) $(WEB_LDFLAGS) -o $@ $^ -lm
+# The kernel self-test (tests/simd_selftest.c, standalone) as a WASI command: every kernel of the
+# wasm path against the scalar reference, bitwise, run under node by make test-web.
+WEB_LIB_OBJ = $(patsubst %.c,$(WEB_OBJ_DIR)/%.o,$(LIB_SRC))
+$(WEB_OBJ_DIR)/simd_selftest.wasm: tests/simd_selftest.c $(WEB_LIB_OBJ) web/wasm_fmaf.h web/web.mk | need-web
+	$(WEB_CC) $(WEB_CFLAGS) -Itests -DRC_SELFTEST_MAIN -Wl,-z,stack-size=8388608 -o $@ tests/simd_selftest.c \
+	  $(WEB_LIB_OBJ) -lm
 $(WEB)/world.blob: $(DEMO_BLOB)
 	@mkdir -p $(dir $@)
 	cp $< $@
@@ -61,9 +67,12 @@ WEB_NODE = $(BUILD)/node
 need-web-test:
 	@$(NEED) test-web node:nodejs npm:npm /usr/bin/chromium-headless-shell:chromium-headless-shell
 	@$(NEED) --npm test-web $(WEB_NODE) puppeteer-core@24
-test-web: need-web-test web recall $(DEMO_BLOB)
+test-web: need-web-test web recall $(DEMO_BLOB) $(WEB_OBJ_DIR)/simd_selftest.wasm
 	$(CC) $(CSTD) -O2 $(WARN) $(FPFLAGS) $(FMA_FLAG) -Iweb web/fmaf_check.c -o $(BUILD)/fmaf_check -lm
 	./$(BUILD)/fmaf_check
+	node web/run_wasi.mjs $(WEB_OBJ_DIR)/simd_selftest.wasm > $(BUILD)/web-selftest.log; s=$$?; tail -3 $(BUILD)/web-selftest.log; \
+	  test $$s = 0 && grep -q '^path wasm (.*): [1-9][0-9]* passed, 0 failed' $(BUILD)/web-selftest.log || \
+	  { echo "test-web: the wasm kernel path failed its self-test or did not run"; exit 1; }
 	node web/test_web.mjs --recall ./recall --site $(WEB) --blob $(DEMO_BLOB) --bench $(DEMO_BENCH) \
 	  --problem $(DEMO_PROBLEM) --node-modules $(WEB_NODE)/node_modules --out $(BUILD)
 
