@@ -12,8 +12,9 @@
  * low bits are zero often enough that one dot in ten fell back.) The 16 accumulators live as eight
  * f64x2 that always hold float values (demoted and promoted back after every step).
  *
- * f32 weights, attention over an f32 K / V cache and the sums of squares take this path; bf16,
- * f16 and nf4 weights, the f16 KV cache and the elementwise kernels stay the reference's. */
+ * f32 weights, attention over an f32 K / V cache, the sums of squares, SiLU and softmax (rc_expf's
+ * steps on four lanes) take this path; bf16, f16 and nf4 weights, the f16 KV cache, GELU and the
+ * rest stay the reference's. */
 #include "simd.h"
 
 #if defined(__wasm_simd128__)
@@ -202,6 +203,114 @@ static void wasm_attn_wsum(const float *p, const float *V, size_t ldv, int n, si
     for (int j = 0; j < n; j++) wasm_axpy(p[j], V + (size_t)j * ldv, out, D);
 }
 
+/* ---- the elementwise kernels: rc_expf's steps on four lanes ---- */
+
+AINLINE v128_t splat_f(float f) { return wasm_f32x4_splat(f); }
+AINLINE v128_t splat_d(float f) { return wasm_f64x2_splat((double)f); }
+
+/* FMA2 with the exact test: rc_expf's steps often give sums that are exact floats (k ln2_hi has
+ * few bits; k is often 0), which FMA2's cheap test would send to the reference every time. Here a
+ * lane is marked (all ones in bad) only when its sum is a float midpoint in the normal range (low
+ * 29 bits exactly 1 then 28 zeros) or lies below 2^-126 in magnitude without being zero (the
+ * subnormal range, where midpoints sit higher) - the only sums whose rounding to float may not be
+ * the single rounding of the exact one. */
+#define FMA2P(acc, w, x, bad)                                                                              \
+    do {                                                                                                   \
+        const v128_t s_ = wasm_f64x2_add(wasm_f64x2_mul((w), (x)), (acc));                                 \
+        const v128_t mid_ = wasm_i64x2_eq(wasm_v128_and(s_, wasm_i64x2_splat(0x1fffffff)),                 \
+                                          wasm_i64x2_splat(0x10000000));                                   \
+        const v128_t sub_ = wasm_v128_and(wasm_f64x2_lt(wasm_f64x2_abs(s_), wasm_f64x2_splat(0x1p-126)),   \
+                                          wasm_f64x2_ne(s_, wasm_f64x2_splat(0.0)));                       \
+        (bad) = wasm_v128_or((bad), wasm_v128_or(mid_, sub_));                                             \
+        (acc) = wasm_f64x2_promote_low_f32x4(opaque(wasm_f32x4_demote_f64x2_zero(s_)));                   \
+    } while (0)
+
+/* out = fmaf(w, x, c) on two lanes (doubles holding floats), c a float constant */
+#define FMA2C(out, w, x, c, bad)                                                                           \
+    do {                                                                                                   \
+        v128_t a_ = splat_d(c);                                                                            \
+        FMA2P(a_, w, x, bad);                                                                              \
+        (out) = a_;                                                                                        \
+    } while (0)
+
+/* rc_expf of four lanes by the reference's own steps: float products and sums as f32x4, each fmaf
+ * as FMA2 on two lanes. *bad = 1 when a lane is outside the plain range (NaN, above 88.72, below
+ * -103.97: the reference's special cases) or an fmaf was suspect: the caller then takes the
+ * reference for those four. */
+AINLINE v128_t expf4(v128_t x, int *bad) {
+    const v128_t in = wasm_v128_and(wasm_f32x4_le(x, splat_f(88.72283935546875f)),
+                                    wasm_f32x4_ge(x, splat_f(-103.97208404541015625f))); /* NaN: false */
+    const v128_t t = wasm_f32x4_mul(x, splat_f(1.44269502162933349609375f));
+    const v128_t k = wasm_i32x4_trunc_sat_f32x4(wasm_f32x4_add(
+        t, wasm_v128_bitselect(splat_f(0.5f), splat_f(-0.5f), wasm_f32x4_ge(t, splat_f(0.0f)))));
+    const v128_t nkf = wasm_f32x4_neg(wasm_f32x4_convert_i32x4(k));
+    v128_t flag = wasm_i32x4_splat(0);
+    v128_t rl = lo2(x), rh = hi2(x);
+    const v128_t nkl = lo2(nkf), nkh = hi2(nkf);
+    FMA2P(rl, nkl, splat_d(0.693145751953125f), flag);
+    FMA2P(rh, nkh, splat_d(0.693145751953125f), flag);
+    FMA2P(rl, nkl, splat_d(1.428606765330187045e-06f), flag);
+    FMA2P(rh, nkh, splat_d(1.428606765330187045e-06f), flag);
+    v128_t pl = splat_d(1.0f / 5040.0f), ph = pl;
+    FMA2C(pl, pl, rl, 1.0f / 720.0f, flag);
+    FMA2C(ph, ph, rh, 1.0f / 720.0f, flag);
+    FMA2C(pl, pl, rl, 1.0f / 120.0f, flag);
+    FMA2C(ph, ph, rh, 1.0f / 120.0f, flag);
+    FMA2C(pl, pl, rl, 1.0f / 24.0f, flag);
+    FMA2C(ph, ph, rh, 1.0f / 24.0f, flag);
+    FMA2C(pl, pl, rl, 1.0f / 6.0f, flag);
+    FMA2C(ph, ph, rh, 1.0f / 6.0f, flag);
+    FMA2C(pl, pl, rl, 0.5f, flag);
+    FMA2C(ph, ph, rh, 0.5f, flag);
+    FMA2C(pl, pl, rl, 1.0f, flag);
+    FMA2C(ph, ph, rh, 1.0f, flag);
+    FMA2C(pl, pl, rl, 1.0f, flag);
+    FMA2C(ph, ph, rh, 1.0f, flag);
+    *bad = !wasm_i32x4_all_true(in) || wasm_v128_any_true(flag);
+    /* k1 = k / 2 rounded toward zero as C divides, k2 = k - k1; 2^k1 and 2^k2 as float bits */
+    const v128_t k1 = wasm_i32x4_shr(wasm_i32x4_add(k, wasm_v128_and(wasm_i32x4_shr(k, 31), wasm_i32x4_splat(1))), 1);
+    const v128_t k2 = wasm_i32x4_sub(k, k1);
+    const v128_t e1 = wasm_i32x4_shl(wasm_i32x4_add(k1, wasm_i32x4_splat(127)), 23);
+    const v128_t e2 = wasm_i32x4_shl(wasm_i32x4_add(k2, wasm_i32x4_splat(127)), 23);
+    return wasm_f32x4_mul(wasm_f32x4_mul(pair(pl, ph), e1), e2);
+}
+
+static void wasm_silu_mul(float *g, const float *u, size_t n) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const v128_t gv = wasm_v128_load(g + i);
+        int bad;
+        const v128_t e = expf4(wasm_f32x4_neg(gv), &bad);
+        if (bad) {
+            for (size_t j = i; j < i + 4; j++) g[j] = rc_silu(g[j]) * u[j];
+            continue;
+        }
+        const v128_t si = wasm_f32x4_div(gv, wasm_f32x4_add(splat_f(1.0f), e)); /* x / (1 + e^-x) */
+        wasm_v128_store(g + i, wasm_f32x4_mul(si, wasm_v128_load(u + i)));
+    }
+    for (; i < n; i++) g[i] = rc_silu(g[i]) * u[i];
+}
+
+/* rc_softmax: the max, e^(s - max) (here four at a time), the canonical sum, the division */
+static void wasm_softmax(float *s, size_t n) {
+    const float m = rc_softmax_max(s, n);
+    const v128_t mv = splat_f(m);
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        int bad;
+        const v128_t e = expf4(wasm_f32x4_sub(wasm_v128_load(s + i), mv), &bad);
+        if (bad)
+            for (size_t j = i; j < i + 4; j++) s[j] = rc_expf(s[j] - m);
+        else
+            wasm_v128_store(s + i, e);
+    }
+    for (; i < n; i++) s[i] = rc_expf(s[i] - m);
+    const v128_t sum = splat_f(rc_sum_f32(s, n));
+    for (i = 0; i + 4 <= n; i += 4) wasm_v128_store(s + i, wasm_f32x4_div(wasm_v128_load(s + i), sum));
+    const float sf = wasm_f32x4_extract_lane(sum, 0);
+    for (; i < n; i++) s[i] = s[i] / sf;
+}
+
 int rc_kernels_wasm(rc_kernels *k) {
     k->path = RC_SIMD_WASM;
     k->name = "wasm";
@@ -211,6 +320,8 @@ int rc_kernels_wasm(rc_kernels *k) {
     k->matmul_scratch = WASM_SCRATCH_FLOATS;
     k->attn_scores = wasm_attn_scores;
     k->attn_wsum = wasm_attn_wsum;
+    k->silu_mul = wasm_silu_mul;
+    k->softmax = wasm_softmax;
     return 1;
 }
 
