@@ -13,7 +13,8 @@
 //   4. `recall replay` of the demo dialogue inside the page's module (the wasm kernel path and the
 //      scalar one, RC_bge and SP): the trace byte-identical to native `recall replay --simd scalar`;
 //   5. a truncated and a foreign blob picked as files: the library's message in the page, the
-//      page still on its world and able to answer;
+//      page still on its world and able to answer; then another good blob (--other-blob): a new
+//      conversation on it, equal to native chat there;
 //   6. no request leaves 127.0.0.1; screenshots mid-turn and after the answer under build/.
 // Ends with "test-web: N passed, M failed" and exits non-zero on any failure.
 import { spawnSync } from 'node:child_process';
@@ -236,6 +237,24 @@ try {
   const afterBad = (await page.evaluate(() => window.recallPage.state.log)).at(-1);
   check(afterBad && afterBad.tokens > 0, 'after the bad blobs the page still answers');
   await page.screenshot({ path: join(opt.out, 'web-bad-blob.png') });
+
+  // another good blob picked by the user: a new conversation on it, equal to native chat there
+  if (opt['other-blob']) {
+    const name = opt['other-blob'].split('/').pop();
+    await (await page.$('#blob')).uploadFile(opt['other-blob']);
+    await page.waitForFunction((n) => window.recallPage.state.blob === n && window.recallPage.state.phase === 'ready', { timeout: TURN_MS }, name);
+    const cleared = await page.evaluate(() => document.querySelectorAll('.msg').length);
+    const nLog = await page.evaluate(() => window.recallPage.state.log.length);
+    await page.type('#input', dialogue[0]);
+    await page.keyboard.press('Enter');
+    await page.waitForFunction((n) => window.recallPage.state.log.length === n && window.recallPage.state.phase === 'ready', { timeout: TURN_MS }, nLog + 1);
+    const other = (await page.evaluate(() => window.recallPage.state.log)).at(-1);
+    const natOther = run(['chat', opt['other-blob'], ...common], dialogue[0] + '\n');
+    check(cleared === 0 && other.reply === natOther.stdout.split('\n')[0] &&
+      JSON.stringify(pageEvents(other.events)) === JSON.stringify(nativeTurns(natOther.stderr)[0]),
+      `another blob picked (${name}): a new conversation, its reply and loop events equal native chat's on it`,
+      `page: ${JSON.stringify(other.reply)}\n     native: ${JSON.stringify(natOther.stdout.split('\n')[0])}`);
+  }
 
   check(offsite.length === 0, 'no request left 127.0.0.1', offsite.join(' '));
   check(consoleErrors.length === 0, 'no error in the page\'s console', consoleErrors.join(' | '));

@@ -67,14 +67,14 @@ WEB_NODE = $(BUILD)/node
 need-web-test:
 	@$(NEED) test-web node:nodejs npm:npm /usr/bin/chromium-headless-shell:chromium-headless-shell
 	@$(NEED) --npm test-web $(WEB_NODE) puppeteer-core@24
-test-web: need-web-test web recall $(DEMO_BLOB) $(WEB_OBJ_DIR)/simd_selftest.wasm
+test-web: need-web-test web recall $(DEMO_BLOB) $(BUILD)/worldA-f32.blob $(WEB_OBJ_DIR)/simd_selftest.wasm
 	$(CC) $(CSTD) -O2 $(WARN) $(FPFLAGS) $(FMA_FLAG) -Iweb web/fmaf_check.c -o $(BUILD)/fmaf_check -lm
 	./$(BUILD)/fmaf_check
 	node web/run_wasi.mjs $(WEB_OBJ_DIR)/simd_selftest.wasm > $(BUILD)/web-selftest.log; s=$$?; tail -3 $(BUILD)/web-selftest.log; \
 	  test $$s = 0 && grep -q '^path wasm (.*): [1-9][0-9]* passed, 0 failed' $(BUILD)/web-selftest.log || \
 	  { echo "test-web: the wasm kernel path failed its self-test or did not run"; exit 1; }
 	node web/test_web.mjs --recall ./recall --site $(WEB) --blob $(DEMO_BLOB) --bench $(DEMO_BENCH) \
-	  --problem $(DEMO_PROBLEM) --node-modules $(WEB_NODE)/node_modules --out $(BUILD)
+	  --problem $(DEMO_PROBLEM) --other-blob $(BUILD)/worldA-f32.blob --node-modules $(WEB_NODE)/node_modules --out $(BUILD)
 
 # The world's replay under wasm (node, the page's own WASI glue) against native scalar, one run.
 bench-web: web recall $(DEMO_BLOB)
