@@ -1,39 +1,87 @@
 #!/bin/sh
-# measure.sh - the trained world's numbers (docs/WORLD.md, "Measured"), every one from ./recall:
+# measure.sh - the trained world's numbers (docs/WORLD.md, "Measured"), every one from ./recall or
+# from the Python replay of the loop:
 #   sh tools/train_world/measure.sh [WORLD_DIR] [OUT_DIR] [PROBLEMS]
-# WORLD_DIR defaults to tests/golden/trained, OUT_DIR to build/world-numbers, PROBLEMS to 0-66
-# (201 held-out questions). The eval runs as 3 shards in parallel (recall eval --shard / --merge:
-# the same bits as one run). Prints each table; the JSON and SVG files stay in OUT_DIR.
+# WORLD_DIR defaults to tests/golden/trained, OUT_DIR to build/world-numbers, PROBLEMS to 0-33
+# (102 held-out questions). Two processes at a time (a 2-core machine). In OUT_DIR:
+#   eval.txt       held-out facts (eval_bench.json), FULL / SP / RC_bge, per kind of value
+#   phrasing.txt   the same facts told and asked in phrasings never trained (eval_phrasing.json)
+#   typed.txt      20 facts typed as a person would, in view and evicted (typed.sh), and
+#   typed2.txt     20 more in words the phrasing grammar never generates (TYPED_SET=2)
+#   falsefire.txt  the false-fire mitigations (falsefire.sh), problems 0-19
+#   calib.txt      calibration applied, f32 and nf4 (calib.sh), problems 0-19
+#   edge.txt       the window's edge, --edge off / inject (edge.sh)
+#   farback.txt    far-back recall at 2k and 8k tokens (farback.sh)
+#   replay_check.txt  the engine against the Python replay's traces, regenerated first
+#                  into WORLD_DIR/replay (REPLAY=0 skips the regeneration and the check)
+# Long: about an hour on two cores. The JSON files stay in OUT_DIR.
 set -e
 W=${1:-tests/golden/trained}
 O=${2:-build/world-numbers}
-P=${3:-0-66}
+P=${3:-0-33}
 mkdir -p "$O"
 for q in f32 nf4; do
   ./recall convert --qwen2 "$W/qwen2" --bge "$W/bge" --pooler "$W/pooler.pt" --gate "$W/gate.npz" \
-    --bridge "$W/bge_head.npz" --weights $q --quiet -o "$O/trained-$q.blob"
+    --bridge "$W/bge_head.npz" --weights $q --quiet -o "$O/world-$q.blob"
 done
-B="$O/trained-f32.blob"
-echo "== recall eval (problems $P, faithful mode; $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
-for k in 1 2 3; do
-  ./recall eval "$B" --bench "$W/eval_bench.json" --problems "$P" --arms FULL,SP,RC_bge --shard $k/3 \
+B="$O/world-f32.blob"
+stamp() { echo "$1 $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$O/stamps"; }
+stamp start
+for k in 1 2; do
+  ./recall eval "$B" --bench "$W/eval_bench.json" --problems "$P" --arms FULL,SP,RC_bge --shard $k/2 --threads 1 \
     --json "$O/eval-shard$k.json" >/dev/null 2>"$O/eval-shard$k.log" &
 done
 wait
-./recall eval --merge "$O/eval-shard1.json" "$O/eval-shard2.json" "$O/eval-shard3.json" --json "$O/eval.json"
-/usr/bin/python3 tools/train_world/answers.py "$O/eval.json"
-for q in f32 nf4; do
-  for m in faithful clean; do
-    echo "== recall calibrate ($q, $m, problems 0-9)"
-    ./recall calibrate "$O/trained-$q.blob" --bench "$W/eval_bench.json" --problems 0-9 --mode $m \
-      --svg "$O/calibrate-$q-$m.svg" 2>/dev/null
+./recall eval --merge "$O/eval-shard1.json" "$O/eval-shard2.json" --json "$O/eval.json" >/dev/null
+/usr/bin/python3 tools/train_world/answers.py "$O/eval.json" > "$O/eval.txt"
+./recall eval "$B" --bench "$W/eval_phrasing.json" --problems 0-19 --arms FULL,SP,RC_bge --threads 1 \
+  --json "$O/phrasing.json" >/dev/null 2>"$O/phrasing.log" &
+sh tools/train_world/typed.sh "$B" --threads 1 > "$O/typed.txt" 2>&1
+TYPED_SET=2 sh tools/train_world/typed.sh "$B" --threads 1 > "$O/typed2.txt" 2>&1
+wait
+/usr/bin/python3 tools/train_world/answers.py "$O/phrasing.json" > "$O/phrasing.txt"
+stamp eval
+sh tools/train_world/falsefire.sh "$B" "$W/eval_bench.json" 0-19 "$O/falsefire" > "$O/falsefire.txt" 2>&1 &
+sh tools/train_world/calib.sh "$W" "$O/calib" 0-19 > "$O/calib.txt" 2>&1
+wait
+stamp mitigations
+sh tools/train_world/edge.sh "$B" "$W/eval_bench.json" "$O/edge" > "$O/edge.txt" 2>&1 &
+DISTS=2048,8192 CASES=6 SHARES="0.25 0" THREADS=1 sh tools/train_world/farback.sh "$B" "$W/eval_bench.json" \
+  "$O/farback" > "$O/farback.txt" 2>&1
+wait
+stamp loop
+if [ "${REPLAY:-1}" = 1 ]; then
+  # the Python replay (tools/replay/replay_loop.py, docs/REPLAY.md): problems 0-3 of its bench, three
+  # runs each (RC_bge faithful and clean, SP), then the engine rerun against every trace. Its bench
+  # is eval_bench.json cut to the reference benchmark's shape (12 facts, 12 casual turns).
+  mkdir -p "$W/replay"
+  /usr/bin/python3 - "$W/eval_bench.json" "$W/replay/bench.json" <<'EOF'
+import json, sys
+b = json.load(open(sys.argv[1], encoding="utf-8"))
+out = {"description": "The trained world's held-out benchmark (../eval_bench.json) cut to the reference benchmark's "
+       "shape: its first 12 facts and first 12 casual turns. Problem i is drawn with Python random.Random(i) exactly "
+       "as for recall_bench.json: facts = sample(range(12),3); fillers = sample(CASUAL,12); question order = "
+       "sample(range(3),3). With 12 facts every reading of sample() draws the same problems (CPython switches "
+       "sample() to another algorithm for more than 21 items).",
+       "fact_user": b["fact_user"], "fact_assistant": b["fact_assistant"], "question_user": b["question_user"],
+       "facts": b["facts"][:12], "casual": b["casual"][:12]}
+with open(sys.argv[2], "w", encoding="utf-8") as f:
+    json.dump(out, f, ensure_ascii=False, indent=1)
+    f.write("\n")
+EOF
+  for p in 0 1 2 3; do
+    for ma in "faithful RC_bge" "clean RC_bge" "faithful SP"; do
+      set -- $ma
+      OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/replay/replay_loop.py run --world "$W" \
+        --bench "$W/replay/bench.json" --problem $p --mode $1 --arm $2 \
+        --trace "$W/replay/p$p-$1-$2-fp32.json" >/dev/null 2>>"$O/replay.log" &
+    done
+    wait
   done
-done
-for n in 384; do
-  echo "== recall longctx (needle, $n tokens, depths 0.1 0.5 0.9, seeds 1-3)"
-  for s in 1 2 3; do
-    ./recall longctx "$B" --task needle --len $n --depth 0.1,0.5,0.9 --seed $s --max-new 64 \
-      --arms FULL,SP,RC_bge --json "$O/longctx-$n-seed$s.json" >/dev/null 2>&1
-  done
-  /usr/bin/python3 tools/train_world/answers.py "$O"/longctx-$n-seed?.json
+  sh tests/replay_check.sh ./recall "$W" "$W/replay/bench.json" 12 > "$O/replay_check.txt" 2>&1
+  stamp replay
+fi
+for f in eval phrasing typed typed2 falsefire calib edge farback; do
+  echo "== $f"
+  cat "$O/$f.txt"
 done

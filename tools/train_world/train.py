@@ -841,6 +841,9 @@ def main():
     ap.add_argument("--keep-ckpt", action="store_true", help="keep the decoder's final checkpoint (a later run "
                     "with the same arguments resumes from it and redoes only the gate, bridge and files)")
     ap.add_argument("--bridge-epochs", type=int, default=20)
+    ap.add_argument("--bridge-lr", type=float, default=2e-3)
+    ap.add_argument("--bridge-distract", type=int, default=None, help="blocks of other dialogues among each "
+                    "question's candidates while the bridge learns (default: 48 for --world broad, 0 for templated)")
     ap.add_argument("--init", default=None, help="a world folder whose decoder training continues (same seed "
                     "and corpus: the same tokenizer); --steps more steps, then gate and bridge afresh")
     args = ap.parse_args()
@@ -956,7 +959,7 @@ def main():
 
     tr_items, ho_items = bridge_items("train"), bridge_items("held")
     params = list(bert.parameters()) + list(bridge.parameters())
-    opt = torch.optim.Adam(params, lr=2e-3)
+    opt = torch.optim.Adam(params, lr=args.bridge_lr)
     br = random.Random(args.seed * 23 + 7)
 
     def encode_blocks(texts_):
@@ -967,15 +970,33 @@ def main():
             ids[i, :len(x)] = torch.tensor(x)
         return bert(ids, torch.tensor([len(x) for x in enc]))
 
-    def dialogue_loss(items):
+    # The broad world's bridge also learns against an archive much longer than one dialogue's: every
+    # item's candidates get N_DISTRACT blocks of other dialogues (their facts and small talk), as a
+    # conversation thousands of tokens long holds hundreds of blocks (docs/LONG_CONTEXT.md, far back).
+    N_DISTRACT = (48 if broad else 0) if args.bridge_distract is None else args.bridge_distract
+
+    def block_pool(part):
+        return sorted({t for items in (tr_items if part == "train" else ho_items) for _, ct, _ in items for t in ct})
+
+    pool = {"train": block_pool("train"), "held": block_pool("held")}
+
+    def distractors(items, part, rng, n):
+        own = {t for _, ct, _ in items for t in ct}
+        cand = [t for t in rng.sample(pool[part], min(len(pool[part]), n + len(own))) if t not in own]
+        return cand[:n]
+
+    def dialogue_loss(items, extra=()):
         # every item's candidates are a prefix of the longest candidate list plus maybe a buffer
         uniq = {}
         for _, ct, _ in items:
             for t in ct:
                 uniq.setdefault(t, len(uniq))
+        for t in extra:
+            uniq.setdefault(t, len(uniq))
         emb = bridge.Wk(encode_blocks(list(uniq)))
         loss, hits = 0.0, 0
         for f, ct, tgt in items:
+            ct, tgt = list(ct) + list(extra), list(tgt) + [0.0] * len(extra)
             s_ = emb[torch.tensor([uniq[t] for t in ct])] @ bridge.Wq(torch.tensor(f))
             t = torch.tensor(tgt) / sum(tgt)
             loss = loss - (t * F.log_softmax(s_, -1)).sum()
@@ -990,22 +1011,29 @@ def main():
         tot = 0.0
         for items in tr_items:
             opt.zero_grad()
-            loss, _ = dialogue_loss(items)
+            loss, _ = dialogue_loss(items, distractors(items, "train", br, N_DISTRACT) if N_DISTRACT else ())
             (loss / len(items)).backward()
             opt.step()
             tot += float(loss)
         if broad or ep % 5 == 4 or ep == args.bridge_epochs - 1:
             with torch.no_grad():
                 hits = sum(dialogue_loss(items)[1] for items in ho_items)
+                if broad:  # held out among 48 blocks of other dialogues, the same at every epoch
+                    hr = random.Random(args.seed * 29 + 8)
+                    hits_d = sum(dialogue_loss(items, distractors(items, "held", hr, 48))[1] for items in ho_items)
             log("bridge epoch %d: loss %.4f, held-out top-%d hit %d/%d" % (
-                ep, tot / max(1, sum(len(x) for x in tr_items)), TOPK, hits, n_ho))
+                ep, tot / max(1, sum(len(x) for x in tr_items)), TOPK, hits, n_ho) +
+                (" (%d/%d among 48 more blocks)" % (hits_d, n_ho) if broad else ""))
+            if broad:
+                hits = hits + hits_d  # the epoch kept is the best on both
             if broad and hits > best[0]:  # the broad world keeps the epoch that retrieved best
                 best = (hits, ep, {k: v.detach().clone() for k, v in bert.state_dict().items()},
                         {k: v.detach().clone() for k, v in bridge.state_dict().items()})
     if broad:
         bert.load_state_dict(best[2])
         bridge.load_state_dict(best[3])
-        log("bridge: kept epoch %d (held-out top-%d hit %d/%d)" % (best[1], TOPK, best[0], n_ho))
+        log("bridge: kept epoch %d (held-out top-%d hits, alone and among distractors: %d of %d)" % (
+            best[1], TOPK, best[0], 2 * n_ho))
 
     # write everything
     qd = os.path.join(out, "qwen2")
