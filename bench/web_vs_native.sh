@@ -6,9 +6,11 @@
 # once on the wasm SIMD128 kernels and once on the scalar ones. Every trace must be byte-identical
 # to native's before a time counts. Prints each round and the minimum / median per engine, and the
 # ratio of the medians. Wasm times are of the replay alone (module compiled, blob in memory);
-# "process" adds node's start, the module's compilation and reading the blob.
+# "process" adds node's start, the module's compilation and reading the blob. With NODE_MODULES
+# (a folder holding puppeteer-core, as make test-web installs it), the same replay also runs in
+# the page itself in headless Chromium, RUNS times after the rounds (bench/web_replay_browser.mjs).
 set -euo pipefail
-recall=$1 site=$2 blob=$3 bench=$4 problem=$5 runs=${6:-3}
+recall=$1 site=$2 blob=$3 bench=$4 problem=$5 runs=${6:-3} node_modules=${7:-}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,8 +34,23 @@ for i in $(seq 1 "$runs"); do
 done
 stats() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "min %.3f s, median %.3f s", v[1], v[int((NR + 1) / 2)] }'; }
 med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+browser=()
+if [ -n "$node_modules" ] && [ -e "$node_modules/puppeteer-core/package.json" ]; then
+  while read -r line; do
+    case $line in
+      "browser replay: "*" s") echo "$line"; browser+=("$(echo "$line" | awk '{print $3}')") ;;
+      "status 0") ;;
+      *) echo "$line"; exit 1 ;;
+    esac
+  done < <(node "$here/web_replay_browser.mjs" "$site" "$problem" "$dir/native.json" "$runs" "$node_modules"; echo "status $?")
+fi
 echo "native scalar:  $(stats "${native[@]}")"
 echo "wasm SIMD128:   $(stats "${wasm[@]}") (process: $(stats "${wproc[@]}"))"
 echo "wasm scalar:    $(stats "${wscalar[@]}")"
 awk -v w="$(med "${wasm[@]}")" -v s="$(med "${wscalar[@]}")" -v n="$(med "${native[@]}")" \
   'BEGIN { printf "ratio of medians: wasm SIMD128 / native scalar %.2fx, wasm scalar / native scalar %.2fx\n", w / n, s / n }'
+if [ ${#browser[@]} -gt 0 ]; then
+  echo "in Chromium:    $(stats "${browser[@]}")"
+  awk -v b="$(med "${browser[@]}")" -v n="$(med "${native[@]}")" \
+    'BEGIN { printf "ratio of medians: wasm SIMD128 in Chromium / native scalar %.2fx\n", b / n }'
+fi

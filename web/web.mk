@@ -76,9 +76,10 @@ test-web: need-web-test web recall $(DEMO_BLOB) $(BUILD)/worldA-f32.blob $(WEB_O
 	node web/test_web.mjs --recall ./recall --site $(WEB) --blob $(DEMO_BLOB) --bench $(DEMO_BENCH) \
 	  --problem $(DEMO_PROBLEM) --other-blob $(BUILD)/worldA-f32.blob --node-modules $(WEB_NODE)/node_modules --out $(BUILD)
 
-# The world's replay under wasm (node, the page's own WASI glue) against native scalar, one run.
+# The world's replay under wasm (node, the page's own WASI glue; and in Chromium when make test-web
+# has installed its driver) against native scalar, one run.
 bench-web: web recall $(DEMO_BLOB)
-	bash bench/web_vs_native.sh ./recall $(WEB) $(DEMO_BLOB) $(DEMO_BENCH) $(DEMO_PROBLEM)
+	bash bench/web_vs_native.sh ./recall $(WEB) $(DEMO_BLOB) $(DEMO_BENCH) $(DEMO_PROBLEM) 3 $(WEB_NODE)/node_modules
 
 .PHONY: web serve-web test-web bench-web need-web need-web-test
 -include $(WEB_OBJ:.o=.d)
