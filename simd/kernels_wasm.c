@@ -174,9 +174,21 @@ static void wasm_matmul(const rc_mat *w, const float *bias, const float *X, size
     }
 }
 
+/* One query against n keys: the query widened once (head dims up to 512) for all of them. */
 static void wasm_attn_scores(const float *q, const float *K, size_t ldk, int n, size_t D, float scale,
                              float *scores) {
-    for (int j = 0; j < n; j++) scores[j] = wasm_dot_f32(q, K + (size_t)j * ldk, D) * scale;
+    if (D > 512) {
+        for (int j = 0; j < n; j++) scores[j] = wasm_dot_f32(q, K + (size_t)j * ldk, D) * scale;
+        return;
+    }
+    double qd[512] __attribute__((aligned(16)));
+    widen(q, qd, D);
+    for (int j = 0; j < n; j++) {
+        const float *k = K + (size_t)j * ldk;
+        int bad;
+        const float d = dot_fd(k, qd, k, q, D, &bad);
+        scores[j] = (bad ? rc_dot_f32(q, k, D) : d) * scale;
+    }
 }
 
 /* out[i] = fmaf(p, v[i], out[i]), four at a time; a suspect pair is redone by the exact fmaf */
@@ -199,8 +211,36 @@ static void wasm_axpy(float p, const float *v, float *out, size_t n) {
     for (; i < n; i++) out[i] = fmaf(p, v[i], out[i]);
 }
 
+/* out (head dims up to 256, a multiple of 4) held as doubles across all n keys, one check at the
+ * end; a suspect lane anywhere redoes the whole sum by the reference from the saved out. */
 static void wasm_attn_wsum(const float *p, const float *V, size_t ldv, int n, size_t D, float *out) {
-    for (int j = 0; j < n; j++) wasm_axpy(p[j], V + (size_t)j * ldv, out, D);
+    if (D > 256 || D % 4) {
+        for (int j = 0; j < n; j++) wasm_axpy(p[j], V + (size_t)j * ldv, out, D);
+        return;
+    }
+    double od[256] __attribute__((aligned(16)));
+    float orig[256];
+    memcpy(orig, out, D * sizeof *out);
+    widen(out, od, D);
+    v128_t flag = wasm_u32x4_splat(0xffffffffu);
+    for (int j = 0; j < n; j++) {
+        const v128_t pd = wasm_f64x2_splat((double)p[j]);
+        const float *v = V + (size_t)j * ldv;
+        for (size_t i = 0; i < D; i += 4) {
+            const v128_t vv = wasm_v128_load(v + i);
+            v128_t a = wasm_v128_load(od + i), b = wasm_v128_load(od + i + 2);
+            FMA2(a, pd, lo2(vv), flag);
+            FMA2(b, pd, hi2(vv), flag);
+            wasm_v128_store(od + i, a);
+            wasm_v128_store(od + i + 2, b);
+        }
+    }
+    if (suspect(flag)) {
+        memcpy(out, orig, D * sizeof *out);
+        for (int j = 0; j < n; j++) rc_axpy(p[j], V + (size_t)j * ldv, out, D);
+        return;
+    }
+    for (size_t i = 0; i < D; i++) out[i] = (float)od[i]; /* doubles holding floats: exact */
 }
 
 /* ---- the elementwise kernels: rc_expf's steps on four lanes ---- */
