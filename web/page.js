@@ -200,9 +200,15 @@ $('blob').addEventListener('change', async () => {
   const f = $('blob').files[0];
   if (!f) return;
   setStatus(`opening ${f.name}…`, 'loading');
-  const bytes = await f.arrayBuffer();
-  worker.postMessage({ op: 'open', name: f.name, bytes }, [bytes]);
   $('blob').value = '';
+  let bytes;
+  try {
+    bytes = await f.arrayBuffer(); // a file too large for this tab fails here, not in the engine
+  } catch (e) {
+    worker.onmessage({ data: { type: 'blobError', name: f.name, msg: `the browser could not read it (${e.message})` } });
+    return;
+  }
+  worker.postMessage({ op: 'open', name: f.name, bytes }, [bytes]);
 });
 
 // For make test-web: the state, sending a message, and `recall replay` run inside the module.
