@@ -18,7 +18,7 @@ now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "node $(node --version), $(du -k "$site/recall.wasm" | cut -f1) KiB module; $(date -u '+%Y-%m-%d %H:%M UTC')"
-native=() wasm=() wscalar=() wproc=()
+native=() wasm=() wscalar=() wproc=() ratio=()
 for i in $(seq 1 "$runs"); do
   t0=$(now)
   "$recall" replay "$blob" --bench "$bench" --problem "$problem" --simd scalar --threads 1 --trace "$dir/native.json" 2>/dev/null
@@ -29,8 +29,9 @@ for i in $(seq 1 "$runs"); do
   cmp -s "$dir/native.json" "$dir/wasm.json" || { echo "round $i: the wasm trace differs from native's"; exit 1; }
   s=$(node "$here/web_replay.mjs" "$site" "$blob" "$bench" "$problem" "$dir/scalar.json" --simd scalar 2>/dev/null | awk '{print $3}')
   cmp -s "$dir/native.json" "$dir/scalar.json" || { echo "round $i: the wasm scalar trace differs from native's"; exit 1; }
-  native+=("$n") wasm+=("$w") wscalar+=("$s") wproc+=("$(secs "$t1" "$t2")")
-  echo "round $i: native scalar $n s | wasm SIMD128 $w s (process $(secs "$t1" "$t2") s) | wasm scalar $s s | traces identical"
+  r=$(awk -v w="$w" -v n="$n" 'BEGIN { printf "%.2f", w / n }')
+  native+=("$n") wasm+=("$w") wscalar+=("$s") wproc+=("$(secs "$t1" "$t2")") ratio+=("$r")
+  echo "round $i: native scalar $n s | wasm SIMD128 $w s (process $(secs "$t1" "$t2") s) | wasm scalar $s s | traces identical | wasm / native $r"
 done
 stats() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "min %.3f s, median %.3f s", v[1], v[int((NR + 1) / 2)] }'; }
 med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
@@ -47,6 +48,8 @@ fi
 echo "native scalar:  $(stats "${native[@]}")"
 echo "wasm SIMD128:   $(stats "${wasm[@]}") (process: $(stats "${wproc[@]}"))"
 echo "wasm scalar:    $(stats "${wscalar[@]}")"
+# the host's speed drifts between minutes: each round's own ratio (native and wasm seconds apart)
+echo "wasm SIMD128 / native scalar per round: median $(med "${ratio[@]}")x (rounds: ${ratio[*]})"
 awk -v w="$(med "${wasm[@]}")" -v s="$(med "${wscalar[@]}")" -v n="$(med "${native[@]}")" \
   'BEGIN { printf "ratio of medians: wasm SIMD128 / native scalar %.2fx, wasm scalar / native scalar %.2fx\n", w / n, s / n }'
 if [ ${#browser[@]} -gt 0 ]; then
