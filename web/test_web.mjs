@@ -218,7 +218,8 @@ try {
     if (!same && r.trace) writeFileSync(join(opt.out, `web-trace-${arm}-${simd || 'wasm'}.json`), r.trace);
     check(same, `replay in the browser (${arm}, ${simd ? 'scalar' : 'wasm SIMD128'} kernels): the trace is byte-identical to native --simd scalar (${r.trace ? r.trace.length : 0} bytes, ${(r.ms / 1000).toFixed(2)} s; native ${(nativeReplayMs / 1000).toFixed(2)} s)`,
       r.rc ? r.stderr : `see ${opt.out}/web-trace-${arm}-${simd || 'wasm'}.json`);
-    if (!simd && arm === 'RC_bge') check(/simd wasm/.test(r.stderr), 'the default replay ran the wasm SIMD128 path', r.stderr.split('\n')[0]);
+    const ran = simd || 'wasm';
+    check(new RegExp(`arm ${arm}, simd ${ran},`).test(r.stderr), `that replay ran arm ${arm} on the ${ran} path`, r.stderr.split('\n')[0]);
   }
 
   // 5. bad blobs picked by the user
