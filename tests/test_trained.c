@@ -222,18 +222,18 @@ Test(templated, replay_shows_the_block_come_back, .timeout = 600) {
     unlink(p);
 }
 
-/* ---- the world of broad English (tests/golden/trained: train.py --world broad, docs/WORLD.md) ----
- * Keywords, names, words and whole kinds of value it never saw in training (every time of day),
+/* ---- the trained world (tests/golden/trained: train.py --world broad, docs/WORLD.md) ------------
+ * Keywords, names, words and a whole kind of value it never saw in training (every time of day),
  * casual talk from held-out sentences, and phrasings it never saw: the tests pin the measured
- * answers. The first trained world above answers none of the typed facts (it garbles them). */
+ * answers. The templated world above garbles the typed facts (docs/WORLD.md). */
 #define B FIXTURE_TRAINED
 /* held-out problems 0-3 of eval_bench.json (12 questions), faithful: exact answers per arm */
-#define BROAD_FULL_EXACT 5
-#define BROAD_SP_EXACT 0
-#define BROAD_RC_EXACT 4
+#define TRAINED_FULL_EXACT 10
+#define TRAINED_SP_EXACT 0
+#define TRAINED_RC_EXACT 7
 /* the same problems with the facts told and asked in phrasings never trained (eval_phrasing.json) */
-#define BROAD_PHR_FULL_EXACT 0
-#define BROAD_PHR_RC_EXACT 3
+#define TRAINED_PHR_FULL_EXACT 10
+#define TRAINED_PHR_RC_EXACT 8
 
 Test(trained, manifest_matches_the_committed_files) { check_manifest(B, 20); }
 
@@ -245,16 +245,16 @@ static int arm_exact(const json_doc *doc, int i, const char *label) {
 
 Test(trained, eval_answers_held_out_facts, .timeout = 600) {
     json_doc *doc = eval_world(fixture_trained_blob("f32"), B "/eval_bench.json", "0-3", "FULL,SP,RC_bge", "faithful");
-    cr_expect_eq(arm_exact(doc, 0, "FULL"), BROAD_FULL_EXACT);
-    cr_expect_eq(arm_exact(doc, 1, "SP"), BROAD_SP_EXACT);
-    cr_expect_eq(arm_exact(doc, 2, "RC_bge"), BROAD_RC_EXACT);
+    cr_expect_eq(arm_exact(doc, 0, "FULL"), TRAINED_FULL_EXACT);
+    cr_expect_eq(arm_exact(doc, 1, "SP"), TRAINED_SP_EXACT);
+    cr_expect_eq(arm_exact(doc, 2, "RC_bge"), TRAINED_RC_EXACT);
     json_free(doc);
 }
 
 Test(trained, eval_answers_in_phrasings_never_trained, .timeout = 600) {
     json_doc *doc = eval_world(fixture_trained_blob("f32"), B "/eval_phrasing.json", "0-3", "FULL,RC_bge", "faithful");
-    cr_expect_eq(arm_exact(doc, 0, "FULL"), BROAD_PHR_FULL_EXACT);
-    cr_expect_eq(arm_exact(doc, 1, "RC_bge"), BROAD_PHR_RC_EXACT);
+    cr_expect_eq(arm_exact(doc, 0, "FULL"), TRAINED_PHR_FULL_EXACT);
+    cr_expect_eq(arm_exact(doc, 1, "RC_bge"), TRAINED_PHR_RC_EXACT);
     json_free(doc);
 }
 
@@ -279,23 +279,32 @@ static char *chat_answer(const char *blob, const char *lines) {
 }
 
 /* Facts typed as a person would (none from a bench file), asked with the fact in view and once
- * evicted: the value comes back exactly. The name list, "flight number" and "password" are held
- * out of training. (Times of day, a kind never trained, are not answered: docs/WORLD.md.) */
+ * evicted: the value comes back exactly. The name list, "flight number", "password" and every
+ * time of day are held out of training; the last three are told and asked in phrasings the
+ * training grammar never generates (typed.sh's second set). The four facts of the templated
+ * world's failure (Halvorsen, LH 2214, 14:30, sunflower) are all answered in view. */
+#define CASUAL6 "How is your week going so far?\nI finally finished painting the kitchen last night.\n" \
+                "The weather has been strange lately, warm one day and cold the next.\n" \
+                "We are thinking about getting a dog, maybe a small one.\n" \
+                "My brother is visiting next month and I need to clean the guest room.\n" \
+                "I tried a new recipe for lentil soup and it turned out great.\n"
 Test(trained, typed_facts_are_answered, .timeout = 600) {
     static const struct { const char *lines, *want; } typed[] = {
         {"My dentist's name is Halvorsen.\nWhat's my dentist's name?\n", " Halvorsen"},
         {"Important to note: the flight number is LH 2214.\n"
          "Quick \xe2\x80\x94 what was the flight number I mentioned? Just the value.\n", " LH 2214"},
+        {"Just so you know, the meeting time is 14:30.\nWhat was the meeting time again?\n", " 14:30"},
         {"Please remember that the password is sunflower.\nWhat is my password?\n", " sunflower"},
-        {"Remember this for me: the zip code is 02139.\nRemind me, what was the zip code?\n", " 02139"},
+        {"Make a note that the train departure time is 9:15.\nI forgot the train departure time. What was it?\n",
+         " 9:15"},
         /* evicted: six casual lines push the fact out of the 96-token window; recall brings it back */
-        {"Note this down: the locker combination is 12-34-56.\nHow is your week going so far?\n"
-         "I finally finished painting the kitchen last night.\n"
-         "The weather has been strange lately, warm one day and cold the next.\n"
-         "We are thinking about getting a dog, maybe a small one.\n"
-         "My brother is visiting next month and I need to clean the guest room.\n"
-         "I tried a new recipe for lentil soup and it turned out great.\n"
-         "Do you remember the locker combination?\n", " 12-34-56"},
+        {"My dentist's name is Halvorsen.\n" CASUAL6 "What's my dentist's name?\n", " Halvorsen"},
+        {"Note this down: the dinner reservation time is 7:45 pm.\n" CASUAL6
+         "What was the dinner reservation time again?\n", " 7:45 pm"},
+        {"Oh, one more thing: the plumber's name is Nakamura.\n" CASUAL6 "Remember the plumber's name? What was it?\n",
+         " Nakamura"},
+        {"Don't let me forget: the insurance policy number is 5590 2281.\n" CASUAL6
+         "I forgot the insurance policy number. What was it?\n", " 5590 2281"},
     };
     const char *blob = fixture_trained_blob("f32");
     cr_assert(blob);

@@ -269,6 +269,31 @@ def make_example(model, pooler, bpe, e, q_turn, r, mode, eos_id, bos_id):
     return {"sp": sp, "pre": [bos_id], "inj": inj_ids, "win": win, "w": ww}
 
 
+def make_casual_example(model, pooler, e, turn, r, eos_id, bos_id):
+    """One RC/SP-layout row that ends with a turn that is not a question (small talk or a fact):
+    the loss on its own reply ("I love hearing that...", "Got it, noted."). Without such rows every
+    loop-layout row ends in a question, and the decoder learns that under a rebuilt context the
+    last user line is always one: it then "looks back" on small talk and the gate fires there.
+    Half of them carry two injected blocks (a false fire must not change the reply)."""
+    t = e.turns[turn]
+    end = t["reply"][1]
+    c0 = max(0, end - r.randrange(CHUNK))
+    c0 -= c0 % CHUNK
+    R = min(c0, WINDOW)
+    nd = c0 - R
+    cands = blocks_of(nd)
+    if nd <= 0:
+        return None
+    inj = sorted(r.sample(cands, 2)) if len(cands) >= 2 and r.random() < 0.5 else []
+    win = list(e.ids[nd:end]) + [eos_id]
+    a = t["reply"][0]
+    ww = [0.0] * (a - nd) + list(e.w[a:end]) + [1.0]
+    inj_ids = [x for a_, b_ in inj for x in e.ids[a_:b_]]
+    with torch.no_grad():
+        sp = pooler(model.embed_tokens(torch.tensor(e.ids[:nd])))
+    return {"sp": sp, "pre": [bos_id], "inj": inj_ids, "win": win, "w": ww}
+
+
 def row_tensors(model, ex):
     """Input rows [T, H], targets [T], weights [T] of one example (the next-token targets of the
     window part only)."""
@@ -320,7 +345,9 @@ def sample_needle(r, bpe, hay_pieces, lo, hi):
 # warm-up is the committed world's own, step for step, and forms its copy around step 1,300.
 # gate_dialogues: the gate's and the bridge's training dialogues (the committed world's 48 left the
 # bridge at 36/61 held-out hits, falling from 44 as it overfitted).
-BROAD = dict(merges=760, wp_size=8000, wp_pieces=0.25, dec=dict(induction=1500), gate_dialogues=240)
+# tail: 800 steps after the world's cosine that teach the rebuilt context to answer small talk as
+# small talk (without them the gate fired in 88 % of the casual probe turns: docs/WORLD.md).
+BROAD = dict(merges=760, wp_size=8000, wp_pieces=0.25, dec=dict(induction=1500, tail=800), gate_dialogues=240)
 
 # The decoder's training schedule. probe.py varies these on short runs (docs/WORLD.md, "How the
 # copy was learned"); the defaults are the recipe.
@@ -345,11 +372,16 @@ DEC = dict(
     keyed_every=0,      # after those, every keyed_every-th step is a keyed-lookup batch (0: none)
     phase_lr=1,         # 1: the warm-up at lr constant (50 steps' ramp), then a cosine from world_lr over the rest
     world_lr=3e-3,
+    tail=0,             # then `tail` more steps at tail_lr (constant), whose loop-layout rows also end in
+    tail_lr=3e-4,       # small talk and facts (a share tail_casual of them: make_casual_example)
+    tail_casual=0.3,
 )
 
 
-def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, early):
-    """The rows of one step: examples until cfg['batch_tokens'] rows are filled."""
+def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, early, tail=False):
+    """The rows of one step: examples until cfg['batch_tokens'] rows are filled. tail: the
+    schedule's tail (DEC tail), whose loop-layout rows also end in turns that are not questions
+    (make_casual_example), a share cfg['tail_casual'] of them."""
     bos, eos = ids_["bos"], ids_["eos"]
     exs, budget = [], cfg["batch_tokens"]
     while budget > 0:
@@ -374,8 +406,12 @@ def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, e
             else:
                 e = sample_needle(r, bpe, hay_pieces, 140, 420)
             qs = [i for i, t in enumerate(e.turns) if t["kind"] == "q"]
-            mode = r.choices(["right", "wrong", "none"], [0.75, 0.1, 0.15])[0]
-            ex = make_example(model, pooler, bpe, e, r.choice(qs), r, mode, eos, bos)
+            other = [i for i, t in enumerate(e.turns) if t["kind"] in ("filler", "probe", "fact")]
+            if tail and other and r.random() < cfg["tail_casual"]:
+                ex = make_casual_example(model, pooler, e, r.choice(other), r, eos, bos)
+            else:
+                mode = r.choices(["right", "wrong", "none"], [0.75, 0.1, 0.15])[0]
+                ex = make_example(model, pooler, bpe, e, r.choice(qs), r, mode, eos, bos)
             if ex is None:
                 continue
         exs.append(ex)
@@ -553,9 +589,12 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
         it0, ind_end, tok_seen = st["it"], st["ind_end"], st["tok_seen"]
         log("decoder: resumed from %s at step %d (warm-up end %s)" % (ckpt, it0, ind_end))
     it = it0
-    while ind_end is None or it < ind_end + n_world:
+    while ind_end is None or it < ind_end + n_world + cfg["tail"]:
         warming = ind_end is None or it < ind_end
-        if cfg["phase_lr"] and warming:  # the synthetic warm-up at the peak rate
+        tail = not warming and it >= ind_end + n_world
+        if tail:  # the tail at its own constant rate
+            lr = cfg["tail_lr"]
+        elif cfg["phase_lr"] and warming:  # the synthetic warm-up at the peak rate
             lr = cfg["lr"] * min(1.0, (it + 1) / 50)
         elif cfg["phase_lr"]:  # then a cosine of its own over the world's steps
             lr = warm_cosine(cfg["world_lr"], it - ind_end, n_world, max(1, int(n_world * cfg["warm_frac"])))
@@ -571,7 +610,7 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
             X, TG, WT = keyed_rows(model, r, bpe)
         else:
             exs = batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, it % cfg["full_every"] == 0, cfg,
-                                 it < ind_end + cfg["keyed"] + cfg["curriculum"])
+                                 it < ind_end + cfg["keyed"] + cfg["curriculum"], tail)
             X, TG, WT = stack_rows(model, exs)
         if cfg["value_w"] != VALUE_W:
             WT[WT == VALUE_W] = cfg["value_w"]
@@ -601,12 +640,12 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
                 log("warm-up ends at step %d; %d world steps follow" % (it, n_world))
         if on_eval and every and it % every == 0:
             on_eval(it)
-        if ckpt and it % 250 == 0:
+        if ckpt and (it % 250 == 0 or (ind_end is not None and it == ind_end + n_world + cfg["tail"])):
             tmp = ckpt + ".tmp"
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "rng": r.getstate(),
                         "torch_rng": torch.get_rng_state(), "it": it, "ind_end": ind_end, "tok_seen": tok_seen}, tmp)
             os.replace(tmp, ckpt)
-    log("decoder: %d steps (warm-up %d, world %d)" % (it, ind_end, n_world))
+    log("decoder: %d steps (warm-up %d, world %d, tail %d)" % (it, ind_end, n_world, cfg["tail"]))
     if on_eval and every and it % every:
         on_eval(it)
 
