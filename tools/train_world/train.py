@@ -231,13 +231,7 @@ def make_example(model, pooler, bpe, e, q_turn, r, mode, eos_id, bos_id):
     the turn's reply (+ EOS); `mode`: 'right' (the fact's block(s) injected), 'wrong' (two other
     blocks), 'none' (no injection). Returns (rows-spec, targets, weights) or None."""
     t = e.turns[q_turn]
-    end = t["reply"][1]
-    # c0 on the chunk grid, the window = gen[c0-R:c0] + up to CHUNK-1 more tokens
-    step = r.randrange(CHUNK)
-    c0 = max(0, end - step)
-    c0 -= c0 % CHUNK
-    R = min(c0, WINDOW)
-    nd = c0 - R
+    nd = evicted_at(t["reply"][1], r)
     if nd <= 0:
         return None
     fs = t["fact_span"]
@@ -263,6 +257,19 @@ def make_example(model, pooler, bpe, e, q_turn, r, mode, eos_id, bos_id):
     w += [1.0] * len(th) + [VALUE_W] * len(tail) + [1.0]
     win = ids[nd:]
     ww = [0.0] * (len(win) - len(th) - len(tail) - 1) + w[-len(th) - len(tail) - 1:]  # the question's reply
+    return layout_row(model, pooler, e, nd, inj, win, ww, bos_id)
+
+
+def evicted_at(end, r):
+    """How many tokens the loop has evicted at a rebuild c0 on the chunk grid up to CHUNK-1 tokens
+    before `end` (the window is gen[c0-R:c0] plus the tokens written since)."""
+    c0 = max(0, end - r.randrange(CHUNK))
+    c0 -= c0 % CHUNK
+    return c0 - min(c0, WINDOW)
+
+
+def layout_row(model, pooler, e, nd, inj, win, ww, bos_id):
+    """[BOS][SP of the nd evicted tokens][injected blocks][window] as an example row."""
     inj_ids = [x for a, b in inj for x in e.ids[a:b]]
     with torch.no_grad():
         sp = pooler(model.embed_tokens(torch.tensor(e.ids[:nd])))
@@ -277,10 +284,7 @@ def make_casual_example(model, pooler, e, turn, r, eos_id, bos_id):
     Half of them carry two injected blocks (a false fire must not change the reply)."""
     t = e.turns[turn]
     end = t["reply"][1]
-    c0 = max(0, end - r.randrange(CHUNK))
-    c0 -= c0 % CHUNK
-    R = min(c0, WINDOW)
-    nd = c0 - R
+    nd = evicted_at(end, r)
     cands = blocks_of(nd)
     if nd <= 0:
         return None
@@ -288,10 +292,7 @@ def make_casual_example(model, pooler, e, turn, r, eos_id, bos_id):
     win = list(e.ids[nd:end]) + [eos_id]
     a = t["reply"][0]
     ww = [0.0] * (a - nd) + list(e.w[a:end]) + [1.0]
-    inj_ids = [x for a_, b_ in inj for x in e.ids[a_:b_]]
-    with torch.no_grad():
-        sp = pooler(model.embed_tokens(torch.tensor(e.ids[:nd])))
-    return {"sp": sp, "pre": [bos_id], "inj": inj_ids, "win": win, "w": ww}
+    return layout_row(model, pooler, e, nd, inj, win, ww, bos_id)
 
 
 def row_tensors(model, ex):
