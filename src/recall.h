@@ -171,7 +171,7 @@ typedef struct {
      * what the arm itself can hold (the FULL arm keeps everything in its KV cache). */
     size_t max_feed;
     int threads;      /* worker threads for this loop; 0 = RECALL_THREADS or 1 (same bits for any) */
-    const char *simd; /* NULL = RECALL_SIMD or the best path; scalar|avx2|avx512|neon (same bits) */
+    const char *simd; /* NULL = RECALL_SIMD or the best path; scalar|avx2|avx512|neon|wasm (same bits) */
     /* The FULL arm's instance context: the positions its KV cache may grow to (it allocates only
      * what the conversation uses). 0 = the model's max_pos; above max_pos the open fails with
      * RECALL_E_LIMIT naming both numbers. */

@@ -172,8 +172,9 @@ static const cli_opt O_THREADS = {"--threads", NULL, "N",
                                   "the same bits for any N",
                                   set_int, F(threads), 1, RC_MAX_THREADS};
 static const cli_opt O_SIMD = {"--simd", NULL, "P",
-                               "kernel path: scalar, avx2, avx512, neon or auto (default:\n"
-                               "RECALL_SIMD, else the best this CPU runs); the same bits",
+                               "kernel path: scalar, avx2, avx512, neon, wasm (WebAssembly\n"
+                               "builds) or auto (default: RECALL_SIMD, else the best this CPU\n"
+                               "runs); the same bits",
                                set_simd, F(simd), NOLIM};
 static const cli_opt O_HUGEPAGES = {"--hugepages", NULL, NULL,
                                     "copy the blob into memory advised for huge pages (faster decode,\n"
