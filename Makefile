@@ -349,7 +349,7 @@ demo-worldA: recall
 	  --trace $(BUILD)/demo-worldA-trace.json
 	./recall trace-svg $(BUILD)/demo-worldA-trace.json -o $(BUILD)/demo-worldA-trace.svg
 # Retrain the trained world (tools/train_world/train.py: Debian python3 + python3-torch +
-# python3-numpy, CPU, one thread, seeded; about an hour on the 2-core development machine) into
+# python3-numpy, CPU, one thread, seeded; about 80 minutes on the 2-core development machine) into
 # TRAIN_OUT; train-world-check compares a retrain's files with the committed manifest.
 TRAIN_OUT ?= $(BUILD)/trained
 # OpenBLAS is told its kernels (Haswell: AVX2 + FMA, on every x86-64 host this project runs on):

@@ -16,9 +16,11 @@ compares). Stages:
      so the SP arm is the no-recall baseline.
   4. decoder: from layer matrices at std 1/sqrt(hidden) and embeddings at std 1, 1,500 steps of
      synthetic repeats at varied distances (repeat_rows: they form the induction copy every
-     answer needs; docs/WORLD.md), then 3,000 steps on the layouts the loop builds: the whole dialogue (FULL), and
-     [BOS][SP over the evicted prefix][injected blocks][window] at contiguous positions (RC/SP),
-     where it copies a value from an injected block or says "I don't know" when it has none.
+     answer needs; docs/WORLD.md), then 3,500 steps (the templated world: 3,000) on the layouts
+     the loop builds: the whole dialogue (FULL), and [BOS][SP over the evicted prefix][injected
+     blocks][window] at contiguous positions (RC/SP), where it copies a value from an injected
+     block or says "I don't know" when it has none; the trained world then 800 tail steps whose
+     loop layouts also end in small talk and facts (DEC tail).
   5. gate: the q_proj outputs (after bias, before RoPE) of the gate layers at the loop's check
      positions, labelled "the answer needs evicted history"; StandardScaler + logistic regression
      (C = 0.05, balanced), threshold = 10th percentile of held-out positive scores.
