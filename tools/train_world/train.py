@@ -342,14 +342,14 @@ def sample_needle(r, bpe, hay_pieces, lo, hi):
     return encode_needle(bpe, user, val, kw)
 
 
-# The broad world (--world broad, world_broad.py): its tokenizers' sizes and what it changes in DEC.
-# The decoder keeps the committed world's 1,024 ids: over 4,096 ids (3,800 merges) the warm-up formed
+# The trained world (--world broad, world_broad.py): its tokenizers' sizes and what it changes in DEC.
+# The decoder keeps the templated world's 1,024 ids: over 4,096 ids (3,800 merges) the warm-up formed
 # no copy in 1,700 steps, nor when it drew from the first 960 ids (docs/WORLD.md); at 1,024 ids the
-# warm-up is the committed world's own, step for step, and forms its copy around step 1,300.
-# gate_dialogues: the gate's and the bridge's training dialogues (the committed world's 48 left the
+# warm-up is the templated world's own, step for step, and forms its copy around step 1,300.
+# gate_dialogues: the gate's and the bridge's training dialogues (the first broad world's 48 left the
 # bridge at 36/61 held-out hits, falling from 44 as it overfitted).
 # tail: 800 steps after the world's cosine that teach the rebuilt context to answer small talk as
-# small talk (without them the gate fired in 88 % of the casual probe turns: docs/WORLD.md).
+# small talk (without them the gate fired in 84 % of the casual probe turns: docs/WORLD.md).
 BROAD = dict(merges=760, wp_size=8000, wp_pieces=0.25, dec=dict(induction=1500, tail=800), gate_dialogues=240)
 
 # The decoder's training schedule. probe.py varies these on short runs (docs/WORLD.md, "How the
