@@ -259,7 +259,9 @@ def make_example(model, pooler, bpe, e, q_turn, r, mode, eos_id, bos_id):
     w += [1.0] * len(th) + [VALUE_W] * len(tail) + [1.0]
     win = ids[nd:]
     ww = [0.0] * (len(win) - len(th) - len(tail) - 1) + w[-len(th) - len(tail) - 1:]  # the question's reply
-    return layout_row(model, pooler, e, nd, inj, win, ww, bos_id)
+    ex = layout_row(model, pooler, e, nd, inj, win, ww, bos_id)
+    ex["aux"] = [(p - nd, t["kw"]) for p in range(max(t["kw_end"], nd), t["reply"][0] + len(th))]
+    return ex
 
 
 def evicted_at(end, r):
@@ -319,7 +321,8 @@ def row_tensors(model, ex):
 
 
 def full_example(e, bos_id, eos_id):
-    return {"pre": [bos_id], "sp": None, "inj": [], "win": list(e.ids) + [eos_id], "w": list(e.w) + [1.0]}
+    aux = [(p, t["kw"]) for t in e.turns if t["kind"] == "q" and t.get("value") for p in range(t["kw_end"], t["value"][0])]
+    return {"pre": [bos_id], "sp": None, "inj": [], "win": list(e.ids) + [eos_id], "w": list(e.w) + [1.0], "aux": aux}
 
 
 # ---- stage 4: the decoder -----------------------------------------------------------------------
@@ -378,6 +381,9 @@ DEC = dict(
     tail=0,             # then `tail` more steps at tail_lr (constant), whose loop-layout rows also end in
     tail_lr=3e-4,       # small talk and facts (a share tail_casual of them: make_casual_example)
     tail_casual=0.3,
+    aux_w=0.0,          # > 0: in the tail, a keyword probe's loss (weight aux_w) on the gate layers' q at
+                        # recall positions (aux_positions, KeywordProbe): the q the gate and the bridge read
+                        # then says WHICH fact is asked for (measured, not in the recipe: docs/WORLD.md)
 )
 
 
@@ -544,6 +550,20 @@ def synthetic_eval(model, rows_fn, seed=777, n_rows=16):
     return int((am[m] == TG[m]).sum()), int(m.sum())
 
 
+def aux_positions(exs):
+    """The keyword probe's rows (DEC aux_w): (b, t) of every recall position (a question's tokens
+    after its keyword, up to the value's lookup) in the stacked rows, and the keyword of each."""
+    bs, ts, kws = [], [], []
+    for b, ex in enumerate(exs):
+        n_pre = len(ex["pre"]) + (N_SP if ex.get("sp") is not None else 0) + len(ex["inj"])
+        for j, kw in ex.get("aux", ()):
+            if 0 <= j < len(ex["win"]):
+                bs.append(b)
+                ts.append(n_pre + j)
+                kws.append(kw)
+    return bs, ts, kws
+
+
 def stack_rows(model, exs):
     """Padded [B, T, H] inputs, [B, T] targets and weights of examples."""
     rows = [row_tensors(model, ex) for ex in exs]
@@ -557,6 +577,44 @@ def stack_rows(model, exs):
         TG[b, :x.shape[0]] = tg
         WT[b, :x.shape[0]] = wt
     return X, TG, WT
+
+
+class KeywordProbe:
+    """A training-only head (never written to the world's files): from the gate layers' q at a
+    recall position it predicts the question's keyword, as the mean of the decoder's own input
+    embeddings of the keyword's BPE tokens, contrasted with the other keywords of the batch
+    (cosine / TAU, cross-entropy). Its loss flows into the decoder, so that the q the gate and the
+    bridge read carries which keyword is asked for, in the terms of tokens any word is made of
+    (the held-out words too). The keyword embeddings are targets only (detached). Its own
+    generator draws its initial weights: the run's other random streams are unchanged."""
+    TAU = 0.1
+
+    def __init__(self, model, bpe, seed):
+        g = torch.Generator().manual_seed(seed * 41 + 9)
+        qd = len(GATE_LAYERS) * QCFG["heads"] * QCFG["head_dim"]
+        self.W = (torch.randn(QCFG["hidden"], qd, generator=g) / math.sqrt(qd)).requires_grad_()
+        self.model, self.bpe, self.last = model, bpe, []
+        self.opt = torch.optim.Adam([self.W], lr=1e-3)
+
+    def state_dict(self):
+        return {"W": self.W.detach().clone(), "opt": self.opt.state_dict()}
+
+    def load_state_dict(self, st):
+        with torch.no_grad():
+            self.W.copy_(st["W"])
+        self.opt.load_state_dict(st["opt"])
+
+    def loss(self, qs, bs, ts, kws):
+        self.last = bs
+        uniq = sorted(set(kws))
+        if len(bs) == 0 or len(uniq) < 2:
+            return None
+        emb = self.model.embed_tokens.weight.detach()
+        K = torch.stack([emb[torch.tensor(self.bpe.encode(" " + k))].mean(0) for k in uniq])
+        b, t = torch.tensor(bs), torch.tensor(ts)
+        f = torch.cat([qs[l][b, t] for l in GATE_LAYERS], -1)
+        s = F.normalize(f @ self.W.t(), dim=-1) @ F.normalize(K, dim=-1).t() / self.TAU
+        return F.cross_entropy(s, torch.tensor([uniq.index(k) for k in kws]))
 
 
 def warm_cosine(peak, i, n, warm):
@@ -583,10 +641,13 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
     n_world = steps - cfg["induction"]
     warm = max(1, int(steps * cfg["warm_frac"]))
     tok_seen, t_start, it0, ind_end = 0, time.time(), 0, (cfg["induction"] if not cfg["induction_stop"] else None)
+    probe = KeywordProbe(model, bpe, seed) if cfg["aux_w"] > 0 else None
     if ckpt and os.path.exists(ckpt):
         st = torch.load(ckpt)
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["opt"])
+        if probe is not None and "probe" in st:
+            probe.load_state_dict(st["probe"])
         r.setstate(st["rng"])
         torch.set_rng_state(st["torch_rng"])
         it0, ind_end, tok_seen = st["it"], st["ind_end"], st["tok_seen"]
@@ -618,17 +679,25 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
         if cfg["value_w"] != VALUE_W:
             WT[WT == VALUE_W] = cfg["value_w"]
         sel = WT > 0
-        logits, _ = model(X, select=sel)
+        use_probe = probe is not None and tail
+        logits, qs = model(X, select=sel, q_layers=GATE_LAYERS if use_probe else ())
         ce = F.cross_entropy(logits, TG[sel], reduction="none")
         loss = (ce * WT[sel]).sum() / WT.sum()
+        aux = probe.loss(qs, *aux_positions(exs)) if use_probe else None
+        if aux is not None:
+            loss = loss + cfg["aux_w"] * aux
+            probe.opt.zero_grad()
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if aux is not None:
+            probe.opt.step()
         tok_seen += X.shape[0] * X.shape[1]
         if it % 25 == 0:
             log("decoder step %d loss %.4f lr %.2e rows %d x %d (%.0f tok/s)" %
-                (it, loss.item(), lr, X.shape[0], X.shape[1], tok_seen / (time.time() - t_start)))
+                (it, loss.item(), lr, X.shape[0], X.shape[1], tok_seen / (time.time() - t_start)) +
+                (" keyword probe %.3f (%d rows)" % (float(aux), len(probe.last)) if aux is not None else ""))
         it += 1
         if ind_end is None and (it >= cfg["induction"] or (it >= cfg["induction_min"] and it % 100 == 0)):
             ok, n = synthetic_eval(model, lambda m, rr, k: induction_rows(m, rr, k, int(cfg["induction_varied"]),
@@ -645,8 +714,9 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
             on_eval(it)
         if ckpt and (it % 250 == 0 or (ind_end is not None and it == ind_end + n_world + cfg["tail"])):
             tmp = ckpt + ".tmp"
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "rng": r.getstate(),
-                        "torch_rng": torch.get_rng_state(), "it": it, "ind_end": ind_end, "tok_seen": tok_seen}, tmp)
+            torch.save(dict({"model": model.state_dict(), "opt": opt.state_dict(), "rng": r.getstate(),
+                             "torch_rng": torch.get_rng_state(), "it": it, "ind_end": ind_end, "tok_seen": tok_seen},
+                            **({"probe": probe.state_dict()} if probe is not None else {})), tmp)
             os.replace(tmp, ckpt)
     log("decoder: %d steps (warm-up %d, world %d, tail %d)" % (it, ind_end, n_world, cfg["tail"]))
     if on_eval and every and it % every:
@@ -821,6 +891,70 @@ def log_tokenizer_stats(W, bpe, wp):
 
 
 # ---- file formats ------------------------------------------------------------------------------
+def bert_as_bag(bert, model, bpe, wp, texts, seed, steps=800, batch=32):
+    """BERT taught, before the bridge, to embed a block as the bag of its tokens: its CLS is pulled
+    (cosine) towards a fixed random 64-d projection of the mean decoder embedding of the block's
+    BPE tokens. The bridge then starts from a key that says which words a block holds, for any
+    word made of known pieces, instead of learning keys from its few hundred dialogues."""
+    g = torch.Generator().manual_seed(seed * 47 + 13)
+    demb = model.embed_tokens.weight.detach()
+    P = torch.randn(demb.shape[1], BERT["hidden"], generator=g) / math.sqrt(demb.shape[1])
+    tgt = F.normalize(torch.stack([demb[torch.tensor(bpe.encode(t))].mean(0) @ P for t in texts]), dim=-1)
+    enc = [wp.encode(t) for t in texts]
+    opt = torch.optim.Adam([q for q in bert.parameters() if q.requires_grad], lr=1e-3)
+    rng = random.Random(seed * 53 + 17)
+    for it in range(steps):
+        idx = rng.sample(range(len(texts)), batch)
+        L = max(len(enc[i]) for i in idx)
+        ids = torch.zeros(batch, L, dtype=torch.long)
+        for j, i in enumerate(idx):
+            ids[j, :len(enc[i])] = torch.tensor(enc[i])
+        cls = bert(ids, torch.tensor([len(enc[i]) for i in idx]))
+        loss = (1 - (cls * tgt[idx]).sum(-1)).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if it % 200 == 0 or it == steps - 1:
+            log("bert as a bag of its tokens: step %d, 1 - cos %.4f (%d blocks)" % (it, float(loss), len(texts)))
+
+
+def bert_as_keywords(bert, model, bpe, wp, W, seed, steps=1500, batch=32, n_dialogues=400):
+    """BERT taught, before the bridge, to say which keywords a block states: on blocks of fresh
+    training dialogues, its CLS is pulled (cosine) towards a fixed random 64-d projection of the
+    mean over the block's facts of each keyword's mean decoder embedding (the KeywordProbe's
+    target, so the q and the key speak of the same thing). Blocks without a fact are left to the
+    bridge."""
+    g = torch.Generator().manual_seed(seed * 59 + 19)
+    demb = model.embed_tokens.weight.detach()
+    P = torch.randn(demb.shape[1], BERT["hidden"], generator=g) / math.sqrt(demb.shape[1])
+    rr = random.Random(seed * 61 + 23)
+    texts, tg = [], []
+    for _ in range(n_dialogues):
+        e = sample_dialogue(W, rr, bpe, rr.random() < 0.5)
+        facts = [t for t in e.turns if t["kind"] == "fact"]
+        for a in range(0, len(e.ids) - BLOCK + 1, BLOCK):
+            kws = [t["kw"] for t in facts if overlaps(t["head"], (a, a + BLOCK))]
+            if kws:
+                texts.append(bpe.decode(e.ids[a:a + BLOCK]))
+                tg.append(torch.stack([demb[torch.tensor(bpe.encode(" " + k))].mean(0) for k in kws]).mean(0) @ P)
+    tgt = F.normalize(torch.stack(tg), dim=-1)
+    enc = [wp.encode(t) for t in texts]
+    opt = torch.optim.Adam([q for q in bert.parameters() if q.requires_grad], lr=1e-3)
+    for it in range(steps):
+        idx = rr.sample(range(len(texts)), batch)
+        L = max(len(enc[i]) for i in idx)
+        ids = torch.zeros(batch, L, dtype=torch.long)
+        for j, i in enumerate(idx):
+            ids[j, :len(enc[i])] = torch.tensor(enc[i])
+        cls = bert(ids, torch.tensor([len(enc[i]) for i in idx]))
+        loss = (1 - (cls * tgt[idx]).sum(-1)).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if it % 250 == 0 or it == steps - 1:
+            log("bert as its blocks' keywords: step %d, 1 - cos %.4f (%d blocks with facts)" % (it, float(loss), len(texts)))
+
+
 def write_safetensors(path, tensors, dtype="F32"):
     header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
     for k in sorted(tensors):
@@ -886,10 +1020,22 @@ def main():
     ap.add_argument("--bridge-lr", type=float, default=2e-3)
     ap.add_argument("--bridge-distract", type=int, default=None, help="blocks of other dialogues among each "
                     "question's candidates while the bridge learns (default: 48 for --world broad, 0 for templated)")
+    ap.add_argument("--bridge-rows", default="checks", choices=["checks", "all"], help="the bridge's training "
+                    "items: the check positions of the positive spans, or all their positions")
+    ap.add_argument("--bert-lex", default="learned", choices=["learned", "decoder"], help="BERT's word embeddings: "
+                    "learned with the bridge, or fixed from the decoder's BPE embeddings")
+    ap.add_argument("--bert-init", default="random", choices=["random", "bag", "keywords"], help="BERT before the bridge: "
+                    "random, taught to embed a block as the bag of its tokens (bert_as_bag), or as the keywords its "
+                    "facts state (bert_as_keywords); the last two measured, not in the recipe: docs/WORLD.md")
+    ap.add_argument("--bert-lr-scale", type=float, default=0.1, help="with --bert-init bag: BERT's learning rate "
+                    "while the bridge learns, as a share of --bridge-lr (0: BERT stays the bag)")
+    ap.add_argument("--bert", nargs="*", default=[], help="KEY=VALUE overrides of BERT's shape (hidden, layers, "
+                    "heads, ffn)")
     ap.add_argument("--init", default=None, help="a world folder whose decoder training continues (same seed "
                     "and corpus: the same tokenizer); --steps more steps, then gate and bridge afresh")
     args = ap.parse_args()
     world.FORM = args.form
+    BERT.update({k: int(v) for k, v in (x.split("=", 1) for x in args.bert)})
     repo = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     out = args.out
     torch.set_num_threads(args.threads)
@@ -933,6 +1079,7 @@ def main():
     for _ in range(300):
         e = sample_dialogue(W, rr, bpe, True)
         wp_texts += [bpe.decode(e.ids[a:a + BLOCK]) for a in range(0, len(e.ids), BLOCK)]
+    block_texts = list(wp_texts)
     wp_texts += [hay[i:i + 2000] for i in range(0, len(hay), 2000)] + W.lang
     wp = tok.train_wordpiece(wp_texts, BROAD["wp_size"] if broad else WP_SIZE, BROAD["wp_pieces"] if broad else 0)
     log("wordpiece: %d tokens" % len(wp.tokens))
@@ -977,18 +1124,39 @@ def main():
     torch.manual_seed(args.seed + 100)
     bert = nets.Bert(len(wp.tokens), BERT["hidden"], BERT["layers"], BERT["heads"], BERT["ffn"])
     bridge = nets.Bridge(QQDIM := len(layers) * QCFG["heads"] * QCFG["head_dim"], BERT["hidden"], 64)
+    if args.bert_lex == "decoder":
+        # BERT's word embeddings, fixed: each WordPiece token's BPE pieces' mean decoder embedding,
+        # through a fixed random projection. A word the bridge never saw (every held-out keyword)
+        # then enters BERT as what it is made of, in the same terms the decoder's keyword probe
+        # taught the gate layers' q (KeywordProbe); learned embeddings of unseen words stay random.
+        g = torch.Generator().manual_seed(args.seed * 43 + 11)
+        P = torch.randn(QCFG["hidden"], BERT["hidden"], generator=g) / math.sqrt(QCFG["hidden"])
+        demb = model.embed_tokens.weight.detach()
+        rows = []
+        for i, t in enumerate(wp.tokens):
+            pieces = bpe.encode(t[2:] if t.startswith("##") else " " + t) if not (t.startswith("[") and t.endswith("]")) else []
+            rows.append(demb[torch.tensor(pieces)].mean(0) @ P if pieces else torch.randn(BERT["hidden"], generator=g) * 0.02)
+        table = torch.stack(rows)
+        table = table / table.norm(dim=-1, keepdim=True).mean() * 0.02 * math.sqrt(BERT["hidden"])
+        with torch.no_grad():
+            bert.embeddings.word_embeddings.weight.copy_(table)
+            bert.embeddings.word_embeddings.weight[0].zero_()
+        bert.embeddings.word_embeddings.weight.requires_grad_(False)
+        log("bert: word embeddings from the decoder's BPE embeddings (fixed)")
 
-    def bridge_items(part):
+    def bridge_items(part, every=False):
         """Per dialogue: its archive blocks' texts and, for each check position of a positive
-        span, (feature, number of candidates, target mass per candidate)."""
+        span, (feature, number of candidates, target mass per candidate). every: every position
+        of a positive span, each against the archive of its chunk's check (a check falls on any
+        token of a question or reply, so the bridge learns them all; 16x the items)."""
         out_ = []
         for e, fs in feats[part]:
             texts_ = [bpe.decode(e.ids[a_:a_ + BLOCK]) for a_ in range(0, len(e.ids), BLOCK)]
             items = []
             for f, l, info, p, c0 in fs:
-                if l != 1 or (p + 1) % CHUNK:  # the check positions: the last token of a chunk
+                if l != 1 or (not every and (p + 1) % CHUNK):  # the check positions: the last token of a chunk
                     continue
-                nd = max(0, p + 1 - WINDOW)
+                nd = max(0, c0 + CHUNK - WINDOW)
                 cands = blocks_of(nd)
                 tgt = [1.0 if overlaps(info[1], b_) else 0.0 for b_ in cands]
                 if sum(tgt) == 0:
@@ -999,9 +1167,18 @@ def main():
                 out_.append(items)
         return out_
 
-    tr_items, ho_items = bridge_items("train"), bridge_items("held")
-    params = list(bert.parameters()) + list(bridge.parameters())
-    opt = torch.optim.Adam(params, lr=args.bridge_lr)
+    tr_items, ho_items = bridge_items("train", args.bridge_rows == "all"), bridge_items("held")
+    log("bridge: %d training items (%s), %d held-out check positions" % (
+        sum(len(x) for x in tr_items), args.bridge_rows, sum(len(x) for x in ho_items)))
+    if args.bert_init == "bag":
+        bert_as_bag(bert, model, bpe, wp, block_texts, args.seed)
+    elif args.bert_init == "keywords":
+        bert_as_keywords(bert, model, bpe, wp, W, args.seed)
+    # a BERT that starts as the bag of its block learns at a tenth of the bridge's rate (it keeps
+    # what it was taught; the bridge's loss alone overfits it to the training dialogues' words)
+    opt = torch.optim.Adam([{"params": [q for q in bert.parameters() if q.requires_grad],
+                             "lr": args.bridge_lr * (args.bert_lr_scale if args.bert_init != "random" else 1.0)},
+                            {"params": list(bridge.parameters())}], lr=args.bridge_lr)
     br = random.Random(args.seed * 23 + 7)
 
     def encode_blocks(texts_):
