@@ -393,6 +393,12 @@ const char *json_type_name(json_type t) {
     return (unsigned)t < 6 ? names[t] : "?";
 }
 
+int json_is_str(const json_value *v, const char *s) {
+    return v && v->type == JSON_STR && strlen(s) == v->len && memcmp(v->str, s, v->len) == 0;
+}
+int json_is_false(const json_value *v) { return v && v->type == JSON_BOOL && v->num == 0; }
+int json_is_true(const json_value *v) { return v && v->type == JSON_BOOL && v->num != 0; }
+
 recall_status rc_read_file(const char *path, char **out, size_t *len, recall_err *err) {
     *out = NULL;
     *len = 0;
