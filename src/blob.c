@@ -6,6 +6,7 @@
 #include "atomic_file.h"
 
 #include "checksum.h"
+#include "names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -213,9 +214,8 @@ static recall_status validate_tensor(rc_blob *b, size_t i, unsigned flags, recal
                        "%s: tensor '%s': data at offset %llu size %llu (expected %llu) out of bounds or misaligned",
                        P, r->name, (unsigned long long)r->offset, (unsigned long long)r->nbytes,
                        (unsigned long long)nbytes);
-    for (size_t j = 0; j < i; j++)
-        if (strcmp(b->raw[j].name, r->name) == 0)
-            return rc_fail(err, RECALL_E_FORMAT, "%s: duplicate tensor name '%s'", P, r->name);
+    if (RC_NAME_INDEX(b->raw, i, rc_blob_tensor, name, r->name) < i)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: duplicate tensor name '%s'", P, r->name);
     t->name = r->name;
     t->dtype = (rc_dtype)r->dtype;
     t->ndim = (int)r->ndim;
@@ -430,9 +430,8 @@ size_t rc_blob_n_kv(const rc_blob *b) { return b->n_kv; }
 const rc_blob_kv *rc_blob_kv_at(const rc_blob *b, size_t i) { return i < b->n_kv ? &b->kv[i] : NULL; }
 
 const rc_tensor *rc_blob_find(const rc_blob *b, const char *name) {
-    for (size_t i = 0; i < b->n_tensors; i++)
-        if (strcmp(b->tensors[i].name, name) == 0) return &b->tensors[i];
-    return NULL;
+    size_t i = RC_NAME_INDEX(b->tensors, b->n_tensors, rc_tensor, name, name);
+    return i < b->n_tensors ? &b->tensors[i] : NULL;
 }
 
 const rc_blob_kv *rc_blob_kv_find(const rc_blob *b, const char *key) {
@@ -618,11 +617,10 @@ recall_status rc_writer_tensor(rc_blob_writer *w, const char *name, rc_dtype dty
         free(data);
         return rc_fail(err, RECALL_E_ARG, "tensor name '%s' empty or too long (max %d)", name, RC_TENSOR_NAME_LEN - 1);
     }
-    for (size_t i = 0; i < w->n_t; i++)
-        if (strcmp(w->t[i].meta.name, name) == 0) {
-            free(data);
-            return rc_fail(err, RECALL_E_ARG, "duplicate tensor '%s'", name);
-        }
+    if (RC_NAME_INDEX(w->t, w->n_t, w_tensor, meta.name, name) < w->n_t) {
+        free(data);
+        return rc_fail(err, RECALL_E_ARG, "duplicate tensor '%s'", name);
+    }
     rc_blob_tensor m;
     memset(&m, 0, sizeof m);
     strcpy(m.name, name);

@@ -17,6 +17,7 @@
 #include "blob.h"
 #include "json.h"
 #include "lm_screen.h"
+#include "names.h"
 #include "nf4.h"
 #include "npy.h"
 #include "pickle.h"
@@ -651,9 +652,8 @@ static recall_status fdict_add(fdict *d, const char *name, int ndim, const int64
 }
 
 static const ftensor *fdict_find(const fdict *d, const char *name) {
-    for (size_t i = 0; i < d->n; i++)
-        if (strcmp(d->t[i].name, name) == 0) return &d->t[i];
-    return NULL;
+    size_t i = RC_NAME_INDEX(d->t, d->n, ftensor, name, name);
+    return i < d->n ? &d->t[i] : NULL;
 }
 
 static int ends_with(const char *s, const char *suf) {

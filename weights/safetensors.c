@@ -2,6 +2,7 @@
 #include "safetensors.h"
 
 #include "json.h"
+#include "names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -170,9 +171,8 @@ static recall_status parse_entry(rc_st *st, const st_image *im, const char *name
         st->t = nt;
         st->cap = nc;
     }
-    for (size_t j = 0; j < st->n; j++)
-        if (strcmp(st->t[j].name, name) == 0)
-            return rc_fail(err, RECALL_E_FORMAT, "%s: duplicate tensor '%s'", what, name);
+    if (RC_NAME_INDEX(st->t, st->n, rc_st_tensor, name, name) < st->n)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: duplicate tensor '%s'", what, name);
     t.name = strdup(name);
     if (!t.name) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
     t.numel = (int64_t)numel;
@@ -337,9 +337,8 @@ size_t rc_st_count(const rc_st *st) { return st->n; }
 const rc_st_tensor *rc_st_at(const rc_st *st, size_t i) { return i < st->n ? &st->t[i] : NULL; }
 
 const rc_st_tensor *rc_st_find(const rc_st *st, const char *name) {
-    for (size_t i = 0; i < st->n; i++)
-        if (strcmp(st->t[i].name, name) == 0) return &st->t[i];
-    return NULL;
+    size_t i = RC_NAME_INDEX(st->t, st->n, rc_st_tensor, name, name);
+    return i < st->n ? &st->t[i] : NULL;
 }
 
 static float half_to_f32(uint16_t h) {
