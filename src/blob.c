@@ -334,22 +334,31 @@ void rc_huge_unmap(void *p, size_t len) {
 #endif
 }
 
-recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, recall_err *err) {
-    *out = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return rc_fail(err, RECALL_E_IO, "%s: cannot open: %s", path, strerror(errno));
+recall_status rc_open_regular(const char *path, int *fd, size_t *size, recall_err *err) {
+    *fd = open(path, O_RDONLY);
+    if (*fd < 0) return rc_fail(err, RECALL_E_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
+    if (fstat(*fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(*fd);
+        *fd = -1;
         return rc_fail(err, RECALL_E_IO, "%s: not a regular file", path);
     }
+    *size = (size_t)sb.st_size;
+    return RECALL_OK;
+}
+
+recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, recall_err *err) {
+    *out = NULL;
+    int fd;
+    size_t size;
+    RC_TRY(rc_open_regular(path, &fd, &size, err));
     rc_blob *b = calloc(1, sizeof *b);
     if (!b) {
         close(fd);
         return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory", path);
     }
     snprintf(b->path, sizeof b->path, "%s", path);
-    b->size = (size_t)sb.st_size;
+    b->size = size;
 #ifndef RECALL_NO_MMAP
     if ((flags & RC_OPEN_HUGEPAGES) && b->size > 0) {
         size_t len;
@@ -386,7 +395,7 @@ recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, reca
         if (!b->owned) {
             close(fd);
             free(b);
-            return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory reading %zu bytes", path, (size_t)sb.st_size);
+            return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory reading %zu bytes", path, size);
         }
         const size_t got = read_all(fd, b->owned, b->size);
         if (got != b->size) {

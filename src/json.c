@@ -455,3 +455,13 @@ void rc_json_put_ids(FILE *f, const int32_t *ids, int n) {
     for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? ", " : "", ids[i]);
     fputc(']', f);
 }
+
+recall_status json_read_file(const char *path, json_doc **doc, recall_err *err) {
+    char *text;
+    size_t len;
+    *doc = NULL;
+    RC_TRY(rc_read_file(path, &text, &len, err));
+    recall_status s = json_parse(text, len, path, doc, err); /* the document keeps its own copy */
+    free(text);
+    return s;
+}

@@ -59,5 +59,7 @@ void rc_json_put_ids(FILE *f, const int32_t *ids, int n);
 
 /* Reads a whole file into a malloc'd NUL-terminated buffer. */
 recall_status rc_read_file(const char *path, char **out, size_t *len, recall_err *err);
+/* Reads and parses a JSON file (errors name the path); json_free *doc. */
+recall_status json_read_file(const char *path, json_doc **doc, recall_err *err);
 
 #endif

@@ -57,6 +57,21 @@ int *fixture_npz_i32(const char *path, const char *key, size_t *n);
  * logit bits), low-margin entries and the minimum margin; for runs, the final history too. `tag`
  * and the turn index name the comparison in a failure. */
 void fixture_expect_same_turn(const rc_turn *a, const rc_turn *b, const char *tag, int t);
+/* The four worldA loop goldens (faithful and clean mode, at fp32 and nf4) as four tests of suite,
+ * named pfx##faithful_fp32 and so on, each calling fn(golden path, weights, mode). */
+#define FIXTURE_LOOP_GOLDENS(suite, pfx, fn)                                                              \
+    Test(suite, pfx##faithful_fp32, .timeout = 900) {                                                     \
+        fn("tests/golden/worldA/loop_A_seed0_faithful_fp32.json", "f32", RC_MODE_FAITHFUL);               \
+    }                                                                                                     \
+    Test(suite, pfx##clean_fp32, .timeout = 900) {                                                        \
+        fn("tests/golden/worldA/loop_A_seed0_clean_fp32.json", "f32", RC_MODE_CLEAN);                     \
+    }                                                                                                     \
+    Test(suite, pfx##faithful_nf4, .timeout = 900) {                                                      \
+        fn("tests/golden/worldA/loop_A_seed0_faithful_nf4.json", "nf4", RC_MODE_FAITHFUL);                \
+    }                                                                                                     \
+    Test(suite, pfx##clean_nf4, .timeout = 900) {                                                         \
+        fn("tests/golden/worldA/loop_A_seed0_clean_nf4.json", "nf4", RC_MODE_CLEAN);                      \
+    }
 void fixture_expect_same_run(const rc_problem_run *a, const rc_problem_run *b, const char *tag);
 
 /* Runs the shell command printf(fmt, ...), asserts its exit status and, unless needle is NULL,

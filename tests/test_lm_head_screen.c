@@ -91,18 +91,7 @@ static void run_golden(const char *golden, const char *weights, rc_loop_mode mod
     rc_blob_close(b);
 }
 
-Test(lm_screen, goldens_faithful_fp32, .timeout = 900) {
-    run_golden("tests/golden/worldA/loop_A_seed0_faithful_fp32.json", "f32", RC_MODE_FAITHFUL);
-}
-Test(lm_screen, goldens_clean_fp32, .timeout = 900) {
-    run_golden("tests/golden/worldA/loop_A_seed0_clean_fp32.json", "f32", RC_MODE_CLEAN);
-}
-Test(lm_screen, goldens_faithful_nf4, .timeout = 900) {
-    run_golden("tests/golden/worldA/loop_A_seed0_faithful_nf4.json", "nf4", RC_MODE_FAITHFUL);
-}
-Test(lm_screen, goldens_clean_nf4, .timeout = 900) {
-    run_golden("tests/golden/worldA/loop_A_seed0_clean_nf4.json", "nf4", RC_MODE_CLEAN);
-}
+FIXTURE_LOOP_GOLDENS(lm_screen, goldens_, run_golden)
 
 /* ---- synthetic matrices ----------------------------------------------------------------------- */
 

@@ -1369,14 +1369,19 @@ void rc_pickle_free(rc_pickle *p) {
 
 rc_pv_kind rc_pv_kind_of(const rc_pv *v) { return v ? v->kind : (rc_pv_kind)0; }
 
-const rc_pv *rc_pv_dict_get(const rc_pv *dict, const char *key) {
-    if (!dict || dict->kind != RC_PV_DICT || !key) return NULL;
+/* The index of the str key in dict's items, or SIZE_MAX. */
+static size_t dict_index(const rc_pv *dict, const char *key) {
     rc_pv k;
     memset(&k, 0, sizeof k);
     k.kind = RC_PV_STR;
     k.u.str.s = key;
     k.u.str.len = strlen(key);
-    size_t at = dict_lookup(dict, &k);
+    return dict_lookup(dict, &k);
+}
+
+const rc_pv *rc_pv_dict_get(const rc_pv *dict, const char *key) {
+    if (!dict || dict->kind != RC_PV_DICT || !key) return NULL;
+    size_t at = dict_index(dict, key);
     return at == SIZE_MAX ? NULL : dict->u.dict.vals[at];
 }
 
@@ -1490,12 +1495,7 @@ recall_status rc_torch_dict_tensor(const rc_pv *dict, size_t i, rc_torch_tensor 
 recall_status rc_torch_find_tensor(const rc_pv *dict, const char *name, rc_torch_tensor *t, recall_err *err) {
     if (!t || !name) return rc_fail(err, RECALL_E_ARG, "rc_torch_find_tensor: NULL argument");
     if (!dict || dict->kind != RC_PV_DICT) return rc_fail(err, RECALL_E_FORMAT, "state dict is not a dict");
-    rc_pv k;
-    memset(&k, 0, sizeof k);
-    k.kind = RC_PV_STR;
-    k.u.str.s = name;
-    k.u.str.len = strlen(name);
-    size_t at = dict_lookup(dict, &k);
+    size_t at = dict_index(dict, name);
     if (at == SIZE_MAX) return rc_fail(err, RECALL_E_MISSING, "tensor '%s' absent", name);
     return tensor_view(dict->u.dict.vals[at], dict->u.dict.keys[at]->u.str.s, t, err);
 }

@@ -1,6 +1,7 @@
 /* safetensors.c - bounds-checked safetensors reader (see safetensors.h). */
 #include "safetensors.h"
 
+#include "blob.h"
 #include "json.h"
 #include "names.h"
 
@@ -33,14 +34,8 @@ static recall_status map_file(const char *path, st_file *f, recall_err *err) {
     memset(f, 0, sizeof *f);
     f->path = strdup(path);
     if (!f->path) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return rc_fail(err, RECALL_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return rc_fail(err, RECALL_E_IO, "%s: not a regular file", path);
-    }
-    f->size = (size_t)sb.st_size;
+    int fd;
+    RC_TRY(rc_open_regular(path, &fd, &f->size, err));
 #ifndef RECALL_NO_MMAP
     if (f->size) {
         void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
