@@ -178,6 +178,17 @@ rc_blob *fixture_open(const char *path) {
     return b;
 }
 
+uint64_t fixture_blob_counted(const char *path) {
+#ifdef RECALL_NO_MMAP
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0, "%s: cannot stat", path);
+    return (uint64_t)st.st_size;
+#else
+    (void)path;
+    return 0;
+#endif
+}
+
 rc_blob *fixture_open_worldA(const char *weights) {
     const char *p = fixture_worldA_blob(weights);
     cr_assert(p, "cannot build the worldA %s blob", weights);

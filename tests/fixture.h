@@ -4,6 +4,7 @@
 #define RECALL_TEST_FIXTURE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* weights: "f32", "bf16" or "nf4". Returns the blob path (a string constant), or NULL on failure
  * (the reason is printed to stderr). Safe to call from parallel test processes: each converts to a
@@ -29,6 +30,10 @@ struct rc_blob *fixture_open_worldA(const char *weights);
 rc_convert_opts fixture_worldA_convert_opts(const char *weights, const char *out);
 /* Any blob opened with rc_blob_open (mapped); aborts the test on failure. */
 struct rc_blob *fixture_open(const char *path);
+
+/* What recall_open counts against max_memory for the blob file itself: nothing when it is mapped,
+ * its size in a -DRECALL_NO_MMAP build (which reads it into memory). */
+uint64_t fixture_blob_counted(const char *path);
 
 /* The decoder of a blob (rc_qwen2_open with max_ctx); aborts the test on failure. */
 struct rc_qwen2 *fixture_qwen2(const struct rc_blob *b, int max_ctx);

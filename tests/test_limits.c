@@ -60,11 +60,7 @@ Test(api_limits, loop_over_the_limit_names_the_numbers) {
     recall_open_opts_init(&o);
     /* A mapped blob counts only the tokenizer (1 MiB is room enough); read into memory
      * (-DRECALL_NO_MMAP builds) the file counts too. The loop's caches do not fit either way. */
-    uint64_t limit = 1 << 20;
-#ifdef RECALL_NO_MMAP
-    limit += (uint64_t)file_size(path);
-#endif
-    o.max_memory = limit;
+    o.max_memory = (1 << 20) + fixture_blob_counted(path);
     recall_err err = {0};
     recall_model *m = NULL;
     cr_assert_eq(recall_open(path, &o, &m, &err), RECALL_OK, "%s", err.msg);
@@ -72,7 +68,7 @@ Test(api_limits, loop_over_the_limit_names_the_numbers) {
     cr_assert_eq(recall_loop_open(m, NULL, &l, &err), RECALL_E_LIMIT, "%s", err.msg);
     cr_assert_null(l);
     char want[96];
-    snprintf(want, sizeof want, "over the memory limit of %llu bytes", (unsigned long long)limit);
+    snprintf(want, sizeof want, "over the memory limit of %llu bytes", (unsigned long long)o.max_memory);
     cr_assert(strstr(err.msg, want), "%s", err.msg);
     /* The same model with the limit lifted opens the loop: the refusal was the limit alone. */
     recall_close(m);
@@ -92,12 +88,7 @@ Test(api_limits, pooler_cache_gets_what_the_limit_leaves) {
     cr_assert(path);
     recall_open_opts o;
     recall_open_opts_init(&o);
-    o.max_memory = 1 << 20;
-#ifdef RECALL_NO_MMAP
-    struct stat bst; /* a build without mmap reads the blob into memory, and counts it */
-    cr_assert_eq(stat(path, &bst), 0);
-    o.max_memory += (uint64_t)bst.st_size;
-#endif
+    o.max_memory = (1 << 20) + fixture_blob_counted(path);
     recall_err err = {0};
     recall_model *m = NULL;
     cr_assert_eq(recall_open(path, &o, &m, &err), RECALL_OK, "%s", err.msg);
