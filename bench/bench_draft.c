@@ -78,10 +78,7 @@ static rc_recall *open_loop(const rc_blob *b, int draft, int cap) {
     if (cap >= 0) o.turn_cap = cap;
     rc_recall *r;
     recall_err err = {0};
-    if (rc_recall_open(b, &o, &r, &err)) {
-        fprintf(stderr, "bench_draft: %s\n", err.msg);
-        exit(1);
-    }
+    bench_check(rc_recall_open(b, &o, &r, &err), "bench_draft", &err);
     return r;
 }
 
@@ -92,10 +89,7 @@ static void run_feed(const rc_blob *b, int draft, int cap, const int32_t *feed, 
     clock_ev c = {0, 0, 0};
     rc_turn t;
     recall_err err = {0};
-    if (rc_recall_reply(r, feed, n, on_event, &c, &t, &err)) {
-        fprintf(stderr, "bench_draft: %s\n", err.msg);
-        exit(1);
-    }
+    bench_check(rc_recall_reply(r, feed, n, on_event, &c, &t, &err), "bench_draft", &err);
     res->decode_s = c.started ? bench_now_s() - c.t_first : 0;
     add_turn(res, &t);
     rc_turn_free(&t);
@@ -109,10 +103,7 @@ static void run_problem(const rc_blob *b, int draft, int cap, const rc_problem *
     clock_ev c = {0, 0, 0};
     rc_problem_run run;
     recall_err err = {0};
-    if (rc_run_problem(r, p, on_event, on_turn, &c, &run, &err)) {
-        fprintf(stderr, "bench_draft: %s\n", err.msg);
-        exit(1);
-    }
+    bench_check(rc_run_problem(r, p, on_event, on_turn, &c, &run, &err), "bench_draft", &err);
     res->decode_s = c.decode_s;
     for (int i = 0; i < run.n_turns; i++) add_turn(res, &run.turns[i].turn);
     rc_problem_run_free(&run);
@@ -159,10 +150,7 @@ static void rows_curve(const rc_blob *b, const int32_t *ids, int eos) {
             t[i][r] = bench_now_s() - t0;
             if (!s) s = rc_qwen2_crop(m, CTX, &err);
         }
-    if (s) {
-        fprintf(stderr, "bench_draft: %s\n", err.msg);
-        exit(1);
-    }
+    bench_check(s, "bench_draft", &err);
     printf("verify forward after %d positions, %s, %d thread(s), median of %d:\n", CTX, ex->k.name, ex->threads, ROUNDS);
     printf("| rows | ms | vs 1 row | ms per row | tok/s if all accepted | vs 1 row |\n|---|---|---|---|---|---|\n");
     double base = 0;

@@ -53,17 +53,24 @@ Test(api_limits, blob_read_into_memory_over_the_limit) {
     cr_assert_str_eq(recall_strerror(err.code), "limit exceeded");
 }
 
-Test(api_limits, loop_over_the_limit_names_the_numbers) {
-    const char *path = fixture_worldA_blob("f32");
+/* worldA under a 1 MiB max_memory. A mapped blob counts only the tokenizer (1 MiB is room enough);
+ * read into memory (-DRECALL_NO_MMAP builds) the file counts too. The loop's caches do not fit
+ * either way. */
+static recall_model *open_1mib(const char *path, recall_open_opts *o) {
     cr_assert(path);
-    recall_open_opts o;
-    recall_open_opts_init(&o);
-    /* A mapped blob counts only the tokenizer (1 MiB is room enough); read into memory
-     * (-DRECALL_NO_MMAP builds) the file counts too. The loop's caches do not fit either way. */
-    o.max_memory = (1 << 20) + fixture_blob_counted(path);
+    recall_open_opts_init(o);
+    o->max_memory = (1 << 20) + fixture_blob_counted(path);
     recall_err err = {0};
     recall_model *m = NULL;
-    cr_assert_eq(recall_open(path, &o, &m, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(recall_open(path, o, &m, &err), RECALL_OK, "%s", err.msg);
+    return m;
+}
+
+Test(api_limits, loop_over_the_limit_names_the_numbers) {
+    const char *path = fixture_worldA_blob("f32");
+    recall_open_opts o;
+    recall_model *m = open_1mib(path, &o);
+    recall_err err = {0};
     recall_loop *l = (recall_loop *)1;
     cr_assert_eq(recall_loop_open(m, NULL, &l, &err), RECALL_E_LIMIT, "%s", err.msg);
     cr_assert_null(l);
@@ -85,13 +92,9 @@ Test(api_limits, loop_over_the_limit_names_the_numbers) {
  * default 256), and that room is then taken (a second loop no longer fits). */
 Test(api_limits, pooler_cache_gets_what_the_limit_leaves) {
     const char *path = fixture_worldA_blob("f32");
-    cr_assert(path);
     recall_open_opts o;
-    recall_open_opts_init(&o);
-    o.max_memory = (1 << 20) + fixture_blob_counted(path);
+    recall_model *m = open_1mib(path, &o);
     recall_err err = {0};
-    recall_model *m = NULL;
-    cr_assert_eq(recall_open(path, &o, &m, &err), RECALL_OK, "%s", err.msg);
     recall_loop *l = NULL;
     cr_assert_eq(recall_loop_open(m, NULL, &l, &err), RECALL_E_LIMIT, "%s", err.msg);
     unsigned long long need = 0, used = 0;
