@@ -9,6 +9,7 @@
  */
 #include "pickle.h"
 
+#include "mem.h"
 #include "zip.h"
 
 #include <limits.h>
@@ -289,11 +290,9 @@ static recall_status push(vm *m, rc_pv *v) {
     if (!v) return m->err && m->err->code ? m->err->code : RECALL_E_NOMEM;
     if (m->sp == m->stack_cap) {
         if (m->stack_cap >= MAX_STACK) return vm_fail(m, RECALL_E_LIMIT, "stack deeper than %u", MAX_STACK);
-        size_t nc = m->stack_cap ? m->stack_cap * 2 : 64;
-        rc_pv **ns = realloc(m->stack, nc * sizeof *ns);
+        rc_pv **ns = rc_grow(m->stack, m->sp, &m->stack_cap, sizeof *ns, 64);
         if (!ns) return vm_fail(m, RECALL_E_NOMEM, "out of memory (stack)");
         m->stack = ns;
-        m->stack_cap = nc;
     }
     m->stack[m->sp++] = v;
     return RECALL_OK;
@@ -1013,11 +1012,9 @@ static recall_status op_stack(vm *m) {
     case '(': /* MARK */
         if (m->n_marks == m->marks_cap) {
             if (m->marks_cap >= MAX_MARKS) return vm_fail(m, RECALL_E_LIMIT, "MARKs nested deeper than %u", MAX_MARKS);
-            size_t nc = m->marks_cap ? m->marks_cap * 2 : 16;
-            size_t *nm = realloc(m->marks, nc * sizeof *nm);
+            size_t *nm = rc_grow(m->marks, m->n_marks, &m->marks_cap, sizeof *nm, 16);
             if (!nm) return vm_fail(m, RECALL_E_NOMEM, "out of memory (marks)");
             m->marks = nm;
-            m->marks_cap = nc;
         }
         m->marks[m->n_marks++] = m->sp;
         return RECALL_OK;

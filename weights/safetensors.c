@@ -3,6 +3,7 @@
 
 #include "blob.h"
 #include "json.h"
+#include "mem.h"
 #include "names.h"
 
 #include <errno.h>
@@ -159,13 +160,9 @@ static recall_status parse_entry(rc_st *st, const st_image *im, const char *name
     if (off[1] - off[0] != want)
         return rc_fail(err, RECALL_E_FORMAT, "%s: tensor '%s': %llu data bytes, dtype %s x shape needs %llu", what,
                        name, (unsigned long long)(off[1] - off[0]), jd->str, (unsigned long long)want);
-    if (st->n == st->cap) {
-        size_t nc = st->cap ? st->cap * 2 : 64;
-        rc_st_tensor *nt = realloc(st->t, nc * sizeof *nt);
-        if (!nt) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
-        st->t = nt;
-        st->cap = nc;
-    }
+    rc_st_tensor *grown = rc_grow(st->t, st->n, &st->cap, sizeof *grown, 64);
+    if (!grown) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
+    st->t = grown;
     if (RC_NAME_INDEX(st->t, st->n, rc_st_tensor, name, name) < st->n)
         return rc_fail(err, RECALL_E_FORMAT, "%s: duplicate tensor '%s'", what, name);
     t.name = strdup(name);
