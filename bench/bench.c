@@ -739,20 +739,15 @@ static double fma_peak(rc_simd_path p) {
 }
 /* int8 MACs: 12 chains of vpdpbusd (the q8 kernels' instruction), 4 MACs per int32 lane */
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
-__attribute__((target("avx512f,avx512vnni"))) static double mac_avx512vnni(void) {
-    const __m512i m = _mm512_set1_epi8(3), c = _mm512_set1_epi8(-2), init = _mm512_set1_epi32(1);
-#define DPBUSD512(a, x, y) _mm512_dpbusd_epi32(a, x, y)
-    PEAK_LOOP(__m512i, DPBUSD512)
-#undef DPBUSD512
-    return 64.0 * 12 * (double)PEAK_ITERS / dt * 1e-9;
-}
-__attribute__((target("avx2,avxvnni"))) static double mac_avxvnni(void) {
-    const __m256i m = _mm256_set1_epi8(3), c = _mm256_set1_epi8(-2), init = _mm256_set1_epi32(1);
-#define DPBUSD256(a, x, y) _mm256_dpbusd_avx_epi32(a, x, y)
-    PEAK_LOOP(__m256i, DPBUSD256)
-#undef DPBUSD256
-    return 32.0 * 12 * (double)PEAK_ITERS / dt * 1e-9;
-}
+/* MAC_PEAK(name, target, vector type, lanes x 4 MACs, set1 of bytes, set1 of int32 lanes, dpbusd) */
+#define MAC_PEAK(NAME, TARGET, V, MACS, SET8, SET32, DP)                                                           \
+    __attribute__((target(TARGET))) static double NAME(void) {                                                     \
+        const V m = SET8(3), c = SET8(-2), init = SET32(1);                                                        \
+        PEAK_LOOP(V, DP)                                                                                           \
+        return MACS * 12 * (double)PEAK_ITERS / dt * 1e-9;                                                         \
+    }
+MAC_PEAK(mac_avx512vnni, "avx512f,avx512vnni", __m512i, 64.0, _mm512_set1_epi8, _mm512_set1_epi32, _mm512_dpbusd_epi32)
+MAC_PEAK(mac_avxvnni, "avx2,avxvnni", __m256i, 32.0, _mm256_set1_epi8, _mm256_set1_epi32, _mm256_dpbusd_avx_epi32)
 #endif
 static double mac_peak(rc_simd_path p) {
     rc_kernels k;

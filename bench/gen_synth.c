@@ -78,6 +78,22 @@ static void add(speclist *l, const char *name, int bf16, int ndim, int64_t a, in
     s->scale = scale;
 }
 
+/* One layer's (or block's) tensors: PREFIX.i.SUFFIX for each row of ts, in order. */
+typedef struct {
+    const char *s;
+    int nd;
+    int64_t a, c;
+    fill how;
+    float sc;
+} tspec;
+static void add_layer(speclist *l, const char *prefix, int64_t i, int bf16, const tspec *ts, size_t n) {
+    char name[160];
+    for (size_t k = 0; k < n; k++) {
+        snprintf(name, sizeof name, "%s.%lld.%s", prefix, (long long)i, ts[k].s);
+        add(l, name, bf16, ts[k].nd, ts[k].a, ts[k].c, ts[k].how, ts[k].sc);
+    }
+}
+
 static int64_t numel(const spec *s) { return s->ndim == 1 ? s->shape[0] : s->shape[0] * s->shape[1]; }
 static size_t nbytes(const spec *s) { return (size_t)numel(s) * (s->bf16 ? 2 : 4); }
 
@@ -209,25 +225,21 @@ static void write_qwen2(const char *out, const char *tokdir, int copy_world, rng
     const float mix = copy_world ? 0.035f / 4096.0f : 0.035f; /* o_proj, down_proj: see the header */
     if (copy_world && !(ql.embed = malloc((size_t)(V * H) * 2))) die("embedding copy");
     add(&ql, "model.embed_tokens.weight", 1, 2, V, H, F_RAND, 0.035f);
-    char n[160];
-    for (int64_t l = 0; l < L; l++) {
-#define Q(suffix, nd, a, b, how, sc)                                                  \
-    snprintf(n, sizeof n, "model.layers.%lld.%s", (long long)l, suffix);             \
-    add(&ql, n, 1, nd, a, b, how, sc)
-        Q("input_layernorm.weight", 1, H, 0, F_ONES, 0.05f);
-        Q("self_attn.q_proj.weight", 2, H, H, F_RAND, 0.035f);
-        Q("self_attn.q_proj.bias", 1, H, 0, F_RAND, 0.1f);
-        Q("self_attn.k_proj.weight", 2, KV, H, F_RAND, 0.035f);
-        Q("self_attn.k_proj.bias", 1, KV, 0, F_RAND, 0.1f);
-        Q("self_attn.v_proj.weight", 2, KV, H, F_RAND, 0.035f);
-        Q("self_attn.v_proj.bias", 1, KV, 0, F_RAND, 0.1f);
-        Q("self_attn.o_proj.weight", 2, H, H, F_RAND, mix);
-        Q("post_attention_layernorm.weight", 1, H, 0, F_ONES, 0.05f);
-        Q("mlp.gate_proj.weight", 2, F, H, F_RAND, 0.035f);
-        Q("mlp.up_proj.weight", 2, F, H, F_RAND, 0.035f);
-        Q("mlp.down_proj.weight", 2, H, F, F_RAND, mix);
-#undef Q
-    }
+    const tspec layer[] = {
+        {"input_layernorm.weight", 1, H, 0, F_ONES, 0.05f},
+        {"self_attn.q_proj.weight", 2, H, H, F_RAND, 0.035f},
+        {"self_attn.q_proj.bias", 1, H, 0, F_RAND, 0.1f},
+        {"self_attn.k_proj.weight", 2, KV, H, F_RAND, 0.035f},
+        {"self_attn.k_proj.bias", 1, KV, 0, F_RAND, 0.1f},
+        {"self_attn.v_proj.weight", 2, KV, H, F_RAND, 0.035f},
+        {"self_attn.v_proj.bias", 1, KV, 0, F_RAND, 0.1f},
+        {"self_attn.o_proj.weight", 2, H, H, F_RAND, mix},
+        {"post_attention_layernorm.weight", 1, H, 0, F_ONES, 0.05f},
+        {"mlp.gate_proj.weight", 2, F, H, F_RAND, 0.035f},
+        {"mlp.up_proj.weight", 2, F, H, F_RAND, 0.035f},
+        {"mlp.down_proj.weight", 2, H, F, F_RAND, mix},
+    };
+    for (int64_t l = 0; l < L; l++) add_layer(&ql, "model.layers", l, 1, layer, sizeof layer / sizeof layer[0]);
     add(&ql, "model.norm.weight", 1, 1, H, 0, F_ONES, 0.05f);
     add(&ql, "lm_head.weight", 1, 2, V, H, copy_world ? F_ROT_EMBED : F_RAND, 0.035f);
     size_t half = 1 + 14 * 12; /* embeddings + layers 0..13 in shard 1 */
@@ -260,7 +272,7 @@ static void write_qwen2(const char *out, const char *tokdir, int copy_world, rng
 
 /* bge-base-en-v1.5 in the sentence-transformers layout, with the real vocab. */
 static void write_bge(const char *out, const char *tokdir, rng *r) {
-    char p[4096], n[160];
+    char p[4096];
     const int64_t BH = 768, BL = 12, BF = 3072, BV = 30522;
     speclist bl = {0};
     add(&bl, "embeddings.word_embeddings.weight", 0, 2, BV, BH, F_RAND, 0.035f);
@@ -268,28 +280,25 @@ static void write_bge(const char *out, const char *tokdir, rng *r) {
     add(&bl, "embeddings.token_type_embeddings.weight", 0, 2, 2, BH, F_RAND, 0.035f);
     add(&bl, "embeddings.LayerNorm.weight", 0, 1, BH, 0, F_ONES, 0.05f);
     add(&bl, "embeddings.LayerNorm.bias", 0, 1, BH, 0, F_RAND, 0.02f);
-    for (int64_t l = 0; l < BL; l++) {
-#define B(suffix, nd, a, b, how, sc)                                                  \
-    snprintf(n, sizeof n, "encoder.layer.%lld.%s", (long long)l, suffix);            \
-    add(&bl, n, 0, nd, a, b, how, sc)
-        B("attention.self.query.weight", 2, BH, BH, F_RAND, 0.035f);
-        B("attention.self.query.bias", 1, BH, 0, F_RAND, 0.02f);
-        B("attention.self.key.weight", 2, BH, BH, F_RAND, 0.035f);
-        B("attention.self.key.bias", 1, BH, 0, F_RAND, 0.02f);
-        B("attention.self.value.weight", 2, BH, BH, F_RAND, 0.035f);
-        B("attention.self.value.bias", 1, BH, 0, F_RAND, 0.02f);
-        B("attention.output.dense.weight", 2, BH, BH, F_RAND, 0.035f);
-        B("attention.output.dense.bias", 1, BH, 0, F_RAND, 0.02f);
-        B("attention.output.LayerNorm.weight", 1, BH, 0, F_ONES, 0.05f);
-        B("attention.output.LayerNorm.bias", 1, BH, 0, F_RAND, 0.02f);
-        B("intermediate.dense.weight", 2, BF, BH, F_RAND, 0.035f);
-        B("intermediate.dense.bias", 1, BF, 0, F_RAND, 0.02f);
-        B("output.dense.weight", 2, BH, BF, F_RAND, 0.035f);
-        B("output.dense.bias", 1, BH, 0, F_RAND, 0.02f);
-        B("output.LayerNorm.weight", 1, BH, 0, F_ONES, 0.05f);
-        B("output.LayerNorm.bias", 1, BH, 0, F_RAND, 0.02f);
-#undef B
-    }
+    const tspec layer[] = {
+        {"attention.self.query.weight", 2, BH, BH, F_RAND, 0.035f},
+        {"attention.self.query.bias", 1, BH, 0, F_RAND, 0.02f},
+        {"attention.self.key.weight", 2, BH, BH, F_RAND, 0.035f},
+        {"attention.self.key.bias", 1, BH, 0, F_RAND, 0.02f},
+        {"attention.self.value.weight", 2, BH, BH, F_RAND, 0.035f},
+        {"attention.self.value.bias", 1, BH, 0, F_RAND, 0.02f},
+        {"attention.output.dense.weight", 2, BH, BH, F_RAND, 0.035f},
+        {"attention.output.dense.bias", 1, BH, 0, F_RAND, 0.02f},
+        {"attention.output.LayerNorm.weight", 1, BH, 0, F_ONES, 0.05f},
+        {"attention.output.LayerNorm.bias", 1, BH, 0, F_RAND, 0.02f},
+        {"intermediate.dense.weight", 2, BF, BH, F_RAND, 0.035f},
+        {"intermediate.dense.bias", 1, BF, 0, F_RAND, 0.02f},
+        {"output.dense.weight", 2, BH, BF, F_RAND, 0.035f},
+        {"output.dense.bias", 1, BH, 0, F_RAND, 0.02f},
+        {"output.LayerNorm.weight", 1, BH, 0, F_ONES, 0.05f},
+        {"output.LayerNorm.bias", 1, BH, 0, F_RAND, 0.02f},
+    };
+    for (int64_t l = 0; l < BL; l++) add_layer(&bl, "encoder.layer", l, 0, layer, sizeof layer / sizeof layer[0]);
     add(&bl, "pooler.dense.weight", 0, 2, BH, BH, F_RAND, 0.035f);
     add(&bl, "pooler.dense.bias", 0, 1, BH, 0, F_RAND, 0.02f);
     fprintf(stderr, "gen_synth: bge\n");
@@ -314,28 +323,23 @@ static void write_bge(const char *out, const char *tokdir, rng *r) {
 
 /* AttnPoolSP: 32 soft tokens, 3 blocks, FFN 2048. */
 static void write_pooler(const char *out, rng *r) {
-    char p[4096], n[160];
+    char p[4096];
     const int64_t H = 1536;
     speclist pl = {0};
     add(&pl, "query", 0, 2, 32, H, F_RAND, 0.035f);
-    for (int b = 0; b < 3; b++) {
-        const struct { const char *s; int nd; int64_t a, c; fill how; float sc; } ts[] = {
-            {"lnq1.weight", 1, H, 0, F_ONES, 0.05f}, {"lnq1.bias", 1, H, 0, F_RAND, 0.02f},
-            {"lnk.weight", 1, H, 0, F_ONES, 0.05f},  {"lnk.bias", 1, H, 0, F_RAND, 0.02f},
-            {"cross.in_proj_weight", 2, 3 * H, H, F_RAND, 0.035f}, {"cross.in_proj_bias", 1, 3 * H, 0, F_RAND, 0.02f},
-            {"cross.out_proj.weight", 2, H, H, F_RAND, 0.035f},   {"cross.out_proj.bias", 1, H, 0, F_RAND, 0.02f},
-            {"lnq2.weight", 1, H, 0, F_ONES, 0.05f}, {"lnq2.bias", 1, H, 0, F_RAND, 0.02f},
-            {"selfa.in_proj_weight", 2, 3 * H, H, F_RAND, 0.035f}, {"selfa.in_proj_bias", 1, 3 * H, 0, F_RAND, 0.02f},
-            {"selfa.out_proj.weight", 2, H, H, F_RAND, 0.035f},   {"selfa.out_proj.bias", 1, H, 0, F_RAND, 0.02f},
-            {"lnq3.weight", 1, H, 0, F_ONES, 0.05f}, {"lnq3.bias", 1, H, 0, F_RAND, 0.02f},
-            {"ffn.0.weight", 2, 2048, H, F_RAND, 0.035f}, {"ffn.0.bias", 1, 2048, 0, F_RAND, 0.02f},
-            {"ffn.2.weight", 2, H, 2048, F_RAND, 0.035f}, {"ffn.2.bias", 1, H, 0, F_RAND, 0.02f},
-        };
-        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
-            snprintf(n, sizeof n, "blocks.%d.%s", b, ts[i].s);
-            add(&pl, n, 0, ts[i].nd, ts[i].a, ts[i].c, ts[i].how, ts[i].sc);
-        }
-    }
+    const tspec ts[] = {
+        {"lnq1.weight", 1, H, 0, F_ONES, 0.05f}, {"lnq1.bias", 1, H, 0, F_RAND, 0.02f},
+        {"lnk.weight", 1, H, 0, F_ONES, 0.05f},  {"lnk.bias", 1, H, 0, F_RAND, 0.02f},
+        {"cross.in_proj_weight", 2, 3 * H, H, F_RAND, 0.035f}, {"cross.in_proj_bias", 1, 3 * H, 0, F_RAND, 0.02f},
+        {"cross.out_proj.weight", 2, H, H, F_RAND, 0.035f},   {"cross.out_proj.bias", 1, H, 0, F_RAND, 0.02f},
+        {"lnq2.weight", 1, H, 0, F_ONES, 0.05f}, {"lnq2.bias", 1, H, 0, F_RAND, 0.02f},
+        {"selfa.in_proj_weight", 2, 3 * H, H, F_RAND, 0.035f}, {"selfa.in_proj_bias", 1, 3 * H, 0, F_RAND, 0.02f},
+        {"selfa.out_proj.weight", 2, H, H, F_RAND, 0.035f},   {"selfa.out_proj.bias", 1, H, 0, F_RAND, 0.02f},
+        {"lnq3.weight", 1, H, 0, F_ONES, 0.05f}, {"lnq3.bias", 1, H, 0, F_RAND, 0.02f},
+        {"ffn.0.weight", 2, 2048, H, F_RAND, 0.035f}, {"ffn.0.bias", 1, 2048, 0, F_RAND, 0.02f},
+        {"ffn.2.weight", 2, H, 2048, F_RAND, 0.035f}, {"ffn.2.bias", 1, H, 0, F_RAND, 0.02f},
+    };
+    for (int b = 0; b < 3; b++) add_layer(&pl, "blocks", b, 0, ts, sizeof ts / sizeof ts[0]);
     add(&pl, "ln_out.weight", 0, 1, H, 0, F_ONES, 0.05f);
     add(&pl, "ln_out.bias", 0, 1, H, 0, F_RAND, 0.02f);
     add(&pl, "out_scale", 0, 1, 1, 0, F_ONES, 0.0f); /* written as [1]; the converter accepts [1] or 0-d */
