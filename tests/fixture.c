@@ -34,15 +34,9 @@ static int blob_is_fresh(const char *path, const char *dir) {
 }
 
 rc_convert_opts fixture_worldA_convert_opts(const char *weights, const char *out) {
-    rc_convert_opts o;
-    memset(&o, 0, sizeof o);
-    o.qwen2_dir = WA "qwen2";
-    o.bge_dir = WA "bge";
-    o.pooler_path = WA "pooler.pt";
-    o.gate_path = WA "gate.npz";
-    o.bridge_path = WA "bge_head.npz";
-    o.weights = weights;
-    o.out_path = out;
+    const rc_convert_opts o = {.qwen2_dir = WA "qwen2", .bge_dir = WA "bge", .pooler_path = WA "pooler.pt",
+                               .gate_path = WA "gate.npz", .bridge_path = WA "bge_head.npz", .weights = weights,
+                               .out_path = out};
     return o;
 }
 
@@ -63,16 +57,8 @@ static const char *world_blob(const char *dir, const char *name, const char *wei
     snprintf(pooler, sizeof pooler, "%s/pooler.pt", dir);
     snprintf(gate, sizeof gate, "%s/gate.npz", dir);
     snprintf(bridge, sizeof bridge, "%s/bge_head.npz", dir);
-    rc_convert_opts o;
-    memset(&o, 0, sizeof o);
-    o.qwen2_dir = q;
-    o.bge_dir = bge;
-    o.pooler_path = pooler;
-    o.gate_path = gate;
-    o.bridge_path = bridge;
-    o.weights = weights;
-    o.lm_head_screen = screen;
-    o.out_path = tmp;
+    const rc_convert_opts o = {.qwen2_dir = q, .bge_dir = bge, .pooler_path = pooler, .gate_path = gate,
+                               .bridge_path = bridge, .weights = weights, .lm_head_screen = screen, .out_path = tmp};
     recall_err err = {0};
     if (rc_convert(&o, &err) != RECALL_OK) {
         fprintf(stderr, "fixture: convert %s failed: %s\n", weights, err.msg);
