@@ -994,7 +994,8 @@ static recall_status op_control(vm *m) {
         return RECALL_OK;
     case 0x95: /* FRAME */
         RC_TRY(read_uint(m, 8, &x));
-        if (x > m->len - m->pos) return vm_fail(m, RECALL_E_FORMAT, "truncated: frame of %llu bytes", (unsigned long long)x);
+        if (x > m->len - m->pos)
+            return vm_fail(m, RECALL_E_FORMAT, "truncated: frame of %llu bytes", (unsigned long long)x);
         return RECALL_OK;
     default: /* '.' STOP */
         RC_TRY(pop(m, &a));
@@ -1050,7 +1051,8 @@ static recall_status op_int_text(vm *m) {
     int64_t v;
     RC_TRY(read_line(m, &line, &ln));
     if (m->op == 'L' && ln && line[ln - 1] == 'L') ln--;
-    if (m->op == 'I' && ln == 2 && line[0] == '0' && (line[1] == '0' || line[1] == '1')) return push_bool(m, line[1] == '1');
+    if (m->op == 'I' && ln == 2 && line[0] == '0' && (line[1] == '0' || line[1] == '1'))
+        return push_bool(m, line[1] == '1');
     if (!parse_dec(line, ln, &v)) return vm_fail(m, RECALL_E_FORMAT, "bad or out-of-range integer text");
     return push(m, new_int(m, v));
 }
