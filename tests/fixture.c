@@ -7,6 +7,7 @@
 #include "npy.h"
 #include "qwen2.h"
 #include "simd.h"
+#include "tokenize_bpe.h"
 
 #include <criterion/criterion.h>
 #include <stdarg.h>
@@ -179,6 +180,16 @@ rc_blob *fixture_open_worldA(const char *weights) {
     const char *p = fixture_worldA_blob(weights);
     cr_assert(p, "cannot build the worldA %s blob", weights);
     return fixture_open(p);
+}
+
+rc_bpe *fixture_blob_bpe(const rc_blob *b) {
+    size_t size;
+    const void *sec = rc_blob_section(b, RC_SECT_TOK_BPE, &size);
+    cr_assert(sec, "%s: no BPE tokenizer section", rc_blob_path(b));
+    rc_bpe *t = NULL;
+    recall_err err = {0};
+    cr_assert_eq(rc_bpe_load(sec, size, &t, &err), RECALL_OK, "%s", err.msg);
+    return t;
 }
 
 rc_qwen2 *fixture_qwen2(const rc_blob *b, int max_ctx) {

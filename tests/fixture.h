@@ -35,6 +35,9 @@ struct rc_blob *fixture_open(const char *path);
  * its size in a -DRECALL_NO_MMAP build (which reads it into memory). */
 uint64_t fixture_blob_counted(const char *path);
 
+/* The blob's Qwen2 tokenizer (rc_bpe_free it); aborts the test on failure. */
+struct rc_bpe *fixture_blob_bpe(const struct rc_blob *b);
+
 /* The decoder of a blob (rc_qwen2_open with max_ctx); aborts the test on failure. */
 struct rc_qwen2 *fixture_qwen2(const struct rc_blob *b, int max_ctx);
 
