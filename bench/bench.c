@@ -468,9 +468,19 @@ static double decode_bytes(const rc_blob *b, const rc_qwen2 *m, int pos) {
     return w + (lm ? (double)lm->nbytes : 0.0) + 2.0 * c->layers * (pos + 1) * c->kv_heads * c->head_dim * 4.0;
 }
 
-static void model_bench(const char *path, int quick) {
+/* What the model benchmark's rows share: the blob, the ids it feeds, the scalar references every
+ * row must equal, the peaks it reports against. */
+typedef struct {
+    rc_blob *b;
+    int quick, NP, ND, V, H;
+    int32_t *ids;
+    float *ref[2], *got; /* scalar logits of 4 prefill rows, exact [0] and q8 [1]; scratch */
+    rc_qwen2_config cfg;
+    double pf_macs;
     peaks pk;
-    measure_peaks(&pk);
+} model_ctx;
+
+static rc_blob *open_bench_blob(const char *path) {
     rc_blob *b = NULL;
     recall_err err = {0};
     /* RECALL_BENCH_LOAD=huge: the blob copied into THP-advised anonymous memory (RC_OPEN_HUGEPAGES)
@@ -486,94 +496,139 @@ static void model_bench(const char *path, int quick) {
     }
     printf("blob    : %s, %s (open %.2f s)\n", path,
            huge ? "copied into huge-page-advised memory (RECALL_BENCH_LOAD=huge)" : "file mapping", bench_now_s() - t_open);
-    const int NP = 512, ND = quick ? 8 : 32;
-    int32_t *ids = malloc((size_t)(NP + 1 + ND) * sizeof *ids);
-    for (int i = 0; i < NP + 1 + ND; i++) ids[i] = (int32_t)((i * 7919 + 13) % 150000);
-    int V = 0, H = 0;
-    float *ref[2] = {NULL, NULL}, *got = NULL;
-    rc_qwen2_config cfg;
-    for (int nu = 0; nu < 2; nu++) { /* scalar reference for the equality checks: 4 prefill rows per profile */
+    return b;
+}
+
+/* The scalar reference for the equality checks: 4 prefill rows per numerics profile. */
+static void scalar_refs(model_ctx *c) {
+    recall_err err = {0};
+    for (int nu = 0; nu < 2; nu++) {
         rc_exec *es = exec_num(RC_SIMD_SCALAR, 2, nu ? RC_NUMERICS_Q8 : RC_NUMERICS_EXACT);
         rc_qwen2 *ms = NULL;
-        if (rc_qwen2_open_ex(b, 8, es, &ms, &err)) die("qwen2", &err);
-        cfg = *rc_qwen2_cfg(ms);
-        V = cfg.vocab;
-        H = cfg.hidden;
-        ref[nu] = malloc((size_t)4 * V * 4);
-        if (!got) got = malloc((size_t)4 * V * 4);
-        rc_qwen2_fwd f = {.ids = ids, .n = 4, .logits_all = ref[nu]};
+        if (rc_qwen2_open_ex(c->b, 8, es, &ms, &err)) die("qwen2", &err);
+        c->cfg = *rc_qwen2_cfg(ms);
+        c->V = c->cfg.vocab;
+        c->H = c->cfg.hidden;
+        c->ref[nu] = malloc((size_t)4 * c->V * 4);
+        if (!c->got) c->got = malloc((size_t)4 * c->V * 4);
+        rc_qwen2_fwd f = {.ids = c->ids, .n = 4, .logits_all = c->ref[nu]};
         if (rc_qwen2_forward(ms, &f, &err)) die("qwen2 forward", &err);
         rc_qwen2_close(ms);
         rc_exec_close(es);
     }
+}
+
+/* The same 4 rows, prefill and decode, must be the scalar reference's bits. */
+static void check_rows(model_ctx *c, rc_qwen2 *m, int nu) {
+    recall_err err = {0};
+    rc_qwen2_fwd f = {.ids = c->ids, .n = 4, .logits_all = c->got};
+    if (rc_qwen2_forward(m, &f, &err)) die("qwen2 forward", &err);
+    if (!same_bits(c->got, c->ref[nu], (size_t)4 * c->V, "prefill logits")) exit(1);
+    rc_qwen2_crop(m, 0, &err);
+    for (int t = 0; t < 4; t++) {
+        rc_qwen2_fwd d = {.ids = c->ids + t, .n = 1, .logits_last = c->got + (size_t)t * c->V};
+        if (rc_qwen2_forward(m, &d, &err)) die("qwen2 decode", &err);
+    }
+    if (!same_bits(c->got, c->ref[nu], (size_t)4 * c->V, "decode logits")) exit(1);
+    rc_qwen2_crop(m, 0, &err);
+}
+
+/* Prefill tok/s, median of 3 (the host drifts, see nf4_matvec); with `timed` 0 the cache is only
+ * filled (0 returned). */
+static double time_prefill(model_ctx *c, rc_qwen2 *m, int timed) {
+    recall_err err = {0};
+    if (!timed) {
+        rc_qwen2_fwd pf = {.ids = c->ids, .n = c->NP}; /* fill the cache untimed */
+        if (rc_qwen2_forward(m, &pf, &err)) die("prefill", &err);
+        return 0.0;
+    }
+    double tp[3];
+    for (int r = 0; r < 3; r++) {
+        rc_qwen2_crop(m, 0, &err);
+        double t0 = bench_now_s();
+        rc_qwen2_fwd pf = {.ids = c->ids, .n = c->NP, .logits_last = c->got};
+        if (rc_qwen2_forward(m, &pf, &err)) die("prefill", &err);
+        tp[r] = bench_now_s() - t0;
+    }
+    return c->NP / median(tp, 3);
+}
+
+/* One row of the qwen2 table: path p, numerics nu, th threads. */
+static void qwen2_row(model_ctx *c, int p, int nu, int th) {
+    recall_err err = {0};
+    rc_exec *e = exec_num((rc_simd_path)p, th, nu ? RC_NUMERICS_Q8 : RC_NUMERICS_EXACT);
+    rc_qwen2 *m = NULL;
+    if (rc_qwen2_open_ex(c->b, c->NP + 1 + c->ND, e, &m, &err)) die("qwen2", &err);
+    check_rows(c, m, nu);
+    const double pre = time_prefill(c, m, !c->quick || th == 2);
+    { /* one untimed step: it grows the KV cache past the prefill's 512 rows (a copy, once) */
+        rc_qwen2_fwd d = {.ids = c->ids + c->NP, .n = 1, .logits_last = c->got};
+        if (rc_qwen2_forward(m, &d, &err)) die("decode", &err);
+    }
+    double step[64], total = 0.0;
+    for (int t = 0; t < c->ND; t++) {
+        rc_qwen2_fwd d = {.ids = c->ids + c->NP + 1 + t, .n = 1, .logits_last = c->got};
+        double t0 = bench_now_s();
+        if (rc_qwen2_forward(m, &d, &err)) die("decode", &err);
+        step[t] = bench_now_s() - t0;
+        total += step[t];
+    }
+    const double dt = total / c->ND, med = median(step, c->ND);
+    const double mb = decode_bytes(c->b, m, c->NP + c->ND / 2) / 1e6;
+    const double peak = nu ? c->pk.mac[p][th] : c->pk.fma[p][th] / 2.0; /* multiply-adds per second */
+    printf("%-7s %3d %-8s %12.2f %12.1f %10.1f %9.1f %5.0f%% %14.1f %6.1f%%\n", e->k.name, th, nu ? "q8" : "exact",
+           1.0 / dt, dt * 1e3, med * 1e3, mb, 100.0 * mb / 1e3 / dt / c->pk.bw[th], pre,
+           pre > 0 && peak > 0 ? 100.0 * c->pf_macs / c->NP * pre / (peak * 1e9) : 0.0);
+    fflush(stdout);
+    rc_qwen2_close(m);
+    rc_exec_close(e);
+}
+
+static void qwen2_table(model_ctx *c) {
     /* the whole forward's multiply-adds: prefill = 512 rows from 0 and the last row's logits */
-    const double pf_macs = forward_macs(&cfg, NP, 1);
+    c->pf_macs = forward_macs(&c->cfg, c->NP, 1);
+    const rc_tensor *lm = rc_blob_find(c->b, "qwen2.lm_head.weight");
     printf("qwen2 1.5B-shape nf4 (lm_head %s): decode = 1 new row at position 513.. (logits of the row;\n"
            "one untimed step at 512 first, it grows the KV cache), prefill = 512 rows from position 0 (logits of the last row), median of 3\n"
            "decode MB = weights as the profile stores them + lm_head + the KV rows read per token; %% bw = MB x tok/s / the\n"
            "streaming read at those threads; %% peak = the whole prefill's multiply-adds (%.3g per 512 rows) per second against\n"
            "the fp32 FMA peak (exact) or the int8 MAC peak (q8) at those threads\n",
-           rc_dtype_name(rc_blob_find(b, "qwen2.lm_head.weight") ? rc_blob_find(b, "qwen2.lm_head.weight")->dtype
-                                                                 : RC_DT_NF4), pf_macs);
+           rc_dtype_name(lm ? lm->dtype : RC_DT_NF4), c->pf_macs);
     printf("%-7s %3s %-8s %12s %12s %10s %9s %6s %14s %7s\n", "path", "thr", "numerics", "decode tok/s", "ms/token",
            "median ms", "decode MB", "% bw", "prefill tok/s", "% peak");
     for (int p = 1; p < RC_SIMD_COUNT; p++) {
         if (!path_wanted((rc_simd_path)p)) continue;
         for (int nu = 0; nu < 2; nu++)
-        for (int th = 1; th <= 2; th++) {
-            rc_exec *e = exec_num((rc_simd_path)p, th, nu ? RC_NUMERICS_Q8 : RC_NUMERICS_EXACT);
-            rc_qwen2 *m = NULL;
-            if (rc_qwen2_open_ex(b, NP + 1 + ND, e, &m, &err)) die("qwen2", &err);
-            /* equality: the same 4 rows, prefill and decode, vs scalar */
-            rc_qwen2_fwd f = {.ids = ids, .n = 4, .logits_all = got};
-            if (rc_qwen2_forward(m, &f, &err)) die("qwen2 forward", &err);
-            if (!same_bits(got, ref[nu], (size_t)4 * V, "prefill logits")) exit(1);
-            rc_qwen2_crop(m, 0, &err);
-            for (int t = 0; t < 4; t++) {
-                rc_qwen2_fwd d = {.ids = ids + t, .n = 1, .logits_last = got + (size_t)t * V};
-                if (rc_qwen2_forward(m, &d, &err)) die("qwen2 decode", &err);
-            }
-            if (!same_bits(got, ref[nu], (size_t)4 * V, "decode logits")) exit(1);
-            rc_qwen2_crop(m, 0, &err);
-            double pre = 0.0;
-            if (!quick || th == 2) { /* median of 3 prefills (the host drifts, see nf4_matvec) */
-                double tp[3];
-                for (int r = 0; r < 3; r++) {
-                    rc_qwen2_crop(m, 0, &err);
-                    double t0 = bench_now_s();
-                    rc_qwen2_fwd pf = {.ids = ids, .n = NP, .logits_last = got};
-                    if (rc_qwen2_forward(m, &pf, &err)) die("prefill", &err);
-                    tp[r] = bench_now_s() - t0;
-                }
-                pre = NP / median(tp, 3);
-            } else {
-                rc_qwen2_fwd pf = {.ids = ids, .n = NP}; /* fill the cache untimed */
-                if (rc_qwen2_forward(m, &pf, &err)) die("prefill", &err);
-            }
-            { /* one untimed step: it grows the KV cache past the prefill's 512 rows (a copy, once) */
-                rc_qwen2_fwd d = {.ids = ids + NP, .n = 1, .logits_last = got};
-                if (rc_qwen2_forward(m, &d, &err)) die("decode", &err);
-            }
-            double step[64], total = 0.0;
-            for (int t = 0; t < ND; t++) {
-                rc_qwen2_fwd d = {.ids = ids + NP + 1 + t, .n = 1, .logits_last = got};
-                double t0 = bench_now_s();
-                if (rc_qwen2_forward(m, &d, &err)) die("decode", &err);
-                step[t] = bench_now_s() - t0;
-                total += step[t];
-            }
-            const double dt = total / ND, med = median(step, ND);
-            const double mb = decode_bytes(b, m, NP + ND / 2) / 1e6;
-            const double peak = nu ? pk.mac[p][th] : pk.fma[p][th] / 2.0; /* multiply-adds per second */
-            printf("%-7s %3d %-8s %12.2f %12.1f %10.1f %9.1f %5.0f%% %14.1f %6.1f%%\n", e->k.name, th, nu ? "q8" : "exact",
-                   1.0 / dt, dt * 1e3, med * 1e3, mb, 100.0 * mb / 1e3 / dt / pk.bw[th], pre,
-                   pre > 0 && peak > 0 ? 100.0 * pf_macs / NP * pre / (peak * 1e9) : 0.0);
-            fflush(stdout);
-            rc_qwen2_close(m);
-            rc_exec_close(e);
-        }
+            for (int th = 1; th <= 2; th++) qwen2_row(c, p, nu, th);
     }
-    /* bge-base encode of one 128-token block */
+}
+
+/* One recall rebuild: the pooler over `inj` evicted rows, then the forward of `rows` rows whose
+ * first n_sp are the gist. Returns its seconds. */
+static double time_rebuild(model_ctx *c, rc_exec *e, const float *past, int inj, float *in, int rows) {
+    recall_err err = {0};
+    rc_pooler *pl = NULL;
+    rc_qwen2 *m = NULL;
+    if (rc_pooler_open_ex(c->b, e, &pl, &err) || rc_qwen2_open_ex(c->b, rows + 1, e, &m, &err)) die("open", &err);
+    float *sp = malloc((size_t)rc_pooler_cfg(pl)->n_sp * c->H * 4);
+    int32_t bos = 151646;
+    rc_qwen2_fwd f0 = {.ids = &bos, .n = 1};
+    if (rc_qwen2_forward(m, &f0, &err)) die("bos", &err);
+    double t0 = bench_now_s();
+    if (rc_pooler_run(pl, past, inj, sp, &err)) die("pooler", &err);
+    memcpy(in, sp, (size_t)rc_pooler_cfg(pl)->n_sp * c->H * 4);
+    rc_qwen2_fwd fr = {.embeds = in, .n = rows, .logits_last = c->got};
+    if (rc_qwen2_forward(m, &fr, &err)) die("rebuild", &err);
+    const double reb = bench_now_s() - t0;
+    free(sp);
+    rc_pooler_close(pl);
+    rc_qwen2_close(m);
+    return reb;
+}
+
+/* bge-base encode of one 128-token block (checked against scalar) and one recall rebuild. */
+static void bge_rebuild_table(model_ctx *c) {
+    recall_err err = {0};
     printf("\nbge-base encode (128 tokens) and one recall rebuild (pooler L=256 + 800-row forward)\n");
     printf("%-7s %3s %-8s %10s %12s\n", "path", "thr", "numerics", "bge ms", "rebuild ms");
     int32_t bids[128];
@@ -582,23 +637,23 @@ static void model_bench(const char *path, int quick) {
     {
         rc_exec *e = exec_for(RC_SIMD_SCALAR, 2);
         rc_bert *mb = NULL;
-        if (rc_bert_open_ex(b, e, &mb, &err)) die("bert", &err);
+        if (rc_bert_open_ex(c->b, e, &mb, &err)) die("bert", &err);
         if (rc_bert_cfg(mb)->hidden > 768) die("bert hidden > 768", NULL);
         if (rc_bert_embed(mb, bids, 128, emb_ref, &err)) die("bert", &err);
         rc_bert_close(mb);
         rc_exec_close(e);
     }
     const int inj = 256, rows = 800;
-    float *past = malloc((size_t)inj * H * 4), *in = malloc((size_t)rows * H * 4);
-    for (size_t i = 0; i < (size_t)inj * H; i++) past[i] = (float)((i * 2654435761u) % 2001) * 1e-4f - 0.1f;
-    for (size_t i = 0; i < (size_t)rows * H; i++) in[i] = (float)((i * 40503u) % 2001) * 1e-4f - 0.1f;
+    float *past = malloc((size_t)inj * c->H * 4), *in = malloc((size_t)rows * c->H * 4);
+    for (size_t i = 0; i < (size_t)inj * c->H; i++) past[i] = (float)((i * 2654435761u) % 2001) * 1e-4f - 0.1f;
+    for (size_t i = 0; i < (size_t)rows * c->H; i++) in[i] = (float)((i * 40503u) % 2001) * 1e-4f - 0.1f;
     for (int p = 1; p < RC_SIMD_COUNT; p++) {
         if (!path_wanted((rc_simd_path)p)) continue;
         for (int nu = 0; nu < 2; nu++)
         for (int th = 1; th <= 2; th++) {
             rc_exec *e = exec_num((rc_simd_path)p, th, nu ? RC_NUMERICS_Q8 : RC_NUMERICS_EXACT);
             rc_bert *mb = NULL;
-            if (rc_bert_open_ex(b, e, &mb, &err)) die("bert", &err);
+            if (rc_bert_open_ex(c->b, e, &mb, &err)) die("bert", &err);
             if (rc_bert_embed(mb, bids, 128, emb, &err)) die("bert", &err);
             if (!same_bits(emb, emb_ref, (size_t)rc_bert_cfg(mb)->hidden, "bge embedding")) exit(1);
             double t0 = bench_now_s();
@@ -607,25 +662,7 @@ static void model_bench(const char *path, int quick) {
                 if (rc_bert_embed(mb, bids, 128, emb, &err)) die("bert", &err);
             double bge = (bench_now_s() - t0) / reps;
             rc_bert_close(mb);
-            double reb = 0.0;
-            if (!quick || th == 2) {
-                rc_pooler *pl = NULL;
-                rc_qwen2 *m = NULL;
-                if (rc_pooler_open_ex(b, e, &pl, &err) || rc_qwen2_open_ex(b, rows + 1, e, &m, &err)) die("open", &err);
-                float *sp = malloc((size_t)rc_pooler_cfg(pl)->n_sp * H * 4);
-                int32_t bos = 151646;
-                rc_qwen2_fwd f0 = {.ids = &bos, .n = 1};
-                if (rc_qwen2_forward(m, &f0, &err)) die("bos", &err);
-                t0 = bench_now_s();
-                if (rc_pooler_run(pl, past, inj, sp, &err)) die("pooler", &err);
-                memcpy(in, sp, (size_t)rc_pooler_cfg(pl)->n_sp * H * 4);
-                rc_qwen2_fwd fr = {.embeds = in, .n = rows, .logits_last = got};
-                if (rc_qwen2_forward(m, &fr, &err)) die("rebuild", &err);
-                reb = bench_now_s() - t0;
-                free(sp);
-                rc_pooler_close(pl);
-                rc_qwen2_close(m);
-            }
+            const double reb = !c->quick || th == 2 ? time_rebuild(c, e, past, inj, in, rows) : 0.0;
             printf("%-7s %3d %-8s %10.1f %12.0f\n", e->k.name, th, nu ? "q8" : "exact", bge * 1e3, reb * 1e3);
             fflush(stdout);
             rc_exec_close(e);
@@ -633,11 +670,25 @@ static void model_bench(const char *path, int quick) {
     }
     free(past);
     free(in);
-    free(ref[0]);
-    free(ref[1]);
-    free(got);
-    free(ids);
-    rc_blob_close(b);
+}
+
+static void model_bench(const char *path, int quick) {
+    model_ctx c = {0};
+    measure_peaks(&c.pk);
+    c.b = open_bench_blob(path);
+    c.quick = quick;
+    c.NP = 512;
+    c.ND = quick ? 8 : 32;
+    c.ids = malloc((size_t)(c.NP + 1 + c.ND) * sizeof *c.ids);
+    for (int i = 0; i < c.NP + 1 + c.ND; i++) c.ids[i] = (int32_t)((i * 7919 + 13) % 150000);
+    scalar_refs(&c);
+    qwen2_table(&c);
+    bge_rebuild_table(&c);
+    free(c.ref[0]);
+    free(c.ref[1]);
+    free(c.got);
+    free(c.ids);
+    rc_blob_close(c.b);
 }
 
 /* ---- prefill micro-benchmark (--prefill-micro): the matmul at prefill input counts against the FMA peak ----
@@ -688,20 +739,15 @@ static double fma_peak(rc_simd_path p) {
 }
 /* int8 MACs: 12 chains of vpdpbusd (the q8 kernels' instruction), 4 MACs per int32 lane */
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
-__attribute__((target("avx512f,avx512vnni"))) static double mac_avx512vnni(void) {
-    const __m512i m = _mm512_set1_epi8(3), c = _mm512_set1_epi8(-2), init = _mm512_set1_epi32(1);
-#define DPBUSD512(a, x, y) _mm512_dpbusd_epi32(a, x, y)
-    PEAK_LOOP(__m512i, DPBUSD512)
-#undef DPBUSD512
-    return 64.0 * 12 * (double)PEAK_ITERS / dt * 1e-9;
-}
-__attribute__((target("avx2,avxvnni"))) static double mac_avxvnni(void) {
-    const __m256i m = _mm256_set1_epi8(3), c = _mm256_set1_epi8(-2), init = _mm256_set1_epi32(1);
-#define DPBUSD256(a, x, y) _mm256_dpbusd_avx_epi32(a, x, y)
-    PEAK_LOOP(__m256i, DPBUSD256)
-#undef DPBUSD256
-    return 32.0 * 12 * (double)PEAK_ITERS / dt * 1e-9;
-}
+/* MAC_PEAK(name, target, vector type, lanes x 4 MACs, set1 of bytes, set1 of int32 lanes, dpbusd) */
+#define MAC_PEAK(NAME, TARGET, V, MACS, SET8, SET32, DP)                                                           \
+    __attribute__((target(TARGET))) static double NAME(void) {                                                     \
+        const V m = SET8(3), c = SET8(-2), init = SET32(1);                                                        \
+        PEAK_LOOP(V, DP)                                                                                           \
+        return MACS * 12 * (double)PEAK_ITERS / dt * 1e-9;                                                         \
+    }
+MAC_PEAK(mac_avx512vnni, "avx512f,avx512vnni", __m512i, 64.0, _mm512_set1_epi8, _mm512_set1_epi32, _mm512_dpbusd_epi32)
+MAC_PEAK(mac_avxvnni, "avx2,avxvnni", __m256i, 32.0, _mm256_set1_epi8, _mm256_set1_epi32, _mm256_dpbusd_avx_epi32)
 #endif
 static double mac_peak(rc_simd_path p) {
     rc_kernels k;

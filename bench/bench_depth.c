@@ -95,10 +95,7 @@ int main(int argc, char **argv) {
     const char *usage =
         "usage: bench_depth BLOB [--depths 0,512,2048] [--kv f32,f16] [--steps N] [--rounds R] [--threads T]\n"
         "                   [--simd P] [--numerics exact|q8] [--perf-fifo F --perf-depth D]\n";
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fputs(usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
+    bench_usage(argc, argv, usage);
     rc_exec_opts eo = {.threads = 0};
     const char *depths_s = "0,512,2048", *kv_s = "f32", *fifo = NULL;
     int steps = 32, rounds = 4, perf_depth = -1;

@@ -78,44 +78,30 @@ static rc_recall *open_loop(const rc_blob *b, int draft, int cap) {
     if (cap >= 0) o.turn_cap = cap;
     rc_recall *r;
     recall_err err = {0};
-    if (rc_recall_open(b, &o, &r, &err)) {
-        fprintf(stderr, "bench_draft: %s\n", err.msg);
-        exit(1);
-    }
+    bench_check(rc_recall_open(b, &o, &r, &err), "bench_draft", &err);
     return r;
 }
 
-/* One turn for `feed`. */
-static void run_feed(const rc_blob *b, int draft, int cap, const int32_t *feed, int n, result *res) {
+/* One turn for `feed` (p NULL), or the benchmark problem p's first turns. */
+static void run_loop(const rc_blob *b, int draft, int cap, const int32_t *feed, int n, const rc_problem *p,
+                     result *res) {
     memset(res, 0, sizeof *res);
     rc_recall *r = open_loop(b, draft, cap);
     clock_ev c = {0, 0, 0};
-    rc_turn t;
     recall_err err = {0};
-    if (rc_recall_reply(r, feed, n, on_event, &c, &t, &err)) {
-        fprintf(stderr, "bench_draft: %s\n", err.msg);
-        exit(1);
+    if (!p) {
+        rc_turn t;
+        bench_check(rc_recall_reply(r, feed, n, on_event, &c, &t, &err), "bench_draft", &err);
+        res->decode_s = c.started ? bench_now_s() - c.t_first : 0;
+        add_turn(res, &t);
+        rc_turn_free(&t);
+    } else {
+        rc_problem_run run;
+        bench_check(rc_run_problem(r, p, on_event, on_turn, &c, &run, &err), "bench_draft", &err);
+        res->decode_s = c.decode_s;
+        for (int i = 0; i < run.n_turns; i++) add_turn(res, &run.turns[i].turn);
+        rc_problem_run_free(&run);
     }
-    res->decode_s = c.started ? bench_now_s() - c.t_first : 0;
-    add_turn(res, &t);
-    rc_turn_free(&t);
-    rc_recall_close(r);
-}
-
-/* The benchmark problem's first turns. */
-static void run_problem(const rc_blob *b, int draft, int cap, const rc_problem *p, result *res) {
-    memset(res, 0, sizeof *res);
-    rc_recall *r = open_loop(b, draft, cap);
-    clock_ev c = {0, 0, 0};
-    rc_problem_run run;
-    recall_err err = {0};
-    if (rc_run_problem(r, p, on_event, on_turn, &c, &run, &err)) {
-        fprintf(stderr, "bench_draft: %s\n", err.msg);
-        exit(1);
-    }
-    res->decode_s = c.decode_s;
-    for (int i = 0; i < run.n_turns; i++) add_turn(res, &run.turns[i].turn);
-    rc_problem_run_free(&run);
     rc_recall_close(r);
 }
 
@@ -159,10 +145,7 @@ static void rows_curve(const rc_blob *b, const int32_t *ids, int eos) {
             t[i][r] = bench_now_s() - t0;
             if (!s) s = rc_qwen2_crop(m, CTX, &err);
         }
-    if (s) {
-        fprintf(stderr, "bench_draft: %s\n", err.msg);
-        exit(1);
-    }
+    bench_check(s, "bench_draft", &err);
     printf("verify forward after %d positions, %s, %d thread(s), median of %d:\n", CTX, ex->k.name, ex->threads, ROUNDS);
     printf("| rows | ms | vs 1 row | ms per row | tok/s if all accepted | vs 1 row |\n|---|---|---|---|---|---|\n");
     double base = 0;
@@ -235,7 +218,7 @@ int main(int argc, char **argv) {
     const int want_copy = !strcmp(which, "copy") || !strcmp(which, "all");
     if (want_copy) {
         result g;
-        run_feed(b, 0, cap, rnd, len, &g);
+        run_loop(b, 0, cap, rnd, len, NULL, &g);
         n_copy = 2 * len + g.n_reply;
         copy = malloc((size_t)n_copy * sizeof *copy);
         memcpy(copy, rnd, (size_t)len * sizeof *copy);
@@ -259,9 +242,9 @@ int main(int argc, char **argv) {
             for (int d = 0; d < 2; d++) {
                 free(res[d].reply);
                 const int dr = d ? draft : 0;
-                if (k == 0) run_problem(b, dr, cap, &p, &res[d]);
-                else if (k == 1) run_feed(b, dr, cap, copy, n_copy, &res[d]);
-                else run_feed(b, dr, cap, rnd, len, &res[d]);
+                if (k == 0) run_loop(b, dr, cap, NULL, 0, &p, &res[d]);
+                else if (k == 1) run_loop(b, dr, cap, copy, n_copy, NULL, &res[d]);
+                else run_loop(b, dr, cap, rnd, len, NULL, &res[d]);
                 double tps = res[d].decode_s > 0 ? res[d].tokens / res[d].decode_s : 0;
                 fprintf(stderr, "%s rep %d draft %d: %ld tokens in %.2f s (%.2f tok/s)\n", names[k], rep, dr,
                         res[d].tokens, res[d].decode_s, tps);

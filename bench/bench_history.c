@@ -319,10 +319,7 @@ static int other(const char *blob, int N, rc_exec_opts eo) {
 int main(int argc, char **argv) {
     const char *usage = "usage: bench_history BLOB --len N [--cache-mb M] [--reps R] [--threads T] [--rows ROWS]\n"
                         "       bench_history BLOB --other N [--threads T]\n";
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fprintf(argc < 2 ? stderr : stdout, "%s", usage);
-        return argc < 2 ? 2 : 0;
-    }
+    bench_usage(argc, argv, usage);
     rc_exec_opts eo = {.threads = 2};
     int N = -1, oth = -1, cache_mb = 0, reps = 3, rows = 800;
     for (int i = 2; i < argc; i += 2) {

@@ -58,16 +58,10 @@ int main(int argc, char **argv) {
         o.reference_schedule = sched;
         rc_recall *r;
         memset(&tm[sched], 0, sizeof tm[sched]);
-        if (rc_recall_open(b, &o, &r, &err)) {
-            fprintf(stderr, "bench_loop: %s\n", err.msg);
-            return 1;
-        }
+        bench_check(rc_recall_open(b, &o, &r, &err), "bench_loop", &err);
         double t0 = bench_now_s();
         tm[sched].t_prev = t0;
-        if (rc_run_problem(r, &p, NULL, on_turn, &tm[sched], &runs[sched], &err)) {
-            fprintf(stderr, "bench_loop: %s\n", err.msg);
-            return 1;
-        }
+        bench_check(rc_run_problem(r, &p, NULL, on_turn, &tm[sched], &runs[sched], &err), "bench_loop", &err);
         total[sched] = bench_now_s() - t0;
         rc_recall_close(r);
         fprintf(stderr, "%s schedule done in %.1f s\n", sched ? "reference" : "fast", total[sched]);

@@ -99,26 +99,14 @@ static void *bench_op(const tok_set *t, op_kind op, const char *name, int runs, 
     return ref;
 }
 
-typedef recall_status (*enc_fn)(const void *, const char *, size_t, int, int32_t **, size_t *,
-                                 recall_err *);
-static recall_status bpe_enc(const void *t, const char *s, size_t l, int sp, int32_t **ids,
-                             size_t *n, recall_err *e) {
-    return rc_bpe_encode(t, s, l, sp, ids, n, e);
-}
-static recall_status wp_enc(const void *t, const char *s, size_t l, int sp, int32_t **ids,
-                            size_t *n, recall_err *e) {
-    return rc_wp_encode(t, s, l, sp, ids, n, e);
-}
 
-/* Every golden encode case of `path` must give HF's ids; returns the number of cases. */
-static size_t check_goldens(const char *path, const void *tok, enc_fn enc) {
-    char *text;
-    size_t len, cases = 0;
+/* Every golden encode case of `path` must give HF's ids under op (OP_BPE_ENC or OP_WP_ENC);
+ * returns the number of cases. */
+static size_t check_goldens(const char *path, const tok_set *t, op_kind op) {
+    size_t cases = 0;
     recall_err err = {0};
     json_doc *doc = NULL;
-    if (rc_read_file(path, &text, &len, &err) || json_parse(text, len, path, &doc, &err))
-        die(path, &err);
-    free(text);
+    if (json_read_file(path, &doc, &err)) die(path, &err);
     const json_value *encs = json_get_type(json_root(doc), "encode", JSON_ARR);
     if (!encs) die("golden file has no encode array", NULL);
     for (size_t i = 0; i < encs->len; i++) {
@@ -128,7 +116,9 @@ static size_t check_goldens(const char *path, const void *tok, enc_fn enc) {
             int32_t *ids;
             size_t n;
             if (!want) continue;
-            if (enc(tok, s->str, s->len, sp, &ids, &n, &err)) die(path, &err);
+            if (op == OP_WP_ENC ? rc_wp_encode(t->wp, s->str, s->len, sp, &ids, &n, &err)
+                                : rc_bpe_encode(t->bpe, s->str, s->len, sp, &ids, &n, &err))
+                die(path, &err);
             int ok = n == want->len;
             for (size_t k = 0; ok && k < n; k++) ok = ids[k] == want->items[k].i;
             if (!ok) {
@@ -219,13 +209,13 @@ int main(int argc, char **argv) {
     rc_bpe *bpe;
     rc_wp *wp;
     load_tokenizers(dir, &bpe, &wp);
+    tok_set t = {bpe, wp, NULL, 0, NULL, 0};
     char gp[1024];
     snprintf(gp, sizeof gp, "%s/deepseek-r1-distill-qwen.json", dir);
-    size_t nb = check_goldens(gp, bpe, bpe_enc);
+    size_t nb = check_goldens(gp, &t, OP_BPE_ENC);
     snprintf(gp, sizeof gp, "%s/bge-base-en-v1.5.json", dir);
-    size_t nw = check_goldens(gp, wp, wp_enc);
+    size_t nw = check_goldens(gp, &t, OP_WP_ENC);
     printf("goldens: BPE %zu / WordPiece %zu encode cases equal HF's ids\n", nb, nw);
-    tok_set t = {bpe, wp, NULL, 0, NULL, 0};
     t.text = make_corpus(files, n_files, (size_t)(mb * 1e6), &t.len);
     size_t bytes;
     int32_t *ids = bench_op(&t, OP_BPE_ENC, "BPE encode", runs, &bytes);

@@ -14,6 +14,21 @@
 #include <sys/resource.h>
 #include <time.h>
 
+/* A benchmark stops at its first error: "tool: message", exit status 1. */
+static inline void bench_check(recall_status s, const char *tool, const recall_err *err) {
+    if (s == RECALL_OK) return;
+    fprintf(stderr, "%s: %s\n", tool, err->msg);
+    exit(1);
+}
+
+/* The usage text: with no arguments on stderr (exit 2), asked for with --help or -h on stdout
+ * (exit 0); otherwise nothing. */
+static inline void bench_usage(int argc, char **argv, const char *usage) {
+    if (argc >= 2 && strcmp(argv[1], "--help") && strcmp(argv[1], "-h")) return;
+    fputs(usage, argc < 2 ? stderr : stdout);
+    exit(argc < 2 ? 2 : 0);
+}
+
 /* seconds on CLOCK_MONOTONIC */
 static inline double bench_now_s(void) {
     struct timespec ts;

@@ -78,6 +78,22 @@ static void add(speclist *l, const char *name, int bf16, int ndim, int64_t a, in
     s->scale = scale;
 }
 
+/* One layer's (or block's) tensors: PREFIX.i.SUFFIX for each row of ts, in order. */
+typedef struct {
+    const char *s;
+    int nd;
+    int64_t a, c;
+    fill how;
+    float sc;
+} tspec;
+static void add_layer(speclist *l, const char *prefix, int64_t i, int bf16, const tspec *ts, size_t n) {
+    char name[160];
+    for (size_t k = 0; k < n; k++) {
+        snprintf(name, sizeof name, "%s.%lld.%s", prefix, (long long)i, ts[k].s);
+        add(l, name, bf16, ts[k].nd, ts[k].a, ts[k].c, ts[k].how, ts[k].sc);
+    }
+}
+
 static int64_t numel(const spec *s) { return s->ndim == 1 ? s->shape[0] : s->shape[0] * s->shape[1]; }
 static size_t nbytes(const spec *s) { return (size_t)numel(s) * (s->bf16 ? 2 : 4); }
 
@@ -181,61 +197,58 @@ static void npz_add_rand(rc_npz_writer *w, const char *key, int ndim, int64_t a,
     free(x);
 }
 
-int main(int argc, char **argv) {
-    const int copy_world = argc == 4 && !strcmp(argv[1], "--copy-world");
-    if (argc != 3 + copy_world) {
-        fprintf(stderr, "usage: gen_synth [--copy-world] OUTDIR TOKENIZER_DIR\n"
-                        "  TOKENIZER_DIR holds deepseek-r1-distill-qwen/ and bge-base-en-v1.5/ (tests/golden/tokenizers)\n"
-                        "  --copy-world: OUTDIR/qwen2 only, a model whose greedy replies copy (see the file header)\n");
-        return 2;
-    }
-    const char *out = argv[1 + copy_world], *tokdir = argv[2 + copy_world];
+/* Copies TOKDIR/from to OUT/to (the real tokenizer files next to the synthetic weights). */
+static void copy_tok(const char *tokdir, const char *from, const char *out, const char *to) {
     char p[4096], q[4096];
-    mkdir(out, 0755);
-    snprintf(p, sizeof p, "%s/qwen2", out);
-    mkdir(p, 0755);
-    if (!copy_world) {
-        snprintf(p, sizeof p, "%s/bge", out);
-        mkdir(p, 0755);
-        snprintf(p, sizeof p, "%s/bge/1_Pooling", out);
-        mkdir(p, 0755);
-    }
-    rng r = {0x9E3779B97F4A7C15ULL};
+    snprintf(p, sizeof p, "%s/%s", tokdir, from);
+    snprintf(q, sizeof q, "%s/%s", out, to);
+    copy_file(p, q);
+}
 
-    /* Qwen2 1.5B */
+static void write_npz(rc_npz_writer *w, const char *out, const char *name) {
+    char p[4096];
+    recall_err err = {0};
+    snprintf(p, sizeof p, "%s/%s", out, name);
+    if (rc_npz_writer_write(w, p, &err)) {
+        fprintf(stderr, "gen_synth: %s\n", err.msg);
+        exit(1);
+    }
+    rc_npz_writer_free(w);
+}
+
+/* Qwen2 1.5B in two shards with their index, its config and tokenizer (the copy world: see the
+ * file header). */
+static void write_qwen2(const char *out, const char *tokdir, int copy_world, rng *r) {
+    char p[4096];
     const int64_t H = 1536, L = 28, KV = 256, F = 8960, V = 151936;
     speclist ql = {0};
     const float mix = copy_world ? 0.035f / 4096.0f : 0.035f; /* o_proj, down_proj: see the header */
     if (copy_world && !(ql.embed = malloc((size_t)(V * H) * 2))) die("embedding copy");
     add(&ql, "model.embed_tokens.weight", 1, 2, V, H, F_RAND, 0.035f);
-    char n[160];
-    for (int64_t l = 0; l < L; l++) {
-#define Q(suffix, nd, a, b, how, sc)                                                  \
-    snprintf(n, sizeof n, "model.layers.%lld.%s", (long long)l, suffix);             \
-    add(&ql, n, 1, nd, a, b, how, sc)
-        Q("input_layernorm.weight", 1, H, 0, F_ONES, 0.05f);
-        Q("self_attn.q_proj.weight", 2, H, H, F_RAND, 0.035f);
-        Q("self_attn.q_proj.bias", 1, H, 0, F_RAND, 0.1f);
-        Q("self_attn.k_proj.weight", 2, KV, H, F_RAND, 0.035f);
-        Q("self_attn.k_proj.bias", 1, KV, 0, F_RAND, 0.1f);
-        Q("self_attn.v_proj.weight", 2, KV, H, F_RAND, 0.035f);
-        Q("self_attn.v_proj.bias", 1, KV, 0, F_RAND, 0.1f);
-        Q("self_attn.o_proj.weight", 2, H, H, F_RAND, mix);
-        Q("post_attention_layernorm.weight", 1, H, 0, F_ONES, 0.05f);
-        Q("mlp.gate_proj.weight", 2, F, H, F_RAND, 0.035f);
-        Q("mlp.up_proj.weight", 2, F, H, F_RAND, 0.035f);
-        Q("mlp.down_proj.weight", 2, H, F, F_RAND, mix);
-#undef Q
-    }
+    const tspec layer[] = {
+        {"input_layernorm.weight", 1, H, 0, F_ONES, 0.05f},
+        {"self_attn.q_proj.weight", 2, H, H, F_RAND, 0.035f},
+        {"self_attn.q_proj.bias", 1, H, 0, F_RAND, 0.1f},
+        {"self_attn.k_proj.weight", 2, KV, H, F_RAND, 0.035f},
+        {"self_attn.k_proj.bias", 1, KV, 0, F_RAND, 0.1f},
+        {"self_attn.v_proj.weight", 2, KV, H, F_RAND, 0.035f},
+        {"self_attn.v_proj.bias", 1, KV, 0, F_RAND, 0.1f},
+        {"self_attn.o_proj.weight", 2, H, H, F_RAND, mix},
+        {"post_attention_layernorm.weight", 1, H, 0, F_ONES, 0.05f},
+        {"mlp.gate_proj.weight", 2, F, H, F_RAND, 0.035f},
+        {"mlp.up_proj.weight", 2, F, H, F_RAND, 0.035f},
+        {"mlp.down_proj.weight", 2, H, F, F_RAND, mix},
+    };
+    for (int64_t l = 0; l < L; l++) add_layer(&ql, "model.layers", l, 1, layer, sizeof layer / sizeof layer[0]);
     add(&ql, "model.norm.weight", 1, 1, H, 0, F_ONES, 0.05f);
     add(&ql, "lm_head.weight", 1, 2, V, H, copy_world ? F_ROT_EMBED : F_RAND, 0.035f);
     size_t half = 1 + 14 * 12; /* embeddings + layers 0..13 in shard 1 */
     fprintf(stderr, "gen_synth: qwen2 shard 1/2\n");
     snprintf(p, sizeof p, "%s/qwen2/model-00001-of-00002.safetensors", out);
-    write_st(p, &ql, 0, half, &r);
+    write_st(p, &ql, 0, half, r);
     fprintf(stderr, "gen_synth: qwen2 shard 2/2\n");
     snprintf(p, sizeof p, "%s/qwen2/model-00002-of-00002.safetensors", out);
-    write_st(p, &ql, half, ql.n, &r);
+    write_st(p, &ql, half, ql.n, r);
     snprintf(p, sizeof p, "%s/qwen2/model.safetensors.index.json", out);
     FILE *f = fopen(p, "w");
     if (!f) die(p);
@@ -251,20 +264,15 @@ int main(int argc, char **argv) {
                   "\"num_hidden_layers\":28,\"num_key_value_heads\":2,\"rms_norm_eps\":1e-06,\"rope_theta\":10000,"
                   "\"rope_scaling\":null,\"sliding_window\":4096,\"tie_word_embeddings\":false,"
                   "\"torch_dtype\":\"bfloat16\",\"use_sliding_window\":false,\"vocab_size\":151936}\n");
-    snprintf(p, sizeof p, "%s/deepseek-r1-distill-qwen/tokenizer.json", tokdir);
-    snprintf(q, sizeof q, "%s/qwen2/tokenizer.json", out);
-    copy_file(p, q);
-    snprintf(p, sizeof p, "%s/deepseek-r1-distill-qwen/tokenizer_config.json", tokdir);
-    snprintf(q, sizeof q, "%s/qwen2/tokenizer_config.json", out);
-    copy_file(p, q);
+    copy_tok(tokdir, "deepseek-r1-distill-qwen/tokenizer.json", out, "qwen2/tokenizer.json");
+    copy_tok(tokdir, "deepseek-r1-distill-qwen/tokenizer_config.json", out, "qwen2/tokenizer_config.json");
     free(ql.embed);
-    if (copy_world) {
-        free(ql.s);
-        fprintf(stderr, "gen_synth: wrote %s/qwen2 (copy world)\n", out);
-        return 0;
-    }
+    free(ql.s);
+}
 
-    /* bge-base */
+/* bge-base-en-v1.5 in the sentence-transformers layout, with the real vocab. */
+static void write_bge(const char *out, const char *tokdir, rng *r) {
+    char p[4096];
     const int64_t BH = 768, BL = 12, BF = 3072, BV = 30522;
     speclist bl = {0};
     add(&bl, "embeddings.word_embeddings.weight", 0, 2, BV, BH, F_RAND, 0.035f);
@@ -272,33 +280,30 @@ int main(int argc, char **argv) {
     add(&bl, "embeddings.token_type_embeddings.weight", 0, 2, 2, BH, F_RAND, 0.035f);
     add(&bl, "embeddings.LayerNorm.weight", 0, 1, BH, 0, F_ONES, 0.05f);
     add(&bl, "embeddings.LayerNorm.bias", 0, 1, BH, 0, F_RAND, 0.02f);
-    for (int64_t l = 0; l < BL; l++) {
-#define B(suffix, nd, a, b, how, sc)                                                  \
-    snprintf(n, sizeof n, "encoder.layer.%lld.%s", (long long)l, suffix);            \
-    add(&bl, n, 0, nd, a, b, how, sc)
-        B("attention.self.query.weight", 2, BH, BH, F_RAND, 0.035f);
-        B("attention.self.query.bias", 1, BH, 0, F_RAND, 0.02f);
-        B("attention.self.key.weight", 2, BH, BH, F_RAND, 0.035f);
-        B("attention.self.key.bias", 1, BH, 0, F_RAND, 0.02f);
-        B("attention.self.value.weight", 2, BH, BH, F_RAND, 0.035f);
-        B("attention.self.value.bias", 1, BH, 0, F_RAND, 0.02f);
-        B("attention.output.dense.weight", 2, BH, BH, F_RAND, 0.035f);
-        B("attention.output.dense.bias", 1, BH, 0, F_RAND, 0.02f);
-        B("attention.output.LayerNorm.weight", 1, BH, 0, F_ONES, 0.05f);
-        B("attention.output.LayerNorm.bias", 1, BH, 0, F_RAND, 0.02f);
-        B("intermediate.dense.weight", 2, BF, BH, F_RAND, 0.035f);
-        B("intermediate.dense.bias", 1, BF, 0, F_RAND, 0.02f);
-        B("output.dense.weight", 2, BH, BF, F_RAND, 0.035f);
-        B("output.dense.bias", 1, BH, 0, F_RAND, 0.02f);
-        B("output.LayerNorm.weight", 1, BH, 0, F_ONES, 0.05f);
-        B("output.LayerNorm.bias", 1, BH, 0, F_RAND, 0.02f);
-#undef B
-    }
+    const tspec layer[] = {
+        {"attention.self.query.weight", 2, BH, BH, F_RAND, 0.035f},
+        {"attention.self.query.bias", 1, BH, 0, F_RAND, 0.02f},
+        {"attention.self.key.weight", 2, BH, BH, F_RAND, 0.035f},
+        {"attention.self.key.bias", 1, BH, 0, F_RAND, 0.02f},
+        {"attention.self.value.weight", 2, BH, BH, F_RAND, 0.035f},
+        {"attention.self.value.bias", 1, BH, 0, F_RAND, 0.02f},
+        {"attention.output.dense.weight", 2, BH, BH, F_RAND, 0.035f},
+        {"attention.output.dense.bias", 1, BH, 0, F_RAND, 0.02f},
+        {"attention.output.LayerNorm.weight", 1, BH, 0, F_ONES, 0.05f},
+        {"attention.output.LayerNorm.bias", 1, BH, 0, F_RAND, 0.02f},
+        {"intermediate.dense.weight", 2, BF, BH, F_RAND, 0.035f},
+        {"intermediate.dense.bias", 1, BF, 0, F_RAND, 0.02f},
+        {"output.dense.weight", 2, BH, BF, F_RAND, 0.035f},
+        {"output.dense.bias", 1, BH, 0, F_RAND, 0.02f},
+        {"output.LayerNorm.weight", 1, BH, 0, F_ONES, 0.05f},
+        {"output.LayerNorm.bias", 1, BH, 0, F_RAND, 0.02f},
+    };
+    for (int64_t l = 0; l < BL; l++) add_layer(&bl, "encoder.layer", l, 0, layer, sizeof layer / sizeof layer[0]);
     add(&bl, "pooler.dense.weight", 0, 2, BH, BH, F_RAND, 0.035f);
     add(&bl, "pooler.dense.bias", 0, 1, BH, 0, F_RAND, 0.02f);
     fprintf(stderr, "gen_synth: bge\n");
     snprintf(p, sizeof p, "%s/bge/model.safetensors", out);
-    write_st(p, &bl, 0, bl.n, &r);
+    write_st(p, &bl, 0, bl.n, r);
     snprintf(p, sizeof p, "%s/bge/config.json", out);
     write_text(p, "{\"architectures\":[\"BertModel\"],\"hidden_act\":\"gelu\",\"hidden_size\":768,"
                   "\"intermediate_size\":3072,\"layer_norm_eps\":1e-12,\"max_position_embeddings\":512,"
@@ -311,78 +316,94 @@ int main(int argc, char **argv) {
     write_text(p, "{\"word_embedding_dimension\": 768, \"pooling_mode_cls_token\": true, "
                   "\"pooling_mode_mean_tokens\": false, \"pooling_mode_max_tokens\": false, "
                   "\"pooling_mode_mean_sqrt_len_tokens\": false}\n");
-    snprintf(p, sizeof p, "%s/bge-base-en-v1.5/vocab.txt", tokdir);
-    snprintf(q, sizeof q, "%s/bge/vocab.txt", out);
-    copy_file(p, q);
-    snprintf(p, sizeof p, "%s/bge-base-en-v1.5/tokenizer_config.json", tokdir);
-    snprintf(q, sizeof q, "%s/bge/tokenizer_config.json", out);
-    copy_file(p, q);
+    copy_tok(tokdir, "bge-base-en-v1.5/vocab.txt", out, "bge/vocab.txt");
+    copy_tok(tokdir, "bge-base-en-v1.5/tokenizer_config.json", out, "bge/tokenizer_config.json");
+    free(bl.s);
+}
 
-    /* pooler: 32 soft tokens, 3 blocks, FFN 2048 */
+/* AttnPoolSP: 32 soft tokens, 3 blocks, FFN 2048. */
+static void write_pooler(const char *out, rng *r) {
+    char p[4096];
+    const int64_t H = 1536;
     speclist pl = {0};
     add(&pl, "query", 0, 2, 32, H, F_RAND, 0.035f);
-    for (int b = 0; b < 3; b++) {
-        const struct { const char *s; int nd; int64_t a, c; fill how; float sc; } ts[] = {
-            {"lnq1.weight", 1, H, 0, F_ONES, 0.05f}, {"lnq1.bias", 1, H, 0, F_RAND, 0.02f},
-            {"lnk.weight", 1, H, 0, F_ONES, 0.05f},  {"lnk.bias", 1, H, 0, F_RAND, 0.02f},
-            {"cross.in_proj_weight", 2, 3 * H, H, F_RAND, 0.035f}, {"cross.in_proj_bias", 1, 3 * H, 0, F_RAND, 0.02f},
-            {"cross.out_proj.weight", 2, H, H, F_RAND, 0.035f},   {"cross.out_proj.bias", 1, H, 0, F_RAND, 0.02f},
-            {"lnq2.weight", 1, H, 0, F_ONES, 0.05f}, {"lnq2.bias", 1, H, 0, F_RAND, 0.02f},
-            {"selfa.in_proj_weight", 2, 3 * H, H, F_RAND, 0.035f}, {"selfa.in_proj_bias", 1, 3 * H, 0, F_RAND, 0.02f},
-            {"selfa.out_proj.weight", 2, H, H, F_RAND, 0.035f},   {"selfa.out_proj.bias", 1, H, 0, F_RAND, 0.02f},
-            {"lnq3.weight", 1, H, 0, F_ONES, 0.05f}, {"lnq3.bias", 1, H, 0, F_RAND, 0.02f},
-            {"ffn.0.weight", 2, 2048, H, F_RAND, 0.035f}, {"ffn.0.bias", 1, 2048, 0, F_RAND, 0.02f},
-            {"ffn.2.weight", 2, H, 2048, F_RAND, 0.035f}, {"ffn.2.bias", 1, H, 0, F_RAND, 0.02f},
-        };
-        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
-            snprintf(n, sizeof n, "blocks.%d.%s", b, ts[i].s);
-            add(&pl, n, 0, ts[i].nd, ts[i].a, ts[i].c, ts[i].how, ts[i].sc);
-        }
-    }
+    const tspec ts[] = {
+        {"lnq1.weight", 1, H, 0, F_ONES, 0.05f}, {"lnq1.bias", 1, H, 0, F_RAND, 0.02f},
+        {"lnk.weight", 1, H, 0, F_ONES, 0.05f},  {"lnk.bias", 1, H, 0, F_RAND, 0.02f},
+        {"cross.in_proj_weight", 2, 3 * H, H, F_RAND, 0.035f}, {"cross.in_proj_bias", 1, 3 * H, 0, F_RAND, 0.02f},
+        {"cross.out_proj.weight", 2, H, H, F_RAND, 0.035f},   {"cross.out_proj.bias", 1, H, 0, F_RAND, 0.02f},
+        {"lnq2.weight", 1, H, 0, F_ONES, 0.05f}, {"lnq2.bias", 1, H, 0, F_RAND, 0.02f},
+        {"selfa.in_proj_weight", 2, 3 * H, H, F_RAND, 0.035f}, {"selfa.in_proj_bias", 1, 3 * H, 0, F_RAND, 0.02f},
+        {"selfa.out_proj.weight", 2, H, H, F_RAND, 0.035f},   {"selfa.out_proj.bias", 1, H, 0, F_RAND, 0.02f},
+        {"lnq3.weight", 1, H, 0, F_ONES, 0.05f}, {"lnq3.bias", 1, H, 0, F_RAND, 0.02f},
+        {"ffn.0.weight", 2, 2048, H, F_RAND, 0.035f}, {"ffn.0.bias", 1, 2048, 0, F_RAND, 0.02f},
+        {"ffn.2.weight", 2, H, 2048, F_RAND, 0.035f}, {"ffn.2.bias", 1, H, 0, F_RAND, 0.02f},
+    };
+    for (int b = 0; b < 3; b++) add_layer(&pl, "blocks", b, 0, ts, sizeof ts / sizeof ts[0]);
     add(&pl, "ln_out.weight", 0, 1, H, 0, F_ONES, 0.05f);
     add(&pl, "ln_out.bias", 0, 1, H, 0, F_RAND, 0.02f);
     add(&pl, "out_scale", 0, 1, 1, 0, F_ONES, 0.0f); /* written as [1]; the converter accepts [1] or 0-d */
     fprintf(stderr, "gen_synth: pooler\n");
     snprintf(p, sizeof p, "%s/pooler.safetensors", out);
-    write_st(p, &pl, 0, pl.n, &r);
+    write_st(p, &pl, 0, pl.n, r);
+    free(pl.s);
+}
 
-    /* gate + bridge head */
+/* The gate [4608] and the bridge head (qdim 4608, kdim 768, d 128). */
+static void write_heads(const char *out, rng *r) {
     recall_err err = {0};
     rc_npz_writer *w;
-    if (rc_npz_writer_new(&w, &err)) return 1;
-    npz_add_rand(w, "coef", 1, 4608, 0, &r, 0.05f, 0.0f);
-    npz_add_rand(w, "intercept", 0, 0, 0, &r, 0.0f, -6.2547f);
-    npz_add_rand(w, "mean", 1, 4608, 0, &r, 0.5f, 0.0f);
-    npz_add_rand(w, "scale", 1, 4608, 0, &r, 0.5f, 1.0f);
-    npz_add_rand(w, "thresh", 0, 0, 0, &r, 0.0f, -2.8222f);
-    snprintf(p, sizeof p, "%s/gate.npz", out);
-    if (rc_npz_writer_write(w, p, &err)) {
-        fprintf(stderr, "gen_synth: %s\n", err.msg);
-        return 1;
-    }
-    rc_npz_writer_free(w);
-    if (rc_npz_writer_new(&w, &err)) return 1;
+    if (rc_npz_writer_new(&w, &err)) die("npz writer");
+    npz_add_rand(w, "coef", 1, 4608, 0, r, 0.05f, 0.0f);
+    npz_add_rand(w, "intercept", 0, 0, 0, r, 0.0f, -6.2547f);
+    npz_add_rand(w, "mean", 1, 4608, 0, r, 0.5f, 0.0f);
+    npz_add_rand(w, "scale", 1, 4608, 0, r, 0.5f, 1.0f);
+    npz_add_rand(w, "thresh", 0, 0, 0, r, 0.0f, -2.8222f);
+    write_npz(w, out, "gate.npz");
+    if (rc_npz_writer_new(&w, &err)) die("npz writer");
     int64_t dims[3] = {4608, 768, 128};
     const char *dn[3] = {"qdim", "kdim", "d"};
     for (int i = 0; i < 3; i++)
-        if (rc_npz_writer_add(w, dn[i], RC_NPY_I64, 0, NULL, &dims[i], &err)) return 1;
-    npz_add_rand(w, "Wq.0.weight", 2, 128, 4608, &r, 0.035f, 0.0f);
-    npz_add_rand(w, "Wq.0.bias", 1, 128, 0, &r, 0.02f, 0.0f);
-    npz_add_rand(w, "Wq.2.weight", 2, 128, 128, &r, 0.035f, 0.0f);
-    npz_add_rand(w, "Wq.2.bias", 1, 128, 0, &r, 0.02f, 0.0f);
-    npz_add_rand(w, "Wk.0.weight", 2, 128, 768, &r, 0.035f, 0.0f);
-    npz_add_rand(w, "Wk.0.bias", 1, 128, 0, &r, 0.02f, 0.0f);
-    npz_add_rand(w, "Wk.2.weight", 2, 128, 128, &r, 0.035f, 0.0f);
-    npz_add_rand(w, "Wk.2.bias", 1, 128, 0, &r, 0.02f, 0.0f);
-    snprintf(p, sizeof p, "%s/bge_head.npz", out);
-    if (rc_npz_writer_write(w, p, &err)) {
-        fprintf(stderr, "gen_synth: %s\n", err.msg);
-        return 1;
+        if (rc_npz_writer_add(w, dn[i], RC_NPY_I64, 0, NULL, &dims[i], &err)) die("npz writer");
+    npz_add_rand(w, "Wq.0.weight", 2, 128, 4608, r, 0.035f, 0.0f);
+    npz_add_rand(w, "Wq.0.bias", 1, 128, 0, r, 0.02f, 0.0f);
+    npz_add_rand(w, "Wq.2.weight", 2, 128, 128, r, 0.035f, 0.0f);
+    npz_add_rand(w, "Wq.2.bias", 1, 128, 0, r, 0.02f, 0.0f);
+    npz_add_rand(w, "Wk.0.weight", 2, 128, 768, r, 0.035f, 0.0f);
+    npz_add_rand(w, "Wk.0.bias", 1, 128, 0, r, 0.02f, 0.0f);
+    npz_add_rand(w, "Wk.2.weight", 2, 128, 128, r, 0.035f, 0.0f);
+    npz_add_rand(w, "Wk.2.bias", 1, 128, 0, r, 0.02f, 0.0f);
+    write_npz(w, out, "bge_head.npz");
+}
+
+int main(int argc, char **argv) {
+    const int copy_world = argc == 4 && !strcmp(argv[1], "--copy-world");
+    if (argc != 3 + copy_world) {
+        fprintf(stderr, "usage: gen_synth [--copy-world] OUTDIR TOKENIZER_DIR\n"
+                        "  TOKENIZER_DIR holds deepseek-r1-distill-qwen/ and bge-base-en-v1.5/ (tests/golden/tokenizers)\n"
+                        "  --copy-world: OUTDIR/qwen2 only, a model whose greedy replies copy (see the file header)\n");
+        return 2;
     }
-    rc_npz_writer_free(w);
-    free(ql.s);
-    free(bl.s);
-    free(pl.s);
+    const char *out = argv[1 + copy_world], *tokdir = argv[2 + copy_world];
+    char p[4096];
+    mkdir(out, 0755);
+    snprintf(p, sizeof p, "%s/qwen2", out);
+    mkdir(p, 0755);
+    if (!copy_world) {
+        snprintf(p, sizeof p, "%s/bge", out);
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/bge/1_Pooling", out);
+        mkdir(p, 0755);
+    }
+    rng r = {0x9E3779B97F4A7C15ULL}; /* one stream, in this order: reruns are byte-identical */
+    write_qwen2(out, tokdir, copy_world, &r);
+    if (copy_world) {
+        fprintf(stderr, "gen_synth: wrote %s/qwen2 (copy world)\n", out);
+        return 0;
+    }
+    write_bge(out, tokdir, &r);
+    write_pooler(out, &r);
+    write_heads(out, &r);
     fprintf(stderr, "gen_synth: wrote %s\n", out);
     return 0;
 }

@@ -78,10 +78,7 @@ static int argmax(const float *x, int n) {
 int main(int argc, char **argv) {
     const char *usage = "usage: longctx_bench BLOB --len N [--decode D] [--threads T] [--simd PATH] [--chunk R] "
                         "[--attn PAIRS:TILE] [--kv f32|f16] [--numerics exact|q8] [--prompt IDS]\n";
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fprintf(argc < 2 ? stderr : stdout, "%s", usage);
-        return argc < 2 ? 2 : 0;
-    }
+    bench_usage(argc, argv, usage);
     rc_exec_opts eo = {.threads = 0};
     int N = 4096, D = 16, R = 512, pairs = RC_QWEN2_ATT_PAIRS, tile = RC_QWEN2_ATT_TILE, kv = RC_KV_DT_F32;
     const char *prompt = NULL;

@@ -185,6 +185,32 @@ static void only_session_left(const char *dir) {
     closedir(d);
 }
 
+/* The chat: N seeded lines, every fifth a question about a locker told of earlier. */
+static char **make_messages(int N) {
+    char **msg = calloc((size_t)N, sizeof *msg);
+    for (int t = 0; t < N; t++) {
+        msg[t] = malloc(96);
+        unsigned locker = (unsigned)(rnd() % 50), code = (unsigned)(rnd() % 10000);
+        if (t % 5 == 4) snprintf(msg[t], 96, "What is the code of locker %u?", locker);
+        else snprintf(msg[t], 96, "Note %d: locker %u has code %04u.", t + 1, locker, code);
+    }
+    return msg;
+}
+
+/* SIGKILLs the chat in the turn just sent: phase 1 during generation, at a seeded fraction of the
+ * reference turn's time; phase 2 around the save, once the whole reply (reply_len bytes after
+ * out0) is printed, a seeded few microseconds later. Either way before `saved` grows. */
+static void kill_turn(child *c, int phase, double ref_turn_s, size_t reply_len, size_t out0, int saved) {
+    if (phase == 1) {
+        double until = bench_now_s() + ref_turn_s * (double)(rnd() % 1000) / 1000.0;
+        while (bench_now_s() < until && count(c->e.p, SAVED) == saved) pump(c, 1);
+    } else {
+        while (c->o.n - out0 < reply_len && count(c->e.p, SAVED) == saved) pump(c, 1);
+        usleep((useconds_t)(rnd() % 2000));
+    }
+    kill(c->pid, SIGKILL);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: soak RECALL_BIN BLOB [--turns N] [--kills K] [--seed S] [--reply-cap M] [--pooler-cache MB]\n");
@@ -204,13 +230,7 @@ int main(int argc, char **argv) {
     if (N < 1 || K < 0 || K > N - 1) die("%sbad --turns / --kills (%ld)", "", N);
     signal(SIGPIPE, SIG_IGN);
     rng_state = seed;
-    char **msg = calloc((size_t)N, sizeof *msg);
-    for (int t = 0; t < N; t++) {
-        msg[t] = malloc(96);
-        unsigned locker = (unsigned)(rnd() % 50), code = (unsigned)(rnd() % 10000);
-        if (t % 5 == 4) snprintf(msg[t], 96, "What is the code of locker %u?", locker);
-        else snprintf(msg[t], 96, "Note %d: locker %u has code %04u.", t + 1, locker, code);
-    }
+    char **msg = make_messages(N);
 
     /* ---- 1. the uninterrupted reference ---- */
     char dir[] = "/tmp/recall_soak_XXXXXX", sess[64];
@@ -273,19 +293,11 @@ int main(int argc, char **argv) {
             size_t out0 = c.o.n;
             send_msg(&c, msg[t]);
             if (kill_phase[t]) {
-                int ph = kill_phase[t];
+                const int ph = kill_phase[t];
                 kill_phase[t] = 0; /* each drawn turn is interrupted once */
-                if (ph == 1) {
-                    double until = bench_now_s() + ref_time[t] * (double)(rnd() % 1000) / 1000.0;
-                    while (bench_now_s() < until && count(c.e.p, SAVED) == saved) pump(&c, 1);
-                    kills_gen++;
-                } else {
-                    size_t want = text_at[t + 1] - text_at[t]; /* the whole reply and its newline */
-                    while (c.o.n - out0 < want && count(c.e.p, SAVED) == saved) pump(&c, 1);
-                    usleep((useconds_t)(rnd() % 2000));
-                    kills_save++;
-                }
-                kill(c.pid, SIGKILL);
+                kill_turn(&c, ph, ref_time[t], text_at[t + 1] - text_at[t], out0, saved);
+                kills_gen += ph == 1;
+                kills_save += ph == 2;
                 killed = 1;
                 break;
             }

@@ -171,13 +171,7 @@ static void avx2_sincos(const float *x, float *s, float *c, size_t n) {
     rc_sincos_f32(x + i, s + i, c + i, n - i);
 }
 
-int rc_act_avx2(rc_kernels *k) {
-    k->silu_mul = avx2_silu_mul;
-    k->gelu = avx2_gelu;
-    k->softmax = avx2_softmax;
-    k->sincos = avx2_sincos;
-    return 1;
-}
+RC_INSTALL_ACT(rc_act_avx2, avx2)
 
 #else
 

@@ -175,13 +175,7 @@ static void avx512_sincos(const float *x, float *s, float *c, size_t n) {
     rc_sincos_f32(x + i, s + i, c + i, n - i);
 }
 
-int rc_act_avx512(rc_kernels *k) {
-    k->silu_mul = avx512_silu_mul;
-    k->gelu = avx512_gelu;
-    k->softmax = avx512_softmax;
-    k->sincos = avx512_sincos;
-    return 1;
-}
+RC_INSTALL_ACT(rc_act_avx512, avx512)
 
 #else
 

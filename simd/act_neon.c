@@ -156,13 +156,7 @@ static void neon_sincos(const float *x, float *s, float *c, size_t n) {
     rc_sincos_f32(x + i, s + i, c + i, n - i);
 }
 
-int rc_act_neon(rc_kernels *k) {
-    k->silu_mul = neon_silu_mul;
-    k->gelu = neon_gelu;
-    k->softmax = neon_softmax;
-    k->sincos = neon_sincos;
-    return 1;
-}
+RC_INSTALL_ACT(rc_act_neon, neon)
 
 #else
 

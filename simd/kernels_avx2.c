@@ -619,21 +619,7 @@ static void avx2_nf4_dequant(const uint8_t *codes, const float *absmax, size_t s
     for (; i < n; i++) out[i] = rc_nf4_value(codes, absmax, start + i);
 }
 
-int rc_kernels_avx2(rc_kernels *k) {
-    k->path = RC_SIMD_AVX2;
-    k->name = "avx2";
-    k->dot_f32 = avx2_dot_f32;
-    k->sumsq_f32 = avx2_sumsq_f32;
-    k->matmul = avx2_matmul;
-    k->matmul_scratch = PF_SCRATCH_FLOATS;
-    k->attn_scores = avx2_attn_scores;
-    k->attn_wsum = avx2_attn_wsum;
-    k->attn_scores_f16 = avx2_attn_scores_f16;
-    k->attn_wsum_f16 = avx2_attn_wsum_f16;
-    k->f32_to_f16 = avx2_f32_to_f16;
-    k->nf4_dequant = avx2_nf4_dequant;
-    return 1;
-}
+RC_INSTALL_F32(rc_kernels_avx2, RC_SIMD_AVX2, "avx2", avx2, PF_SCRATCH_FLOATS)
 
 #else
 

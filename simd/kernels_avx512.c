@@ -646,21 +646,7 @@ static void avx512_matmul(const rc_mat *w, const float *bias, const float *X, si
         }
 }
 
-int RC_KERNELS_AVX512_FN(rc_kernels *k) {
-    k->path = RC_SIMD_AVX512;
-    k->name = "avx512";
-    k->dot_f32 = avx512_dot_f32;
-    k->sumsq_f32 = avx512_sumsq_f32;
-    k->matmul = avx512_matmul;
-    k->matmul_scratch = PF_SCRATCH_FLOATS;
-    k->attn_scores = avx512_attn_scores;
-    k->attn_wsum = avx512_attn_wsum;
-    k->attn_scores_f16 = avx512_attn_scores_f16;
-    k->attn_wsum_f16 = avx512_attn_wsum_f16;
-    k->f32_to_f16 = avx512_f32_to_f16;
-    k->nf4_dequant = avx512_nf4_dequant;
-    return 1;
-}
+RC_INSTALL_F32(RC_KERNELS_AVX512_FN, RC_SIMD_AVX512, "avx512", avx512, PF_SCRATCH_FLOATS)
 
 #else
 

@@ -276,21 +276,7 @@ static void neon_nf4_dequant(const uint8_t *codes, const float *absmax, size_t s
     for (; i < n; i++) out[i] = rc_nf4_value(codes, absmax, start + i);
 }
 
-int rc_kernels_neon(rc_kernels *k) {
-    k->path = RC_SIMD_NEON;
-    k->name = "neon";
-    k->dot_f32 = neon_dot_f32;
-    k->sumsq_f32 = neon_sumsq_f32;
-    k->matmul = neon_matmul;
-    k->matmul_scratch = 0;
-    k->attn_scores = neon_attn_scores;
-    k->attn_wsum = neon_attn_wsum;
-    k->attn_scores_f16 = neon_attn_scores_f16;
-    k->attn_wsum_f16 = neon_attn_wsum_f16;
-    k->f32_to_f16 = neon_f32_to_f16;
-    k->nf4_dequant = neon_nf4_dequant;
-    return 1;
-}
+RC_INSTALL_F32(rc_kernels_neon, RC_SIMD_NEON, "neon", neon, 0)
 
 #else
 

@@ -352,14 +352,7 @@ static void wasm_softmax(float *s, size_t n) {
 }
 
 int rc_kernels_wasm(rc_kernels *k) {
-    k->path = RC_SIMD_WASM;
-    k->name = "wasm";
-    k->dot_f32 = wasm_dot_f32;
-    k->sumsq_f32 = wasm_sumsq_f32;
-    k->matmul = wasm_matmul;
-    k->matmul_scratch = WASM_SCRATCH_FLOATS;
-    k->attn_scores = wasm_attn_scores;
-    k->attn_wsum = wasm_attn_wsum;
+    RC_SET_BASE(k, RC_SIMD_WASM, "wasm", wasm, WASM_SCRATCH_FLOATS);
     k->silu_mul = wasm_silu_mul;
     k->softmax = wasm_softmax;
     return 1;

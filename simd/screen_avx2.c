@@ -106,11 +106,7 @@ static void avx2_screen_norms(const float *w, const int8_t *q, const float *s, s
     rc_screen_norms_tree(l, ss);
 }
 
-int rc_screen_avx2(rc_kernels *k) {
-    k->screen_norms = avx2_screen_norms;
-    k->screen_i8 = avx2_screen_i8;
-    return 1;
-}
+RC_INSTALL_SCREEN(rc_screen_avx2, avx2)
 
 #else
 

@@ -96,11 +96,7 @@ static void avx512_screen_norms(const float *w, const int8_t *q, const float *s,
     rc_screen_norms_tree(l, ss);
 }
 
-int rc_screen_avx512(rc_kernels *k) {
-    k->screen_norms = avx512_screen_norms;
-    k->screen_i8 = avx512_screen_i8;
-    return 1;
-}
+RC_INSTALL_SCREEN(rc_screen_avx512, avx512)
 
 #else
 

@@ -58,11 +58,7 @@ static void neon_screen_norms(const float *w, const int8_t *q, const float *s, s
     rc_screen_norms_tree(l, ss);
 }
 
-int rc_screen_neon(rc_kernels *k) {
-    k->screen_norms = neon_screen_norms;
-    k->screen_i8 = neon_screen_i8;
-    return 1;
-}
+RC_INSTALL_SCREEN(rc_screen_neon, neon)
 
 #else
 

@@ -114,6 +114,42 @@ static inline const void *rc_kv_elem_at(const void *p, size_t i, int f16) {
         return 0;                                                                                           \
     }
 
+/* The installers of a path's kernels. A path names its kernels <pfx>_<slot>, so the slots of each
+ * family are listed once, here: a slot added to rc_kernels is added for every path at once, and a
+ * path cannot forget one. RC_SET_BASE sets what every path has (the dot products, the matmul and
+ * its scratch size, fp32 attention); RC_INSTALL_F32 adds the f16 KV attention, the f16 conversion
+ * and nf4 dequantisation; the others are the optional families a path may have in its own file
+ * (activations, lm_head screening). */
+#define RC_SET_BASE(k, path_, name_, pfx, scratch)                                                      \
+    (k)->path = path_;                                                                                  \
+    (k)->name = name_;                                                                                  \
+    (k)->dot_f32 = pfx##_dot_f32;                                                                       \
+    (k)->sumsq_f32 = pfx##_sumsq_f32;                                                                   \
+    (k)->matmul = pfx##_matmul;                                                                         \
+    (k)->matmul_scratch = scratch;                                                                      \
+    (k)->attn_scores = pfx##_attn_scores;                                                               \
+    (k)->attn_wsum = pfx##_attn_wsum
+#define RC_INSTALL_F32(fn, path_, name_, pfx, scratch)                                                  \
+    int fn(rc_kernels *k) {                                                                             \
+        RC_SET_BASE(k, path_, name_, pfx, scratch);                                                     \
+        k->attn_scores_f16 = pfx##_attn_scores_f16;                                                     \
+        k->attn_wsum_f16 = pfx##_attn_wsum_f16;                                                         \
+        k->f32_to_f16 = pfx##_f32_to_f16;                                                               \
+        k->nf4_dequant = pfx##_nf4_dequant;                                                             \
+        return 1;                                                                                       \
+    }
+#define RC_INSTALL_ACT(fn, pfx)                                                                         \
+    int fn(rc_kernels *k) {                                                                             \
+        k->silu_mul = pfx##_silu_mul, k->gelu = pfx##_gelu;                                             \
+        k->softmax = pfx##_softmax, k->sincos = pfx##_sincos;                                           \
+        return 1;                                                                                       \
+    }
+#define RC_INSTALL_SCREEN(fn, pfx)                                                                      \
+    int fn(rc_kernels *k) {                                                                             \
+        k->screen_norms = pfx##_screen_norms, k->screen_i8 = pfx##_screen_i8;                           \
+        return 1;                                                                                       \
+    }
+
 /* The four attention entries of a path whose file writes its kernels once for both K / V
  * element types, as attn_scores_any / attn_wsum_any(..., f16) with f16 = 0 (fp32) or 1 (binary16):
  * defines pfx_attn_scores, pfx_attn_scores_f16, pfx_attn_wsum, pfx_attn_wsum_f16. */

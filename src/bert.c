@@ -42,53 +42,45 @@ recall_status rc_bert_open(const rc_blob *b, rc_bert **out, recall_err *err) {
     return rc_bert_open_ex(b, NULL, out, err);
 }
 
-recall_status rc_bert_open_ex(const rc_blob *b, const rc_exec *ex, rc_bert **out, recall_err *err) {
-    *out = NULL;
-    rc_bert *m = (rc_bert *)calloc(1, sizeof *m);
-    if (!m) return rc_fail(err, RECALL_E_NOMEM, "bert: out of memory");
+/* The encoder's config, weights and work buffers into m (ex: the pool to run on, NULL: its own). */
+static recall_status bert_load(rc_bert *m, const rc_blob *b, const rc_exec *ex, recall_err *err) {
     rc_bert_config *c = &m->c;
-    recall_status st;
     double eps;
-#define TRY(e)                                                                                   \
-    do {                                                                                         \
-        if ((st = (e)) != RECALL_OK) goto fail;                                                  \
-    } while (0)
     if (!ex) {
-        TRY(rc_exec_open(NULL, &m->own_ex, err));
+        RC_TRY(rc_exec_open(NULL, &m->own_ex, err));
         ex = m->own_ex;
     }
     m->ex = ex;
-    TRY(rc_blob_get_int(b, "bert.hidden", 1, 1 << 16, &c->hidden, err));
-    TRY(rc_blob_get_int(b, "bert.layers", 1, 1024, &c->layers, err));
-    TRY(rc_blob_get_int(b, "bert.heads", 1, 1024, &c->heads, err));
-    TRY(rc_blob_get_int(b, "bert.ffn", 1, 1 << 20, &c->ffn, err));
-    TRY(rc_blob_get_int(b, "bert.vocab", 1, 1 << 24, &c->vocab, err));
-    TRY(rc_blob_get_int(b, "bert.max_pos", 1, 1 << 16, &c->max_pos, err));
-    TRY(rc_blob_get_int(b, "bert.type_vocab", 1, 1 << 16, &c->type_vocab, err));
+    RC_TRY(rc_blob_get_int(b, "bert.hidden", 1, 1 << 16, &c->hidden, err));
+    RC_TRY(rc_blob_get_int(b, "bert.layers", 1, 1024, &c->layers, err));
+    RC_TRY(rc_blob_get_int(b, "bert.heads", 1, 1024, &c->heads, err));
+    RC_TRY(rc_blob_get_int(b, "bert.ffn", 1, 1 << 20, &c->ffn, err));
+    RC_TRY(rc_blob_get_int(b, "bert.vocab", 1, 1 << 24, &c->vocab, err));
+    RC_TRY(rc_blob_get_int(b, "bert.max_pos", 1, 1 << 16, &c->max_pos, err));
+    RC_TRY(rc_blob_get_int(b, "bert.type_vocab", 1, 1 << 16, &c->type_vocab, err));
     c->max_seq = c->max_pos;
-    if (rc_blob_kv_find(b, "bert.max_seq")) TRY(rc_blob_get_int(b, "bert.max_seq", 1, 1 << 16, &c->max_seq, err));
-    TRY(rc_blob_get_f64(b, "bert.ln_eps", &eps, err));
+    if (rc_blob_kv_find(b, "bert.max_seq")) RC_TRY(rc_blob_get_int(b, "bert.max_seq", 1, 1 << 16, &c->max_seq, err));
+    RC_TRY(rc_blob_get_f64(b, "bert.ln_eps", &eps, err));
     if (!(eps > 0.0 && eps < 1.0) || c->hidden % c->heads) {
-        st = rc_fail(err, RECALL_E_FORMAT, "%s: bert.ln_eps out of range or hidden %% heads != 0", rc_blob_path(b));
-        goto fail;
+        return rc_fail(err, RECALL_E_FORMAT, "%s: bert.ln_eps out of range or hidden %% heads != 0", rc_blob_path(b));
     }
     c->ln_eps = (float)eps;
     const int H = c->hidden, FF = c->ffn, NL = c->layers;
     m->max_n = c->max_pos < c->max_seq ? c->max_pos : c->max_seq;
-    TRY(rc_blob_mat(b, "bert.embeddings.word_embeddings.weight", c->vocab, H, &m->word, err));
-    TRY(rc_blob_mat(b, "bert.embeddings.position_embeddings.weight", c->max_pos, H, &m->pos, err));
-    TRY(rc_blob_mat(b, "bert.embeddings.token_type_embeddings.weight", c->type_vocab, H, &m->type, err));
+    RC_TRY(rc_blob_mat(b, "bert.embeddings.word_embeddings.weight", c->vocab, H, &m->word, err));
+    RC_TRY(rc_blob_mat(b, "bert.embeddings.position_embeddings.weight", c->max_pos, H, &m->pos, err));
+    RC_TRY(rc_blob_mat(b, "bert.embeddings.token_type_embeddings.weight", c->type_vocab, H, &m->type, err));
     size_t per_layer = 9 * (size_t)H + (size_t)FF;
     m->vecs = falloc(2 * (size_t)H + per_layer * NL);
     m->L = (bert_layer *)calloc((size_t)NL, sizeof(bert_layer));
-    if (!m->vecs || !m->L) goto nomem;
+    if (!m->vecs || !m->L) return rc_fail(err, RECALL_E_NOMEM, "bert: out of memory");
     float *v = m->vecs;
     m->emb_ln_w = v;
     v += H;
     m->emb_ln_b = v;
     v += H;
-    TRY(rc_blob_vec(b, "bert.embeddings.LayerNorm.weight", H, m->emb_ln_w, err));
-    TRY(rc_blob_vec(b, "bert.embeddings.LayerNorm.bias", H, m->emb_ln_b, err));
+    RC_TRY(rc_blob_vec(b, "bert.embeddings.LayerNorm.weight", H, m->emb_ln_w, err));
+    RC_TRY(rc_blob_vec(b, "bert.embeddings.LayerNorm.bias", H, m->emb_ln_b, err));
     for (int l = 0; l < NL; l++) {
         bert_layer *w = &m->L[l];
         char nm[160];
@@ -96,10 +88,10 @@ recall_status rc_bert_open_ex(const rc_blob *b, const rc_exec *ex, rc_bert **out
     w->field = v;                                                                                \
     v += (n);                                                                                    \
     snprintf(nm, sizeof nm, "bert.encoder.layer.%d.%s", l, suffix);                              \
-    TRY(rc_blob_vec(b, nm, n, w->field, err))
+    RC_TRY(rc_blob_vec(b, nm, n, w->field, err))
 #define MAT(field, suffix, rows, cols)                                                           \
     snprintf(nm, sizeof nm, "bert.encoder.layer.%d.%s", l, suffix);                              \
-    TRY(rc_blob_mat(b, nm, rows, cols, &w->field, err))
+    RC_TRY(rc_blob_mat(b, nm, rows, cols, &w->field, err))
         MAT(q, "attention.self.query.weight", H, H);
         VEC(bq, "attention.self.query.bias", H);
         MAT(k, "attention.self.key.weight", H, H);
@@ -129,16 +121,23 @@ recall_status rc_bert_open_ex(const rc_blob *b, const rc_exec *ex, rc_bert **out
     m->inter = falloc((size_t)m->max_n * FF);
     m->scores = falloc((size_t)m->max_n * (size_t)ex->threads);
     m->type0 = falloc((size_t)H);
-    if (!m->x || !m->Q || !m->K || !m->V || !m->ctx || !m->tmp || !m->inter || !m->scores || !m->type0) goto nomem;
+    if (!m->x || !m->Q || !m->K || !m->V || !m->ctx || !m->tmp || !m->inter || !m->scores || !m->type0)
+        return rc_fail(err, RECALL_E_NOMEM, "bert: out of memory");
     rc_mat_row_f32(&m->type, 0, m->type0);
+    return RECALL_OK;
+}
+
+recall_status rc_bert_open_ex(const rc_blob *b, const rc_exec *ex, rc_bert **out, recall_err *err) {
+    *out = NULL;
+    rc_bert *m = (rc_bert *)calloc(1, sizeof *m);
+    if (!m) return rc_fail(err, RECALL_E_NOMEM, "bert: out of memory");
+    recall_status st = bert_load(m, b, ex, err);
+    if (st != RECALL_OK) {
+        rc_bert_close(m);
+        return st;
+    }
     *out = m;
     return RECALL_OK;
-nomem:
-    st = rc_fail(err, RECALL_E_NOMEM, "bert: out of memory");
-fail:
-    rc_bert_close(m);
-    return st;
-#undef TRY
 }
 
 /* Y[t][r] = W[r,:] . X[t] + b[r] for t < n (output rows split over the pool). */

@@ -6,6 +6,7 @@
 #include "atomic_file.h"
 
 #include "checksum.h"
+#include "names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -213,9 +214,8 @@ static recall_status validate_tensor(rc_blob *b, size_t i, unsigned flags, recal
                        "%s: tensor '%s': data at offset %llu size %llu (expected %llu) out of bounds or misaligned",
                        P, r->name, (unsigned long long)r->offset, (unsigned long long)r->nbytes,
                        (unsigned long long)nbytes);
-    for (size_t j = 0; j < i; j++)
-        if (strcmp(b->raw[j].name, r->name) == 0)
-            return rc_fail(err, RECALL_E_FORMAT, "%s: duplicate tensor name '%s'", P, r->name);
+    if (RC_NAME_INDEX(b->raw, i, rc_blob_tensor, name, r->name) < i)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: duplicate tensor name '%s'", P, r->name);
     t->name = r->name;
     t->dtype = (rc_dtype)r->dtype;
     t->ndim = (int)r->ndim;
@@ -334,22 +334,31 @@ void rc_huge_unmap(void *p, size_t len) {
 #endif
 }
 
-recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, recall_err *err) {
-    *out = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return rc_fail(err, RECALL_E_IO, "%s: cannot open: %s", path, strerror(errno));
+recall_status rc_open_regular(const char *path, int *fd, size_t *size, recall_err *err) {
+    *fd = open(path, O_RDONLY);
+    if (*fd < 0) return rc_fail(err, RECALL_E_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
+    if (fstat(*fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(*fd);
+        *fd = -1;
         return rc_fail(err, RECALL_E_IO, "%s: not a regular file", path);
     }
+    *size = (size_t)sb.st_size;
+    return RECALL_OK;
+}
+
+recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, recall_err *err) {
+    *out = NULL;
+    int fd;
+    size_t size;
+    RC_TRY(rc_open_regular(path, &fd, &size, err));
     rc_blob *b = calloc(1, sizeof *b);
     if (!b) {
         close(fd);
         return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory", path);
     }
     snprintf(b->path, sizeof b->path, "%s", path);
-    b->size = (size_t)sb.st_size;
+    b->size = size;
 #ifndef RECALL_NO_MMAP
     if ((flags & RC_OPEN_HUGEPAGES) && b->size > 0) {
         size_t len;
@@ -386,7 +395,7 @@ recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, reca
         if (!b->owned) {
             close(fd);
             free(b);
-            return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory reading %zu bytes", path, (size_t)sb.st_size);
+            return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory reading %zu bytes", path, size);
         }
         const size_t got = read_all(fd, b->owned, b->size);
         if (got != b->size) {
@@ -430,9 +439,8 @@ size_t rc_blob_n_kv(const rc_blob *b) { return b->n_kv; }
 const rc_blob_kv *rc_blob_kv_at(const rc_blob *b, size_t i) { return i < b->n_kv ? &b->kv[i] : NULL; }
 
 const rc_tensor *rc_blob_find(const rc_blob *b, const char *name) {
-    for (size_t i = 0; i < b->n_tensors; i++)
-        if (strcmp(b->tensors[i].name, name) == 0) return &b->tensors[i];
-    return NULL;
+    size_t i = RC_NAME_INDEX(b->tensors, b->n_tensors, rc_tensor, name, name);
+    return i < b->n_tensors ? &b->tensors[i] : NULL;
 }
 
 const rc_blob_kv *rc_blob_kv_find(const rc_blob *b, const char *key) {
@@ -618,11 +626,10 @@ recall_status rc_writer_tensor(rc_blob_writer *w, const char *name, rc_dtype dty
         free(data);
         return rc_fail(err, RECALL_E_ARG, "tensor name '%s' empty or too long (max %d)", name, RC_TENSOR_NAME_LEN - 1);
     }
-    for (size_t i = 0; i < w->n_t; i++)
-        if (strcmp(w->t[i].meta.name, name) == 0) {
-            free(data);
-            return rc_fail(err, RECALL_E_ARG, "duplicate tensor '%s'", name);
-        }
+    if (RC_NAME_INDEX(w->t, w->n_t, w_tensor, meta.name, name) < w->n_t) {
+        free(data);
+        return rc_fail(err, RECALL_E_ARG, "duplicate tensor '%s'", name);
+    }
     rc_blob_tensor m;
     memset(&m, 0, sizeof m);
     strcpy(m.name, name);

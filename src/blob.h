@@ -153,6 +153,9 @@ recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, reca
  * fails or with -DRECALL_NO_MMAP. rc_huge_unmap(p, len) releases it (NULL is fine). */
 void *rc_huge_map(size_t n, size_t *len);
 void rc_huge_unmap(void *p, size_t len);
+/* Opens path for reading when it is a regular file (a directory or a device is refused with the
+ * path in the message): *fd and its size. The readers that map or read whole files start here. */
+recall_status rc_open_regular(const char *path, int *fd, size_t *size, recall_err *err);
 /* Opens a blob already in memory; `buf` must outlive the blob (not copied). */
 recall_status rc_blob_open_mem(const void *buf, size_t len, const char *what, unsigned flags,
                                rc_blob **out, recall_err *err);

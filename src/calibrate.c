@@ -282,13 +282,9 @@ static recall_status check_file(const json_value *root, const char *path, const 
 
 recall_status rc_calibration_read(const char *path, const rc_blob *b, const rc_recall_opts *o, float *threshold,
                                   recall_err *err) {
-    char *text = NULL;
-    size_t len = 0;
     json_doc *doc = NULL;
-    RC_TRY(rc_read_file(path, &text, &len, err));
-    recall_status s = json_parse(text, len, path, &doc, err);
+    recall_status s = json_read_file(path, &doc, err);
     if (!s) s = check_file(json_root(doc), path, b, o, threshold, err);
     json_free(doc);
-    free(text);
     return s;
 }

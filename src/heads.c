@@ -43,51 +43,50 @@ static recall_status load_tower(const rc_blob *b, const char *pre, int in, int d
     return rc_blob_vec(b, nm, d, t->b2, err);
 }
 
-recall_status rc_heads_open(const rc_blob *b, rc_heads **out, recall_err *err) {
-    *out = NULL;
-    rc_heads *h = (rc_heads *)calloc(1, sizeof *h);
-    if (!h) return rc_fail(err, RECALL_E_NOMEM, "heads: out of memory");
-    recall_status st;
-#define TRY(e)                                                                                   \
-    do {                                                                                         \
-        if ((st = (e)) != RECALL_OK) goto fail;                                                  \
-    } while (0)
-    TRY(rc_blob_get_int(b, "gate.dim", 1, 1 << 24, &h->F, err));
-    TRY(rc_blob_get_int(b, "bridge.qdim", 1, 1 << 24, &h->qdim, err));
-    TRY(rc_blob_get_int(b, "bridge.kdim", 1, 1 << 24, &h->kdim, err));
-    TRY(rc_blob_get_int(b, "bridge.d", 1, 1 << 24, &h->d, err));
+/* The gate and the bridge head's sizes and weights into h (its buffers allocated here). */
+static recall_status heads_load(rc_heads *h, const rc_blob *b, recall_err *err) {
+    RC_TRY(rc_blob_get_int(b, "gate.dim", 1, 1 << 24, &h->F, err));
+    RC_TRY(rc_blob_get_int(b, "bridge.qdim", 1, 1 << 24, &h->qdim, err));
+    RC_TRY(rc_blob_get_int(b, "bridge.kdim", 1, 1 << 24, &h->kdim, err));
+    RC_TRY(rc_blob_get_int(b, "bridge.d", 1, 1 << 24, &h->d, err));
     if (h->qdim != h->F) {
-        st = rc_fail(err, RECALL_E_SHAPE, "%s: bridge.qdim %d != gate.dim %d", rc_blob_path(b), h->qdim, h->F);
-        goto fail;
+        return rc_fail(err, RECALL_E_SHAPE, "%s: bridge.qdim %d != gate.dim %d", rc_blob_path(b), h->qdim, h->F);
     }
     h->vecs = (float *)calloc(3 * (size_t)h->F + 4 * (size_t)h->d + 2, sizeof(float));
     h->z = (float *)calloc((size_t)(h->F > h->kdim ? h->F : h->kdim), sizeof(float));
     h->hid = (float *)calloc((size_t)h->d, sizeof(float));
     if (!h->vecs || !h->z || !h->hid) {
-        st = rc_fail(err, RECALL_E_NOMEM, "heads: out of memory");
-        goto fail;
+        return rc_fail(err, RECALL_E_NOMEM, "heads: out of memory");
     }
     float *v = h->vecs;
     h->coef = v;
     h->mean = v + h->F;
     h->scale = v + 2 * (size_t)h->F;
     v += 3 * (size_t)h->F;
-    TRY(rc_blob_vec(b, "gate.coef", h->F, h->coef, err));
-    TRY(rc_blob_vec(b, "gate.mean", h->F, h->mean, err));
-    TRY(rc_blob_vec(b, "gate.scale", h->F, h->scale, err));
-    TRY(rc_blob_vec(b, "gate.intercept", 1, v, err));
-    TRY(rc_blob_vec(b, "gate.thresh", 1, v + 1, err));
+    RC_TRY(rc_blob_vec(b, "gate.coef", h->F, h->coef, err));
+    RC_TRY(rc_blob_vec(b, "gate.mean", h->F, h->mean, err));
+    RC_TRY(rc_blob_vec(b, "gate.scale", h->F, h->scale, err));
+    RC_TRY(rc_blob_vec(b, "gate.intercept", 1, v, err));
+    RC_TRY(rc_blob_vec(b, "gate.thresh", 1, v + 1, err));
     h->intercept = v[0];
     h->thresh = v[1];
     v += 2;
-    TRY(load_tower(b, "Wq", h->qdim, h->d, &h->tq, &v, err));
-    TRY(load_tower(b, "Wk", h->kdim, h->d, &h->tk, &v, err));
+    RC_TRY(load_tower(b, "Wq", h->qdim, h->d, &h->tq, &v, err));
+    RC_TRY(load_tower(b, "Wk", h->kdim, h->d, &h->tk, &v, err));
+    return RECALL_OK;
+}
+
+recall_status rc_heads_open(const rc_blob *b, rc_heads **out, recall_err *err) {
+    *out = NULL;
+    rc_heads *h = (rc_heads *)calloc(1, sizeof *h);
+    if (!h) return rc_fail(err, RECALL_E_NOMEM, "heads: out of memory");
+    recall_status st = heads_load(h, b, err);
+    if (st != RECALL_OK) {
+        rc_heads_close(h);
+        return st;
+    }
     *out = h;
     return RECALL_OK;
-fail:
-    rc_heads_close(h);
-    return st;
-#undef TRY
 }
 
 int rc_gate_dim(const rc_heads *h) { return h->F; }

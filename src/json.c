@@ -393,6 +393,12 @@ const char *json_type_name(json_type t) {
     return (unsigned)t < 6 ? names[t] : "?";
 }
 
+int json_is_str(const json_value *v, const char *s) {
+    return v && v->type == JSON_STR && strlen(s) == v->len && memcmp(v->str, s, v->len) == 0;
+}
+int json_is_false(const json_value *v) { return v && v->type == JSON_BOOL && v->num == 0; }
+int json_is_true(const json_value *v) { return v && v->type == JSON_BOOL && v->num != 0; }
+
 recall_status rc_read_file(const char *path, char **out, size_t *len, recall_err *err) {
     *out = NULL;
     *len = 0;
@@ -448,4 +454,14 @@ void rc_json_put_ids(FILE *f, const int32_t *ids, int n) {
     fputc('[', f);
     for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? ", " : "", ids[i]);
     fputc(']', f);
+}
+
+recall_status json_read_file(const char *path, json_doc **doc, recall_err *err) {
+    char *text;
+    size_t len;
+    *doc = NULL;
+    RC_TRY(rc_read_file(path, &text, &len, err));
+    recall_status s = json_parse(text, len, path, doc, err); /* the document keeps its own copy */
+    free(text);
+    return s;
 }

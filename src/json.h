@@ -45,6 +45,11 @@ const json_value *json_path(const json_value *root, const char *dotted);
 
 const char *json_type_name(json_type t);
 
+/* Exact tests on a value that may be NULL (absent): a string equal to s, the literal false / true. */
+int json_is_str(const json_value *v, const char *s);
+int json_is_false(const json_value *v);
+int json_is_true(const json_value *v);
+
 /* Writing JSON (the CLI's documents): a string with ", \ and control characters escaped; a
  * number with 9 significant digits (a float, or a double made from one, reads back to the same
  * value), non-finite as null (JSON has no infinities); an array of ids "[1, 2, 3]". */
@@ -54,5 +59,7 @@ void rc_json_put_ids(FILE *f, const int32_t *ids, int n);
 
 /* Reads a whole file into a malloc'd NUL-terminated buffer. */
 recall_status rc_read_file(const char *path, char **out, size_t *len, recall_err *err);
+/* Reads and parses a JSON file (errors name the path); json_free *doc. */
+recall_status json_read_file(const char *path, json_doc **doc, recall_err *err);
 
 #endif

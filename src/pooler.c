@@ -111,31 +111,23 @@ static recall_status load_block(const rc_blob *b, int i, int H, int FF, block_w 
     return RECALL_OK;
 }
 
-recall_status rc_pooler_open_ex(const rc_blob *b, const rc_exec *ex, rc_pooler **out, recall_err *err) {
-    *out = NULL;
-    rc_pooler *p = (rc_pooler *)calloc(1, sizeof *p);
-    if (!p) return rc_fail(err, RECALL_E_NOMEM, "pooler: out of memory");
+/* The pooler's config, weights and work buffers into p (ex: the pool to run on, NULL: its own). */
+static recall_status pooler_load(rc_pooler *p, const rc_blob *b, const rc_exec *ex, recall_err *err) {
     rc_pooler_config *c = &p->c;
-    recall_status st;
     double eps;
-#define TRY(e)                                                                                   \
-    do {                                                                                         \
-        if ((st = (e)) != RECALL_OK) goto fail;                                                  \
-    } while (0)
     if (!ex) {
-        TRY(rc_exec_open(NULL, &p->own_ex, err));
+        RC_TRY(rc_exec_open(NULL, &p->own_ex, err));
         ex = p->own_ex;
     }
     p->ex = ex;
-    TRY(rc_blob_get_int(b, "pooler.n_sp", 1, 1 << 16, &c->n_sp, err));
-    TRY(rc_blob_get_int(b, "pooler.hidden", 1, 1 << 16, &c->hidden, err));
-    TRY(rc_blob_get_int(b, "pooler.heads", 1, 1 << 12, &c->heads, err));
-    TRY(rc_blob_get_int(b, "pooler.blocks", 1, 1 << 10, &c->blocks, err));
-    TRY(rc_blob_get_int(b, "pooler.ffn", 1, 1 << 20, &c->ffn, err));
-    TRY(rc_blob_get_f64(b, "pooler.ln_eps", &eps, err));
+    RC_TRY(rc_blob_get_int(b, "pooler.n_sp", 1, 1 << 16, &c->n_sp, err));
+    RC_TRY(rc_blob_get_int(b, "pooler.hidden", 1, 1 << 16, &c->hidden, err));
+    RC_TRY(rc_blob_get_int(b, "pooler.heads", 1, 1 << 12, &c->heads, err));
+    RC_TRY(rc_blob_get_int(b, "pooler.blocks", 1, 1 << 10, &c->blocks, err));
+    RC_TRY(rc_blob_get_int(b, "pooler.ffn", 1, 1 << 20, &c->ffn, err));
+    RC_TRY(rc_blob_get_f64(b, "pooler.ln_eps", &eps, err));
     if (!(eps > 0.0 && eps < 1.0) || c->hidden % c->heads) {
-        st = rc_fail(err, RECALL_E_FORMAT, "%s: pooler.ln_eps out of range or hidden %% heads != 0", rc_blob_path(b));
-        goto fail;
+        return rc_fail(err, RECALL_E_FORMAT, "%s: pooler.ln_eps out of range or hidden %% heads != 0", rc_blob_path(b));
     }
     c->ln_eps = (float)eps;
     const int H = c->hidden, S = c->n_sp, FF = c->ffn, NB = c->blocks;
@@ -143,26 +135,25 @@ recall_status rc_pooler_open_ex(const rc_blob *b, const rc_exec *ex, rc_pooler *
     const int nh = (H + 1) / 2;
     p->vecs = falloc((size_t)S * H + per_block * NB + 2 * (size_t)H + 1 + (size_t)nh);
     p->blk = (block_w *)calloc((size_t)NB, sizeof(block_w));
-    if (!p->vecs || !p->blk) goto nomem;
+    if (!p->vecs || !p->blk) return rc_fail(err, RECALL_E_NOMEM, "pooler: out of memory");
     float *v = p->vecs;
     p->query = v;
     v += (size_t)S * H;
-    TRY(rc_blob_vec(b, "pooler.query", (int64_t)S * H, p->query, err));
+    RC_TRY(rc_blob_vec(b, "pooler.query", (int64_t)S * H, p->query, err));
     {
         const rc_tensor *t = rc_blob_find(b, "pooler.query");
         if (t->ndim != 2 || t->shape[0] != S) {
-            st = rc_fail(err, RECALL_E_SHAPE, "%s: pooler.query is not [%d,%d]", rc_blob_path(b), S, H);
-            goto fail;
+            return rc_fail(err, RECALL_E_SHAPE, "%s: pooler.query is not [%d,%d]", rc_blob_path(b), S, H);
         }
     }
-    for (int i = 0; i < NB; i++) TRY(load_block(b, i, H, FF, &p->blk[i], &v, err));
+    for (int i = 0; i < NB; i++) RC_TRY(load_block(b, i, H, FF, &p->blk[i], &v, err));
     p->ln_out_w = v;
     v += H;
     p->ln_out_b = v;
     v += H;
-    TRY(rc_blob_vec(b, "pooler.ln_out.weight", H, p->ln_out_w, err));
-    TRY(rc_blob_vec(b, "pooler.ln_out.bias", H, p->ln_out_b, err));
-    TRY(rc_blob_vec(b, "pooler.out_scale", 1, v, err));
+    RC_TRY(rc_blob_vec(b, "pooler.ln_out.weight", H, p->ln_out_w, err));
+    RC_TRY(rc_blob_vec(b, "pooler.ln_out.bias", H, p->ln_out_b, err));
+    RC_TRY(rc_blob_vec(b, "pooler.out_scale", 1, v, err));
     c->out_scale = fabsf(v[0]);
     v += 1;
     p->div = v;
@@ -178,18 +169,25 @@ recall_status rc_pooler_open_ex(const rc_blob *b, const rc_exec *ex, rc_pooler *
     p->tmp = falloc(sh);
     p->hid = falloc((size_t)S * FF);
     p->scores = falloc((size_t)S * (size_t)ex->threads);
-    if (!p->q || !p->qn || !p->Q || !p->Kq || !p->Vq || !p->att || !p->tmp || !p->hid || !p->scores) goto nomem;
+    if (!p->q || !p->qn || !p->Q || !p->Kq || !p->Vq || !p->att || !p->tmp || !p->hid || !p->scores)
+        return rc_fail(err, RECALL_E_NOMEM, "pooler: out of memory");
     p->pe = falloc(3 * (size_t)nh * (size_t)ex->threads);
-    if (!p->pe) goto nomem;
-    TRY(rc_pooler_set_tile(p, RC_POOLER_TILE, err));
+    if (!p->pe) return rc_fail(err, RECALL_E_NOMEM, "pooler: out of memory");
+    RC_TRY(rc_pooler_set_tile(p, RC_POOLER_TILE, err));
+    return RECALL_OK;
+}
+
+recall_status rc_pooler_open_ex(const rc_blob *b, const rc_exec *ex, rc_pooler **out, recall_err *err) {
+    *out = NULL;
+    rc_pooler *p = (rc_pooler *)calloc(1, sizeof *p);
+    if (!p) return rc_fail(err, RECALL_E_NOMEM, "pooler: out of memory");
+    recall_status st = pooler_load(p, b, ex, err);
+    if (st != RECALL_OK) {
+        rc_pooler_close(p);
+        return st;
+    }
     *out = p;
     return RECALL_OK;
-nomem:
-    st = rc_fail(err, RECALL_E_NOMEM, "pooler: out of memory");
-fail:
-    rc_pooler_close(p);
-    return st;
-#undef TRY
 }
 
 /* Rows [row0, row0 + nrows) of w as a matrix of their own, when the storage allows it (nf4:

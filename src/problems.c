@@ -144,12 +144,8 @@ static recall_status read_pairs(const json_value *arr, const char *path, const c
 
 recall_status rc_bench_load(const char *path, rc_bench **out, recall_err *err) {
     *out = NULL;
-    char *text;
-    size_t len;
-    RC_TRY(rc_read_file(path, &text, &len, err));
     json_doc *doc;
-    recall_status s = json_parse(text, len, path, &doc, err);
-    free(text);
+    recall_status s = json_read_file(path, &doc, err);
     if (s) return s;
     rc_bench *b = calloc(1, sizeof *b);
     if (!b) {

@@ -10,6 +10,7 @@
  */
 #include "tokenize_bpe.h"
 
+#include "bytes.h"
 #include "json.h"
 #include "mem.h"
 #include "unicode.h"
@@ -58,19 +59,6 @@ struct rc_bpe {
 
 /* ---- little helpers --------------------------------------------------------------------- */
 
-static uint32_t rd32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static void wr32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
-}
-
-static uint64_t hash_bytes(const void *s, size_t n) {
-    const uint8_t *p = s;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
-    return h ^ (h >> 29);
-}
 static uint64_t hash_u64(uint64_t x) {
     x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull;
     return x ^ (x >> 33);
@@ -93,31 +81,9 @@ static int cp_to_byte(const uint16_t byte_cp[256], uint32_t cp) {
     return -1;
 }
 
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-} bytebuf;
-
-static recall_status bb_put(bytebuf *b, const void *src, size_t n) {
-    if (n > SIZE_MAX - b->n - 1) return RECALL_E_NOMEM;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) {
-            if (cap > SIZE_MAX / 2) return RECALL_E_NOMEM;
-            cap *= 2;
-        }
-        uint8_t *q = realloc(b->p, cap);
-        if (!q) return RECALL_E_NOMEM;
-        b->p = q;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->n, src, n);
-    b->n += n;
-    return RECALL_OK;
-}
 
 /* Appends s with each maximal invalid UTF-8 subsequence replaced by U+FFFD. */
-static recall_status bb_put_lossy(bytebuf *b, const uint8_t *s, size_t n) {
+static recall_status bb_put_lossy(rc_bytebuf *b, const uint8_t *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         size_t run = i;
@@ -126,11 +92,11 @@ static recall_status bb_put_lossy(bytebuf *b, const uint8_t *s, size_t n) {
             if (rc_utf8_next(s + run, n - run, &adv) < 0) break;
             run += adv;
         }
-        RC_TRY(bb_put(b, s + i, run - i));
+        RC_TRY(rc_bb_put(b, s + i, run - i));
         if (run == n) break;
         size_t adv;
         (void)rc_utf8_next(s + run, n - run, &adv);
-        RC_TRY(bb_put(b, "\xEF\xBF\xBD", 3));
+        RC_TRY(rc_bb_put(b, "\xEF\xBF\xBD", 3));
         i = run + adv;
     }
     return RECALL_OK;
@@ -160,12 +126,8 @@ static recall_status missing(bctx *c, const char *path) {
     return rc_fail(c->err, RECALL_E_MISSING, "%s: %s: missing", c->what, path);
 }
 
-static int is_str(const json_value *v, const char *s) {
-    return v && v->type == JSON_STR && strlen(s) == v->len && memcmp(v->str, s, v->len) == 0;
-}
 static int is_null(const json_value *v) { return !v || v->type == JSON_NULL; }
-static int is_false(const json_value *v) { return v && v->type == JSON_BOOL && v->num == 0; }
-static int is_null_or_empty(const json_value *v) { return is_null(v) || is_str(v, ""); }
+static int is_null_or_empty(const json_value *v) { return is_null(v) || json_is_str(v, ""); }
 
 static recall_status check_type(bctx *c, const json_value *obj, const char *path,
                                 const char *want) {
@@ -173,7 +135,7 @@ static recall_status check_type(bctx *c, const json_value *obj, const char *path
     snprintf(p, sizeof p, "%s.type", path);
     const json_value *t = json_get(obj, "type");
     if (!t) return missing(c, p);
-    if (!is_str(t, want)) return unsup(c, p, "unsupported type");
+    if (!json_is_str(t, want)) return unsup(c, p, "unsupported type");
     return RECALL_OK;
 }
 
@@ -202,7 +164,7 @@ typedef struct {
 } tmp_ht;
 
 static int32_t tmp_find(const tmp_ht *h, const build_tok *toks, const char *s, size_t len) {
-    size_t m = h->cap - 1, i = (size_t)hash_bytes(s, len) & m;
+    size_t m = h->cap - 1, i = (size_t)rc_hash_bytes(s, len) & m;
     for (;;) {
         int32_t id = h->slot[i];
         if (id < 0) return -1;
@@ -211,7 +173,7 @@ static int32_t tmp_find(const tmp_ht *h, const build_tok *toks, const char *s, s
     }
 }
 static void tmp_insert(tmp_ht *h, const build_tok *toks, int32_t id) {
-    size_t m = h->cap - 1, i = (size_t)hash_bytes(toks[id].s, toks[id].len) & m;
+    size_t m = h->cap - 1, i = (size_t)rc_hash_bytes(toks[id].s, toks[id].len) & m;
     while (h->slot[i] >= 0) i = (i + 1) & m;
     h->slot[i] = id;
 }
@@ -230,16 +192,16 @@ static recall_status parse_pretok(bctx *c, const json_value *root) {
     if (!pat) return missing(c, "$.pre_tokenizer.pretokenizers[0].pattern");
     const json_value *re = json_get(pat, "Regex");
     if (!re) return unsup(c, "$.pre_tokenizer.pretokenizers[0].pattern", "only Regex patterns");
-    if (!is_str(re, QWEN2_PATTERN))
+    if (!json_is_str(re, QWEN2_PATTERN))
         return unsup(c, "$.pre_tokenizer.pretokenizers[0].pattern.Regex", "unsupported pattern");
-    if (!is_str(json_get(sp, "behavior"), "Isolated"))
+    if (!json_is_str(json_get(sp, "behavior"), "Isolated"))
         return unsup(c, "$.pre_tokenizer.pretokenizers[0].behavior", "only Isolated");
-    if (!is_false(json_get(sp, "invert")))
+    if (!json_is_false(json_get(sp, "invert")))
         return unsup(c, "$.pre_tokenizer.pretokenizers[0].invert", "only false");
     RC_TRY(check_type(c, bl, "$.pre_tokenizer.pretokenizers[1]", "ByteLevel"));
-    if (!is_false(json_get(bl, "add_prefix_space")))
+    if (!json_is_false(json_get(bl, "add_prefix_space")))
         return unsup(c, "$.pre_tokenizer.pretokenizers[1].add_prefix_space", "only false");
-    if (!is_false(json_get(bl, "use_regex")))
+    if (!json_is_false(json_get(bl, "use_regex")))
         return unsup(c, "$.pre_tokenizer.pretokenizers[1].use_regex", "only false");
     return RECALL_OK;
 }
@@ -269,7 +231,7 @@ static recall_status parse_post(bctx *c, const json_value *root, build_state *st
     const json_value *pp = json_get(root, "post_processor");
     if (is_null(pp)) return RECALL_OK; /* no specials added */
     const json_value *t = json_get(pp, "type");
-    if (is_str(t, "ByteLevel")) return RECALL_OK; /* only touches offsets */
+    if (json_is_str(t, "ByteLevel")) return RECALL_OK; /* only touches offsets */
     RC_TRY(check_type(c, pp, "$.post_processor", "TemplateProcessing"));
     const json_value *single = json_get_type(pp, "single", JSON_ARR);
     if (!single) return missing(c, "$.post_processor.single");
@@ -280,7 +242,7 @@ static recall_status parse_post(bctx *c, const json_value *root, build_state *st
         const json_value *item = &single->items[i];
         const json_value *seq = json_get_type(item, "Sequence", JSON_OBJ);
         if (seq) {
-            if (seen_a || !is_str(json_get(seq, "id"), "A"))
+            if (seen_a || !json_is_str(json_get(seq, "id"), "A"))
                 return unsup(c, path, "expected one Sequence A");
             seen_a = 1;
             continue;
@@ -311,7 +273,7 @@ static recall_status parse_added(bctx *c, const json_value *root, build_state *s
         static const char *const flags0[] = {"normalized", "lstrip", "rstrip", "single_word"};
         for (size_t k = 0; k < 4; k++) {
             const json_value *f = json_get(a, flags0[k]);
-            if (f && !is_false(f)) {
+            if (f && !json_is_false(f)) {
                 snprintf(p, sizeof p, "$.added_tokens[%zu].%s", i, flags0[k]);
                 return unsup(c, p, "only false");
             }
@@ -351,7 +313,7 @@ static recall_status parse_model(bctx *c, const json_value *root, build_state *s
     if (!is_null_or_empty(json_get(model, "end_of_word_suffix")))
         return unsup(c, "$.model.end_of_word_suffix", "only empty");
     const json_value *bf = json_get(model, "byte_fallback");
-    if (bf && !is_false(bf)) return unsup(c, "$.model.byte_fallback", "only false");
+    if (bf && !json_is_false(bf)) return unsup(c, "$.model.byte_fallback", "only false");
     const json_value *im = json_get(model, "ignore_merges");
     if (im && im->type == JSON_BOOL && im->num != 0) st->flags |= 1u;
     const json_value *vocab = json_get(model, "vocab");
@@ -486,27 +448,27 @@ static recall_status serialise(bctx *c, const build_state *st, uint8_t **section
     uint8_t *p = calloc(1, (size_t)total);
     if (!p) return rc_fail(c->err, RECALL_E_NOMEM, "%s: out of memory", c->what);
     memcpy(p, BPE_MAGIC, 8);
-    wr32(p + 8, BPE_VERSION);
-    wr32(p + 12, st->flags);
-    wr32(p + 16, st->n_ids);
-    wr32(p + 20, st->n_merges);
-    wr32(p + 24, st->n_added);
-    wr32(p + 28, st->n_prefix);
-    wr32(p + 32, st->n_suffix);
-    wr32(p + 36, (uint32_t)pool);
+    rc_wr32(p + 8, BPE_VERSION);
+    rc_wr32(p + 12, st->flags);
+    rc_wr32(p + 16, st->n_ids);
+    rc_wr32(p + 20, st->n_merges);
+    rc_wr32(p + 24, st->n_added);
+    rc_wr32(p + 28, st->n_prefix);
+    rc_wr32(p + 32, st->n_suffix);
+    rc_wr32(p + 36, (uint32_t)pool);
     uint32_t off = 0;
     for (uint32_t i = 0; i < st->n_ids; i++) {
-        wr32(p + BPE_HDR + 4ull * i, off);
+        rc_wr32(p + BPE_HDR + 4ull * i, off);
         p[BPE_HDR + 4ull * (st->n_ids + 1) + i] = st->toks[i].kind;
         if (st->toks[i].len) memcpy(p + pool_off + off, st->toks[i].s, st->toks[i].len);
         off += (uint32_t)st->toks[i].len;
     }
-    wr32(p + BPE_HDR + 4ull * st->n_ids, off);
+    rc_wr32(p + BPE_HDR + 4ull * st->n_ids, off);
     for (uint32_t i = 0; i < st->n_merges; i++)
-        for (int k = 0; k < 3; k++) wr32(p + merges_off + 12ull * i + 4u * (unsigned)k, st->merges[i][k]);
-    for (uint32_t i = 0; i < st->n_added; i++) wr32(p + added_off + 4ull * i, (uint32_t)st->added[i]);
-    for (uint32_t i = 0; i < st->n_prefix; i++) wr32(p + prefix_off + 4ull * i, (uint32_t)st->prefix[i]);
-    for (uint32_t i = 0; i < st->n_suffix; i++) wr32(p + suffix_off + 4ull * i, (uint32_t)st->suffix[i]);
+        for (int k = 0; k < 3; k++) rc_wr32(p + merges_off + 12ull * i + 4u * (unsigned)k, st->merges[i][k]);
+    for (uint32_t i = 0; i < st->n_added; i++) rc_wr32(p + added_off + 4ull * i, (uint32_t)st->added[i]);
+    for (uint32_t i = 0; i < st->n_prefix; i++) rc_wr32(p + prefix_off + 4ull * i, (uint32_t)st->prefix[i]);
+    for (uint32_t i = 0; i < st->n_suffix; i++) rc_wr32(p + suffix_off + 4ull * i, (uint32_t)st->suffix[i]);
     *section = p;
     *size = (size_t)total;
     return RECALL_OK;
@@ -568,7 +530,7 @@ static const char *tok_at(const rc_bpe *t, uint32_t id, size_t *len) {
 }
 
 static int32_t str_lookup(const rc_bpe *t, const char *s, size_t len) {
-    size_t m = t->str_cap - 1, i = (size_t)hash_bytes(s, len) & m;
+    size_t m = t->str_cap - 1, i = (size_t)rc_hash_bytes(s, len) & m;
     for (;;) {
         int32_t id = t->str_ht[i];
         if (id < 0) return -1;
@@ -583,7 +545,7 @@ static void str_insert(rc_bpe *t, uint32_t id) {
     size_t len;
     const char *s = tok_at(t, id, &len);
     if (str_lookup(t, s, len) >= 0) return; /* first inserted wins (added before model) */
-    size_t m = t->str_cap - 1, i = (size_t)hash_bytes(s, len) & m;
+    size_t m = t->str_cap - 1, i = (size_t)rc_hash_bytes(s, len) & m;
     while (t->str_ht[i] >= 0) i = (i + 1) & m;
     t->str_ht[i] = (int32_t)id;
 }
@@ -640,7 +602,7 @@ static recall_status bpe_alloc(rc_bpe *t, uint32_t pool, recall_err *err) {
 static recall_status load_tokens(rc_bpe *t, const uint8_t *p, const bpe_layout *L, recall_err *err) {
     uint32_t n = t->n_ids, prev = 0, n_added_kind = 0;
     for (uint32_t i = 0; i <= n; i++) {
-        uint32_t o = rd32(p + BPE_HDR + 4ull * i);
+        uint32_t o = rc_rd32(p + BPE_HDR + 4ull * i);
         if (o < prev || o > L->pool_len || (i == 0 && o != 0) || (i == n && o != L->pool_len))
             return sect_fail(err, RECALL_E_FORMAT, "token offsets out of order");
         t->tok_off[i] = o;
@@ -695,7 +657,7 @@ static recall_status load_merges(rc_bpe *t, const uint8_t *p, const bpe_layout *
     for (uint32_t i = 0; i < t->merge_cap; i++) t->merge_ht[i].key = UINT64_MAX;
     for (uint32_t r = 0; r < t->n_merges; r++) {
         const uint8_t *m = p + L->merges + 12ull * r;
-        uint32_t a = rd32(m), b = rd32(m + 4), c = rd32(m + 8);
+        uint32_t a = rc_rd32(m), b = rc_rd32(m + 4), c = rc_rd32(m + 8);
         if (a >= n || b >= n || c >= n || t->tok_kind[a] != KIND_MODEL ||
             t->tok_kind[b] != KIND_MODEL || t->tok_kind[c] == KIND_ABSENT)
             return sect_fail(err, RECALL_E_FORMAT, "merge refers to a missing token");
@@ -711,7 +673,7 @@ static recall_status load_merges(rc_bpe *t, const uint8_t *p, const bpe_layout *
 static recall_status load_added(rc_bpe *t, const uint8_t *p, const bpe_layout *L, recall_err *err) {
     uint32_t cnt[257] = {0};
     for (uint32_t i = 0; i < t->n_added; i++) {
-        uint32_t id = rd32(p + L->added + 4ull * i);
+        uint32_t id = rc_rd32(p + L->added + 4ull * i);
         if (id >= t->n_ids || t->tok_kind[id] < KIND_ADDED)
             return sect_fail(err, RECALL_E_FORMAT, "bad added-token id");
         for (uint32_t k = 0; k < i; k++)
@@ -735,7 +697,7 @@ static recall_status load_added(rc_bpe *t, const uint8_t *p, const bpe_layout *L
 /* Post-processor prefix / suffix ids (present tokens). */
 static recall_status load_affixes(rc_bpe *t, const uint8_t *p, const bpe_layout *L, recall_err *err) {
     for (uint32_t i = 0; i < t->n_prefix + t->n_suffix; i++) {
-        uint32_t id = rd32(p + L->prefix + 4ull * i);
+        uint32_t id = rc_rd32(p + L->prefix + 4ull * i);
         if (id >= t->n_ids || t->tok_kind[id] == KIND_ABSENT)
             return sect_fail(err, RECALL_E_FORMAT, "bad post-processor id");
         if (i < t->n_prefix) t->prefix[i] = (int32_t)id; else t->suffix[i - t->n_prefix] = (int32_t)id;
@@ -747,19 +709,17 @@ recall_status rc_bpe_load(const void *section, size_t size, rc_bpe **out, recall
     const uint8_t *p = section;
     if (!out) return rc_fail(err, RECALL_E_ARG, "rc_bpe_load: NULL out");
     *out = NULL;
-    if (!p || size < BPE_HDR) return rc_fail(err, RECALL_E_FORMAT, "tokenizer section (BPE): truncated header");
-    if (memcmp(p, BPE_MAGIC, 8) != 0) return rc_fail(err, RECALL_E_FORMAT, "tokenizer section (BPE): bad magic");
-    if (rd32(p + 8) != BPE_VERSION) return rc_fail(err, RECALL_E_VERSION, "tokenizer section (BPE): version %u", rd32(p + 8));
+    RC_TRY(rc_section_head(p, size, BPE_HDR, BPE_MAGIC, BPE_VERSION, "tokenizer section (BPE)", err));
     rc_bpe *t = calloc(1, sizeof *t);
     if (!t) return rc_fail(err, RECALL_E_NOMEM, "tokenizer section (BPE): out of memory");
-    t->flags = rd32(p + 12);
-    t->n_ids = rd32(p + 16);
-    t->n_merges = rd32(p + 20);
-    t->n_added = rd32(p + 24);
-    t->n_prefix = rd32(p + 28);
-    t->n_suffix = rd32(p + 32);
+    t->flags = rc_rd32(p + 12);
+    t->n_ids = rc_rd32(p + 16);
+    t->n_merges = rc_rd32(p + 20);
+    t->n_added = rc_rd32(p + 24);
+    t->n_prefix = rc_rd32(p + 28);
+    t->n_suffix = rc_rd32(p + 32);
     bpe_layout L;
-    L.pool_len = rd32(p + 36);
+    L.pool_len = rc_rd32(p + 36);
     if (t->n_ids > BPE_MAX_IDS || t->n_merges > BPE_MAX_MERGES || t->n_added > t->n_ids ||
         t->n_prefix > BPE_MAX_AFFIX || t->n_suffix > BPE_MAX_AFFIX || t->flags > 1)
         return load_fail(t, err, RECALL_E_FORMAT, "header counts out of range");
@@ -828,7 +788,7 @@ typedef struct {
 typedef struct {
     wc_slot *slot;
     size_t cap, used; /* cap a power of two, used <= cap / 2 */
-    bytebuf keys;
+    rc_bytebuf keys;
     int32_t *ids;
     size_t n_ids, ids_cap;
 } word_cache;
@@ -837,7 +797,7 @@ typedef struct {
     rc_u32vec cps, nfc;
     uint8_t *flags;
     size_t flags_cap;
-    bytebuf piece, bl;
+    rc_bytebuf piece, bl;
     symbol *sym;
     heap_ent *heap;
     size_t sym_cap;
@@ -939,7 +899,7 @@ static recall_status wc_put(word_cache *w, const uint8_t *key, size_t len, uint6
     wc_slot *e = wc_find(w, key, len, h);
     RC_TRY(ids_reserve(&w->ids, &w->ids_cap, w->n_ids, n));
     size_t key_off = w->keys.n;
-    RC_TRY(bb_put(&w->keys, key, len));
+    RC_TRY(rc_bb_put(&w->keys, key, len));
     if (n) memcpy(w->ids + w->n_ids, ids, n * sizeof *ids); /* a hostile section can map a word to no id */
     *e = (wc_slot){h, (uint32_t)key_off, (uint32_t)len, (uint32_t)w->n_ids, (uint32_t)n};
     w->n_ids += n;
@@ -982,7 +942,7 @@ static recall_status bpe_piece(const rc_bpe *t, enc_scratch *s, const uint8_t *b
         s->bl.n = 0;
         for (size_t i = 0; i < m; i++) {
             uint8_t u[4];
-            RC_TRY(bb_put(&s->bl, u, rc_utf8_put(t->byte_cp[b[i]], u)));
+            RC_TRY(rc_bb_put(&s->bl, u, rc_utf8_put(t->byte_cp[b[i]], u)));
         }
         int32_t id = str_lookup(t, (const char *)s->bl.p, s->bl.n);
         if (id >= 0 && t->tok_kind[id] == KIND_MODEL) return push_id(s, id);
@@ -1176,7 +1136,7 @@ static recall_status encode_span(const rc_bpe *t, enc_scratch *s, const uint8_t 
         RC_TRY(piece_bytes(s, c + i, e - i));
         const uint8_t *p = s->piece.p;
         size_t m = s->piece.n, before = s->n_ids;
-        uint64_t h = m <= WC_MAX_KEY ? hash_bytes(p, m) : 0;
+        uint64_t h = m <= WC_MAX_KEY ? rc_hash_bytes(p, m) : 0;
         recall_status st = RECALL_OK;
         if (!wc_get(s, p, m, h, &st)) {
             RC_TRY(bpe_piece(t, s, p, m));
@@ -1214,7 +1174,7 @@ recall_status rc_bpe_encode(const rc_bpe *t, const char *text, size_t len, int a
     *n = 0;
     enc_scratch s;
     memset(&s, 0, sizeof s);
-    bytebuf clean = {NULL, 0, 0};
+    rc_bytebuf clean = {NULL, 0, 0};
     const uint8_t *b = (const uint8_t *)text;
     recall_status st = RECALL_OK;
     if (len && !utf8_valid(b, len)) { /* documented: invalid UTF-8 becomes U+FFFD */
@@ -1260,26 +1220,19 @@ recall_status rc_bpe_decode(const rc_bpe *t, const int32_t *ids, size_t n, int s
         return rc_fail(err, RECALL_E_ARG, "rc_bpe_decode: NULL argument");
     *text = NULL;
     *len = 0;
-    bytebuf raw = {NULL, 0, 0}, out = {NULL, 0, 0};
-    recall_status st = bb_put(&raw, "", 0);
+    rc_bytebuf raw = {NULL, 0, 0}, out = {NULL, 0, 0};
+    recall_status st = rc_bb_put(&raw, "", 0);
     for (size_t i = 0; i < n && !st; i++) {
         int32_t id = ids[i];
         if (id < 0 || (uint32_t)id >= t->n_ids) continue; /* HF: unknown ids are dropped */
         uint8_t k = t->tok_kind[id];
         if (k == KIND_ABSENT || (skip_special && k == KIND_SPECIAL)) continue;
-        st = bb_put(&raw, t->dec_pool + t->dec_off[id], t->dec_off[id + 1] - t->dec_off[id]);
+        st = rc_bb_put(&raw, t->dec_pool + t->dec_off[id], t->dec_off[id + 1] - t->dec_off[id]);
     }
-    if (!st) st = bb_put(&out, "", 0);
+    if (!st) st = rc_bb_put(&out, "", 0);
     if (!st) st = bb_put_lossy(&out, raw.p, raw.n);
     free(raw.p);
-    if (st) {
-        free(out.p);
-        return rc_fail(err, st, "rc_bpe_decode: out of memory");
-    }
-    out.p[out.n] = 0;
-    *text = (char *)out.p;
-    *len = out.n;
-    return RECALL_OK;
+    return rc_bb_take_text(&out, st, "rc_bpe_decode", text, len, err);
 }
 
 /* ---- accessors -------------------------------------------------------------------------- */
@@ -1292,9 +1245,7 @@ int32_t rc_bpe_token_id(const rc_bpe *t, const char *token_string) {
 const char *rc_bpe_token_str(const rc_bpe *t, int32_t id, size_t *len) {
     if (!t || id < 0 || (uint32_t)id >= t->n_ids || t->tok_kind[id] == KIND_ABSENT) return NULL;
     size_t l;
-    const char *s = tok_at(t, (uint32_t)id, &l);
-    if (len) *len = l;
-    return s;
+    return tok_at(t, (uint32_t)id, len ? len : &l);
 }
 
 int rc_bpe_is_special(const rc_bpe *t, int32_t id) {

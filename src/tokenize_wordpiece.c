@@ -7,6 +7,7 @@
  */
 #include "tokenize_wordpiece.h"
 
+#include "bytes.h"
 #include "json.h"
 #include "mem.h"
 #include "unicode.h"
@@ -33,42 +34,6 @@ struct rc_wp {
     int32_t *ht;
     size_t ht_cap;
 };
-
-static uint32_t rd32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static void wr32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
-}
-static uint64_t hash_bytes(const void *s, size_t n) {
-    const uint8_t *p = s;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
-    return h ^ (h >> 29);
-}
-
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-} bytebuf;
-
-static recall_status bb_put(bytebuf *b, const void *src, size_t n) {
-    if (n > SIZE_MAX - b->n - 1) return RECALL_E_NOMEM;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) {
-            if (cap > SIZE_MAX / 2) return RECALL_E_NOMEM;
-            cap *= 2;
-        }
-        uint8_t *q = realloc(b->p, cap);
-        if (!q) return RECALL_E_NOMEM;
-        b->p = q;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->n, src, n);
-    b->n += n;
-    return RECALL_OK;
-}
 
 /* ---- build ------------------------------------------------------------------------------ */
 
@@ -140,26 +105,26 @@ static recall_status serialise(const char *what, const line *lines, size_t n_lin
     uint8_t *p = calloc(1, total);
     if (!p) return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory", what);
     memcpy(p, WP_MAGIC, 8);
-    wr32(p + 8, WP_VERSION);
-    wr32(p + 12, flags);
-    wr32(p + 16, (uint32_t)n_lines);
-    wr32(p + 20, max_len);
-    wr32(p + 24, max_chars);
-    wr32(p + 28, (uint32_t)ids5[0]);
-    wr32(p + 32, (uint32_t)ids5[1]);
-    wr32(p + 36, (uint32_t)ids5[2]);
-    wr32(p + 40, n_special);
-    wr32(p + 44, (uint32_t)pool);
+    rc_wr32(p + 8, WP_VERSION);
+    rc_wr32(p + 12, flags);
+    rc_wr32(p + 16, (uint32_t)n_lines);
+    rc_wr32(p + 20, max_len);
+    rc_wr32(p + 24, max_chars);
+    rc_wr32(p + 28, (uint32_t)ids5[0]);
+    rc_wr32(p + 32, (uint32_t)ids5[1]);
+    rc_wr32(p + 36, (uint32_t)ids5[2]);
+    rc_wr32(p + 40, n_special);
+    rc_wr32(p + 44, (uint32_t)pool);
     size_t pool_off = WP_HDR + 4 * (n_lines + 1) + 4 * n_special;
     uint32_t off = 0;
     for (size_t i = 0; i < n_lines; i++) {
-        wr32(p + WP_HDR + 4 * i, off);
+        rc_wr32(p + WP_HDR + 4 * i, off);
         if (lines[i].len) memcpy(p + pool_off + off, lines[i].s, lines[i].len);
         off += (uint32_t)lines[i].len;
     }
-    wr32(p + WP_HDR + 4 * n_lines, off);
+    rc_wr32(p + WP_HDR + 4 * n_lines, off);
     for (uint32_t j = 0; j < n_special; j++)
-        wr32(p + WP_HDR + 4 * (n_lines + 1) + 4 * j, (uint32_t)special[j]);
+        rc_wr32(p + WP_HDR + 4 * (n_lines + 1) + 4 * j, (uint32_t)special[j]);
     *section = p;
     *size = total;
     return RECALL_OK;
@@ -249,11 +214,6 @@ out:
     return s;
 }
 
-static int j_false(const json_value *v) { return v && v->type == JSON_BOOL && v->num == 0; }
-static int j_true(const json_value *v) { return v && v->type == JSON_BOOL && v->num != 0; }
-static int j_str(const json_value *v, const char *want) {
-    return v && v->type == JSON_STR && strlen(want) == v->len && memcmp(v->str, want, v->len) == 0;
-}
 
 #define WP_UNSUP(path, why) rc_fail(err, RECALL_E_UNSUPPORTED, "%s: %s: %s", what, path, why)
 
@@ -264,24 +224,24 @@ static recall_status wp_from_json(const char *what, const json_value *root, line
                                   uint32_t *n_special, recall_err *err) {
     const json_value *norm = json_get(root, "normalizer"), *v;
     if (!norm || norm->type != JSON_OBJ) return rc_fail(err, RECALL_E_MISSING, "%s: $.normalizer: missing", what);
-    if (!j_str(json_get(norm, "type"), "BertNormalizer")) return WP_UNSUP("$.normalizer.type", "unsupported type");
-    int lower = j_true(json_get(norm, "lowercase"));
-    *flags = (j_true(json_get(norm, "clean_text")) ? F_CLEAN : 0) | (lower ? F_LOWER : 0) |
-             (j_true(json_get(norm, "handle_chinese_chars")) ? F_CHINESE : 0);
+    if (!json_is_str(json_get(norm, "type"), "BertNormalizer")) return WP_UNSUP("$.normalizer.type", "unsupported type");
+    int lower = json_is_true(json_get(norm, "lowercase"));
+    *flags = (json_is_true(json_get(norm, "clean_text")) ? F_CLEAN : 0) | (lower ? F_LOWER : 0) |
+             (json_is_true(json_get(norm, "handle_chinese_chars")) ? F_CHINESE : 0);
     v = json_get(norm, "strip_accents");
-    if (j_true(v) || ((!v || v->type == JSON_NULL) && lower)) *flags |= F_STRIP;
+    if (json_is_true(v) || ((!v || v->type == JSON_NULL) && lower)) *flags |= F_STRIP;
     const json_value *pt = json_get(root, "pre_tokenizer");
     if (!pt || pt->type != JSON_OBJ) return rc_fail(err, RECALL_E_MISSING, "%s: $.pre_tokenizer: missing", what);
-    if (!j_str(json_get(pt, "type"), "BertPreTokenizer")) return WP_UNSUP("$.pre_tokenizer.type", "unsupported type");
+    if (!json_is_str(json_get(pt, "type"), "BertPreTokenizer")) return WP_UNSUP("$.pre_tokenizer.type", "unsupported type");
     const json_value *dec = json_get(root, "decoder");
     if (!dec || dec->type != JSON_OBJ) return rc_fail(err, RECALL_E_MISSING, "%s: $.decoder: missing", what);
-    if (!j_str(json_get(dec, "type"), "WordPiece")) return WP_UNSUP("$.decoder.type", "unsupported type");
-    if (!j_str(json_get(dec, "prefix"), "##")) return WP_UNSUP("$.decoder.prefix", "only ##");
-    if (!j_true(json_get(dec, "cleanup"))) return WP_UNSUP("$.decoder.cleanup", "only true");
+    if (!json_is_str(json_get(dec, "type"), "WordPiece")) return WP_UNSUP("$.decoder.type", "unsupported type");
+    if (!json_is_str(json_get(dec, "prefix"), "##")) return WP_UNSUP("$.decoder.prefix", "only ##");
+    if (!json_is_true(json_get(dec, "cleanup"))) return WP_UNSUP("$.decoder.cleanup", "only true");
     const json_value *model = json_get(root, "model");
     if (!model || model->type != JSON_OBJ) return rc_fail(err, RECALL_E_MISSING, "%s: $.model: missing", what);
-    if (!j_str(json_get(model, "type"), "WordPiece")) return WP_UNSUP("$.model.type", "unsupported type");
-    if (!j_str(json_get(model, "continuing_subword_prefix"), "##"))
+    if (!json_is_str(json_get(model, "type"), "WordPiece")) return WP_UNSUP("$.model.type", "unsupported type");
+    if (!json_is_str(json_get(model, "continuing_subword_prefix"), "##"))
         return WP_UNSUP("$.model.continuing_subword_prefix", "only ##");
     v = json_get(model, "max_input_chars_per_word");
     if (!v || v->type != JSON_NUM || !v->is_int || v->i < 1 || v->i > (1 << 24))
@@ -318,9 +278,9 @@ static recall_status wp_from_json(const char *what, const json_value *root, line
         const json_value *a = &added->items[i], *id = json_get(a, "id"), *c = json_get(a, "content");
         static const char *const flags0[] = {"normalized", "lstrip", "rstrip", "single_word"};
         for (size_t k = 0; k < 4; k++)
-            if (json_get(a, flags0[k]) && !j_false(json_get(a, flags0[k])))
+            if (json_get(a, flags0[k]) && !json_is_false(json_get(a, flags0[k])))
                 FAIL(RECALL_E_UNSUPPORTED, "%s: $.added_tokens[%zu].%s: only false", what, i, flags0[k]);
-        if (!j_true(json_get(a, "special")))
+        if (!json_is_true(json_get(a, "special")))
             FAIL(RECALL_E_UNSUPPORTED, "%s: $.added_tokens[%zu].special: only special added tokens", what, i);
         if (!id || id->type != JSON_NUM || !id->is_int || id->i < 0 || (uint64_t)id->i >= vocab->len ||
             !c || c->type != JSON_STR || lines[id->i].len != c->len || memcmp(lines[id->i].s, c->str, c->len))
@@ -330,7 +290,7 @@ static recall_status wp_from_json(const char *what, const json_value *root, line
     }
     const json_value *pp = json_get(root, "post_processor");
     if (!pp || pp->type != JSON_OBJ) FAIL(RECALL_E_MISSING, "%s: $.post_processor: missing", what);
-    if (!j_str(json_get(pp, "type"), "TemplateProcessing"))
+    if (!json_is_str(json_get(pp, "type"), "TemplateProcessing"))
         FAIL(RECALL_E_UNSUPPORTED, "%s: $.post_processor.type: unsupported type", what);
     const json_value *single = json_get_type(pp, "single", JSON_ARR);
     const json_value *map = json_get_type(pp, "special_tokens", JSON_OBJ);
@@ -407,7 +367,7 @@ static const char *tok_at(const rc_wp *t, uint32_t id, size_t *len) {
 }
 
 static int32_t lookup(const rc_wp *t, const char *s, size_t len) {
-    size_t m = t->ht_cap - 1, i = (size_t)hash_bytes(s, len) & m;
+    size_t m = t->ht_cap - 1, i = (size_t)rc_hash_bytes(s, len) & m;
     for (;;) {
         int32_t id = t->ht[i];
         if (id < 0) return -1;
@@ -427,20 +387,18 @@ recall_status rc_wp_load(const void *section, size_t size, rc_wp **out, recall_e
     const uint8_t *p = section;
     if (!out) return rc_fail(err, RECALL_E_ARG, "rc_wp_load: NULL out");
     *out = NULL;
-    if (!p || size < WP_HDR) return rc_fail(err, RECALL_E_FORMAT, "tokenizer section (WordPiece): truncated header");
-    if (memcmp(p, WP_MAGIC, 8) != 0) return rc_fail(err, RECALL_E_FORMAT, "tokenizer section (WordPiece): bad magic");
-    if (rd32(p + 8) != WP_VERSION) return rc_fail(err, RECALL_E_VERSION, "tokenizer section (WordPiece): version %u", rd32(p + 8));
+    RC_TRY(rc_section_head(p, size, WP_HDR, WP_MAGIC, WP_VERSION, "tokenizer section (WordPiece)", err));
     rc_wp *t = calloc(1, sizeof *t);
     if (!t) return rc_fail(err, RECALL_E_NOMEM, "tokenizer section (WordPiece): out of memory");
-    t->flags = rd32(p + 12);
-    t->n_ids = rd32(p + 16);
-    t->max_len = rd32(p + 20);
-    t->max_chars = rd32(p + 24);
-    t->unk = (int32_t)rd32(p + 28);
-    t->cls = (int32_t)rd32(p + 32);
-    t->sep = (int32_t)rd32(p + 36);
-    t->n_special = rd32(p + 40);
-    uint32_t pool = rd32(p + 44);
+    t->flags = rc_rd32(p + 12);
+    t->n_ids = rc_rd32(p + 16);
+    t->max_len = rc_rd32(p + 20);
+    t->max_chars = rc_rd32(p + 24);
+    t->unk = (int32_t)rc_rd32(p + 28);
+    t->cls = (int32_t)rc_rd32(p + 32);
+    t->sep = (int32_t)rc_rd32(p + 36);
+    t->n_special = rc_rd32(p + 40);
+    uint32_t pool = rc_rd32(p + 44);
     uint32_t n = t->n_ids;
     if (n == 0 || n > WP_MAX_IDS || t->n_special > WP_MAX_SPECIAL || t->flags > 15 ||
         t->unk < 0 || (uint32_t)t->unk >= n || t->cls < -1 || t->cls >= (int32_t)n ||
@@ -459,7 +417,7 @@ recall_status rc_wp_load(const void *section, size_t size, rc_wp **out, recall_e
         return wp_fail(t, err, RECALL_E_NOMEM, "out of memory");
     uint32_t prev = 0;
     for (uint32_t i = 0; i <= n; i++) {
-        uint32_t o = rd32(p + WP_HDR + 4ull * i);
+        uint32_t o = rc_rd32(p + WP_HDR + 4ull * i);
         if (o < prev || o > pool || (i == 0 && o != 0) || (i == n && o != pool))
             return wp_fail(t, err, RECALL_E_FORMAT, "token offsets out of order");
         t->tok_off[i] = o;
@@ -472,7 +430,7 @@ recall_status rc_wp_load(const void *section, size_t size, rc_wp **out, recall_e
         memcpy(dst, p + pool_off + t->tok_off[i], l);
         dst[l] = 0;
         t->present[i] = 1;
-        size_t m = t->ht_cap - 1, h = (size_t)hash_bytes(dst, l) & m;
+        size_t m = t->ht_cap - 1, h = (size_t)rc_hash_bytes(dst, l) & m;
         for (;;) { /* a later duplicate replaces the earlier id */
             int32_t id = t->ht[h];
             if (id < 0) { t->ht[h] = (int32_t)i; break; }
@@ -487,7 +445,7 @@ recall_status rc_wp_load(const void *section, size_t size, rc_wp **out, recall_e
         }
     }
     for (uint32_t j = 0; j < t->n_special; j++) {
-        uint32_t id = rd32(p + WP_HDR + 4ull * (n + 1) + 4ull * j);
+        uint32_t id = rc_rd32(p + WP_HDR + 4ull * (n + 1) + 4ull * j);
         if (id >= n || t->tok_off[id + 1] == t->tok_off[id])
             return wp_fail(t, err, RECALL_E_FORMAT, "bad special-token id");
         t->special[j] = (int32_t)id;
@@ -502,7 +460,7 @@ recall_status rc_wp_load(const void *section, size_t size, rc_wp **out, recall_e
 
 typedef struct {
     rc_u32vec cps, norm, tmp;
-    bytebuf word, cand;
+    rc_bytebuf word, cand;
     int32_t *ids;
     size_t n_ids, ids_cap;
 } wp_scratch;
@@ -581,7 +539,7 @@ static recall_status wordpiece(const rc_wp *t, wp_scratch *s, const uint32_t *w,
     s->word.n = 0;
     for (size_t i = 0; i < nw; i++) {
         uint8_t u[4];
-        RC_TRY(bb_put(&s->word, u, rc_utf8_put(w[i], u)));
+        RC_TRY(rc_bb_put(&s->word, u, rc_utf8_put(w[i], u)));
     }
     const uint8_t *b = s->word.p;
     size_t len = s->word.n, start = 0, first_new = s->n_ids;
@@ -590,8 +548,8 @@ static recall_status wordpiece(const rc_wp *t, wp_scratch *s, const uint32_t *w,
         int32_t found = -1;
         while (start < end) {
             s->cand.n = 0;
-            if (start > 0) RC_TRY(bb_put(&s->cand, "##", 2));
-            RC_TRY(bb_put(&s->cand, b + start, end - start));
+            if (start > 0) RC_TRY(rc_bb_put(&s->cand, "##", 2));
+            RC_TRY(rc_bb_put(&s->cand, b + start, end - start));
             found = lookup(t, (const char *)s->cand.p, s->cand.n);
             if (found >= 0) break;
             do end--; while (end > start && (b[end] & 0xC0) == 0x80); /* previous char boundary */
@@ -686,30 +644,30 @@ recall_status rc_wp_encode(const rc_wp *t, const char *text, size_t len, int add
 /* ---- decode ----------------------------------------------------------------------------- */
 
 /* HF decoders::wordpiece::cleanup, applied to one token (with its leading space). */
-static recall_status put_cleaned(bytebuf *out, const uint8_t *s, size_t n) {
+static recall_status put_cleaned(rc_bytebuf *out, const uint8_t *s, size_t n) {
     static const char *const from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " do not",
                                        " 's", " 've", " 're"};
     static const char *const to[] = {".", "?", "!", ",", "'", "n't", "'m", " don't",
                                      "'s", "'ve", "'re"};
-    bytebuf a = {NULL, 0, 0}, b = {NULL, 0, 0};
-    recall_status st = bb_put(&a, s, n);
+    rc_bytebuf a = {NULL, 0, 0}, b = {NULL, 0, 0};
+    recall_status st = rc_bb_put(&a, s, n);
     for (size_t r = 0; r < sizeof from / sizeof from[0] && !st; r++) {
         size_t fl = strlen(from[r]), tl = strlen(to[r]), i = 0;
         b.n = 0;
         while (i < a.n && !st) {
             if (i + fl <= a.n && memcmp(a.p + i, from[r], fl) == 0) {
-                st = bb_put(&b, to[r], tl);
+                st = rc_bb_put(&b, to[r], tl);
                 i += fl;
             } else {
-                st = bb_put(&b, a.p + i, 1);
+                st = rc_bb_put(&b, a.p + i, 1);
                 i++;
             }
         }
-        bytebuf sw = a;
+        rc_bytebuf sw = a;
         a = b;
         b = sw;
     }
-    if (!st) st = bb_put(out, a.p, a.n);
+    if (!st) st = rc_bb_put(out, a.p, a.n);
     free(a.p);
     free(b.p);
     return st;
@@ -720,8 +678,8 @@ recall_status rc_wp_decode(const rc_wp *t, const int32_t *ids, size_t n, int ski
     if (!t || !text || !len || (!ids && n)) return rc_fail(err, RECALL_E_ARG, "rc_wp_decode: NULL argument");
     *text = NULL;
     *len = 0;
-    bytebuf out = {NULL, 0, 0}, tok = {NULL, 0, 0};
-    recall_status st = bb_put(&out, "", 0);
+    rc_bytebuf out = {NULL, 0, 0}, tok = {NULL, 0, 0};
+    recall_status st = rc_bb_put(&out, "", 0);
     size_t k = 0; /* index among the tokens that survive filtering */
     for (size_t i = 0; i < n && !st; i++) {
         int32_t id = ids[i];
@@ -731,26 +689,19 @@ recall_status rc_wp_decode(const rc_wp *t, const int32_t *ids, size_t n, int ski
         const char *s = tok_at(t, (uint32_t)id, &l);
         tok.n = 0;
         if (k > 0) {
-            if (l >= 2 && s[0] == '#' && s[1] == '#') st = bb_put(&tok, s + 2, l - 2);
+            if (l >= 2 && s[0] == '#' && s[1] == '#') st = rc_bb_put(&tok, s + 2, l - 2);
             else {
-                st = bb_put(&tok, " ", 1);
-                if (!st) st = bb_put(&tok, s, l);
+                st = rc_bb_put(&tok, " ", 1);
+                if (!st) st = rc_bb_put(&tok, s, l);
             }
         } else {
-            st = bb_put(&tok, s, l);
+            st = rc_bb_put(&tok, s, l);
         }
         if (!st) st = put_cleaned(&out, tok.p, tok.n);
         k++;
     }
     free(tok.p);
-    if (st) {
-        free(out.p);
-        return rc_fail(err, st, "rc_wp_decode: out of memory");
-    }
-    out.p[out.n] = 0;
-    *text = (char *)out.p;
-    *len = out.n;
-    return RECALL_OK;
+    return rc_bb_take_text(&out, st, "rc_wp_decode", text, len, err);
 }
 
 /* ---- accessors -------------------------------------------------------------------------- */
@@ -763,9 +714,7 @@ int32_t rc_wp_token_id(const rc_wp *t, const char *token_string) {
 const char *rc_wp_token_str(const rc_wp *t, int32_t id, size_t *len) {
     if (!t || id < 0 || (uint32_t)id >= t->n_ids || !t->present[id]) return NULL;
     size_t l;
-    const char *s = tok_at(t, (uint32_t)id, &l);
-    if (len) *len = l;
-    return s;
+    return tok_at(t, (uint32_t)id, len ? len : &l);
 }
 
 int rc_wp_is_special(const rc_wp *t, int32_t id) {

@@ -7,6 +7,7 @@
 #include "npy.h"
 #include "qwen2.h"
 #include "simd.h"
+#include "tokenize_bpe.h"
 
 #include <criterion/criterion.h>
 #include <stdarg.h>
@@ -34,15 +35,9 @@ static int blob_is_fresh(const char *path, const char *dir) {
 }
 
 rc_convert_opts fixture_worldA_convert_opts(const char *weights, const char *out) {
-    rc_convert_opts o;
-    memset(&o, 0, sizeof o);
-    o.qwen2_dir = WA "qwen2";
-    o.bge_dir = WA "bge";
-    o.pooler_path = WA "pooler.pt";
-    o.gate_path = WA "gate.npz";
-    o.bridge_path = WA "bge_head.npz";
-    o.weights = weights;
-    o.out_path = out;
+    const rc_convert_opts o = {.qwen2_dir = WA "qwen2", .bge_dir = WA "bge", .pooler_path = WA "pooler.pt",
+                               .gate_path = WA "gate.npz", .bridge_path = WA "bge_head.npz", .weights = weights,
+                               .out_path = out};
     return o;
 }
 
@@ -63,16 +58,8 @@ static const char *world_blob(const char *dir, const char *name, const char *wei
     snprintf(pooler, sizeof pooler, "%s/pooler.pt", dir);
     snprintf(gate, sizeof gate, "%s/gate.npz", dir);
     snprintf(bridge, sizeof bridge, "%s/bge_head.npz", dir);
-    rc_convert_opts o;
-    memset(&o, 0, sizeof o);
-    o.qwen2_dir = q;
-    o.bge_dir = bge;
-    o.pooler_path = pooler;
-    o.gate_path = gate;
-    o.bridge_path = bridge;
-    o.weights = weights;
-    o.lm_head_screen = screen;
-    o.out_path = tmp;
+    const rc_convert_opts o = {.qwen2_dir = q, .bge_dir = bge, .pooler_path = pooler, .gate_path = gate,
+                               .bridge_path = bridge, .weights = weights, .lm_head_screen = screen, .out_path = tmp};
     recall_err err = {0};
     if (rc_convert(&o, &err) != RECALL_OK) {
         fprintf(stderr, "fixture: convert %s failed: %s\n", weights, err.msg);
@@ -178,10 +165,31 @@ rc_blob *fixture_open(const char *path) {
     return b;
 }
 
+uint64_t fixture_blob_counted(const char *path) {
+#ifdef RECALL_NO_MMAP
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0, "%s: cannot stat", path);
+    return (uint64_t)st.st_size;
+#else
+    (void)path;
+    return 0;
+#endif
+}
+
 rc_blob *fixture_open_worldA(const char *weights) {
     const char *p = fixture_worldA_blob(weights);
     cr_assert(p, "cannot build the worldA %s blob", weights);
     return fixture_open(p);
+}
+
+rc_bpe *fixture_blob_bpe(const rc_blob *b) {
+    size_t size;
+    const void *sec = rc_blob_section(b, RC_SECT_TOK_BPE, &size);
+    cr_assert(sec, "%s: no BPE tokenizer section", rc_blob_path(b));
+    rc_bpe *t = NULL;
+    recall_err err = {0};
+    cr_assert_eq(rc_bpe_load(sec, size, &t, &err), RECALL_OK, "%s", err.msg);
+    return t;
 }
 
 rc_qwen2 *fixture_qwen2(const rc_blob *b, int max_ctx) {

@@ -4,6 +4,7 @@
 #define RECALL_TEST_FIXTURE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* weights: "f32", "bf16" or "nf4". Returns the blob path (a string constant), or NULL on failure
  * (the reason is printed to stderr). Safe to call from parallel test processes: each converts to a
@@ -29,6 +30,13 @@ struct rc_blob *fixture_open_worldA(const char *weights);
 rc_convert_opts fixture_worldA_convert_opts(const char *weights, const char *out);
 /* Any blob opened with rc_blob_open (mapped); aborts the test on failure. */
 struct rc_blob *fixture_open(const char *path);
+
+/* What recall_open counts against max_memory for the blob file itself: nothing when it is mapped,
+ * its size in a -DRECALL_NO_MMAP build (which reads it into memory). */
+uint64_t fixture_blob_counted(const char *path);
+
+/* The blob's Qwen2 tokenizer (rc_bpe_free it); aborts the test on failure. */
+struct rc_bpe *fixture_blob_bpe(const struct rc_blob *b);
 
 /* The decoder of a blob (rc_qwen2_open with max_ctx); aborts the test on failure. */
 struct rc_qwen2 *fixture_qwen2(const struct rc_blob *b, int max_ctx);
@@ -57,6 +65,21 @@ int *fixture_npz_i32(const char *path, const char *key, size_t *n);
  * logit bits), low-margin entries and the minimum margin; for runs, the final history too. `tag`
  * and the turn index name the comparison in a failure. */
 void fixture_expect_same_turn(const rc_turn *a, const rc_turn *b, const char *tag, int t);
+/* The four worldA loop goldens (faithful and clean mode, at fp32 and nf4) as four tests of suite,
+ * named pfx##faithful_fp32 and so on, each calling fn(golden path, weights, mode). */
+#define FIXTURE_LOOP_GOLDENS(suite, pfx, fn)                                                              \
+    Test(suite, pfx##faithful_fp32, .timeout = 900) {                                                     \
+        fn("tests/golden/worldA/loop_A_seed0_faithful_fp32.json", "f32", RC_MODE_FAITHFUL);               \
+    }                                                                                                     \
+    Test(suite, pfx##clean_fp32, .timeout = 900) {                                                        \
+        fn("tests/golden/worldA/loop_A_seed0_clean_fp32.json", "f32", RC_MODE_CLEAN);                     \
+    }                                                                                                     \
+    Test(suite, pfx##faithful_nf4, .timeout = 900) {                                                      \
+        fn("tests/golden/worldA/loop_A_seed0_faithful_nf4.json", "nf4", RC_MODE_FAITHFUL);                \
+    }                                                                                                     \
+    Test(suite, pfx##clean_nf4, .timeout = 900) {                                                         \
+        fn("tests/golden/worldA/loop_A_seed0_clean_nf4.json", "nf4", RC_MODE_CLEAN);                      \
+    }
 void fixture_expect_same_run(const rc_problem_run *a, const rc_problem_run *b, const char *tag);
 
 /* Runs the shell command printf(fmt, ...), asserts its exit status and, unless needle is NULL,

@@ -242,28 +242,13 @@ static void golden_drafts(const char *golden, const char *weights, rc_loop_mode 
     rc_blob_close(b);
 }
 
-Test(draft_golden, faithful_fp32, .timeout = 900) {
-    golden_drafts("tests/golden/worldA/loop_A_seed0_faithful_fp32.json", "f32", RC_MODE_FAITHFUL);
-}
-Test(draft_golden, clean_fp32, .timeout = 900) {
-    golden_drafts("tests/golden/worldA/loop_A_seed0_clean_fp32.json", "f32", RC_MODE_CLEAN);
-}
-Test(draft_golden, faithful_nf4, .timeout = 900) {
-    golden_drafts("tests/golden/worldA/loop_A_seed0_faithful_nf4.json", "nf4", RC_MODE_FAITHFUL);
-}
-Test(draft_golden, clean_nf4, .timeout = 900) {
-    golden_drafts("tests/golden/worldA/loop_A_seed0_clean_nf4.json", "nf4", RC_MODE_CLEAN);
-}
+FIXTURE_LOOP_GOLDENS(draft_golden, , golden_drafts)
 
 /* Speculative decoding with lm_head screening: the verify rows are final-normed hidden states
  * picked through the screen one by one (recall.c pick_row), and must give plain, unscreened
  * decoding's bits on both schedules. */
 static void screened_drafts(const char *weights, rc_loop_mode mode) {
-    const char *path = fixture_worldA_screen_blob(weights);
-    cr_assert(path);
-    rc_blob *b;
-    recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    rc_blob *b = fixture_open(fixture_worldA_screen_blob(weights));
     rc_problem p = fixture_problem(0);
     for (int sched = 0; sched < 2; sched++) {
         if (sched) rc_problem_keep_turns(&p, 2);

@@ -54,10 +54,7 @@ static void needle_open(needle_fx *fx) {
     cr_assert(path);
     fx->blob = fixture_open(path);
     recall_err err = {0};
-    size_t size;
-    const void *sec = rc_blob_section(fx->blob, RC_SECT_TOK_BPE, &size);
-    cr_assert(sec);
-    cr_assert_eq(rc_bpe_load(sec, size, &fx->bpe, &err), RECALL_OK, "%s", err.msg);
+    fx->bpe = fixture_blob_bpe(fx->blob);
     cr_assert_eq(rc_lctx_haystack_load(fx->bpe, "tests/golden/longctx/haystack.txt", &fx->hay, &err), RECALL_OK, "%s",
                  err.msg);
     cr_assert_eq(rc_lctx_build(fx->bpe, &fx->hay, RC_LCTX_NEEDLE, NEEDLE_LEN, NEEDLE_DEPTH, NEEDLE_SEED, &fx->c, &err),

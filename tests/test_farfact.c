@@ -39,10 +39,7 @@ static void env_open(env *e) {
     cr_assert(path);
     e->b = fixture_open(path);
     recall_err err = {0};
-    size_t size;
-    const void *sec = rc_blob_section(e->b, RC_SECT_TOK_BPE, &size);
-    cr_assert(sec);
-    cr_assert_eq(rc_bpe_load(sec, size, &e->bpe, &err), RECALL_OK, "%s", err.msg);
+    e->bpe = fixture_blob_bpe(e->b);
     cr_assert_eq(rc_bench_load(BENCH, &e->bench, &err), RECALL_OK, "%s", err.msg);
     cr_assert_eq(rc_blob_get_int(e->b, "tok.eos", 0, 1 << 30, &e->eos, &err), RECALL_OK, "%s", err.msg);
 }

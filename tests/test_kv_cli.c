@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define GOLDEN "tests/golden/worldA/loop_A_seed0_faithful_fp32.json"
@@ -240,12 +239,7 @@ Test(kv_api, forward_and_loop_options) {
     cr_assert(memcmp(lg[0], lg[1], sizeof lg[0]), "RECALL_KV_F16 changed nothing");
     /* the loop: unknown kv refused; the memory estimate counts half the KV bytes under f16 */
     recall_open_opts_init(&o);
-    o.max_memory = 1 << 20;
-#ifdef RECALL_NO_MMAP
-    struct stat bst; /* a build without mmap reads the blob into memory, and counts it */
-    cr_assert_eq(stat(path, &bst), 0);
-    o.max_memory += (uint64_t)bst.st_size;
-#endif
+    o.max_memory = (1 << 20) + fixture_blob_counted(path);
     cr_assert_eq(recall_open(path, &o, &m, &err), RECALL_OK, "%s", err.msg);
     recall_loop_opts lo;
     recall_loop_opts_init(m, &lo);

@@ -53,26 +53,29 @@ Test(api_limits, blob_read_into_memory_over_the_limit) {
     cr_assert_str_eq(recall_strerror(err.code), "limit exceeded");
 }
 
-Test(api_limits, loop_over_the_limit_names_the_numbers) {
-    const char *path = fixture_worldA_blob("f32");
+/* worldA under a 1 MiB max_memory. A mapped blob counts only the tokenizer (1 MiB is room enough);
+ * read into memory (-DRECALL_NO_MMAP builds) the file counts too. The loop's caches do not fit
+ * either way. */
+static recall_model *open_1mib(const char *path, recall_open_opts *o) {
     cr_assert(path);
-    recall_open_opts o;
-    recall_open_opts_init(&o);
-    /* A mapped blob counts only the tokenizer (1 MiB is room enough); read into memory
-     * (-DRECALL_NO_MMAP builds) the file counts too. The loop's caches do not fit either way. */
-    uint64_t limit = 1 << 20;
-#ifdef RECALL_NO_MMAP
-    limit += (uint64_t)file_size(path);
-#endif
-    o.max_memory = limit;
+    recall_open_opts_init(o);
+    o->max_memory = (1 << 20) + fixture_blob_counted(path);
     recall_err err = {0};
     recall_model *m = NULL;
-    cr_assert_eq(recall_open(path, &o, &m, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(recall_open(path, o, &m, &err), RECALL_OK, "%s", err.msg);
+    return m;
+}
+
+Test(api_limits, loop_over_the_limit_names_the_numbers) {
+    const char *path = fixture_worldA_blob("f32");
+    recall_open_opts o;
+    recall_model *m = open_1mib(path, &o);
+    recall_err err = {0};
     recall_loop *l = (recall_loop *)1;
     cr_assert_eq(recall_loop_open(m, NULL, &l, &err), RECALL_E_LIMIT, "%s", err.msg);
     cr_assert_null(l);
     char want[96];
-    snprintf(want, sizeof want, "over the memory limit of %llu bytes", (unsigned long long)limit);
+    snprintf(want, sizeof want, "over the memory limit of %llu bytes", (unsigned long long)o.max_memory);
     cr_assert(strstr(err.msg, want), "%s", err.msg);
     /* The same model with the limit lifted opens the loop: the refusal was the limit alone. */
     recall_close(m);
@@ -89,18 +92,9 @@ Test(api_limits, loop_over_the_limit_names_the_numbers) {
  * default 256), and that room is then taken (a second loop no longer fits). */
 Test(api_limits, pooler_cache_gets_what_the_limit_leaves) {
     const char *path = fixture_worldA_blob("f32");
-    cr_assert(path);
     recall_open_opts o;
-    recall_open_opts_init(&o);
-    o.max_memory = 1 << 20;
-#ifdef RECALL_NO_MMAP
-    struct stat bst; /* a build without mmap reads the blob into memory, and counts it */
-    cr_assert_eq(stat(path, &bst), 0);
-    o.max_memory += (uint64_t)bst.st_size;
-#endif
+    recall_model *m = open_1mib(path, &o);
     recall_err err = {0};
-    recall_model *m = NULL;
-    cr_assert_eq(recall_open(path, &o, &m, &err), RECALL_OK, "%s", err.msg);
     recall_loop *l = NULL;
     cr_assert_eq(recall_loop_open(m, NULL, &l, &err), RECALL_E_LIMIT, "%s", err.msg);
     unsigned long long need = 0, used = 0;

@@ -91,18 +91,7 @@ static void run_golden(const char *golden, const char *weights, rc_loop_mode mod
     rc_blob_close(b);
 }
 
-Test(lm_screen, goldens_faithful_fp32, .timeout = 900) {
-    run_golden("tests/golden/worldA/loop_A_seed0_faithful_fp32.json", "f32", RC_MODE_FAITHFUL);
-}
-Test(lm_screen, goldens_clean_fp32, .timeout = 900) {
-    run_golden("tests/golden/worldA/loop_A_seed0_clean_fp32.json", "f32", RC_MODE_CLEAN);
-}
-Test(lm_screen, goldens_faithful_nf4, .timeout = 900) {
-    run_golden("tests/golden/worldA/loop_A_seed0_faithful_nf4.json", "nf4", RC_MODE_FAITHFUL);
-}
-Test(lm_screen, goldens_clean_nf4, .timeout = 900) {
-    run_golden("tests/golden/worldA/loop_A_seed0_clean_nf4.json", "nf4", RC_MODE_CLEAN);
-}
+FIXTURE_LOOP_GOLDENS(lm_screen, goldens_, run_golden)
 
 /* ---- synthetic matrices ----------------------------------------------------------------------- */
 
@@ -370,13 +359,7 @@ Test(lm_screen, multi_row_forward, .timeout = 300) {
     int32_t ids[9] = {1027, 5, 17, 300, 301, 5, 999, 42, 7};
     float *lg = malloc((size_t)n * V * sizeof *lg), *hs = malloc((size_t)n * H * sizeof *hs), *hl = malloc((size_t)H * 4);
     for (int i = 0; i < n * H; i++) hs[i] = NAN;
-    rc_qwen2_fwd f;
-    memset(&f, 0, sizeof f);
-    f.ids = ids;
-    f.n = n;
-    f.logits_all = lg;
-    f.normed_all = hs;
-    f.normed_last = hl;
+    rc_qwen2_fwd f = {.ids = ids, .n = n, .logits_all = lg, .normed_all = hs, .normed_last = hl};
     cr_assert_eq(rc_qwen2_forward(m, &f, &err), RECALL_OK, "%s", err.msg);
     cr_assert(!memcmp(hl, hs + (size_t)(n - 1) * H, (size_t)H * 4));
     int screened = 0;

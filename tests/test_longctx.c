@@ -37,10 +37,7 @@ typedef struct {
 static void env_open(env *e) {
     e->b = fixture_open_worldA("f32");
     recall_err err = {0};
-    size_t size;
-    const void *sec = rc_blob_section(e->b, RC_SECT_TOK_BPE, &size);
-    cr_assert(sec);
-    cr_assert_eq(rc_bpe_load(sec, size, &e->bpe, &err), RECALL_OK, "%s", err.msg);
+    e->bpe = fixture_blob_bpe(e->b);
     cr_assert_eq(rc_lctx_haystack_load(e->bpe, HAYSTACK, &e->hay, &err), RECALL_OK, "%s", err.msg);
 }
 

@@ -204,11 +204,8 @@ static void run_golden_threads(const char *golden, const char *weights, rc_loop_
  * schedule at 1 thread on the scalar path give the same bits (q8 is deterministic in its own
  * right, rows independent as in exact), and they are not the exact profile's bits. */
 Test(recall_q8, schedules_threads_and_paths_agree_bitwise, .timeout = 900) {
-    const char *path = fixture_worldA_blob("nf4");
-    cr_assert(path);
-    rc_blob *b;
+    rc_blob *b = fixture_open_worldA("nf4");
     recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
     rc_problem p = fixture_problem(0);
     rc_problem_run runs[3];
     for (int i = 0; i < 3; i++) { /* q8 fast x2, q8 reference scalar x1, exact fast */
@@ -245,28 +242,14 @@ Test(recall_golden, faithful_nf4_2threads, .timeout = 900) {
     run_golden_threads("tests/golden/worldA/loop_A_seed0_faithful_nf4.json", "nf4", RC_MODE_FAITHFUL, 2);
 }
 
-Test(recall_golden, faithful_fp32, .timeout = 900) {
-    run_golden("tests/golden/worldA/loop_A_seed0_faithful_fp32.json", "f32", RC_MODE_FAITHFUL);
-}
-Test(recall_golden, clean_fp32, .timeout = 900) {
-    run_golden("tests/golden/worldA/loop_A_seed0_clean_fp32.json", "f32", RC_MODE_CLEAN);
-}
-Test(recall_golden, faithful_nf4, .timeout = 900) {
-    run_golden("tests/golden/worldA/loop_A_seed0_faithful_nf4.json", "nf4", RC_MODE_FAITHFUL);
-}
-Test(recall_golden, clean_nf4, .timeout = 900) {
-    run_golden("tests/golden/worldA/loop_A_seed0_clean_nf4.json", "nf4", RC_MODE_CLEAN);
-}
+FIXTURE_LOOP_GOLDENS(recall_golden, , run_golden)
 
 /* The pooler's K/V cache at the loop: off, a budget smaller than the conversation's evicted
  * history and the default give the bits of each other (and, through the golden tests above,
  * of the reference schedule, which never caches). */
 Test(recall_golden, pooler_cache_budgets_same_bits, .timeout = 900) {
-    const char *path = fixture_worldA_blob("f32");
-    cr_assert(path);
-    rc_blob *b;
+    rc_blob *b = fixture_open_worldA("f32");
     recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
     rc_problem p = fixture_problem(0);
     static const int budgets[] = {-1, 1, 0}; /* off, 1 MiB, the default */
     rc_problem_run runs[3];

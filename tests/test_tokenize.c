@@ -22,25 +22,27 @@
 
 #define G "tests/golden/"
 
-static rc_bpe *load_bpe(const char *json, const char *cfg) {
+/* A tokenizer as a blob holds it: built from its files into a section, loaded from the section.
+ * wp: WordPiece from vocab.txt (src), else BPE from tokenizer.json (src). */
+static void load_tok(int wp, const char *src, const char *cfg, rc_bpe **bpe, rc_wp **wpt) {
     uint8_t *sec;
     size_t size;
     recall_err err = {0};
-    rc_bpe *t;
-    cr_assert_eq(rc_bpe_build_from_json(json, cfg, &sec, &size, &err), RECALL_OK, "%s", err.msg);
-    cr_assert_eq(rc_bpe_load(sec, size, &t, &err), RECALL_OK, "%s", err.msg);
+    recall_status st =
+        wp ? rc_wp_build(src, cfg, &sec, &size, &err) : rc_bpe_build_from_json(src, cfg, &sec, &size, &err);
+    cr_assert_eq(st, RECALL_OK, "%s", err.msg);
+    st = wp ? rc_wp_load(sec, size, wpt, &err) : rc_bpe_load(sec, size, bpe, &err);
+    cr_assert_eq(st, RECALL_OK, "%s", err.msg);
     free(sec);
+}
+static rc_bpe *load_bpe(const char *json, const char *cfg) {
+    rc_bpe *t = NULL;
+    load_tok(0, json, cfg, &t, NULL);
     return t;
 }
-
 static rc_wp *load_wp(const char *vocab, const char *cfg) {
-    uint8_t *sec;
-    size_t size;
-    recall_err err = {0};
-    rc_wp *t;
-    cr_assert_eq(rc_wp_build(vocab, cfg, &sec, &size, &err), RECALL_OK, "%s", err.msg);
-    cr_assert_eq(rc_wp_load(sec, size, &t, &err), RECALL_OK, "%s", err.msg);
-    free(sec);
+    rc_wp *t = NULL;
+    load_tok(1, vocab, cfg, NULL, &t);
     return t;
 }
 
@@ -58,29 +60,20 @@ static int32_t *json_ids(const json_value *arr) {
     return ids;
 }
 
-typedef recall_status (*enc_fn)(const void *, const char *, size_t, int, int32_t **, size_t *,
-                                 recall_err *);
-typedef recall_status (*dec_fn)(const void *, const int32_t *, size_t, int, char **, size_t *,
-                                recall_err *);
+/* One of the two tokenizers (the other NULL): the golden checks run the same on both. */
+typedef struct {
+    const rc_bpe *bpe;
+    const rc_wp *wp;
+} tok;
 
-static recall_status bpe_enc(const void *t, const char *s, size_t l, int sp, int32_t **ids,
-                             size_t *n, recall_err *e) {
-    return rc_bpe_encode(t, s, l, sp, ids, n, e);
+static recall_status enc(tok t, const char *s, size_t l, int sp, int32_t **ids, size_t *n, recall_err *e) {
+    return t.wp ? rc_wp_encode(t.wp, s, l, sp, ids, n, e) : rc_bpe_encode(t.bpe, s, l, sp, ids, n, e);
 }
-static recall_status bpe_dec(const void *t, const int32_t *ids, size_t n, int sk, char **s,
-                             size_t *l, recall_err *e) {
-    return rc_bpe_decode(t, ids, n, sk, s, l, e);
-}
-static recall_status wp_enc(const void *t, const char *s, size_t l, int sp, int32_t **ids,
-                            size_t *n, recall_err *e) {
-    return rc_wp_encode(t, s, l, sp, ids, n, e);
-}
-static recall_status wp_dec(const void *t, const int32_t *ids, size_t n, int sk, char **s,
-                            size_t *l, recall_err *e) {
-    return rc_wp_decode(t, ids, n, sk, s, l, e);
+static recall_status dec(tok t, const int32_t *ids, size_t n, int sk, char **s, size_t *l, recall_err *e) {
+    return t.wp ? rc_wp_decode(t.wp, ids, n, sk, s, l, e) : rc_bpe_decode(t.bpe, ids, n, sk, s, l, e);
 }
 
-static void check_golden(const char *path, const void *tok, enc_fn enc, dec_fn dec) {
+static void check_golden(const char *path, tok tk) {
     json_doc *doc = fixture_json(path);
     const json_value *root = json_root(doc);
     const json_value *encs = json_get_type(root, "encode", JSON_ARR);
@@ -94,7 +87,7 @@ static void check_golden(const char *path, const void *tok, enc_fn enc, dec_fn d
             int32_t *ids;
             size_t n;
             recall_err err = {0};
-            cr_assert_eq(enc(tok, text->str, text->len, sp, &ids, &n, &err), RECALL_OK, "%s", err.msg);
+            cr_assert_eq(enc(tk, text->str, text->len, sp, &ids, &n, &err), RECALL_OK, "%s", err.msg);
             long d = ids_diff(ids, n, want);
             if (d >= 0) {
                 cr_log_error("%s encode[%zu] special=%d differs at %ld (got %zu ids, want %zu)",
@@ -112,7 +105,7 @@ static void check_golden(const char *path, const void *tok, enc_fn enc, dec_fn d
             char *s;
             size_t l;
             recall_err err = {0};
-            cr_assert_eq(dec(tok, ids, arr->len, sk, &s, &l, &err), RECALL_OK, "%s", err.msg);
+            cr_assert_eq(dec(tk, ids, arr->len, sk, &s, &l, &err), RECALL_OK, "%s", err.msg);
             if (l != want->len || memcmp(s, want->str, l) != 0) {
                 cr_log_error("%s decode[%zu] skip=%d: got \"%.80s\" want \"%.80s\"", path, i, sk,
                              s, want->str);
@@ -136,7 +129,7 @@ Test(tok_bpe, r1_goldens) {
     cr_assert_eq(rc_bpe_token_id(t, "<｜end▁of▁sentence｜>"), 151643);
     cr_assert_eq(rc_bpe_token_id(t, "no such token"), -1);
     cr_assert(rc_bpe_is_special(t, 151646) && !rc_bpe_is_special(t, 151644));
-    check_golden(G "tokenizers/deepseek-r1-distill-qwen.json", t, bpe_enc, bpe_dec);
+    check_golden(G "tokenizers/deepseek-r1-distill-qwen.json", (tok){t, NULL});
     rc_bpe_free(t);
 }
 
@@ -149,7 +142,7 @@ Test(tok_wp, bge_goldens) {
     cr_assert_eq(rc_wp_cls_id(t), 101);
     cr_assert_eq(rc_wp_sep_id(t), 102);
     cr_assert_eq(rc_wp_token_id(t, "[UNK]"), 100);
-    check_golden(G "tokenizers/bge-base-en-v1.5.json", t, wp_enc, wp_dec);
+    check_golden(G "tokenizers/bge-base-en-v1.5.json", (tok){NULL, t});
     rc_wp_free(t);
 }
 

@@ -118,13 +118,6 @@ static const char *yarn_blob(const char *tag, const char *rope) {
     return out;
 }
 
-static rc_blob *open_blob(const char *path) {
-    rc_blob *b = NULL;
-    recall_err err = {0};
-    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
-    return b;
-}
-
 static uint32_t bits(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
@@ -197,7 +190,7 @@ static void fp64_inv(const rc_rope_profile *p, double theta, int D, double *inv,
 }
 
 Test(yarn, tables_match_fp64_formula) {
-    rc_blob *b = open_blob(yarn_blob("tables", YARN5));
+    rc_blob *b = fixture_open(yarn_blob("tables", YARN5));
     rc_qwen2 *m = fixture_qwen2(b, 1024);
     recall_err err = {0};
     const rc_qwen2_config *c = rc_qwen2_cfg(m);
@@ -233,7 +226,7 @@ Test(yarn, tables_match_fp64_formula) {
 }
 
 Test(yarn, unscaled_tables_stay_bitwise) {
-    rc_blob *b = open_blob(fixture_worldA_blob("f32"));
+    rc_blob *b = fixture_open(fixture_worldA_blob("f32"));
     rc_qwen2 *m = fixture_qwen2(b, 4096);
     recall_err err = {0};
     const rc_qwen2_config *c = rc_qwen2_cfg(m);
@@ -268,7 +261,7 @@ static void make_ids(int32_t *ids, int n, int V) {
 
 Test(yarn, context_extends_to_factor_times_original_exactly) {
     const char *path = yarn_blob("limit", YARN4);
-    rc_blob *b = open_blob(path);
+    rc_blob *b = fixture_open(path);
     rc_qwen2 *m = NULL;
     recall_err err = {0};
     cr_assert_eq(rc_qwen2_open(b, 1025, &m, &err), RECALL_E_LIMIT);
@@ -306,7 +299,7 @@ Test(yarn, context_extends_to_factor_times_original_exactly) {
 }
 
 Test(yarn, contradicting_profile_fails_naming_both) {
-    rc_blob *b = open_blob(yarn_blob("contra", YARN5));
+    rc_blob *b = fixture_open(yarn_blob("contra", YARN5));
     rc_rope_profile p;
     recall_err err = {0};
     cr_assert_eq(rc_rope_parse("yarn:2:256", &p, &err), RECALL_OK, "%s", err.msg);
@@ -318,7 +311,7 @@ Test(yarn, contradicting_profile_fails_naming_both) {
     rc_blob_close(b);
 
     /* worldA has none: the runtime profile is used (4 x 1024 = 4096 positions) and changes the logits */
-    rc_blob *w = open_blob(fixture_worldA_blob("f32"));
+    rc_blob *w = fixture_open(fixture_worldA_blob("f32"));
     rc_qwen2 *plain = NULL, *scaled = NULL;
     cr_assert_eq(rc_qwen2_open(w, 64, &plain, &err), RECALL_OK, "%s", err.msg);
     cr_assert_eq(rc_rope_parse("yarn:4:1024", &p, &err), RECALL_OK, "%s", err.msg);
@@ -354,12 +347,12 @@ Test(yarn, contradicting_profile_fails_naming_both) {
 }
 
 Test(yarn, convert_reads_both_spellings_and_refuses_other_types) {
-    rc_blob *b5 = open_blob(yarn_blob("t5", YARN5));
+    rc_blob *b5 = fixture_open(yarn_blob("t5", YARN5));
     rc_rope_profile p5, p4;
     recall_err err = {0};
     cr_assert_eq(rc_rope_read(b5, &p5, &err), RECALL_OK, "%s", err.msg);
     rc_blob_close(b5);
-    rc_blob *b4 = open_blob(yarn_blob("t4", YARN4));
+    rc_blob *b4 = fixture_open(yarn_blob("t4", YARN4));
     cr_assert_eq(rc_rope_read(b4, &p4, &err), RECALL_OK, "%s", err.msg);
     rc_blob_close(b4);
     cr_assert(p5.type == RC_ROPE_YARN && p5.factor == 4.0 && p5.orig == 256 && p5.beta_fast == 32.0 &&
@@ -397,7 +390,7 @@ static uint32_t file_version(const char *path) {
 Test(yarn, profile_blob_is_version_2_and_plain_stays_version_1) {
     const char *yb = yarn_blob("v2", YARN5);
     cr_assert_eq(file_version(yb), RECALL_BLOB_VERSION_ROPE);
-    rc_blob_close(open_blob(yb)); /* this build reads it */
+    rc_blob_close(fixture_open(yb)); /* this build reads it */
     const char *plain = fixture_worldA_blob("f32");
     cr_assert(plain);
     cr_assert_eq(file_version(plain), 1u);
@@ -455,7 +448,7 @@ static recall_status read_profile(const kv_spec *kv, int n, rc_rope_profile *p, 
     snprintf(path, sizeof path, "/tmp/recall_rope_keys_%ld.blob", (long)getpid());
     cr_assert_eq(rc_writer_write(w, path, NULL, NULL, &err), RECALL_OK, "%s", err.msg);
     rc_writer_free(w);
-    rc_blob *b = open_blob(path);
+    rc_blob *b = fixture_open(path);
     remove(path);
     const recall_status st = rc_rope_read(b, p, &err);
     snprintf(msg, cap, "%s", err.msg);

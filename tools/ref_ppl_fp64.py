@@ -37,11 +37,15 @@ Only numpy; OpenBLAS threads follow OPENBLAS_NUM_THREADS (use 2 on a shared mach
 import argparse
 import json
 import math
+import os
 import struct
 import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from xxh64 import xxh64  # noqa: E402  (tools/xxh64.py: the project's checksum, seed 0)
 
 NF4_CODEBOOK = np.array([
     -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
@@ -201,39 +205,7 @@ def read_ids(path):
 
 def xxh64_ids(ids):
     """XXH64 (seed 0) of the int32 ids in little-endian order, as `recall score` prints it."""
-    P1, P2, P3, P4, P5 = 11400714785074694791, 14029467366897019727, 1609587929392839161, 9650029242287828579, 2870177450012600261
-    M = (1 << 64) - 1
-    rotl = lambda x, r: ((x << r) | (x >> (64 - r))) & M
-    rnd = lambda acc, inp: (rotl((acc + inp * P2) & M, 31) * P1) & M
-    data = struct.pack(f"<{len(ids)}i", *ids)
-    n, p = len(data), 0
-    if n >= 32:
-        v = [(P1 + P2) & M, P2, 0, (-P1) & M]
-        while p + 32 <= n:
-            for i in range(4):
-                v[i] = rnd(v[i], struct.unpack_from("<Q", data, p + 8 * i)[0])
-            p += 32
-        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & M
-        for i in range(4):
-            h = ((h ^ rnd(0, v[i])) * P1 + P4) & M
-    else:
-        h = P5
-    h = (h + n) & M
-    while p + 8 <= n:
-        h = (rotl(h ^ rnd(0, struct.unpack_from("<Q", data, p)[0]), 27) * P1 + P4) & M
-        p += 8
-    if p + 4 <= n:
-        h = (rotl(h ^ (struct.unpack_from("<I", data, p)[0] * P1 & M), 23) * P2 + P3) & M
-        p += 4
-    while p < n:
-        h = (rotl(h ^ (data[p] * P5 & M), 11) * P1) & M
-        p += 1
-    h ^= h >> 33
-    h = h * P2 & M
-    h ^= h >> 29
-    h = h * P3 & M
-    h ^= h >> 32
-    return f"{h:016x}"
+    return f"{xxh64(struct.pack(f'<{len(ids)}i', *ids)):016x}"
 
 
 def compute(b, cfg, kv, ids, N, n_chunk, first, bos):

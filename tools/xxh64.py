@@ -1,5 +1,6 @@
 """xxh64.py - XXH64 (seed 0), the public xxHash algorithm in plain Python; matches rc_xxh64
-(src/checksum.h). Used by tools/make_bad_pickles.py and tools/train_world/manifest.py."""
+(src/checksum.h). Used by tools/make_bad_pickles.py, tools/ref_ppl_fp64.py and
+tools/train_world/manifest.py."""
 import struct
 
 M64 = (1 << 64) - 1

@@ -17,6 +17,7 @@
 #include "blob.h"
 #include "json.h"
 #include "lm_screen.h"
+#include "names.h"
 #include "nf4.h"
 #include "npy.h"
 #include "pickle.h"
@@ -49,15 +50,6 @@ static void progress(conv *c, const char *fmt, const char *a, const char *b) {
     char line[9000];
     snprintf(line, sizeof line, fmt, a, b);
     c->o->progress(c->o->progress_ctx, line);
-}
-
-static recall_status read_json(const char *path, json_doc **doc, recall_err *err) {
-    char *text;
-    size_t len;
-    RC_TRY(rc_read_file(path, &text, &len, err));
-    recall_status s = json_parse(text, len, path, doc, err);
-    free(text);
-    return s;
 }
 
 static recall_status json_int(const json_value *root, const char *path, const char *file, int64_t *out,
@@ -315,7 +307,7 @@ static recall_status qwen2_config(conv *c, const char *dir, qwen2_cfg *q) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_doc *doc;
-    RC_TRY(read_json(path, &doc, c->err));
+    RC_TRY(json_read_file(path, &doc, c->err));
     const json_value *r = json_root(doc);
     recall_status s = RECALL_OK;
     const json_value *mt = json_get_type(r, "model_type", JSON_STR);
@@ -487,7 +479,7 @@ static recall_status bert_config(conv *c, const char *dir, bert_cfg *b) {
     json_doc *doc;
     recall_status s;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    RC_TRY(read_json(path, &doc, c->err));
+    RC_TRY(json_read_file(path, &doc, c->err));
     const json_value *r = json_root(doc);
     s = json_int(r, "hidden_size", path, &b->hidden, c->err);
     if (!s) s = json_int(r, "num_hidden_layers", path, &b->layers, c->err);
@@ -515,14 +507,14 @@ static recall_status bert_config(conv *c, const char *dir, bert_cfg *b) {
     b->max_seq = b->max_pos;
     snprintf(path, sizeof path, "%s/sentence_bert_config.json", dir);
     if (file_exists(path)) {
-        RC_TRY(read_json(path, &doc, c->err));
+        RC_TRY(json_read_file(path, &doc, c->err));
         const json_value *m = json_get(json_root(doc), "max_seq_length");
         if (m && m->type == JSON_NUM && m->is_int && m->i > 0 && m->i <= b->max_pos) b->max_seq = m->i;
         json_free(doc);
     }
     snprintf(path, sizeof path, "%s/1_Pooling/config.json", dir);
     if (file_exists(path)) {
-        RC_TRY(read_json(path, &doc, c->err));
+        RC_TRY(json_read_file(path, &doc, c->err));
         r = json_root(doc);
         static const char *other[] = {"pooling_mode_mean_tokens", "pooling_mode_max_tokens",
                                       "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
@@ -651,9 +643,8 @@ static recall_status fdict_add(fdict *d, const char *name, int ndim, const int64
 }
 
 static const ftensor *fdict_find(const fdict *d, const char *name) {
-    for (size_t i = 0; i < d->n; i++)
-        if (strcmp(d->t[i].name, name) == 0) return &d->t[i];
-    return NULL;
+    size_t i = RC_NAME_INDEX(d->t, d->n, ftensor, name, name);
+    return i < d->n ? &d->t[i] : NULL;
 }
 
 static int ends_with(const char *s, const char *suf) {

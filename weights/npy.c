@@ -16,6 +16,7 @@
 #include "atomic_file.h"
 
 #include "checksum.h"
+#include "mem.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -633,13 +634,9 @@ recall_status rc_npz_writer_add(rc_npz_writer *w, const char *key, rc_npy_dtype 
         if (strncmp(w->members[i].name, key, klen) == 0 && strcmp(w->members[i].name + klen, ".npy") == 0)
             return rc_fail(err, RECALL_E_ARG, "npz writer: key '%s' added twice", key);
     if (w->n == 0xFFFF) return rc_fail(err, RECALL_E_LIMIT, "npz writer: too many members (zip64 not supported)");
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 8;
-        npz_member *m = realloc(w->members, cap * sizeof *m);
-        if (!m) return rc_fail(err, RECALL_E_NOMEM, "npz writer: out of memory");
-        w->members = m;
-        w->cap = cap;
-    }
+    npz_member *grown = rc_grow(w->members, w->n, &w->cap, sizeof *grown, 8);
+    if (!grown) return rc_fail(err, RECALL_E_NOMEM, "npz writer: out of memory");
+    w->members = grown;
     npz_member m = {0};
     m.name = malloc(klen + 5);
     if (!m.name) return rc_fail(err, RECALL_E_NOMEM, "npz writer: out of memory");

@@ -9,6 +9,7 @@
  */
 #include "pickle.h"
 
+#include "mem.h"
 #include "zip.h"
 
 #include <limits.h>
@@ -214,6 +215,7 @@ typedef struct {
     rc_pickle_storage_fn storage_fn;
     void *ctx;
     recall_err *err;
+    bool stopped; /* STOP was run: the root is in out->root */
 } vm;
 
 /* Copies `s` (len n) into `dst` with non-printables escaped, so hostile names can't garble logs. */
@@ -288,11 +290,9 @@ static recall_status push(vm *m, rc_pv *v) {
     if (!v) return m->err && m->err->code ? m->err->code : RECALL_E_NOMEM;
     if (m->sp == m->stack_cap) {
         if (m->stack_cap >= MAX_STACK) return vm_fail(m, RECALL_E_LIMIT, "stack deeper than %u", MAX_STACK);
-        size_t nc = m->stack_cap ? m->stack_cap * 2 : 64;
-        rc_pv **ns = realloc(m->stack, nc * sizeof *ns);
+        rc_pv **ns = rc_grow(m->stack, m->sp, &m->stack_cap, sizeof *ns, 64);
         if (!ns) return vm_fail(m, RECALL_E_NOMEM, "out of memory (stack)");
         m->stack = ns;
-        m->stack_cap = nc;
     }
     m->stack[m->sp++] = v;
     return RECALL_OK;
@@ -981,12 +981,332 @@ static recall_status op_build(vm *m, rc_pv *obj, rc_pv *state) {
     return RECALL_OK;
 }
 
-/* One case per opcode. The switch stays whole on purpose: it is the VM's dispatch table, most
- * cases are a few lines, and reading the opcode set in one place (against pickletools' list) is
- * what makes it reviewable; anything with a name of its own (strings, longs, BUILD, REDUCE's
- * callables, persistent ids, the memo) already lives in a helper above. */
+/* ---- the VM: one handler per opcode group (the groups of pickletools' opcode list) ----------- */
+
+/* PROTO, FRAME (framing is only a read-ahead hint), STOP. */
+static recall_status op_control(vm *m) {
+    uint64_t x;
+    rc_pv *a;
+    switch (m->op) {
+    case 0x80: /* PROTO */
+        RC_TRY(read_uint(m, 1, &x));
+        if (x > 5) return vm_fail(m, RECALL_E_UNSUPPORTED, "pickle protocol %llu", (unsigned long long)x);
+        return RECALL_OK;
+    case 0x95: /* FRAME */
+        RC_TRY(read_uint(m, 8, &x));
+        if (x > m->len - m->pos)
+            return vm_fail(m, RECALL_E_FORMAT, "truncated: frame of %llu bytes", (unsigned long long)x);
+        return RECALL_OK;
+    default: /* '.' STOP */
+        RC_TRY(pop(m, &a));
+        m->out->root = a;
+        m->stopped = true;
+        return RECALL_OK;
+    }
+}
+
+/* MARK, POP, POP_MARK, DUP. */
+static recall_status op_stack(vm *m) {
+    size_t first = 0;
+    rc_pv *a;
+    switch (m->op) {
+    case '(': /* MARK */
+        if (m->n_marks == m->marks_cap) {
+            if (m->marks_cap >= MAX_MARKS) return vm_fail(m, RECALL_E_LIMIT, "MARKs nested deeper than %u", MAX_MARKS);
+            size_t *nm = rc_grow(m->marks, m->n_marks, &m->marks_cap, sizeof *nm, 16);
+            if (!nm) return vm_fail(m, RECALL_E_NOMEM, "out of memory (marks)");
+            m->marks = nm;
+        }
+        m->marks[m->n_marks++] = m->sp;
+        return RECALL_OK;
+    case '0': /* POP (a MARK if the current frame is empty, as CPython) */
+        if (m->sp > stack_base(m)) m->sp--;
+        else RC_TRY(pop_mark(m, &first));
+        return RECALL_OK;
+    case '1': /* POP_MARK */
+        RC_TRY(pop_mark(m, &first));
+        m->sp = first;
+        return RECALL_OK;
+    default: /* '2' DUP */
+        RC_TRY(top(m, &a));
+        return push(m, a);
+    }
+}
+
+static recall_status push_bool(vm *m, bool b) {
+    rc_pv *a = new_value(m, RC_PV_BOOL, 0);
+    if (a) a->u.b = b;
+    return push(m, a);
+}
+static recall_status push_float(vm *m, double d) {
+    rc_pv *a = new_value(m, RC_PV_FLOAT, 0);
+    if (a) a->u.f = d;
+    return push(m, a);
+}
+
+/* INT and LONG in text ("01" / "00" after INT are True / False; LONG may end in L). */
+static recall_status op_int_text(vm *m) {
+    const char *line;
+    size_t ln;
+    int64_t v;
+    RC_TRY(read_line(m, &line, &ln));
+    if (m->op == 'L' && ln && line[ln - 1] == 'L') ln--;
+    if (m->op == 'I' && ln == 2 && line[0] == '0' && (line[1] == '0' || line[1] == '1'))
+        return push_bool(m, line[1] == '1');
+    if (!parse_dec(line, ln, &v)) return vm_fail(m, RECALL_E_FORMAT, "bad or out-of-range integer text");
+    return push(m, new_int(m, v));
+}
+
+/* None, the booleans, the integers and the floats. */
+static recall_status op_scalar(vm *m) {
+    uint64_t x;
+    switch (m->op) {
+    case 'N': return push(m, new_value(m, RC_PV_NONE, 0));
+    case 0x88: return push_bool(m, true);  /* NEWTRUE */
+    case 0x89: return push_bool(m, false); /* NEWFALSE */
+    case 'J': /* BININT */
+        RC_TRY(read_uint(m, 4, &x));
+        return push(m, new_int(m, (int64_t)(int32_t)(uint32_t)x));
+    case 'K': RC_TRY(read_uint(m, 1, &x)); return push(m, new_int(m, (int64_t)x)); /* BININT1 */
+    case 'M': RC_TRY(read_uint(m, 2, &x)); return push(m, new_int(m, (int64_t)x)); /* BININT2 */
+    case 0x8a: /* LONG1 */
+        RC_TRY(read_uint(m, 1, &x));
+        return op_long(m, (size_t)x);
+    case 0x8b: /* LONG4 */
+        RC_TRY(read_uint(m, 4, &x));
+        if (x & 0x80000000u) return vm_fail(m, RECALL_E_FORMAT, "negative LONG4 length");
+        return op_long(m, (size_t)x);
+    case 'I':
+    case 'L': return op_int_text(m);
+    case 'F': { /* FLOAT (text) */
+        const char *line;
+        size_t ln;
+        char buf[MAX_LINE + 1], *end;
+        RC_TRY(read_line(m, &line, &ln));
+        memcpy(buf, line, ln);
+        buf[ln] = 0;
+        double d = strtod(buf, &end);
+        if (ln == 0 || *end) return vm_fail(m, RECALL_E_FORMAT, "bad float text");
+        return push_float(m, d);
+    }
+    default: { /* 'G' BINFLOAT: big-endian IEEE double */
+        RC_TRY(need(m, 8));
+        uint64_t bits = 0;
+        for (int i = 0; i < 8; i++) bits = bits << 8 | m->p[m->pos + (size_t)i];
+        m->pos += 8;
+        double d;
+        memcpy(&d, &bits, sizeof d);
+        return push_float(m, d);
+    }
+    }
+}
+
+/* The length-prefixed strings and bytes (the protocol-0 quoted ones are refused below). */
+static recall_status op_bytes(vm *m) {
+    switch (m->op) {
+    case 'X': return op_string(m, RC_PV_STR, 4, false);    /* BINUNICODE */
+    case 0x8c: return op_string(m, RC_PV_STR, 1, false);   /* SHORT_BINUNICODE */
+    case 0x8d: return op_string(m, RC_PV_STR, 8, false);   /* BINUNICODE8 */
+    case 'T': return op_string(m, RC_PV_STR, 4, true);     /* BINSTRING */
+    case 'U': return op_string(m, RC_PV_STR, 1, false);    /* SHORT_BINSTRING */
+    case 'B': return op_string(m, RC_PV_BYTES, 4, false);  /* BINBYTES */
+    case 'C': return op_string(m, RC_PV_BYTES, 1, false);  /* SHORT_BINBYTES */
+    default: return op_string(m, RC_PV_BYTES, 8, false);   /* BINBYTES8, BYTEARRAY8 */
+    }
+}
+
+/* The empty containers, and tuples, lists, frozensets and dicts built from the stack. */
+static recall_status op_container(vm *m) {
+    size_t first = 0;
+    rc_pv *a;
+    switch (m->op) {
+    case ']': return push(m, new_value(m, RC_PV_LIST, 0));  /* EMPTY_LIST */
+    case ')': return push(m, new_value(m, RC_PV_TUPLE, 0)); /* EMPTY_TUPLE */
+    case '}': return push(m, new_dict(m));                  /* EMPTY_DICT */
+    case 0x8f: return push(m, new_value(m, RC_PV_LIST, 0)); /* EMPTY_SET */
+    case 't':    /* TUPLE */
+    case 'l':    /* LIST */
+    case 0x91: { /* FROZENSET */
+        RC_TRY(pop_mark(m, &first));
+        RC_TRY(seq_from(m, m->op == 't' ? RC_PV_TUPLE : RC_PV_LIST, m->sp > first ? m->stack + first : NULL,
+                         m->sp - first, &a));
+        m->sp = first;
+        return push(m, a);
+    }
+    case 'd': /* DICT from mark: k1 v1 k2 v2 ... */
+        RC_TRY(pop_mark(m, &first));
+        if ((m->sp - first) % 2) return vm_fail(m, RECALL_E_FORMAT, "odd number of items for DICT");
+        a = new_dict(m);
+        if (!a) return m->err ? m->err->code : RECALL_E_NOMEM;
+        for (size_t i = first; i < m->sp; i += 2) RC_TRY(dict_set(m, a, m->stack[i], m->stack[i + 1]));
+        m->sp = first;
+        return push(m, a);
+    default: { /* TUPLE1..3 */
+        size_t n = (size_t)(m->op - 0x84);
+        if (m->sp - stack_base(m) < n) return vm_fail(m, RECALL_E_FORMAT, "stack underflow");
+        RC_TRY(seq_from(m, RC_PV_TUPLE, m->stack + m->sp - n, n, &a));
+        m->sp -= n;
+        return push(m, a);
+    }
+    }
+}
+
+/* SETITEM, SETITEMS, APPEND, APPENDS, ADDITEMS (sets are kept as lists): filling a container. */
+static recall_status op_fill(vm *m) {
+    size_t first = 0;
+    rc_pv *b, *c;
+    switch (m->op) {
+    case 's': /* SETITEM */
+        RC_TRY(pop(m, &b));
+        rc_pv *a;
+        RC_TRY(pop(m, &a));
+        RC_TRY(top(m, &c));
+        if (c->kind != RC_PV_DICT) return vm_fail(m, RECALL_E_FORMAT, "SETITEM on a %s", rc_pv_kind_name(c->kind));
+        return dict_set(m, c, a, b);
+    case 'u': /* SETITEMS */
+        RC_TRY(pop_mark(m, &first));
+        if (first <= stack_base(m)) return vm_fail(m, RECALL_E_FORMAT, "SETITEMS without a target");
+        c = m->stack[first - 1];
+        if (c->kind != RC_PV_DICT) return vm_fail(m, RECALL_E_FORMAT, "SETITEMS on a %s", rc_pv_kind_name(c->kind));
+        if ((m->sp - first) % 2) return vm_fail(m, RECALL_E_FORMAT, "odd number of items for SETITEMS");
+        for (size_t i = first; i < m->sp; i += 2) RC_TRY(dict_set(m, c, m->stack[i], m->stack[i + 1]));
+        m->sp = first;
+        return RECALL_OK;
+    case 'a': /* APPEND */
+        RC_TRY(pop(m, &b));
+        RC_TRY(top(m, &c));
+        if (c->kind != RC_PV_LIST) return vm_fail(m, RECALL_E_FORMAT, "APPEND on a %s", rc_pv_kind_name(c->kind));
+        RC_TRY(seq_reserve(m, c, 1));
+        c->u.seq.items[c->u.seq.n++] = b;
+        return RECALL_OK;
+    default: { /* 'e' APPENDS, 0x90 ADDITEMS */
+        RC_TRY(pop_mark(m, &first));
+        if (first <= stack_base(m)) return vm_fail(m, RECALL_E_FORMAT, "APPENDS without a target");
+        c = m->stack[first - 1];
+        if (c->kind != RC_PV_LIST) return vm_fail(m, RECALL_E_FORMAT, "APPENDS on a %s", rc_pv_kind_name(c->kind));
+        size_t n = m->sp - first;
+        RC_TRY(seq_reserve(m, c, n));
+        if (n) memcpy(c->u.seq.items + c->u.seq.n, m->stack + first, n * sizeof *m->stack);
+        c->u.seq.n += n;
+        m->sp = first;
+        return RECALL_OK;
+    }
+    }
+}
+
+/* GET / PUT and their binary forms, MEMOIZE. */
+static recall_status op_memo(vm *m) {
+    uint64_t x;
+    switch (m->op) {
+    case 'g':   /* GET (text) */
+    case 'p': { /* PUT (text) */
+        const char *line;
+        size_t ln;
+        int64_t v;
+        RC_TRY(read_line(m, &line, &ln));
+        if (!parse_dec(line, ln, &v) || v < 0)
+            return vm_fail(m, RECALL_E_FORMAT, m->op == 'g' ? "bad GET index" : "bad PUT index");
+        return m->op == 'g' ? memo_get(m, (uint64_t)v) : memo_put(m, (uint64_t)v);
+    }
+    case 'h': RC_TRY(read_uint(m, 1, &x)); return memo_get(m, x); /* BINGET */
+    case 'j': RC_TRY(read_uint(m, 4, &x)); return memo_get(m, x); /* LONG_BINGET */
+    case 'q': RC_TRY(read_uint(m, 1, &x)); return memo_put(m, x); /* BINPUT */
+    case 'r': RC_TRY(read_uint(m, 4, &x)); return memo_put(m, x); /* LONG_BINPUT */
+    default: return memo_put(m, m->memo_count);                   /* MEMOIZE */
+    }
+}
+
+/* NEWOBJ / NEWOBJ_EX: only argparse.Namespace(), built as a dict that BUILD fills. */
+static recall_status op_newobj(vm *m) {
+    rc_pv *kw = NULL, *a, *b, *c;
+    char gn[96];
+    if (m->op == 0x92) RC_TRY(pop(m, &kw));
+    RC_TRY(pop(m, &b));
+    RC_TRY(pop(m, &a));
+    if (a->kind != RC_PV_GLOBAL) return vm_fail(m, RECALL_E_SECURITY, "NEWOBJ on a %s", rc_pv_kind_name(a->kind));
+    if (a->u.global.id != G_NAMESPACE)
+        return vm_fail(m, RECALL_E_SECURITY, "NEWOBJ on %s refused", global_name(a, gn, sizeof gn));
+    if (b->kind != RC_PV_TUPLE || b->u.seq.n || (kw && (kw->kind != RC_PV_DICT || kw->u.dict.n)))
+        return vm_fail(m, RECALL_E_FORMAT, "argparse.Namespace constructed with arguments");
+    c = new_dict(m);
+    if (!c) return m->err ? m->err->code : RECALL_E_NOMEM;
+    c->u.dict.is_namespace = true;
+    return push(m, c);
+}
+
+/* GLOBAL, STACK_GLOBAL (allowlisted names only), REDUCE, BUILD, BINPERSID: objects as data. */
+static recall_status op_object(vm *m) {
+    rc_pv *a, *b, *c;
+    switch (m->op) {
+    case 'c': { /* GLOBAL "module\nname\n" */
+        const char *line, *line2;
+        size_t ln, ln2;
+        RC_TRY(read_line(m, &line, &ln));
+        RC_TRY(read_line(m, &line2, &ln2));
+        return do_global(m, line, ln, line2, ln2);
+    }
+    case 0x93: /* STACK_GLOBAL: module, name from the stack */
+        RC_TRY(pop(m, &b));
+        RC_TRY(pop(m, &a));
+        if (a->kind != RC_PV_STR || b->kind != RC_PV_STR)
+            return vm_fail(m, RECALL_E_FORMAT, "STACK_GLOBAL operands are not strs");
+        return do_global(m, a->u.str.s, a->u.str.len, b->u.str.s, b->u.str.len);
+    case 'R': /* REDUCE */
+        RC_TRY(pop(m, &b));
+        RC_TRY(pop(m, &a));
+        RC_TRY(reduce_call(m, a, b, &c));
+        return push(m, c);
+    case 'b': /* BUILD: setstate on the object below */
+        RC_TRY(pop(m, &b));
+        RC_TRY(top(m, &a));
+        return op_build(m, a, b);
+    default: /* 'Q' BINPERSID */
+        RC_TRY(pop(m, &a));
+        RC_TRY(persistent_load(m, a, &c));
+        return push(m, c);
+    }
+}
+
+/* Opcodes that are never run: the ones that could execute code or name arbitrary globals, the
+ * forms torch never writes, and bytes that are no opcode. */
+static recall_status op_refused(vm *m) {
+    switch (m->op) {
+    case 'S':
+    case 'V': return vm_fail(m, RECALL_E_UNSUPPORTED, "protocol-0 quoted string opcode");
+    case 'P': return vm_fail(m, RECALL_E_UNSUPPORTED, "text PERSID opcode");
+    case 'i': case 'o': /* INST, OBJ: arbitrary class instantiation */
+        return vm_fail(m, RECALL_E_SECURITY, "INST/OBJ opcode refused (instantiates arbitrary classes)");
+    case 0x82: case 0x83: case 0x84: /* EXT1/2/4: copyreg extension registry */
+        return vm_fail(m, RECALL_E_SECURITY, "EXT opcode refused (names a global through the copyreg registry)");
+    case 0x97: case 0x98: /* NEXT_BUFFER, READONLY_BUFFER */
+        return vm_fail(m, RECALL_E_UNSUPPORTED, "out-of-band buffer opcode");
+    default: return vm_fail(m, RECALL_E_FORMAT, "unknown opcode");
+    }
+}
+
+/* The dispatch table: every opcode this VM runs and its group, in one place to read against
+ * pickletools' list; every other byte is refused. */
+typedef recall_status (*op_fn)(vm *m);
+static const op_fn k_ops[256] = {
+    [0x80] = op_control, [0x95] = op_control, ['.'] = op_control,
+    ['('] = op_stack, ['0'] = op_stack, ['1'] = op_stack, ['2'] = op_stack,
+    ['N'] = op_scalar, [0x88] = op_scalar, [0x89] = op_scalar, ['J'] = op_scalar, ['K'] = op_scalar,
+    ['M'] = op_scalar, [0x8a] = op_scalar, [0x8b] = op_scalar, ['I'] = op_scalar, ['L'] = op_scalar,
+    ['F'] = op_scalar, ['G'] = op_scalar,
+    ['X'] = op_bytes, [0x8c] = op_bytes, [0x8d] = op_bytes, ['T'] = op_bytes, ['U'] = op_bytes,
+    ['B'] = op_bytes, ['C'] = op_bytes, [0x8e] = op_bytes, [0x96] = op_bytes,
+    [']'] = op_container, [')'] = op_container, ['}'] = op_container, [0x8f] = op_container,
+    ['t'] = op_container, ['l'] = op_container, [0x91] = op_container, ['d'] = op_container,
+    [0x85] = op_container, [0x86] = op_container, [0x87] = op_container,
+    ['s'] = op_fill, ['u'] = op_fill, ['a'] = op_fill, ['e'] = op_fill, [0x90] = op_fill,
+    ['g'] = op_memo, ['h'] = op_memo, ['j'] = op_memo, ['p'] = op_memo, ['q'] = op_memo,
+    ['r'] = op_memo, [0x94] = op_memo,
+    ['c'] = op_object, [0x93] = op_object, ['R'] = op_object, ['b'] = op_object, ['Q'] = op_object,
+    [0x81] = op_newobj, [0x92] = op_newobj,
+};
+
 static recall_status run(vm *m) {
-    for (;;) {
+    while (!m->stopped) {
         if (m->pos >= m->len) {
             m->op = 0;
             m->op_pos = m->pos;
@@ -994,265 +1314,9 @@ static recall_status run(vm *m) {
         }
         m->op_pos = m->pos;
         m->op = m->p[m->pos++];
-        rc_pv *a, *b, *c;
-        uint64_t x;
-        size_t first = 0;
-        const char *line, *line2;
-        size_t ln, ln2;
-        switch (m->op) {
-        case 0x80: /* PROTO */
-            RC_TRY(read_uint(m, 1, &x));
-            if (x > 5) return vm_fail(m, RECALL_E_UNSUPPORTED, "pickle protocol %llu", (unsigned long long)x);
-            break;
-        case 0x95: /* FRAME: framing is only a read-ahead hint */
-            RC_TRY(read_uint(m, 8, &x));
-            if (x > m->len - m->pos) return vm_fail(m, RECALL_E_FORMAT, "truncated: frame of %llu bytes", (unsigned long long)x);
-            break;
-        case '.': /* STOP */
-            RC_TRY(pop(m, &a));
-            m->out->root = a;
-            return RECALL_OK;
-        case '(': /* MARK */
-            if (m->n_marks == m->marks_cap) {
-                if (m->marks_cap >= MAX_MARKS) return vm_fail(m, RECALL_E_LIMIT, "MARKs nested deeper than %u", MAX_MARKS);
-                size_t nc = m->marks_cap ? m->marks_cap * 2 : 16;
-                size_t *nm = realloc(m->marks, nc * sizeof *nm);
-                if (!nm) return vm_fail(m, RECALL_E_NOMEM, "out of memory (marks)");
-                m->marks = nm;
-                m->marks_cap = nc;
-            }
-            m->marks[m->n_marks++] = m->sp;
-            break;
-        case '0': /* POP (a MARK if the current frame is empty, as CPython) */
-            if (m->sp > stack_base(m)) m->sp--;
-            else RC_TRY(pop_mark(m, &first));
-            break;
-        case '1': /* POP_MARK */
-            RC_TRY(pop_mark(m, &first));
-            m->sp = first;
-            break;
-        case '2': /* DUP */
-            RC_TRY(top(m, &a));
-            RC_TRY(push(m, a));
-            break;
-        case 'N': RC_TRY(push(m, new_value(m, RC_PV_NONE, 0))); break;
-        case 0x88: /* NEWTRUE */
-        case 0x89: /* NEWFALSE */
-            a = new_value(m, RC_PV_BOOL, 0);
-            if (a) a->u.b = m->op == 0x88;
-            RC_TRY(push(m, a));
-            break;
-        case 'J': /* BININT */
-            RC_TRY(read_uint(m, 4, &x));
-            RC_TRY(push(m, new_int(m, (int64_t)(int32_t)(uint32_t)x)));
-            break;
-        case 'K': RC_TRY(read_uint(m, 1, &x)); RC_TRY(push(m, new_int(m, (int64_t)x))); break;
-        case 'M': RC_TRY(read_uint(m, 2, &x)); RC_TRY(push(m, new_int(m, (int64_t)x))); break;
-        case 0x8a: /* LONG1 */
-            RC_TRY(read_uint(m, 1, &x));
-            RC_TRY(op_long(m, (size_t)x));
-            break;
-        case 0x8b: /* LONG4 */
-            RC_TRY(read_uint(m, 4, &x));
-            if (x & 0x80000000u) return vm_fail(m, RECALL_E_FORMAT, "negative LONG4 length");
-            RC_TRY(op_long(m, (size_t)x));
-            break;
-        case 'I':   /* INT (text; "01"/"00" are True/False) */
-        case 'L': { /* LONG (text, optional trailing L) */
-            int64_t v;
-            RC_TRY(read_line(m, &line, &ln));
-            if (m->op == 'L' && ln && line[ln - 1] == 'L') ln--;
-            if (m->op == 'I' && ln == 2 && line[0] == '0' && (line[1] == '0' || line[1] == '1')) {
-                a = new_value(m, RC_PV_BOOL, 0);
-                if (a) a->u.b = line[1] == '1';
-                RC_TRY(push(m, a));
-                break;
-            }
-            if (!parse_dec(line, ln, &v)) return vm_fail(m, RECALL_E_FORMAT, "bad or out-of-range integer text");
-            RC_TRY(push(m, new_int(m, v)));
-            break;
-        }
-        case 'F': { /* FLOAT (text) */
-            char buf[MAX_LINE + 1], *end;
-            RC_TRY(read_line(m, &line, &ln));
-            memcpy(buf, line, ln);
-            buf[ln] = 0;
-            double d = strtod(buf, &end);
-            if (ln == 0 || *end) return vm_fail(m, RECALL_E_FORMAT, "bad float text");
-            a = new_value(m, RC_PV_FLOAT, 0);
-            if (a) a->u.f = d;
-            RC_TRY(push(m, a));
-            break;
-        }
-        case 'G': { /* BINFLOAT: big-endian IEEE double */
-            RC_TRY(need(m, 8));
-            uint64_t bits = 0;
-            for (int i = 0; i < 8; i++) bits = bits << 8 | m->p[m->pos + (size_t)i];
-            m->pos += 8;
-            double d;
-            memcpy(&d, &bits, sizeof d);
-            a = new_value(m, RC_PV_FLOAT, 0);
-            if (a) a->u.f = d;
-            RC_TRY(push(m, a));
-            break;
-        }
-        case 'X': RC_TRY(op_string(m, RC_PV_STR, 4, false)); break;    /* BINUNICODE */
-        case 0x8c: RC_TRY(op_string(m, RC_PV_STR, 1, false)); break;   /* SHORT_BINUNICODE */
-        case 0x8d: RC_TRY(op_string(m, RC_PV_STR, 8, false)); break;   /* BINUNICODE8 */
-        case 'T': RC_TRY(op_string(m, RC_PV_STR, 4, true)); break;     /* BINSTRING */
-        case 'U': RC_TRY(op_string(m, RC_PV_STR, 1, false)); break;    /* SHORT_BINSTRING */
-        case 'B': RC_TRY(op_string(m, RC_PV_BYTES, 4, false)); break;  /* BINBYTES */
-        case 'C': RC_TRY(op_string(m, RC_PV_BYTES, 1, false)); break;  /* SHORT_BINBYTES */
-        case 0x8e: RC_TRY(op_string(m, RC_PV_BYTES, 8, false)); break; /* BINBYTES8 */
-        case 0x96: RC_TRY(op_string(m, RC_PV_BYTES, 8, false)); break; /* BYTEARRAY8 */
-        case 'S':
-        case 'V':
-            return vm_fail(m, RECALL_E_UNSUPPORTED, "protocol-0 quoted string opcode");
-        case ']': RC_TRY(push(m, new_value(m, RC_PV_LIST, 0))); break; /* EMPTY_LIST */
-        case ')': RC_TRY(push(m, new_value(m, RC_PV_TUPLE, 0))); break; /* EMPTY_TUPLE */
-        case '}': RC_TRY(push(m, new_dict(m))); break;                  /* EMPTY_DICT */
-        case 0x8f: RC_TRY(push(m, new_value(m, RC_PV_LIST, 0))); break; /* EMPTY_SET */
-        case 't':    /* TUPLE */
-        case 'l':    /* LIST */
-        case 0x91: { /* FROZENSET */
-            RC_TRY(pop_mark(m, &first));
-            RC_TRY(seq_from(m, m->op == 't' ? RC_PV_TUPLE : RC_PV_LIST, m->sp > first ? m->stack + first : NULL,
-                             m->sp - first, &a));
-            m->sp = first;
-            RC_TRY(push(m, a));
-            break;
-        }
-        case 0x85: case 0x86: case 0x87: { /* TUPLE1..3 */
-            size_t n = (size_t)(m->op - 0x84);
-            if (m->sp - stack_base(m) < n) return vm_fail(m, RECALL_E_FORMAT, "stack underflow");
-            RC_TRY(seq_from(m, RC_PV_TUPLE, m->stack + m->sp - n, n, &a));
-            m->sp -= n;
-            RC_TRY(push(m, a));
-            break;
-        }
-        case 'd': /* DICT from mark: k1 v1 k2 v2 ... */
-            RC_TRY(pop_mark(m, &first));
-            if ((m->sp - first) % 2) return vm_fail(m, RECALL_E_FORMAT, "odd number of items for DICT");
-            a = new_dict(m);
-            if (!a) return m->err ? m->err->code : RECALL_E_NOMEM;
-            for (size_t i = first; i < m->sp; i += 2) RC_TRY(dict_set(m, a, m->stack[i], m->stack[i + 1]));
-            m->sp = first;
-            RC_TRY(push(m, a));
-            break;
-        case 's': /* SETITEM */
-            RC_TRY(pop(m, &b));
-            RC_TRY(pop(m, &a));
-            RC_TRY(top(m, &c));
-            if (c->kind != RC_PV_DICT) return vm_fail(m, RECALL_E_FORMAT, "SETITEM on a %s", rc_pv_kind_name(c->kind));
-            RC_TRY(dict_set(m, c, a, b));
-            break;
-        case 'u': /* SETITEMS */
-            RC_TRY(pop_mark(m, &first));
-            if (first <= stack_base(m)) return vm_fail(m, RECALL_E_FORMAT, "SETITEMS without a target");
-            c = m->stack[first - 1];
-            if (c->kind != RC_PV_DICT) return vm_fail(m, RECALL_E_FORMAT, "SETITEMS on a %s", rc_pv_kind_name(c->kind));
-            if ((m->sp - first) % 2) return vm_fail(m, RECALL_E_FORMAT, "odd number of items for SETITEMS");
-            for (size_t i = first; i < m->sp; i += 2) RC_TRY(dict_set(m, c, m->stack[i], m->stack[i + 1]));
-            m->sp = first;
-            break;
-        case 'a': /* APPEND */
-            RC_TRY(pop(m, &b));
-            RC_TRY(top(m, &c));
-            if (c->kind != RC_PV_LIST) return vm_fail(m, RECALL_E_FORMAT, "APPEND on a %s", rc_pv_kind_name(c->kind));
-            RC_TRY(seq_reserve(m, c, 1));
-            c->u.seq.items[c->u.seq.n++] = b;
-            break;
-        case 'e':    /* APPENDS */
-        case 0x90: { /* ADDITEMS (sets are kept as lists) */
-            RC_TRY(pop_mark(m, &first));
-            if (first <= stack_base(m)) return vm_fail(m, RECALL_E_FORMAT, "APPENDS without a target");
-            c = m->stack[first - 1];
-            if (c->kind != RC_PV_LIST) return vm_fail(m, RECALL_E_FORMAT, "APPENDS on a %s", rc_pv_kind_name(c->kind));
-            size_t n = m->sp - first;
-            RC_TRY(seq_reserve(m, c, n));
-            if (n) memcpy(c->u.seq.items + c->u.seq.n, m->stack + first, n * sizeof *m->stack);
-            c->u.seq.n += n;
-            m->sp = first;
-            break;
-        }
-        case 'g': { /* GET (text) */
-            int64_t v;
-            RC_TRY(read_line(m, &line, &ln));
-            if (!parse_dec(line, ln, &v) || v < 0) return vm_fail(m, RECALL_E_FORMAT, "bad GET index");
-            RC_TRY(memo_get(m, (uint64_t)v));
-            break;
-        }
-        case 'h': RC_TRY(read_uint(m, 1, &x)); RC_TRY(memo_get(m, x)); break; /* BINGET */
-        case 'j': RC_TRY(read_uint(m, 4, &x)); RC_TRY(memo_get(m, x)); break; /* LONG_BINGET */
-        case 'p': { /* PUT (text) */
-            int64_t v;
-            RC_TRY(read_line(m, &line, &ln));
-            if (!parse_dec(line, ln, &v) || v < 0) return vm_fail(m, RECALL_E_FORMAT, "bad PUT index");
-            RC_TRY(memo_put(m, (uint64_t)v));
-            break;
-        }
-        case 'q': RC_TRY(read_uint(m, 1, &x)); RC_TRY(memo_put(m, x)); break; /* BINPUT */
-        case 'r': RC_TRY(read_uint(m, 4, &x)); RC_TRY(memo_put(m, x)); break; /* LONG_BINPUT */
-        case 0x94: RC_TRY(memo_put(m, m->memo_count)); break;                 /* MEMOIZE */
-        case 'c': /* GLOBAL "module\nname\n" */
-            RC_TRY(read_line(m, &line, &ln));
-            RC_TRY(read_line(m, &line2, &ln2));
-            RC_TRY(do_global(m, line, ln, line2, ln2));
-            break;
-        case 0x93: /* STACK_GLOBAL: module, name from the stack */
-            RC_TRY(pop(m, &b));
-            RC_TRY(pop(m, &a));
-            if (a->kind != RC_PV_STR || b->kind != RC_PV_STR)
-                return vm_fail(m, RECALL_E_FORMAT, "STACK_GLOBAL operands are not strs");
-            RC_TRY(do_global(m, a->u.str.s, a->u.str.len, b->u.str.s, b->u.str.len));
-            break;
-        case 'R': /* REDUCE */
-            RC_TRY(pop(m, &b));
-            RC_TRY(pop(m, &a));
-            RC_TRY(reduce_call(m, a, b, &c));
-            RC_TRY(push(m, c));
-            break;
-        case 0x81:   /* NEWOBJ: cls, args */
-        case 0x92: { /* NEWOBJ_EX: cls, args, kwargs */
-            rc_pv *kw = NULL;
-            char gn[96];
-            if (m->op == 0x92) RC_TRY(pop(m, &kw));
-            RC_TRY(pop(m, &b));
-            RC_TRY(pop(m, &a));
-            if (a->kind != RC_PV_GLOBAL)
-                return vm_fail(m, RECALL_E_SECURITY, "NEWOBJ on a %s", rc_pv_kind_name(a->kind));
-            if (a->u.global.id != G_NAMESPACE)
-                return vm_fail(m, RECALL_E_SECURITY, "NEWOBJ on %s refused", global_name(a, gn, sizeof gn));
-            if (b->kind != RC_PV_TUPLE || b->u.seq.n || (kw && (kw->kind != RC_PV_DICT || kw->u.dict.n)))
-                return vm_fail(m, RECALL_E_FORMAT, "argparse.Namespace constructed with arguments");
-            c = new_dict(m);
-            if (!c) return m->err ? m->err->code : RECALL_E_NOMEM;
-            c->u.dict.is_namespace = true;
-            RC_TRY(push(m, c));
-            break;
-        }
-        case 'b': /* BUILD: setstate on the object below */
-            RC_TRY(pop(m, &b));
-            RC_TRY(top(m, &a));
-            RC_TRY(op_build(m, a, b));
-            break;
-        case 'Q': /* BINPERSID */
-            RC_TRY(pop(m, &a));
-            RC_TRY(persistent_load(m, a, &c));
-            RC_TRY(push(m, c));
-            break;
-        case 'P':
-            return vm_fail(m, RECALL_E_UNSUPPORTED, "text PERSID opcode");
-        case 'i': case 'o': /* INST, OBJ: arbitrary class instantiation */
-            return vm_fail(m, RECALL_E_SECURITY, "INST/OBJ opcode refused (instantiates arbitrary classes)");
-        case 0x82: case 0x83: case 0x84: /* EXT1/2/4: copyreg extension registry */
-            return vm_fail(m, RECALL_E_SECURITY, "EXT opcode refused (names a global through the copyreg registry)");
-        case 0x97: case 0x98: /* NEXT_BUFFER, READONLY_BUFFER */
-            return vm_fail(m, RECALL_E_UNSUPPORTED, "out-of-band buffer opcode");
-        default:
-            return vm_fail(m, RECALL_E_FORMAT, "unknown opcode");
-        }
+        RC_TRY((k_ops[m->op] ? k_ops[m->op] : op_refused)(m));
     }
+    return RECALL_OK;
 }
 
 recall_status rc_pickle_load(const uint8_t *pkl, size_t len, const char *what,
@@ -1304,14 +1368,19 @@ void rc_pickle_free(rc_pickle *p) {
 
 rc_pv_kind rc_pv_kind_of(const rc_pv *v) { return v ? v->kind : (rc_pv_kind)0; }
 
-const rc_pv *rc_pv_dict_get(const rc_pv *dict, const char *key) {
-    if (!dict || dict->kind != RC_PV_DICT || !key) return NULL;
+/* The index of the str key in dict's items, or SIZE_MAX. */
+static size_t dict_index(const rc_pv *dict, const char *key) {
     rc_pv k;
     memset(&k, 0, sizeof k);
     k.kind = RC_PV_STR;
     k.u.str.s = key;
     k.u.str.len = strlen(key);
-    size_t at = dict_lookup(dict, &k);
+    return dict_lookup(dict, &k);
+}
+
+const rc_pv *rc_pv_dict_get(const rc_pv *dict, const char *key) {
+    if (!dict || dict->kind != RC_PV_DICT || !key) return NULL;
+    size_t at = dict_index(dict, key);
     return at == SIZE_MAX ? NULL : dict->u.dict.vals[at];
 }
 
@@ -1425,12 +1494,7 @@ recall_status rc_torch_dict_tensor(const rc_pv *dict, size_t i, rc_torch_tensor 
 recall_status rc_torch_find_tensor(const rc_pv *dict, const char *name, rc_torch_tensor *t, recall_err *err) {
     if (!t || !name) return rc_fail(err, RECALL_E_ARG, "rc_torch_find_tensor: NULL argument");
     if (!dict || dict->kind != RC_PV_DICT) return rc_fail(err, RECALL_E_FORMAT, "state dict is not a dict");
-    rc_pv k;
-    memset(&k, 0, sizeof k);
-    k.kind = RC_PV_STR;
-    k.u.str.s = name;
-    k.u.str.len = strlen(name);
-    size_t at = dict_lookup(dict, &k);
+    size_t at = dict_index(dict, name);
     if (at == SIZE_MAX) return rc_fail(err, RECALL_E_MISSING, "tensor '%s' absent", name);
     return tensor_view(dict->u.dict.vals[at], dict->u.dict.keys[at]->u.str.s, t, err);
 }

@@ -1,7 +1,10 @@
 /* safetensors.c - bounds-checked safetensors reader (see safetensors.h). */
 #include "safetensors.h"
 
+#include "blob.h"
 #include "json.h"
+#include "mem.h"
+#include "names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,14 +35,8 @@ static recall_status map_file(const char *path, st_file *f, recall_err *err) {
     memset(f, 0, sizeof *f);
     f->path = strdup(path);
     if (!f->path) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return rc_fail(err, RECALL_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return rc_fail(err, RECALL_E_IO, "%s: not a regular file", path);
-    }
-    f->size = (size_t)sb.st_size;
+    int fd;
+    RC_TRY(rc_open_regular(path, &fd, &f->size, err));
 #ifndef RECALL_NO_MMAP
     if (f->size) {
         void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -163,16 +160,11 @@ static recall_status parse_entry(rc_st *st, const st_image *im, const char *name
     if (off[1] - off[0] != want)
         return rc_fail(err, RECALL_E_FORMAT, "%s: tensor '%s': %llu data bytes, dtype %s x shape needs %llu", what,
                        name, (unsigned long long)(off[1] - off[0]), jd->str, (unsigned long long)want);
-    if (st->n == st->cap) {
-        size_t nc = st->cap ? st->cap * 2 : 64;
-        rc_st_tensor *nt = realloc(st->t, nc * sizeof *nt);
-        if (!nt) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
-        st->t = nt;
-        st->cap = nc;
-    }
-    for (size_t j = 0; j < st->n; j++)
-        if (strcmp(st->t[j].name, name) == 0)
-            return rc_fail(err, RECALL_E_FORMAT, "%s: duplicate tensor '%s'", what, name);
+    rc_st_tensor *grown = rc_grow(st->t, st->n, &st->cap, sizeof *grown, 64);
+    if (!grown) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
+    st->t = grown;
+    if (RC_NAME_INDEX(st->t, st->n, rc_st_tensor, name, name) < st->n)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: duplicate tensor '%s'", what, name);
     t.name = strdup(name);
     if (!t.name) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
     t.numel = (int64_t)numel;
@@ -337,9 +329,8 @@ size_t rc_st_count(const rc_st *st) { return st->n; }
 const rc_st_tensor *rc_st_at(const rc_st *st, size_t i) { return i < st->n ? &st->t[i] : NULL; }
 
 const rc_st_tensor *rc_st_find(const rc_st *st, const char *name) {
-    for (size_t i = 0; i < st->n; i++)
-        if (strcmp(st->t[i].name, name) == 0) return &st->t[i];
-    return NULL;
+    size_t i = RC_NAME_INDEX(st->t, st->n, rc_st_tensor, name, name);
+    return i < st->n ? &st->t[i] : NULL;
 }
 
 static float half_to_f32(uint16_t h) {

@@ -15,6 +15,7 @@
 
 #include "checksum.h"
 #include "inflate.h"
+#include "names.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,9 +227,8 @@ void rc_zip_close(rc_zip *z) {
 
 const rc_zip_entry *rc_zip_find(const rc_zip *z, const char *name) {
     if (!z || !name) return NULL;
-    for (size_t i = 0; i < z->n; i++)
-        if (strcmp(z->entries[i].name, name) == 0) return &z->entries[i];
-    return NULL;
+    size_t i = RC_NAME_INDEX(z->entries, z->n, rc_zip_entry, name, name);
+    return i < z->n ? &z->entries[i] : NULL;
 }
 
 recall_status rc_zip_read(const rc_zip *z, const rc_zip_entry *e, uint8_t **out, size_t *out_len,

@@ -306,3 +306,25 @@ void cli_numerics_describe(const rc_qwen2 *m, char *buf, size_t n) {
     snprintf(buf, n, "q8 (layer matrices int8: %.1f MB packed at open in %.2f s; lm_head, attention, norms exact)",
              (double)bytes / 1e6, secs);
 }
+
+int cli_each_item(const char *list, size_t cap, int (*one)(void *ctx, const char *item), void *ctx) {
+    for (const char *s = list; *s;) {
+        size_t l = strcspn(s, ",");
+        char item[64];
+        if (l == 0 || l >= cap || l >= sizeof item) return -1;
+        memcpy(item, s, l);
+        item[l] = 0;
+        if (one(ctx, item)) return -1;
+        s += l;
+        if (*s == ',') s++;
+    }
+    return 0;
+}
+
+int cli_add_arm(char *arms, size_t width, int *n, int max, const char *s) {
+    if (*n == max || (strcmp(s, "FULL") && strcmp(s, "SP") && strcmp(s, "RC_bge"))) return -1;
+    for (int a = 0; a < *n; a++)
+        if (!strcmp(arms + (size_t)a * width, s)) return -1;
+    snprintf(arms + (size_t)(*n)++ * width, width, "%s", s);
+    return 0;
+}

@@ -117,6 +117,12 @@ const char *cli_arm_name(int arm);
 
 /* "0-7", "3", "0,2,5-6" -> the seeds as written (ranges ascending). The count, -1 on error. */
 int cli_parse_problems(const char *spec, uint32_t *out, int cap);
+/* A comma list "a,b,c": one(ctx, item) for each item (items of 1..cap-1 bytes, cap <= 64); -1 on
+ * an empty or too long item or when one refuses it, else 0. */
+int cli_each_item(const char *list, size_t cap, int (*one)(void *ctx, const char *item), void *ctx);
+/* Adds the arm label s (FULL, SP or RC_bge) as arms[*n] (rows of `width` bytes, at most max rows);
+ * -1 when it is another label, already there, or there is no room. */
+int cli_add_arm(char *arms, size_t width, int *n, int max, const char *s);
 /* --kv-pages in one line: "dense", or the page, budget and ranking. */
 void cli_kv_pages_describe(const rc_kv_pages_opts *o, char *buf, size_t n);
 /* Token ids from text: a JSON array of ids, or decimal ids separated by whitespace. Errors name

@@ -60,26 +60,12 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* "a,b,c" into items of at most 15 characters; one(item) for each; -1 on a malformed list. */
-static int each_item(const char *list, int (*one)(ff_run *, const char *), ff_run *r) {
-    for (const char *s = list; *s;) {
-        size_t l = strcspn(s, ",");
-        char item[16];
-        if (l == 0 || l >= sizeof item) return -1;
-        memcpy(item, s, l);
-        item[l] = 0;
-        if (one(r, item)) return -1;
-        s += l;
-        if (*s == ',') s++;
-    }
-    return 0;
-}
-
 /* The gist pools every evicted token and refuses more than 2^24 of them (pooler.c): a chat must
  * stay below that, so a distance is at most half of it. */
 #define MAX_DIST (1L << 23)
 
-static int add_dist(ff_run *r, const char *s) {
+static int add_dist(void *ctx, const char *s) {
+    ff_run *r = ctx;
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -88,12 +74,9 @@ static int add_dist(ff_run *r, const char *s) {
     return 0;
 }
 
-static int add_arm(ff_run *r, const char *s) {
-    if (r->n_arms == MAX_ARMS || (strcmp(s, "FULL") && strcmp(s, "SP") && strcmp(s, "RC_bge"))) return -1;
-    for (int a = 0; a < r->n_arms; a++)
-        if (!strcmp(r->arms[a], s)) return -1;
-    snprintf(r->arms[r->n_arms++], sizeof r->arms[0], "%s", s);
-    return 0;
+static int add_arm(void *ctx, const char *s) {
+    ff_run *r = ctx;
+    return cli_add_arm((char *)r->arms, sizeof r->arms[0], &r->n_arms, MAX_ARMS, s);
 }
 
 /* The options farfact reads, and those it refuses (they belong to the haystack tasks); 0 or 2. */
@@ -104,10 +87,10 @@ static int ff_parse(const cli_args *a, ff_run *r) {
     const char *refused = a->depth ? "--depth" : a->haystack ? "--haystack" : a->prompts ? "--prompts" : NULL;
     if (refused) return cli_usage_error("longctx", "%s is an option of the haystack tasks, not of farfact", refused);
     if (!a->bench) return cli_usage_error("longctx", "--task farfact needs --bench FILE (the facts and casual pairs)");
-    if (each_item(a->len, add_dist, r))
+    if (cli_each_item(a->len, 16, add_dist, r))
         return cli_usage_error("longctx", "--len %s: expected a comma-separated list of distances in tokens, 0..%ld "
                                "(at most %d; the gist pools at most 2^24 tokens)", a->len, MAX_DIST, MAX_DISTS);
-    if (each_item(a->arms ? a->arms : "FULL,SP,RC_bge", add_arm, r))
+    if (cli_each_item(a->arms ? a->arms : "FULL,SP,RC_bge", 16, add_arm, r))
         return cli_usage_error("longctx", "--arms %s: expected FULL, SP or RC_bge, each once", a->arms);
     r->n_per = a->cases ? a->cases : 10;
     r->share = isnan(a->fact_share) ? RC_FF_FACT_SHARE : a->fact_share;

@@ -41,22 +41,8 @@ static const char *haystack_path(const cli_args *a) {
     return a->haystack ? a->haystack : "tests/golden/longctx/haystack.txt";
 }
 
-/* Splits a comma list into items of at most cap-1 characters; calls one(item) for each. */
-static int each_item(const char *list, int (*one)(longctx_opts *, const char *), longctx_opts *o) {
-    for (const char *s = list; *s;) {
-        size_t l = strcspn(s, ",");
-        char item[64];
-        if (l == 0 || l >= sizeof item) return -1;
-        memcpy(item, s, l);
-        item[l] = 0;
-        if (one(o, item)) return -1;
-        s += l;
-        if (*s == ',') s++;
-    }
-    return 0;
-}
-
-static int add_task(longctx_opts *o, const char *s) {
+static int add_task(void *ctx, const char *s) {
+    longctx_opts *o = ctx;
     rc_lctx_task t;
     if (o->n_tasks == RC_LCTX_NTASKS || rc_lctx_task_parse(s, &t)) return -1;
     for (int i = 0; i < o->n_tasks; i++)
@@ -64,7 +50,8 @@ static int add_task(longctx_opts *o, const char *s) {
     o->tasks[o->n_tasks++] = t;
     return 0;
 }
-static int add_len(longctx_opts *o, const char *s) {
+static int add_len(void *ctx, const char *s) {
+    longctx_opts *o = ctx;
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -72,19 +59,17 @@ static int add_len(longctx_opts *o, const char *s) {
     o->lens[o->n_lens++] = (int)v;
     return 0;
 }
-static int add_depth(longctx_opts *o, const char *s) {
+static int add_depth(void *ctx, const char *s) {
+    longctx_opts *o = ctx;
     char *end;
     double v = strtod(s, &end);
     if (*end || !(v >= 0.0 && v <= 1.0) || o->n_depths == MAX_LIST) return -1;
     o->depths[o->n_depths++] = v;
     return 0;
 }
-static int add_arm(longctx_opts *o, const char *s) {
-    if (o->n_arms == MAX_ARMS || (strcmp(s, "FULL") && strcmp(s, "SP") && strcmp(s, "RC_bge"))) return -1;
-    for (int a = 0; a < o->n_arms; a++)
-        if (!strcmp(o->arms[a], s)) return -1;
-    snprintf(o->arms[o->n_arms++], sizeof o->arms[0], "%s", s);
-    return 0;
+static int add_arm(void *ctx, const char *s) {
+    longctx_opts *o = ctx;
+    return cli_add_arm((char *)o->arms, sizeof o->arms[0], &o->n_arms, MAX_ARMS, s);
 }
 
 /* Parses the lists of the command line; 0, or 2 (printed). */
@@ -93,13 +78,13 @@ static int longctx_parse_lists(const cli_args *a, longctx_opts *o) {
     o->a = a;
     struct {
         const char *flag, *val, *want;
-        int (*one)(longctx_opts *, const char *);
+        int (*one)(void *, const char *);
     } lists[4] = {{"--task", a->task, "needle, multikey or vartrack, each once", add_task},
                   {"--len", a->len, "positive token counts", add_len},
                   {"--depth", a->depth ? a->depth : "0.5", "fractions in 0..1", add_depth},
                   {"--arms", a->arms ? a->arms : "FULL,SP,RC_bge", "FULL, SP or RC_bge, each once", add_arm}};
     for (int k = 0; k < 4; k++)
-        if (each_item(lists[k].val, lists[k].one, o))
+        if (cli_each_item(lists[k].val, 64, lists[k].one, o))
             return cli_usage_error("longctx", "%s %s: expected a comma-separated list of %s (at most %d)", lists[k].flag,
                                    lists[k].val, lists[k].want, MAX_LIST);
     return 0;
