@@ -447,6 +447,22 @@ const rc_blob_kv *rc_blob_kv_find_file(const rc_blob *b, const char *key) {
     return NULL;
 }
 
+const char *rc_blob_weights(const rc_blob *b, const char *part) {
+    char key[RC_KV_KEY_LEN];
+    snprintf(key, sizeof key, "%s.weights", part);
+    const rc_blob_kv *kv = rc_blob_kv_find(b, key);
+    if (kv && kv->type == RC_KV_STR) return kv->v.s;
+    return strcmp(part, "bert") == 0 ? "f32" : "?";
+}
+
+size_t rc_blob_prefix_bytes(const rc_blob *b, const char *prefix, size_t *n_tensors) {
+    size_t bytes = 0, n = 0, pl = strlen(prefix);
+    for (size_t i = 0; i < b->n_tensors; i++)
+        if (strncmp(b->tensors[i].name, prefix, pl) == 0) bytes += b->tensors[i].nbytes, n++;
+    if (n_tensors) *n_tensors = n;
+    return bytes;
+}
+
 recall_status rc_blob_overlay_kv(rc_blob *b, const rc_blob_kv *kv, recall_err *err) {
     if (kv->key[RC_KV_KEY_LEN - 1] != '\0' || (kv->type != RC_KV_I64 && kv->type != RC_KV_F64 && kv->type != RC_KV_STR))
         return rc_fail(err, RECALL_E_ARG, "%s: malformed runtime config entry", b->path);

@@ -295,6 +295,13 @@ recall_status cli_get_ids(const cli_args *a, int32_t **out, int *n, recall_err *
 
 const char *cli_ids_source(const cli_args *a) { return a->tokens_file ? a->tokens_file : "--ids"; }
 
+void cli_put_weights(FILE *f, const rc_blob *b) {
+    fputs(", \"weights\": ", f);
+    rc_json_put_str(f, rc_blob_weights(b, "qwen2"));
+    fputs(", \"bge_weights\": ", f);
+    rc_json_put_str(f, rc_blob_weights(b, "bert"));
+}
+
 void cli_numerics_describe(const rc_qwen2 *m, char *buf, size_t n) {
     if (rc_qwen2_numerics(m) != RC_NUMERICS_Q8) {
         snprintf(buf, n, "exact");

@@ -57,7 +57,7 @@ typedef struct cli_args {
     int chunk, bos, per_position, scoring_rows;
     long decode_from; /* forward --decode-from; -1: none */
     /* convert */
-    const char *qwen2, *bge, *pooler, *gate, *bridge, *weights;
+    const char *qwen2, *bge, *pooler, *gate, *bridge, *weights, *bge_weights;
     int pooler_heads, tokenizers_only, store_screen, quiet;
     /* tokenize, detokenize, info */
     int use_bge, special, skip_special, no_tensors;
@@ -132,5 +132,8 @@ const char *cli_ids_source(const cli_args *a);
  * seconds) and what stays exact. */
 struct rc_qwen2;
 void cli_numerics_describe(const struct rc_qwen2 *m, char *buf, size_t n);
+/* Writes `, "weights": "<decoder storage>", "bge_weights": "<BERT storage>"` (rc_blob_weights)
+ * into a JSON object being written: every trace and record names the blob's storage. */
+void cli_put_weights(FILE *f, const rc_blob *b);
 
 #endif

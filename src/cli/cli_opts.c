@@ -301,6 +301,10 @@ static const cli_opt O_BRIDGE = {"--bridge", NULL, "FILE", "bridge head .npz (qd
                                  F(bridge), NOLIM};
 static const cli_opt O_WEIGHTS = {"--weights", NULL, "W", "decoder Linear weights: f32 (default), bf16 or nf4",
                                   set_str, F(weights), NOLIM};
+static const cli_opt O_BGE_WEIGHTS = {"--bge-weights", NULL, "W",
+                                      "BERT encoder matrices and word embeddings: f32 (default), bf16 or nf4\n"
+                                      "(position and token-type embeddings, norms and biases stay f32)",
+                                      set_str, F(bge_weights), NOLIM};
 static const cli_opt O_POOLER_HEADS = {"--pooler-heads", NULL, "N",
                                        "pooler attention heads (default: the checkpoint's args.heads, else 8)",
                                        set_int, F(pooler_heads), 1, 4096};
@@ -316,7 +320,7 @@ static const cli_opt O_OUT = {"-o", "--out", "OUT", "output path; written to OUT
                               F(out), NOLIM};
 static const cli_opt O_QUIET = {"--quiet", NULL, NULL, "no progress lines", set_flag, F(quiet), NOLIM};
 static const cli_opt *const CONVERT_OPTS[] = {&O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE,
-                                              &O_WEIGHTS, &O_POOLER_HEADS, &O_STORE_SCREEN, &O_TOKENIZERS_ONLY,
+                                              &O_WEIGHTS, &O_BGE_WEIGHTS, &O_POOLER_HEADS, &O_STORE_SCREEN, &O_TOKENIZERS_ONLY,
                                               &O_OUT, &O_QUIET, NULL};
 
 static const cli_opt O_NO_TENSORS = {"--no-tensors", NULL, NULL, "leave out the tensor table", set_flag,
@@ -547,7 +551,7 @@ static const cli_opt *const COMPARE_OPTS[] = {&O_JSON_CMP, &O_CMP_THRESHOLD, NUL
 const cli_opt *const cli_all_opts[] = {
     &O_THREADS, &O_SIMD, &O_HUGEPAGES, &O_CTX_FWD, &O_CTX_FULL, &O_ROPE, &O_KV_PAGES, &O_KV_RANDOM, &O_KV, &O_NUMERICS, &O_IDS,
     &O_TOKENS_FILE, &O_BENCH, &O_MODE, &O_EDGE, &O_ARM, &O_THRESHOLD, &O_THRESHOLD_FILE, &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_TURN_CAP,
-    &O_DRAFT, &O_REFERENCE, &O_SCREEN, &O_POOLER_CACHE, &O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE, &O_WEIGHTS,
+    &O_DRAFT, &O_REFERENCE, &O_SCREEN, &O_POOLER_CACHE, &O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE, &O_WEIGHTS, &O_BGE_WEIGHTS,
     &O_POOLER_HEADS, &O_STORE_SCREEN, &O_TOKENIZERS_ONLY, &O_OUT, &O_QUIET, &O_NO_TENSORS, &O_USE_BGE, &O_SPECIAL,
     &O_TEXT_FILE, &O_SKIP_SPECIAL, &O_DUMP_FWD, &O_DECODE_FROM, &O_CHUNK, &O_BOS, &O_PER_POSITION, &O_JSON_SCORE,
     &O_SCORING_ROWS, &O_EMBED_FILE, &O_DUMP_EMBED, &O_DUMP_POOL, &O_Q, &O_EMB, &O_PROBLEM, &O_TRACE_OUT,
