@@ -108,6 +108,10 @@ const char *fixture_bge_blob(const char *world, const char *weights, const char 
     const int trained = !strcmp(world, "trained");
     return world_blob(trained ? FIXTURE_TRAINED : WA, trained ? "trained" : "worldA", weights, 0, bge_weights);
 }
+const char *fixture_device_blob(const char *world) {
+    const int trained = !strcmp(world, "trained");
+    return world_blob(trained ? FIXTURE_TRAINED : WA, trained ? "trained" : "worldA", "nf4", 1, "nf4");
+}
 
 static rc_npy get(const char *path, const char *key, rc_npz **z) {
     recall_err err = {0};
