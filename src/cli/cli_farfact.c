@@ -324,7 +324,7 @@ static int ff_write_json(const ff_run *r) {
             r->geo.block, r->geo.buf_min);
     rc_json_put_num(f, r->geo.threshold);
     fprintf(f, ", \"ran\": %s", a->no_run ? "false" : "true");
-    cli_put_weights(f, r->b);
+    cli_put_build(f, r->b, a->numerics, a->kv, a->lm_screen);
     fputs(",\n\"records\": [", f);
     int first = 1;
     for (int c = 0; c < r->n_cases; c++)

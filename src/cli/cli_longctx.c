@@ -361,7 +361,7 @@ static int longctx_write_json(const longctx_run *r) {
             cli_mode_name(o->a->mode), cli_edge_name(o->a->edge), rc_kv_dtype_name((rc_kv_dtype)o->a->kv),
             rc_numerics_name(o->a->numerics), r->ctx,
             r->trained, o->a->no_run ? "false" : "true");
-    cli_put_weights(f, r->b);
+    cli_put_build(f, r->b, o->a->numerics, o->a->kv, o->a->lm_screen);
     fputs(",\n\"cases\": [", f);
     for (int c = 0; c < r->n_cases; c++) write_case(f, r, c);
     fputs("],\n\"summary\": {", f);

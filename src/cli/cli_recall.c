@@ -154,7 +154,7 @@ static int write_trace(const cli_args *a, const rc_blob *b, const rc_recall_opts
     fprintf(f, "{\"seed\": %ld, \"mode\": \"%s\", \"arm\": \"%s\", \"kv\": \"%s\", \"numerics\": \"%s\"",
             problem, cli_mode_name(o->mode), cli_arm_name(o->arm), rc_kv_dtype_name((rc_kv_dtype)o->kv),
             rc_numerics_name(o->numerics));
-    cli_put_weights(f, b);
+    cli_put_build(f, b, o->numerics, o->kv, a->lm_screen);
     fputs(", \"threshold\": ", f);
     rc_json_put_num(f, o->threshold);
     if (a->threshold_file || a->calibrate) { /* only then: a default trace keeps its bytes */
@@ -204,9 +204,10 @@ int cli_replay(const cli_args *a) {
     if ((rc = cli_loop_threshold(a, b, &o))) goto out;
     rc = 1;
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
-    fprintf(stderr, "replay: problem %ld, arm %s, simd %s, %d thread%s, numerics %s, kv %s%s\n", a->problem,
+    fprintf(stderr, "replay: problem %ld, arm %s, simd %s, %d thread%s, profile %s, numerics %s, kv %s%s\n", a->problem,
             cli_arm_name(o.arm), rc_recall_simd_name(r), rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s",
-            rc_numerics_name(o.numerics), rc_kv_dtype_name((rc_kv_dtype)o.kv), o.edge ? ", edge inject" : "");
+            cli_profile_name(b, o.numerics, o.kv, a->lm_screen), rc_numerics_name(o.numerics),
+            rc_kv_dtype_name((rc_kv_dtype)o.kv), o.edge ? ", edge inject" : "");
     replay_view view = {r, o.arm == RC_ARM_FULL ? 0 : o.window, o.arm, o.threshold};
     if (rc_run_problem(r, &p, NULL, on_turn, &view, &run, &err)) goto fail;
     rc_lm_stats lm;
