@@ -2,7 +2,7 @@
  * (src/recall.h), as an application on a device would run it: where every MB goes.
  *
  * usage: bench_device BLOB [--profile exact|device] [--history N] [--decode D] [--threads T]
- *                          [--text FILE] [--pooler-cache MB]
+ *                          [--text FILE] [--pooler-cache MB] [--limits]
  *
  * The turn: a conversation of at least N tokens (default 4096) built from the lines of FILE
  * (default the pinned longctx haystack) as user / assistant exchanges in the chat template, then
@@ -21,6 +21,10 @@
  * what recall_loop_open declares for max_memory (the estimate the limit is checked against);
  * the turn's wall time, rebuilds, fires and tokens. The conversation's ids are the same for
  * both profiles (they depend only on the tokenizer).
+ *
+ * --limits: no turn; what recall_loop_open declares for max_memory, then the loop opened under a
+ * limit one byte short of it (refused: the message is printed) and under the limit itself (opens,
+ * packing the decoder under q8), with the peak RSS of that open.
  */
 #include "bench_util.h"
 #include "blob.h"
@@ -184,8 +188,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *path = argv[1], *text = "tests/golden/longctx/haystack.txt", *profile = "exact";
-    int history = 4096, decode = 128, threads = 2, cache_mb = 0;
-    for (int i = 2; i + 1 < argc; i += 2) {
+    int history = 4096, decode = 128, threads = 2, cache_mb = 0, limits = 0;
+    for (int i = 2; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--limits")) {
+            limits = 1, i--;
+            continue;
+        }
+        if (i + 1 >= argc) die(argv[i], NULL);
         if (!strcmp(argv[i], "--profile")) profile = argv[i + 1];
         else if (!strcmp(argv[i], "--history")) history = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--decode")) decode = atoi(argv[i + 1]);
@@ -220,6 +229,27 @@ int main(int argc, char **argv) {
     o.kv = device ? RECALL_KV_F16 : RECALL_KV_F32;
     o.numerics = device ? RECALL_NUMERICS_Q8 : RECALL_NUMERICS_EXACT;
     recall_model *m = NULL;
+    if (limits) {
+        printf("bench_device --limits: %s (%s), profile %s: recall_loop_open declares %llu bytes (%.1f MiB)\n", path,
+               weights, profile, need, need / 1048576.0);
+        for (int k = 0; k < 2; k++) {
+            o.max_memory = need - (k ? 0 : 1);
+            recall_err e = {0};
+            if (recall_open(path, &o, &m, &e)) die("open", &e);
+            recall_loop_opts lo;
+            loop_opts(m, &lo, device, decode, threads, cache_mb);
+            recall_loop *l = NULL;
+            const recall_status st = recall_loop_open(m, &lo, &l, &e);
+            printf("  max_memory %llu: %s%s\n", (unsigned long long)o.max_memory, st ? "refused: " : "opened",
+                   st ? e.msg : "");
+            recall_loop_close(l);
+            recall_close(m);
+            m = NULL;
+        }
+        printf("  peak RSS %.1f MiB\n", bench_status_mib("VmHWM:"));
+        free(rg);
+        return 0;
+    }
     if (recall_open(path, &o, &m, &err)) die("open", &err);
     size_t n_feed = 0;
     int32_t *feed = conversation(m, text, history, &n_feed);
