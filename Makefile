@@ -493,7 +493,7 @@ bench-history: $(BUILD)/bench_history
 DEVICE_BLOB ?= $(SYNTH)/r1-1.5b-device.blob
 $(BUILD)/bench_device: bench/bench_device.c $(BUILD)/librecall.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
-$(DEVICE_BLOB):
+$(DEVICE_BLOB): | $(RECALL_BIN)
 	@test -f $(SYNTH)/r1-1.5b-nf4.blob || $(MAKE) synth
 	./recall convert --qwen2 $(SYNTH)/qwen2 --bge $(SYNTH)/bge --pooler $(SYNTH)/pooler.safetensors \
 	  --gate $(SYNTH)/gate.npz --bridge $(SYNTH)/bge_head.npz --weights nf4 --bge-weights nf4 --lm-head-screen \
