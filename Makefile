@@ -82,7 +82,7 @@ NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-train ne
   need-cross-riscv64 need-cross-s390x
 
 PHONY_EXTRA = demo-worldA train-world train-world-check train-world-templated train-world-templated-check test-replay synth-copy realshape bench-loop bench-long bench-history \
-  bench-farback \
+  bench-farback bench-device \
   soak soak-lsan \
   bench-tok bench-kv-pages bench-draft test-sbs
 .PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
@@ -115,6 +115,8 @@ help:
 	@echo "              at 2k / 8k / 32k tokens (FARBACK_BLOB, FARBACK_BENCH, BENCH_ARGS='--cases 3 --len ..')"
 	@echo "  bench-history  a rebuild's pooler time and peak RSS as the evicted history grows to 64k, with and"
 	@echo "              without the pooler cache, and what else grows (HISTORY_LENS=..; synth blob)"
+	@echo "  bench-device  one real-shape recall turn (4k tokens, rebuilds, fires, 128 decoded): peak RSS and where"
+	@echo "              every MB goes, exact vs the device profile (synth blobs; BENCH_ARGS='--threads 2 ...')"
 	@echo "  soak        200 worldA chat turns via recall chat --session, SIGKILLed at seeded points (SOAK_ARGS=)"
 	@echo "  soak-lsan   a shorter soak with ./recall built with ASan + LeakSanitizer (build-asan/recall)"
 	@echo "  bench-tok   tokenizer MB/s (BPE encode/decode, WordPiece encode), 1 thread, no blob needed"
@@ -480,6 +482,26 @@ bench-history: $(BUILD)/bench_history
 	    || exit 1; \
 	done
 	./$(BUILD)/bench_history $(SYNTH)/r1-1.5b-nf4.blob --other $(lastword $(HISTORY_LENS))
+
+# The footprint of one whole recall turn at real shape (bench/bench_device.c, docs/MEMORY.md "device"):
+# a 4k-token conversation with eviction, the rebuilds, fires with their BERT encodes and 128 decoded
+# tokens through the public API, one process per profile: peak RSS, the blob's bytes and the pages the
+# turn touched by part, anonymous memory, what max_memory is checked against. exact runs on the synth
+# nf4 blob, device (--numerics q8, --kv f16) on the same world converted with --weights nf4
+# --bge-weights nf4 --lm-head-screen (made here once). Heavy: not part of `make test`.
+# BENCH_ARGS='--threads 2 --history 4096 --decode 128 --pooler-cache MB'.
+DEVICE_BLOB ?= $(SYNTH)/r1-1.5b-device.blob
+$(BUILD)/bench_device: bench/bench_device.c $(BUILD)/librecall.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
+$(DEVICE_BLOB): | $(RECALL_BIN)
+	@test -f $(SYNTH)/r1-1.5b-nf4.blob || $(MAKE) synth
+	./recall convert --qwen2 $(SYNTH)/qwen2 --bge $(SYNTH)/bge --pooler $(SYNTH)/pooler.safetensors \
+	  --gate $(SYNTH)/gate.npz --bridge $(SYNTH)/bge_head.npz --weights nf4 --bge-weights nf4 --lm-head-screen \
+	  --quiet -o $@
+bench-device: recall $(BUILD)/bench_device $(DEVICE_BLOB)
+	@echo "host: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $$(nproc) cores; $$(date -u +%FT%TZ)"
+	./$(BUILD)/bench_device $(SYNTH)/r1-1.5b-nf4.blob --profile exact $(BENCH_ARGS)
+	./$(BUILD)/bench_device $(DEVICE_BLOB) --profile device $(BENCH_ARGS)
 
 # Far-back recall's cost (bench/bench_farback.c): per distance, `longctx --task farfact`'s chats through the
 # RC_bge loop: turn time, each fire's BERT encodes and wall time, peak RSS; then a cold and a warm fire

@@ -133,6 +133,18 @@ static uint64_t q8_pack_bytes(const rc_blob *b) {
     return sat_mul(sat_mul(L, per_layer), bits) / 16;
 }
 
+/* Bytes an rc_bert allocates (bert.h): six rows of H and one of the FFN width per input position
+ * (up to min(max_pos, max_seq)), a score row per worker (counted for 64), the layer vectors. The
+ * RC_bge arm opens it; every fire encodes through it. */
+static uint64_t bert_bytes(const rc_blob *b) {
+    uint64_t H = (uint64_t)cfg_i64(b, "bert.hidden", 0), F = (uint64_t)cfg_i64(b, "bert.ffn", 0);
+    uint64_t L = (uint64_t)cfg_i64(b, "bert.layers", 0), P = (uint64_t)cfg_i64(b, "bert.max_pos", 0);
+    uint64_t S = (uint64_t)cfg_i64(b, "bert.max_seq", (int64_t)P), N = S < P ? S : P;
+    const uint64_t rows = sat_mul(N, sat_add(sat_add(sat_mul(6, H), F), 64));
+    const uint64_t vecs = sat_add(sat_mul(L, sat_add(sat_mul(9, H), F)), sat_mul(3, H));
+    return sat_mul(sat_add(rows, vecs), 4);
+}
+
 static recall_status reserve(recall_model *m, uint64_t bytes, const char *what, recall_err *err) {
     if (m->max_memory && (bytes > m->max_memory || m->reserved > m->max_memory - bytes))
         return rc_fail(err, RECALL_E_LIMIT,
@@ -509,6 +521,7 @@ static recall_status loop_estimate(const recall_model *m, const recall_loop_opts
     if (o->arm == RECALL_ARM_RC_BGE && o->mode == RECALL_MODE_FAITHFUL)
         b = sat_add(b, qwen2_bytes(m->blob, o->block, o->kv, q8));
     if (o->numerics == RECALL_NUMERICS_Q8) b = sat_add(b, q8_pack_bytes(m->blob)); /* shared by the seal context */
+    if (o->arm == RECALL_ARM_RC_BGE) b = sat_add(b, bert_bytes(m->blob)); /* the encoder a fire runs */
     if (o->draft > 0) /* the verify forward's logits of up to min(draft + 1, chunk) rows */
         b = sat_add(b, (uint64_t)(o->draft < o->chunk ? o->draft + 1 : o->chunk) * (uint64_t)m->info.vocab * 4u);
     *bytes = b;

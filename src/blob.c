@@ -24,6 +24,7 @@ struct rc_blob {
     const uint8_t *base;
     size_t size;
     int mapped;   /* 1: munmap(base, map_len) on close; 0 with owned: free on close */
+    int file_backed; /* 1: base is a read-only mapping of the file itself (not a copy) */
     size_t map_len;
     void *owned;
     const rc_blob_header *hdr;
@@ -384,6 +385,7 @@ recall_status rc_blob_open(const char *path, unsigned flags, rc_blob **out, reca
         if (m != MAP_FAILED) {
             b->base = m;
             b->mapped = 1;
+            b->file_backed = 1;
             b->map_len = b->size;
         }
     }
@@ -453,6 +455,34 @@ const rc_blob_kv *rc_blob_kv_find_file(const rc_blob *b, const char *key) {
     for (size_t i = 0; i < b->n_kv; i++)
         if (strcmp(b->kv[i].key, key) == 0) return &b->kv[i];
     return NULL;
+}
+
+void rc_blob_release(const rc_blob *b, const void *p, size_t n) {
+#ifndef RECALL_NO_MMAP
+    if (!b->file_backed || !p || !n) return;
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)b->base, hi = lo + b->size;
+    uintptr_t a = ((uintptr_t)p + pg - 1) / pg * pg, e = ((uintptr_t)p + n) / pg * pg;
+    if (a < lo || e > hi || e <= a) return;
+    (void)madvise((void *)a, e - a, MADV_DONTNEED); /* clean file pages: read again if touched */
+#else
+    (void)b, (void)p, (void)n;
+#endif
+}
+
+const char *rc_blob_weights(const rc_blob *b, const char *part) {
+    char key[RC_KV_KEY_LEN];
+    snprintf(key, sizeof key, "%s.weights", part);
+    const rc_blob_kv *kv = rc_blob_kv_find(b, key);
+    if (kv && kv->type == RC_KV_STR) return kv->v.s;
+    return strcmp(part, "bert") == 0 ? "f32" : "?";
+}
+
+size_t rc_blob_prefix_bytes(const rc_blob *b, const char *prefix, size_t *n_tensors) {
+    size_t bytes = 0, n = 0, pl = strlen(prefix);
+    for (size_t i = 0; i < b->n_tensors; i++)
+        if (strncmp(b->tensors[i].name, prefix, pl) == 0) bytes += b->tensors[i].nbytes, n++;
+    if (n_tensors) *n_tensors = n;
+    return bytes;
 }
 
 recall_status rc_blob_overlay_kv(rc_blob *b, const rc_blob_kv *kv, recall_err *err) {

@@ -183,6 +183,19 @@ recall_status rc_blob_overlay_kv(rc_blob *b, const rc_blob_kv *kv, recall_err *e
 /* Section body, or NULL if the blob has none of that kind. */
 const void *rc_blob_section(const rc_blob *b, uint32_t kind, size_t *size);
 
+/* The storage of the decoder's (part "qwen2") or the BERT encoder's (part "bert") weight
+ * matrices as the converter wrote them: the string key "<part>.weights" ("f32", "bf16", "nf4").
+ * A blob without the key: "?" for the decoder, "f32" for the encoder (the converter writes
+ * "bert.weights" only for bf16 and nf4, so an f32 encoder's blob keeps its earlier bytes). */
+const char *rc_blob_weights(const rc_blob *b, const char *part);
+/* Drops this process's pages of [p, p + n) (the whole pages inside it) when the blob is a mapping of
+ * its file: they are clean, so a later read faults them in again from the file, and the results are
+ * the same. Nothing happens for a blob held in memory (read, or copied for huge pages): its pages
+ * are the only copy. For data a context has copied elsewhere (the q8 profile's packed decoder). */
+void rc_blob_release(const rc_blob *b, const void *p, size_t n);
+/* Bytes of the tensors whose names start with prefix (e.g. "bert."), and their count (may be NULL). */
+size_t rc_blob_prefix_bytes(const rc_blob *b, const char *prefix, size_t *n_tensors);
+
 /* Typed config getters: RECALL_E_MISSING / RECALL_E_FORMAT with the key named. */
 recall_status rc_blob_get_i64(const rc_blob *b, const char *key, int64_t *out, recall_err *err);
 recall_status rc_blob_get_f64(const rc_blob *b, const char *key, double *out, recall_err *err);

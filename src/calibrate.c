@@ -209,12 +209,6 @@ recall_status rc_calibrate(const rc_blob *b, const rc_recall_opts *base, const r
 
 /* ---- the threshold file ---------------------------------------------------------------------- */
 
-/* The blob's decoder weights ("f32", "bf16", "nf4"), or "?" for a blob without the key. */
-static const char *weights_name(const rc_blob *b) {
-    const rc_blob_kv *kv = rc_blob_kv_find(b, "qwen2.weights");
-    return kv && kv->type == RC_KV_STR ? kv->v.s : "?";
-}
-
 void rc_calibration_write(FILE *f, const rc_blob *b, const rc_recall_opts *o, const rc_calibration *c,
                           const rc_calibration_src *src) {
     double file_thresh = NAN;
@@ -225,7 +219,9 @@ void rc_calibration_write(FILE *f, const rc_blob *b, const rc_recall_opts *o, co
     fputs(",\n \"blob\": ", f);
     rc_json_put_str(f, rc_blob_path(b));
     fprintf(f, ", \"blob_xxh64\": \"%016llx\", \"weights\": ", (unsigned long long)rc_blob_hdr(b)->body_checksum);
-    rc_json_put_str(f, weights_name(b));
+    rc_json_put_str(f, rc_blob_weights(b, "qwen2"));
+    fputs(", \"bge_weights\": ", f);
+    rc_json_put_str(f, rc_blob_weights(b, "bert"));
     fprintf(f, ", \"numerics\": \"%s\", \"kv\": \"%s\", \"mode\": \"%s\",\n", rc_numerics_name(o->numerics),
             rc_kv_dtype_name((rc_kv_dtype)o->kv), o->mode == RC_MODE_CLEAN ? "clean" : "faithful");
     fputs(" \"rule\": \"percentile of the gate scores at recall positions (a question turn from its keyword's end "
@@ -268,7 +264,7 @@ static recall_status check_file(const json_value *root, const char *path, const 
     if (strcmp(xx, mine))
         return rc_fail(err, RECALL_E_ARG, "%s was calibrated on another blob (%s, weights %s, body xxh64 %s); this is "
                        "%s (weights %s, body xxh64 %s): run recall calibrate on it", path, blob, weights, xx,
-                       rc_blob_path(b), weights_name(b), mine);
+                       rc_blob_path(b), rc_blob_weights(b, "qwen2"), mine);
     if (strcmp(numerics, rc_numerics_name(o->numerics)))
         return rc_fail(err, RECALL_E_ARG, "%s was calibrated under --numerics %s; this run uses %s", path, numerics,
                        rc_numerics_name(o->numerics));

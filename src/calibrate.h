@@ -17,7 +17,7 @@
  * number in both modes. When the reply never restates the keyword, its whole reply counts.
  *
  * Threshold file (JSON, one object): {"recall_calibration": 1, "threshold", "blob",
- * "blob_xxh64", "weights", "numerics", "kv", "mode", "rule", "percentile", "bench",
+ * "blob_xxh64", "weights", "bge_weights", "numerics", "kv", "mode", "rule", "percentile", "bench",
  * "bench_xxh64", "problems", "positions", "gate_file_thresh"}. A run that reads it must open the
  * same blob (body XXH64) with the same numerics and KV storage; anything else is refused, naming
  * what differs. */

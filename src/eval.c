@@ -159,10 +159,16 @@ static void json_list(FILE *f, double *v, int n) {
     fputc(']', f);
 }
 
-void rc_eval_json_head(FILE *f, const char *blob, const char *mode, const uint32_t *seeds, int n_seeds,
-                       const rc_eval_opt *opts, int n_opts, const rc_eval_shard_info *sh) {
+/* the document's keys of rc_eval_json_head's build[] */
+static const char *const BUILD_KEYS[3] = {"weights", "bge_weights", "profile"};
+
+void rc_eval_json_head(FILE *f, const char *blob, const char *const build[3], const char *mode,
+                       const uint32_t *seeds, int n_seeds, const rc_eval_opt *opts, int n_opts,
+                       const rc_eval_shard_info *sh) {
     fprintf(f, "{\"blob\": ");
     rc_json_put_str(f, blob);
+    for (int i = 0; i < 3; i++)
+        if (build[i]) fprintf(f, ", \"%s\": ", BUILD_KEYS[i]), rc_json_put_str(f, build[i]);
     fprintf(f, ", \"mode\": \"%s\", \"problems\": [", mode);
     for (int i = 0; i < n_seeds; i++) fprintf(f, "%s%u", i ? ", " : "", seeds[i]);
     fputs("],\n\"options\": {", f);
@@ -609,7 +615,12 @@ recall_status rc_eval_merge_write(FILE *f, const rc_eval_shard *s, int n_files, 
                                        : rc_fail(err, RECALL_E_NOMEM, "eval merge: out of memory");
     if (!st) {
         for (int i = 0; i < P; i++) seeds[i] = (uint32_t)s[0].problems->items[i].i;
-        rc_eval_json_head(f, str_at(s[0].root, "blob"), str_at(s[0].root, "mode"), seeds, P, opts,
+        const char *build[3] = {NULL, NULL, NULL};
+        for (int i = 0; i < 3; i++) {
+            const json_value *v = json_get_type(s[0].root, BUILD_KEYS[i], JSON_STR);
+            build[i] = v ? v->str : NULL;
+        }
+        rc_eval_json_head(f, str_at(s[0].root, "blob"), build, str_at(s[0].root, "mode"), seeds, P, opts,
                           (int)s[0].options->len, NULL);
         for (int a = 0; a < m->n_arms; a++) {
             rc_eval_json_arm_head(f, a, &m->info[a]);

@@ -125,11 +125,15 @@ typedef struct {
 } rc_eval_failure;
 
 /* The document in pieces: head, then per arm arm_head, its problems (rc_eval_json_problem,
- * separated by ",\n"), arm_tail; then end. sh is NULL for a whole run (or a merge). */
+ * separated by ",\n"), arm_tail; then end. sh is NULL for a whole run (or a merge). build[0..2]
+ * name the blob's decoder and BERT storage and the profile that ran ("weights", "bge_weights":
+ * rc_blob_weights; "profile": docs/PROFILES.md); a NULL entry is left out (a merge of shards
+ * written before the keys existed). */
 void rc_eval_json_str(FILE *f, const char *s);
 void rc_eval_json_num(FILE *f, double x); /* %.9g; non-finite as null */
-void rc_eval_json_head(FILE *f, const char *blob, const char *mode, const uint32_t *seeds, int n_seeds,
-                       const rc_eval_opt *opts, int n_opts, const rc_eval_shard_info *sh);
+void rc_eval_json_head(FILE *f, const char *blob, const char *const build[3], const char *mode,
+                       const uint32_t *seeds, int n_seeds, const rc_eval_opt *opts, int n_opts,
+                       const rc_eval_shard_info *sh);
 void rc_eval_json_arm_head(FILE *f, int a, const rc_eval_arm_info *arm);
 void rc_eval_json_problem(FILE *f, uint32_t seed, double seconds, const rc_eval_problem *e);
 void rc_eval_json_arm_tail(FILE *f, rc_eval_tally *t); /* sorts t's lists */

@@ -41,14 +41,21 @@ rc_convert_opts fixture_worldA_convert_opts(const char *weights, const char *out
     return o;
 }
 
-/* The blob of world `name` (its artifacts under dir/), converted once per test binary build. */
-static const char *world_blob(const char *dir, const char *name, const char *weights, int screen) {
-    static char paths[3][3][2][128]; /* per world (worldA, trained, templated), weights, screen */
-    const int w = !strcmp(weights, "f32") ? 0 : !strcmp(weights, "bf16") ? 1 : !strcmp(weights, "nf4") ? 2 : -1;
-    if (w < 0) return NULL;
+static int weights_index(const char *weights) {
+    return !strcmp(weights, "f32") ? 0 : !strcmp(weights, "bf16") ? 1 : !strcmp(weights, "nf4") ? 2 : -1;
+}
+
+/* The blob of world `name` (its artifacts under dir/), converted once per test binary build;
+ * bge: the BERT encoder's storage (NULL: f32, the converter's default). */
+static const char *world_blob(const char *dir, const char *name, const char *weights, int screen, const char *bgew) {
+    /* per world (worldA, trained, templated), weights, screen, BERT storage */
+    static char paths[3][3][2][3][128];
+    const int w = weights_index(weights), bw = bgew ? weights_index(bgew) : 0;
+    if (w < 0 || bw < 0) return NULL;
     const int world = !strcmp(name, "worldA") ? 0 : !strcmp(name, "trained") ? 1 : 2;
-    char *path = paths[world][w][screen != 0];
-    snprintf(path, 128, "build/fixture_%s_%s%s.blob", name, weights, screen ? "_screen" : "");
+    char *path = paths[world][w][screen != 0][bw];
+    snprintf(path, 128, "build/fixture_%s_%s%s%s%s.blob", name, weights, screen ? "_screen" : "", bw ? "_bge" : "",
+             bw ? bgew : "");
     if (blob_is_fresh(path, dir)) return path;
     mkdir("build", 0777);
     char tmp[256], q[256], bge[256], pooler[256], gate[256], bridge[256];
@@ -59,7 +66,8 @@ static const char *world_blob(const char *dir, const char *name, const char *wei
     snprintf(gate, sizeof gate, "%s/gate.npz", dir);
     snprintf(bridge, sizeof bridge, "%s/bge_head.npz", dir);
     const rc_convert_opts o = {.qwen2_dir = q, .bge_dir = bge, .pooler_path = pooler, .gate_path = gate,
-                               .bridge_path = bridge, .weights = weights, .lm_head_screen = screen, .out_path = tmp};
+                               .bridge_path = bridge, .weights = weights, .bge_weights = bgew,
+                               .lm_head_screen = screen, .out_path = tmp};
     recall_err err = {0};
     if (rc_convert(&o, &err) != RECALL_OK) {
         fprintf(stderr, "fixture: convert %s failed: %s\n", weights, err.msg);
@@ -73,13 +81,23 @@ static const char *world_blob(const char *dir, const char *name, const char *wei
     return path;
 }
 
-const char *fixture_worldA_blob(const char *weights) { return world_blob(WA, "worldA", weights, 0); }
+const char *fixture_worldA_blob(const char *weights) { return world_blob(WA, "worldA", weights, 0, NULL); }
 const char *fixture_worldA_screen_blob(const char *weights) {
-    return world_blob(WA, "worldA", weights, 1);
+    return world_blob(WA, "worldA", weights, 1, NULL);
 }
-const char *fixture_trained_blob(const char *weights) { return world_blob(FIXTURE_TRAINED, "trained", weights, 0); }
+const char *fixture_trained_blob(const char *weights) {
+    return world_blob(FIXTURE_TRAINED, "trained", weights, 0, NULL);
+}
 const char *fixture_templated_blob(const char *weights) {
-    return world_blob(FIXTURE_TEMPLATED, "templated", weights, 0);
+    return world_blob(FIXTURE_TEMPLATED, "templated", weights, 0, NULL);
+}
+const char *fixture_bge_blob(const char *world, const char *weights, const char *bge_weights) {
+    const int trained = !strcmp(world, "trained");
+    return world_blob(trained ? FIXTURE_TRAINED : WA, trained ? "trained" : "worldA", weights, 0, bge_weights);
+}
+const char *fixture_device_blob(const char *world) {
+    const int trained = !strcmp(world, "trained");
+    return world_blob(trained ? FIXTURE_TRAINED : WA, trained ? "trained" : "worldA", "nf4", 1, "nf4");
 }
 
 static rc_npy get(const char *path, const char *key, rc_npz **z) {

@@ -22,6 +22,12 @@ const char *fixture_trained_blob(const char *weights);
  * same way. */
 #define FIXTURE_TEMPLATED "tests/golden/templated"
 const char *fixture_templated_blob(const char *weights);
+/* World "worldA" or "trained" with its decoder stored as `weights` and its BERT encoder as
+ * `bge_weights` ("f32" | "bf16" | "nf4": convert --weights W --bge-weights B), cached the same way. */
+const char *fixture_bge_blob(const char *world, const char *weights, const char *bge_weights);
+/* The device profile's blob of world "worldA" or "trained" (docs/PROFILES.md): convert --weights nf4
+ * --bge-weights nf4 --lm-head-screen. */
+const char *fixture_device_blob(const char *world);
 /* fixture_worldA_blob(weights) opened with rc_blob_open (mapped); aborts the test on failure. */
 struct rc_blob *fixture_open_worldA(const char *weights);
 

@@ -81,7 +81,8 @@ static const char *sample(const char *name) {
         {"--threads", "2"}, {"--simd", "scalar"}, {"--ctx", "64"}, {"--rope-scaling", "yarn:2:4096"},
         {"--kv-pages", "16:32"}, {"--kv-pages-random", "3"}, {"--mode", "clean"}, {"--edge", "inject"}, {"--arm", "SP"},
         {"--threshold", "-3"}, {"--hysteresis", "2"}, {"--floor", "-20"}, {"--max-turn-tokens", "5"},
-        {"--draft", "4"}, {"--pooler-cache", "16"}, {"--kv", "f16"}, {"--numerics", "q8"}, {"--lm-head-screen", "off"}, {"--pooler-heads", "4"}, {"--weights", "nf4"},
+        {"--draft", "4"}, {"--pooler-cache", "16"}, {"--kv", "f16"}, {"--numerics", "q8"}, {"--profile", "device"}, {"--lm-head-screen", "off"}, {"--pooler-heads", "4"}, {"--weights", "nf4"},
+        {"--bge-weights", "nf4"},
         {"--decode-from", "1"}, {"--chunk", "3"}, {"--scoring-rows", "1"}, {"--problem", "0"},
         {"--problems", "0"}, {"--arms", "SP"}, {"--shard", "1/2"}, {"--percentile", "10"}, {"--task", "needle"},
         {"--len", "10"}, {"--cases", "3"}, {"--fact-share", "0.5"}, {"--depth", "0.5"}, {"--seed", "1"}, {"--max-new", "4"}, {"--ids", "'[1,2]'"}};

@@ -457,3 +457,111 @@ Test(api_limits, cli_ctx_refuses_past_the_trained_size_and_prints_kv_bytes) {
     cr_assert(strstr(out, "4097") && strstr(out, "trained on 4096"), "%s", out);
     free(out);
 }
+
+/* One turn of `l` on a short chat; the reply's ids (malloc'd) and their count. */
+static int32_t *device_turn(recall_model *m, recall_loop *l, size_t *n) {
+    recall_err err = {0};
+    int32_t *feed = NULL;
+    size_t nf = 0;
+    cr_assert_eq(recall_chat_segment(m, 0, "My locker code is 4711. What is my locker code?", NULL, &feed, &nf, &err),
+                 RECALL_OK, "%s", err.msg);
+    recall_reply r;
+    cr_assert_eq(recall_turn(l, feed, nf, NULL, NULL, &r, &err), RECALL_OK, "%s", err.msg);
+    int32_t *ids = malloc((r.n_ids ? r.n_ids : 1) * sizeof *ids);
+    cr_assert(ids);
+    memcpy(ids, r.ids, r.n_ids * sizeof *ids);
+    *n = r.n_ids;
+    recall_reply_free(l, &r);
+    recall_free(m, feed);
+    return ids;
+}
+
+static recall_model *device_model(const char *path, uint64_t max_memory) {
+    recall_open_opts o;
+    recall_open_opts_init(&o);
+    o.max_memory = max_memory;
+    o.kv = RECALL_KV_F16;
+    o.numerics = RECALL_NUMERICS_Q8;
+    recall_err err = {0};
+    recall_model *m = NULL;
+    cr_assert_eq(recall_open(path, &o, &m, &err), RECALL_OK, "%s", err.msg);
+    return m;
+}
+
+static void device_loop_opts(recall_model *m, recall_loop_opts *lo, recall_arm arm) {
+    recall_loop_opts_init(m, lo);
+    lo->arm = arm;
+    lo->kv = RECALL_KV_F16;
+    lo->numerics = RECALL_NUMERICS_Q8;
+    lo->pooler_cache_mb = -1;
+}
+
+/* The device profile (docs/PROFILES.md: nf4 decoder and encoder, the int8 lm_head screen, q8,
+ * f16 KV) under max_memory. Its loop declares the packed q8 decoder, both KV caches at f16 and the
+ * BERT encoder's scratch; a limit one byte short of that refuses the open with RECALL_E_LIMIT
+ * naming the numbers, and nothing of the loop is left behind: the model's budget is unchanged (on
+ * the same model a loop that needs less, the SP arm, opens and runs), and with the limit met
+ * exactly the loop runs a turn bitwise equal to an unlimited model's. */
+Test(api_limits, device_profile_refuses_cleanly, .timeout = 300) {
+    const char *path = fixture_device_blob("worldA");
+    cr_assert(path);
+    uint64_t base = 1 << 20;
+#ifdef RECALL_NO_MMAP
+    base += (uint64_t)file_size(path);
+#endif
+    recall_err err = {0};
+    recall_model *m = device_model(path, base);
+    recall_loop_opts lo;
+    device_loop_opts(m, &lo, RECALL_ARM_RC_BGE);
+    recall_loop *l = (recall_loop *)1;
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_E_LIMIT, "%s", err.msg);
+    cr_assert_null(l);
+    unsigned long long need = 0, used = 0;
+    const char *at = strstr(err.msg, "needs about ");
+    cr_assert(at && sscanf(at, "needs about %llu bytes (%llu already in use)", &need, &used) == 2, "%s", err.msg);
+    recall_close(m);
+
+    /* one byte short: refused, the numbers named, nothing reserved */
+    const uint64_t limit = used + need - 1;
+    m = device_model(path, limit);
+    device_loop_opts(m, &lo, RECALL_ARM_RC_BGE);
+    l = (recall_loop *)1;
+    memset(&err, 0, sizeof err); /* a recall_err keeps its first error */
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_E_LIMIT, "%s", err.msg);
+    cr_assert_null(l);
+    char want[128];
+    snprintf(want, sizeof want, "needs about %llu bytes (%llu already in use), over the memory limit of %llu bytes",
+             need, used, (unsigned long long)limit);
+    cr_assert(strstr(err.msg, want), "%s", err.msg);
+    recall_loop_opts so;
+    device_loop_opts(m, &so, RECALL_ARM_SP);
+    recall_loop *sp = NULL;
+    memset(&err, 0, sizeof err);
+    cr_assert_eq(recall_loop_open(m, &so, &sp, &err), RECALL_OK, "the refusal must leave the budget as it was: %s",
+                 err.msg);
+    size_t n_sp = 0;
+    free(device_turn(m, sp, &n_sp));
+    cr_expect_gt(n_sp, 0);
+    recall_loop_close(sp);
+    recall_close(m);
+
+    /* the limit met exactly: the loop opens and its turn is the unlimited turn, bit for bit */
+    m = device_model(path, used + need);
+    device_loop_opts(m, &lo, RECALL_ARM_RC_BGE);
+    l = NULL;
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_OK, "%s", err.msg);
+    size_t n1 = 0, n2 = 0;
+    int32_t *r1 = device_turn(m, l, &n1);
+    recall_loop_close(l);
+    recall_close(m);
+    m = device_model(path, 0);
+    device_loop_opts(m, &lo, RECALL_ARM_RC_BGE);
+    cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_OK, "%s", err.msg);
+    int32_t *r2 = device_turn(m, l, &n2);
+    cr_assert_eq(n1, n2);
+    cr_expect(memcmp(r1, r2, n1 * sizeof *r1) == 0, "the reply under the limit differs from the unlimited one");
+    free(r1);
+    free(r2);
+    recall_loop_close(l);
+    recall_close(m);
+}

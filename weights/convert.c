@@ -9,8 +9,12 @@
  *
  * Decoder weight matrices (q/k/v/o/gate/up/down) are written as f32, bf16 or nf4 (--weights);
  * embeddings and lm_head stay f32 (f32 mode) or bf16 (bf16/nf4 modes, exact when the source
- * is bf16); norms, biases, BERT, pooler and heads are always f32. Output is deterministic: the
- * tensor order is fixed by the config, never by the source file's order.
+ * is bf16). The BERT encoder's six matrices per layer are written as f32, bf16 or nf4
+ * (--bge-weights); its word embeddings follow them (f32, bf16, nf4: at bge-base shape they are
+ * a quarter of the encoder's parameters), its position and token-type embeddings stay f32 (1.5 MB
+ * at bge-base shape; every token reads a position row). Norms, biases, pooler and heads are
+ * always f32. Output is deterministic: the tensor order is fixed by the config, never by the
+ * source file's order.
  */
 #include "convert.h"
 
@@ -131,6 +135,11 @@ static void nf4_quantize_parallel(const float *w, size_t n, uint8_t *codes, floa
 
 /* Tensor output choices. */
 enum store { ST_F32, ST_BF16, ST_NF4 };
+
+/* The storage a --weights / --bge-weights value names (the value was checked by rc_convert). */
+static enum store store_of(const char *wm) {
+    return wm && strcmp(wm, "nf4") == 0 ? ST_NF4 : wm && strcmp(wm, "bf16") == 0 ? ST_BF16 : ST_F32;
+}
 
 /* Writes a safetensors tensor under `name` with the given storage, after checking its shape. */
 static recall_status put_st(conv *c, const rc_st *st, const char *src_name, const char *name, int ndim,
@@ -404,8 +413,7 @@ static recall_status put_screen(conv *c, const rc_st *st, enum store how) {
 static recall_status qwen2_tensors(conv *c, const char *dir, const qwen2_cfg *q) {
     rc_st *st;
     RC_TRY(rc_st_open(dir, &st, c->err));
-    const char *wm = c->o->weights ? c->o->weights : "f32";
-    enum store lin = strcmp(wm, "nf4") == 0 ? ST_NF4 : strcmp(wm, "bf16") == 0 ? ST_BF16 : ST_F32;
+    enum store lin = store_of(c->o->weights);
     enum store emb = lin == ST_F32 ? ST_F32 : ST_BF16;
     int64_t H = q->hidden, KV = q->kv_heads * q->head_dim, F = q->ffn, V = q->vocab;
     char src[256], dst[300];
@@ -536,22 +544,23 @@ static recall_status bert_config(conv *c, const char *dir, bert_cfg *b) {
 static recall_status bert_tensors(conv *c, const char *dir, const bert_cfg *b) {
     rc_st *st;
     RC_TRY(rc_st_open(dir, &st, c->err));
+    const enum store lin = store_of(c->o->bge_weights);
     int prefixed = rc_st_find(st, "bert.embeddings.word_embeddings.weight") != NULL;
     int64_t H = b->hidden, F = b->ffn;
     char src[256], dst[300];
     recall_status s = RECALL_OK;
-#define PUTB(name, nd, ...)                                                                     \
+#define PUTB(name, how, nd, ...)                                                                \
     do {                                                                                        \
         int64_t shp_[] = {__VA_ARGS__};                                                         \
         snprintf(src, sizeof src, "%s%s", prefixed ? "bert." : "", name);                      \
         snprintf(dst, sizeof dst, "bert.%s", name);                                             \
-        if (!s) s = put_st(c, st, src, dst, nd, shp_, ST_F32);                                  \
+        if (!s) s = put_st(c, st, src, dst, nd, shp_, how);                                     \
     } while (0)
-    PUTB("embeddings.word_embeddings.weight", 2, b->vocab, H);
-    PUTB("embeddings.position_embeddings.weight", 2, b->max_pos, H);
-    PUTB("embeddings.token_type_embeddings.weight", 2, b->type_vocab, H);
-    PUTB("embeddings.LayerNorm.weight", 1, H);
-    PUTB("embeddings.LayerNorm.bias", 1, H);
+    PUTB("embeddings.word_embeddings.weight", lin, 2, b->vocab, H);
+    PUTB("embeddings.position_embeddings.weight", ST_F32, 2, b->max_pos, H);
+    PUTB("embeddings.token_type_embeddings.weight", ST_F32, 2, b->type_vocab, H);
+    PUTB("embeddings.LayerNorm.weight", ST_F32, 1, H);
+    PUTB("embeddings.LayerNorm.bias", ST_F32, 1, H);
     for (int64_t l = 0; l < b->layers && !s; l++) {
         const struct { const char *n; int64_t r, k; } ts[] = {
             {"attention.self.query.weight", H, H}, {"attention.self.query.bias", H, 0},
@@ -567,9 +576,9 @@ static recall_status bert_tensors(conv *c, const char *dir, const bert_cfg *b) {
             char n[200];
             snprintf(n, sizeof n, "encoder.layer.%lld.%s", (long long)l, ts[i].n);
             if (ts[i].k)
-                PUTB(n, 2, ts[i].r, ts[i].k);
+                PUTB(n, lin, 2, ts[i].r, ts[i].k);
             else
-                PUTB(n, 1, ts[i].r);
+                PUTB(n, ST_F32, 1, ts[i].r);
         }
     }
 #undef PUTB
@@ -587,6 +596,9 @@ static recall_status bert_keys(conv *c, const bert_cfg *b) {
     RC_TRY(kv1(c, "bert.type_vocab", b->type_vocab));
     RC_TRY(kv1(c, "bert.max_seq", b->max_seq));
     RC_TRY(rc_writer_kv_f64(c->w, "bert.ln_eps", b->eps, c->err));
+    /* only when not f32: an f32 encoder's blob keeps the bytes converters wrote before the key
+     * (rc_blob_weights reads its absence as f32) */
+    if (store_of(c->o->bge_weights) != ST_F32) RC_TRY(rc_writer_kv_str(c->w, "bert.weights", c->o->bge_weights, c->err));
     return RECALL_OK;
 }
 
@@ -1027,6 +1039,9 @@ recall_status rc_convert(const rc_convert_opts *o, recall_err *err) {
     const char *wm = o->weights ? o->weights : "f32";
     if (strcmp(wm, "f32") && strcmp(wm, "bf16") && strcmp(wm, "nf4"))
         return rc_fail(err, RECALL_E_ARG, "--weights %s: expected f32, bf16 or nf4", wm);
+    const char *bm = o->bge_weights ? o->bge_weights : "f32";
+    if (strcmp(bm, "f32") && strcmp(bm, "bf16") && strcmp(bm, "nf4"))
+        return rc_fail(err, RECALL_E_ARG, "--bge-weights %s: expected f32, bf16 or nf4", bm);
     conv c = {o, NULL, err, 0, 0};
     RC_TRY(rc_writer_new(&c.w, err));
     recall_status s = RECALL_OK;
@@ -1054,7 +1069,7 @@ recall_status rc_convert(const rc_convert_opts *o, recall_err *err) {
         if (!s) s = tokenizer_part(&c, q.vocab, b.vocab);
         if (!s) progress(&c, "qwen2 %s (%s weights)", o->qwen2_dir, wm);
         if (!s) s = qwen2_tensors(&c, o->qwen2_dir, &q);
-        if (!s) progress(&c, "bert %s%s", o->bge_dir, "");
+        if (!s) progress(&c, "bert %s (%s weights)", o->bge_dir, bm);
         if (!s) s = bert_tensors(&c, o->bge_dir, &b);
         if (!s) progress(&c, "pooler %s%s", o->pooler_path, "");
         if (!s) s = pooler_part(&c, q.hidden);

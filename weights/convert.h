@@ -20,6 +20,7 @@ typedef struct {
     const char *gate_path;
     const char *bridge_path;
     const char *weights;    /* decoder Linear weights: "f32", "bf16" or "nf4" (default "f32") */
+    const char *bge_weights; /* BERT matrices and word embeddings: "f32", "bf16" or "nf4" (default "f32") */
     int pooler_heads;       /* 0: from the checkpoint's args.heads, else 8 */
     int tokenizers_only;    /* write only the two tokenizers (+ their config keys) */
     int lm_head_screen;     /* also write the int8 copy of lm_head for screening (src/lm_screen.h) */

@@ -25,6 +25,7 @@ int cli_convert(const cli_args *a) {
     o.gate_path = a->gate;
     o.bridge_path = a->bridge;
     o.weights = a->weights;
+    o.bge_weights = a->bge_weights;
     o.pooler_heads = a->pooler_heads;
     o.tokenizers_only = a->tokenizers_only;
     o.lm_head_screen = a->store_screen;
@@ -109,6 +110,19 @@ int cli_info(const cli_args *a) {
     }
     size_t total = 0;
     for (size_t i = 0; i < rc_blob_n_tensors(b); i++) total += rc_blob_tensor_at(b, i)->nbytes;
+    {
+        /* the weights' storage and bytes per model part (the blob's footprint, part by part) */
+        static const char *const parts[][3] = {{"qwen2.", "decoder", "qwen2"}, {"bert.", "bge (BERT)", "bert"},
+                                               {"pooler.", "pooler", NULL}, {"gate.", "gate", NULL},
+                                               {"bridge.", "bridge", NULL}};
+        printf("weights:\n");
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+            size_t n = 0, bytes = rc_blob_prefix_bytes(b, parts[i][0], &n);
+            if (!n) continue;
+            printf("  %-16s %-5s %4zu tensors %12zu bytes (%.1f MB)\n", parts[i][1], parts[i][2] ?
+                   rc_blob_weights(b, parts[i][2]) : "f32", n, bytes, bytes / 1e6);
+        }
+    }
     printf("tensors (%zu, %zu bytes):\n", rc_blob_n_tensors(b), total);
     for (size_t i = 0; show_tensors && i < rc_blob_n_tensors(b); i++) {
         const rc_tensor *t = rc_blob_tensor_at(b, i);

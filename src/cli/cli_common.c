@@ -5,6 +5,7 @@
 #include "calibrate.h"
 
 #include "json.h"
+#include "lm_screen.h"
 #include "q8.h"
 #include "qwen2.h"
 #include "rope.h"
@@ -85,9 +86,17 @@ int cli_threads(const cli_args *a) {
 
 recall_status cli_blob_open(const cli_args *a, const char *path, unsigned flags, rc_blob **out, recall_err *err) {
     RC_TRY(rc_blob_open(path, flags | (a->hugepages ? RC_OPEN_HUGEPAGES : 0u), out, err));
-    if (!a->rope_scaling) return RECALL_OK;
+    recall_status s = RECALL_OK;
+    if (a->profile && !strcmp(a->profile, "device") &&
+        (strcmp(rc_blob_weights(*out, "qwen2"), "nf4") || strcmp(rc_blob_weights(*out, "bert"), "nf4") ||
+         !rc_blob_find(*out, RC_LM_SCREEN_Q)))
+        s = rc_fail(err, RECALL_E_ARG, "%s: --profile device needs a blob converted with --weights nf4 --bge-weights nf4 "
+                    "--lm-head-screen (this one: decoder %s, BERT %s, %s lm_head screen)", path,
+                    rc_blob_weights(*out, "qwen2"), rc_blob_weights(*out, "bert"),
+                    rc_blob_find(*out, RC_LM_SCREEN_Q) ? "an" : "no");
+    if (!s && !a->rope_scaling) return RECALL_OK;
     rc_rope_profile p;
-    recall_status s = rc_rope_parse(a->rope_scaling, &p, err);
+    if (!s) s = rc_rope_parse(a->rope_scaling, &p, err);
     if (!s) s = rc_rope_attach(*out, &p, err);
     if (s) {
         rc_blob_close(*out);
@@ -294,6 +303,24 @@ recall_status cli_get_ids(const cli_args *a, int32_t **out, int *n, recall_err *
 }
 
 const char *cli_ids_source(const cli_args *a) { return a->tokens_file ? a->tokens_file : "--ids"; }
+
+const char *cli_profile_name(const rc_blob *b, int numerics, int kv, int lm_screen) {
+    const char *env = getenv("RECALL_LM_SCREEN");
+    if (lm_screen == RC_LM_SCREEN_AUTO && env && rc_lm_screen_parse(env) >= 0) lm_screen = rc_lm_screen_parse(env);
+    const int screen = lm_screen != RC_LM_SCREEN_OFF && rc_blob_find(b, RC_LM_SCREEN_Q) != NULL;
+    if (numerics == RC_NUMERICS_Q8 && kv == RC_KV_DT_F16 && screen && !strcmp(rc_blob_weights(b, "qwen2"), "nf4") &&
+        !strcmp(rc_blob_weights(b, "bert"), "nf4"))
+        return "device";
+    return numerics == RC_NUMERICS_EXACT && kv == RC_KV_DT_F32 ? "exact" : "custom";
+}
+
+void cli_put_build(FILE *f, const rc_blob *b, int numerics, int kv, int lm_screen) {
+    fputs(", \"weights\": ", f);
+    rc_json_put_str(f, rc_blob_weights(b, "qwen2"));
+    fputs(", \"bge_weights\": ", f);
+    rc_json_put_str(f, rc_blob_weights(b, "bert"));
+    fprintf(f, ", \"profile\": \"%s\"", cli_profile_name(b, numerics, kv, lm_screen));
+}
 
 void cli_numerics_describe(const rc_qwen2 *m, char *buf, size_t n) {
     if (rc_qwen2_numerics(m) != RC_NUMERICS_Q8) {

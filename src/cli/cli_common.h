@@ -34,6 +34,7 @@ typedef struct cli_args {
     rc_kv_pages_opts kvp;     /* --kv-pages, --kv-pages-random */
     int kv;                   /* --kv f32|f16: rc_kv_dtype (qwen2.h); 0 = f32 */
     int numerics;             /* --numerics exact|q8: RC_NUMERICS_* (q8.h); 0 = exact */
+    const char *profile;      /* --profile exact|device (sets numerics, kv, lm_screen); NULL: not given */
     /* inputs and outputs */
     const char *ids, *tokens_file, *file, *dump, *json, *out, *trace_out, *session, *bench, *q, *emb;
     /* the recall loop: NaN / -1 = the blob's value */
@@ -57,7 +58,7 @@ typedef struct cli_args {
     int chunk, bos, per_position, scoring_rows;
     long decode_from; /* forward --decode-from; -1: none */
     /* convert */
-    const char *qwen2, *bge, *pooler, *gate, *bridge, *weights;
+    const char *qwen2, *bge, *pooler, *gate, *bridge, *weights, *bge_weights;
     int pooler_heads, tokenizers_only, store_screen, quiet;
     /* tokenize, detokenize, info */
     int use_bge, special, skip_special, no_tensors;
@@ -138,5 +139,14 @@ const char *cli_ids_source(const cli_args *a);
  * seconds) and what stays exact. */
 struct rc_qwen2;
 void cli_numerics_describe(const struct rc_qwen2 *m, char *buf, size_t n);
+/* The profile a run is (docs/PROFILES.md): "device" when the blob holds an nf4 decoder, an nf4 BERT
+ * encoder and the int8 lm_head screen and the run uses q8 numerics, f16 KV and the screen; "exact"
+ * with exact numerics and f32 KV (whatever the blob's storage); "custom" otherwise. lm_screen is the
+ * --lm-head-screen setting (auto: RECALL_LM_SCREEN, else the blob's copy if it has one). */
+const char *cli_profile_name(const rc_blob *b, int numerics, int kv, int lm_screen);
+/* Writes `, "weights": "<decoder storage>", "bge_weights": "<BERT storage>", "profile": "<name>"`
+ * (rc_blob_weights, cli_profile_name) into a JSON object being written: every trace and record
+ * names the blob's storage and the profile that ran. */
+void cli_put_build(FILE *f, const rc_blob *b, int numerics, int kv, int lm_screen);
 
 #endif

@@ -321,9 +321,11 @@ static int eval_json_start(eval_run *r) {
         sh.jobs = jobs;
     }
     FILE *f = cli_create("eval", &r->jf, r->a->json);
+    const char *const build[3] = {rc_blob_weights(r->b, "qwen2"), rc_blob_weights(r->b, "bert"),
+                                  cli_profile_name(r->b, r->a->numerics, r->a->kv, r->a->lm_screen)};
     if (f)
-        rc_eval_json_head(f, r->a->pos[0], cli_mode_name(r->base.mode), p->seeds, p->n_seeds, opts, N_EVAL_OPTS,
-                          r->a->shard ? &sh : NULL);
+        rc_eval_json_head(f, r->a->pos[0], build, cli_mode_name(r->base.mode), p->seeds, p->n_seeds, opts,
+                          N_EVAL_OPTS, r->a->shard ? &sh : NULL);
     free(jobs);
     rc_exec_close(ex);
     return f ? 0 : 1;

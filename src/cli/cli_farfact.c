@@ -306,7 +306,9 @@ static int ff_write_json(const ff_run *r) {
             rc_kv_dtype_name((rc_kv_dtype)a->kv), rc_numerics_name(a->numerics), r->ctx, r->trained, r->geo.window,
             r->geo.block, r->geo.buf_min);
     rc_json_put_num(f, r->geo.threshold);
-    fprintf(f, ", \"ran\": %s,\n\"records\": [", a->no_run ? "false" : "true");
+    fprintf(f, ", \"ran\": %s", a->no_run ? "false" : "true");
+    cli_put_build(f, r->b, a->numerics, a->kv, a->lm_screen);
+    fputs(",\n\"records\": [", f);
     int first = 1;
     for (int c = 0; c < r->n_cases; c++)
         for (int k = 0; k < r->n_arms; k++, first = 0) ff_record(f, r, c, k, first);

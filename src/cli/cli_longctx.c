@@ -341,11 +341,13 @@ static int longctx_write_json(const longctx_run *r) {
     fprintf(f, ", \"haystack_xxh64\": \"%016llx\", \"haystack_tokens\": %d, \"seed\": %llu, \"max_new\": %d, "
                "\"mode\": \"%s\", \"edge\": \"%s\", \"kv\": \"%s\", \"numerics\": \"%s\", \"context\": %d, "
                "\"trained_positions\": %d, "
-               "\"ran\": %s,\n\"cases\": [",
+               "\"ran\": %s",
             (unsigned long long)r->hay.xxh64, r->hay.n, (unsigned long long)o->a->seed, o->a->max_new,
             cli_mode_name(o->a->mode), cli_edge_name(o->a->edge), rc_kv_dtype_name((rc_kv_dtype)o->a->kv),
             rc_numerics_name(o->a->numerics), r->ctx,
             r->trained, o->a->no_run ? "false" : "true");
+    cli_put_build(f, r->b, o->a->numerics, o->a->kv, o->a->lm_screen);
+    fputs(",\n\"cases\": [", f);
     for (int c = 0; c < r->n_cases; c++) write_case(f, r, c);
     fputs("],\n\"summary\": {", f);
     for (int a = 0; !o->a->no_run && a < o->n_arms; a++) {

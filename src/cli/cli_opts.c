@@ -125,6 +125,24 @@ static int set_numerics(const cli_opt *o, const char *val, cli_args *a) {
     return 0;
 }
 
+/* --profile device: the device profile's run options (docs/PROFILES.md); the blob is checked at open
+ * (cli_blob_open). Options given after it override it, and the outputs then name the result. */
+static int set_profile(const cli_opt *o, const char *val, cli_args *a) {
+    if (!strcmp(val, "device")) {
+        a->numerics = RC_NUMERICS_Q8;
+        a->kv = RC_KV_DT_F16;
+        a->lm_screen = RC_LM_SCREEN_ON;
+    } else if (!strcmp(val, "exact")) {
+        a->numerics = RC_NUMERICS_EXACT;
+        a->kv = RC_KV_DT_F32;
+        a->lm_screen = RC_LM_SCREEN_AUTO;
+    } else {
+        return bad_value(o, val, a, "exact or device");
+    }
+    a->profile = val;
+    return 0;
+}
+
 static int set_mode(const cli_opt *o, const char *val, cli_args *a) {
     if (!strcmp(val, "faithful")) a->mode = RC_MODE_FAITHFUL;
     else if (!strcmp(val, "clean")) a->mode = RC_MODE_CLEAN;
@@ -206,6 +224,12 @@ static const cli_opt O_NUMERICS = {"--numerics", NULL, "exact|q8",
                                    "order) or q8 (int8 layer matmuls, deterministic in its own right; its\n"
                                    "distance to exact in docs/PROFILES.md; named in every output)",
                                    set_numerics, F(numerics), NOLIM};
+static const cli_opt O_PROFILE = {"--profile", NULL, "exact|device",
+                                  "device = --numerics q8 --kv f16 --lm-head-screen on, on a blob converted\n"
+                                  "with --weights nf4 --bge-weights nf4 --lm-head-screen (refused otherwise);\n"
+                                  "exact = --numerics exact --kv f32 (default). Later options override it;\n"
+                                  "every output names the profile that ran (docs/PROFILES.md)",
+                                  set_profile, F(profile), NOLIM};
 static const cli_opt O_KV_PAGES = {"--kv-pages", NULL, "PAGE:BUDGET",
                                    "page-sparse decode attention (an approximation): each decode step\n"
                                    "attends to page 0, the last two pages and the best BUDGET/PAGE other\n"
@@ -281,7 +305,7 @@ static const cli_opt O_POOLER_CACHE = {"--pooler-cache", NULL, "MB",
                                       set_int, F(pooler_cache_mb), 0, 1 << 30};
 #define LOOP_OPTS                                                                                                    \
     &O_MODE, &O_EDGE, &O_ARM, &O_THRESHOLD, &O_THRESHOLD_FILE, &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_DRAFT, &O_SCREEN, &O_POOLER_CACHE, &O_KV,   \
-        &O_NUMERICS
+        &O_NUMERICS, &O_PROFILE
 
 /* ---- convert, info, verify --------------------------------------------------------------------- */
 
@@ -301,6 +325,10 @@ static const cli_opt O_BRIDGE = {"--bridge", NULL, "FILE", "bridge head .npz (qd
                                  F(bridge), NOLIM};
 static const cli_opt O_WEIGHTS = {"--weights", NULL, "W", "decoder Linear weights: f32 (default), bf16 or nf4",
                                   set_str, F(weights), NOLIM};
+static const cli_opt O_BGE_WEIGHTS = {"--bge-weights", NULL, "W",
+                                      "BERT encoder matrices and word embeddings: f32 (default), bf16 or nf4\n"
+                                      "(position and token-type embeddings, norms and biases stay f32)",
+                                      set_str, F(bge_weights), NOLIM};
 static const cli_opt O_POOLER_HEADS = {"--pooler-heads", NULL, "N",
                                        "pooler attention heads (default: the checkpoint's args.heads, else 8)",
                                        set_int, F(pooler_heads), 1, 4096};
@@ -316,7 +344,7 @@ static const cli_opt O_OUT = {"-o", "--out", "OUT", "output path; written to OUT
                               F(out), NOLIM};
 static const cli_opt O_QUIET = {"--quiet", NULL, NULL, "no progress lines", set_flag, F(quiet), NOLIM};
 static const cli_opt *const CONVERT_OPTS[] = {&O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE,
-                                              &O_WEIGHTS, &O_POOLER_HEADS, &O_STORE_SCREEN, &O_TOKENIZERS_ONLY,
+                                              &O_WEIGHTS, &O_BGE_WEIGHTS, &O_POOLER_HEADS, &O_STORE_SCREEN, &O_TOKENIZERS_ONLY,
                                               &O_OUT, &O_QUIET, NULL};
 
 static const cli_opt O_NO_TENSORS = {"--no-tensors", NULL, NULL, "leave out the tensor table", set_flag,
@@ -447,7 +475,7 @@ static const cli_opt O_SHARD = {"--shard", NULL, "K/N",
                                 set_str, F(shard), NOLIM};
 static const cli_opt *const EVAL_OPTS[] = {&O_BENCH,  &O_PROBLEMS, &O_EVAL_ARMS, &O_MODE, &O_EDGE, &O_THRESHOLD_FILE,
                                            &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_JSON_EVAL,
-                                           &O_SHARD,  &O_DRAFT,    &O_SCREEN,    &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_CTX_FULL, &O_ROPE,
+                                           &O_SHARD,  &O_DRAFT,    &O_SCREEN,    &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_PROFILE, &O_CTX_FULL, &O_ROPE,
                                            EXEC_OPTS, NULL};
 static const cli_moved EVAL_MOVED[] = {
     {"--merge", "--merge must come first: recall eval --merge SHARD.json... [--json OUT]"}, {NULL, NULL}};
@@ -471,7 +499,7 @@ static const cli_opt O_WRITE = {"--write", NULL, "FILE",
                                 "chat, replay and eval read it with --threshold-file)",
                                 set_str, F(write), NOLIM};
 static const cli_opt *const CALIBRATE_OPTS[] = {&O_BENCH,         &O_PROBLEMS, &O_PERCENTILE, &O_SVG, &O_WRITE, &O_MODE, &O_SCREEN,
-                                                &O_POOLER_CACHE, &O_KV,       &O_NUMERICS,   &O_ROPE, EXEC_OPTS, NULL};
+                                                &O_POOLER_CACHE, &O_KV,       &O_NUMERICS,   &O_PROFILE, &O_ROPE, EXEC_OPTS, NULL};
 
 static const cli_opt O_TASK = {"--task", NULL, "LIST",
                                "needle, multikey, vartrack (comma-separated, each once), or farfact\n"
@@ -526,7 +554,7 @@ static const cli_opt O_NO_RUN = {"--no-run", NULL, NULL, "build and check the ca
                                  set_flag, F(no_run), NOLIM};
 static const cli_opt *const LONGCTX_OPTS[] = {&O_TASK,   &O_LEN,   &O_DEPTH,   &O_SEED,      &O_LCTX_ARMS, &O_CASES, &O_FACT_SHARE, &O_BENCH_FF,
                                               &O_MAX_NEW, &O_JSON_LCTX, &O_HAYSTACK, &O_PROMPTS, &O_NO_RUN,
-                                              &O_MODE,  &O_EDGE, &O_SCREEN, &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_CTX_FULL, &O_ROPE,    EXEC_OPTS, NULL};
+                                              &O_MODE,  &O_EDGE, &O_SCREEN, &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_PROFILE, &O_CTX_FULL, &O_ROPE,    EXEC_OPTS, NULL};
 
 /* ---- trace-svg, compare --------------------------------------------------------------------- */
 
@@ -545,9 +573,9 @@ static const cli_opt O_CMP_THRESHOLD = {"--threshold", NULL, "T", "gate threshol
 static const cli_opt *const COMPARE_OPTS[] = {&O_JSON_CMP, &O_CMP_THRESHOLD, NULL};
 
 const cli_opt *const cli_all_opts[] = {
-    &O_THREADS, &O_SIMD, &O_HUGEPAGES, &O_CTX_FWD, &O_CTX_FULL, &O_ROPE, &O_KV_PAGES, &O_KV_RANDOM, &O_KV, &O_NUMERICS, &O_IDS,
+    &O_THREADS, &O_SIMD, &O_HUGEPAGES, &O_CTX_FWD, &O_CTX_FULL, &O_ROPE, &O_KV_PAGES, &O_KV_RANDOM, &O_KV, &O_NUMERICS, &O_PROFILE, &O_IDS,
     &O_TOKENS_FILE, &O_BENCH, &O_MODE, &O_EDGE, &O_ARM, &O_THRESHOLD, &O_THRESHOLD_FILE, &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_TURN_CAP,
-    &O_DRAFT, &O_REFERENCE, &O_SCREEN, &O_POOLER_CACHE, &O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE, &O_WEIGHTS,
+    &O_DRAFT, &O_REFERENCE, &O_SCREEN, &O_POOLER_CACHE, &O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE, &O_WEIGHTS, &O_BGE_WEIGHTS,
     &O_POOLER_HEADS, &O_STORE_SCREEN, &O_TOKENIZERS_ONLY, &O_OUT, &O_QUIET, &O_NO_TENSORS, &O_USE_BGE, &O_SPECIAL,
     &O_TEXT_FILE, &O_SKIP_SPECIAL, &O_DUMP_FWD, &O_DECODE_FROM, &O_CHUNK, &O_BOS, &O_PER_POSITION, &O_JSON_SCORE,
     &O_SCORING_ROWS, &O_EMBED_FILE, &O_DUMP_EMBED, &O_DUMP_POOL, &O_Q, &O_EMB, &O_PROBLEM, &O_TRACE_OUT,

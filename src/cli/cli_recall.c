@@ -144,16 +144,18 @@ static void on_turn(void *ctx, int index, const rc_problem_turn *t) {
 }
 
 /* The trace document (the loop goldens' schema), written to path.tmp.PID then renamed. */
-static int write_trace(const cli_args *a, const rc_recall_opts *o, const rc_problem *p, const rc_problem_run *run,
-                       const rc_bpe *bpe) {
+static int write_trace(const cli_args *a, const rc_blob *b, const rc_recall_opts *o, const rc_problem *p,
+                       const rc_problem_run *run, const rc_bpe *bpe) {
     const char *path = a->trace_out;
     const long problem = a->problem;
     rc_afile af;
     FILE *f = cli_create("replay", &af, path);
     if (!f) return 1;
-    fprintf(f, "{\"seed\": %ld, \"mode\": \"%s\", \"arm\": \"%s\", \"kv\": \"%s\", \"numerics\": \"%s\", \"threshold\": ",
+    fprintf(f, "{\"seed\": %ld, \"mode\": \"%s\", \"arm\": \"%s\", \"kv\": \"%s\", \"numerics\": \"%s\"",
             problem, cli_mode_name(o->mode), cli_arm_name(o->arm), rc_kv_dtype_name((rc_kv_dtype)o->kv),
             rc_numerics_name(o->numerics));
+    cli_put_build(f, b, o->numerics, o->kv, a->lm_screen);
+    fputs(", \"threshold\": ", f);
     rc_json_put_num(f, o->threshold);
     if (a->threshold_file || a->calibrate) { /* only then: a default trace keeps its bytes */
         fprintf(f, ", \"threshold_from\": ");
@@ -202,9 +204,10 @@ int cli_replay(const cli_args *a) {
     if ((rc = cli_loop_threshold(a, b, &o))) goto out;
     rc = 1;
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
-    fprintf(stderr, "replay: problem %ld, arm %s, simd %s, %d thread%s, numerics %s, kv %s%s\n", a->problem,
+    fprintf(stderr, "replay: problem %ld, arm %s, simd %s, %d thread%s, profile %s, numerics %s, kv %s%s\n", a->problem,
             cli_arm_name(o.arm), rc_recall_simd_name(r), rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s",
-            rc_numerics_name(o.numerics), rc_kv_dtype_name((rc_kv_dtype)o.kv), o.edge ? ", edge inject" : "");
+            cli_profile_name(b, o.numerics, o.kv, a->lm_screen), rc_numerics_name(o.numerics),
+            rc_kv_dtype_name((rc_kv_dtype)o.kv), o.edge ? ", edge inject" : "");
     replay_view view = {r, o.arm == RC_ARM_FULL ? 0 : o.window, o.arm, o.threshold};
     if (rc_run_problem(r, &p, NULL, on_turn, &view, &run, &err)) goto fail;
     rc_lm_stats lm;
@@ -213,7 +216,7 @@ int cli_replay(const cli_args *a) {
         fprintf(stderr, "lm_head screening: %ld greedy picks, %.1f exact rows per pick, %ld fell back to all logits; "
                 "%.1f MB of lm_head data per pick (%.1f MB unscreened)\n", lm.picks, (double)lm.exact_rows / lm.picks,
                 lm.full, lm.bytes / lm.picks / 1e6, lm.full_bytes / lm.picks / 1e6);
-    rc = write_trace(a, &o, &p, &run, rc_recall_bpe(r));
+    rc = write_trace(a, b, &o, &p, &run, rc_recall_bpe(r));
     goto out;
 fail:
     rc = cli_fail("replay", &err);
