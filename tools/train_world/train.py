@@ -891,18 +891,11 @@ def log_tokenizer_stats(W, bpe, wp):
 
 
 # ---- file formats ------------------------------------------------------------------------------
-def bert_as_bag(bert, model, bpe, wp, texts, seed, steps=800, batch=32):
-    """BERT taught, before the bridge, to embed a block as the bag of its tokens: its CLS is pulled
-    (cosine) towards a fixed random 64-d projection of the mean decoder embedding of the block's
-    BPE tokens. The bridge then starts from a key that says which words a block holds, for any
-    word made of known pieces, instead of learning keys from its few hundred dialogues."""
-    g = torch.Generator().manual_seed(seed * 47 + 13)
-    demb = model.embed_tokens.weight.detach()
-    P = torch.randn(demb.shape[1], BERT["hidden"], generator=g) / math.sqrt(demb.shape[1])
-    tgt = F.normalize(torch.stack([demb[torch.tensor(bpe.encode(t))].mean(0) @ P for t in texts]), dim=-1)
+def pull_bert(bert, wp, texts, tgt, rng, steps, batch, what, every):
+    """Adam on 1 - cos(BERT's CLS of texts[i], tgt[i]) over random batches (bert_as_bag,
+    bert_as_keywords)."""
     enc = [wp.encode(t) for t in texts]
     opt = torch.optim.Adam([q for q in bert.parameters() if q.requires_grad], lr=1e-3)
-    rng = random.Random(seed * 53 + 17)
     for it in range(steps):
         idx = rng.sample(range(len(texts)), batch)
         L = max(len(enc[i]) for i in idx)
@@ -914,8 +907,20 @@ def bert_as_bag(bert, model, bpe, wp, texts, seed, steps=800, batch=32):
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if it % 200 == 0 or it == steps - 1:
-            log("bert as a bag of its tokens: step %d, 1 - cos %.4f (%d blocks)" % (it, float(loss), len(texts)))
+        if it % every == 0 or it == steps - 1:
+            log("bert as %s: step %d, 1 - cos %.4f (%d blocks)" % (what, it, float(loss), len(texts)))
+
+
+def bert_as_bag(bert, model, bpe, wp, texts, seed, steps=800, batch=32):
+    """BERT taught, before the bridge, to embed a block as the bag of its tokens: its CLS is pulled
+    (cosine) towards a fixed random 64-d projection of the mean decoder embedding of the block's
+    BPE tokens. The bridge then starts from a key that says which words a block holds, for any
+    word made of known pieces, instead of learning keys from its few hundred dialogues."""
+    g = torch.Generator().manual_seed(seed * 47 + 13)
+    demb = model.embed_tokens.weight.detach()
+    P = torch.randn(demb.shape[1], BERT["hidden"], generator=g) / math.sqrt(demb.shape[1])
+    tgt = F.normalize(torch.stack([demb[torch.tensor(bpe.encode(t))].mean(0) @ P for t in texts]), dim=-1)
+    pull_bert(bert, wp, texts, tgt, random.Random(seed * 53 + 17), steps, batch, "a bag of its tokens", 200)
 
 
 def bert_as_keywords(bert, model, bpe, wp, W, seed, steps=1500, batch=32, n_dialogues=400):
@@ -938,21 +943,7 @@ def bert_as_keywords(bert, model, bpe, wp, W, seed, steps=1500, batch=32, n_dial
                 texts.append(bpe.decode(e.ids[a:a + BLOCK]))
                 tg.append(torch.stack([demb[torch.tensor(bpe.encode(" " + k))].mean(0) for k in kws]).mean(0) @ P)
     tgt = F.normalize(torch.stack(tg), dim=-1)
-    enc = [wp.encode(t) for t in texts]
-    opt = torch.optim.Adam([q for q in bert.parameters() if q.requires_grad], lr=1e-3)
-    for it in range(steps):
-        idx = rr.sample(range(len(texts)), batch)
-        L = max(len(enc[i]) for i in idx)
-        ids = torch.zeros(batch, L, dtype=torch.long)
-        for j, i in enumerate(idx):
-            ids[j, :len(enc[i])] = torch.tensor(enc[i])
-        cls = bert(ids, torch.tensor([len(enc[i]) for i in idx]))
-        loss = (1 - (cls * tgt[idx]).sum(-1)).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if it % 250 == 0 or it == steps - 1:
-            log("bert as its blocks' keywords: step %d, 1 - cos %.4f (%d blocks with facts)" % (it, float(loss), len(texts)))
+    pull_bert(bert, wp, texts, tgt, rr, steps, batch, "its blocks' keywords", 250)
 
 
 def write_safetensors(path, tensors, dtype="F32"):
