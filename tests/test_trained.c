@@ -231,9 +231,12 @@ Test(templated, replay_shows_the_block_come_back, .timeout = 600) {
 #define TRAINED_FULL_EXACT 10
 #define TRAINED_SP_EXACT 0
 #define TRAINED_RC_EXACT 7
+/* the same problems in clean mode (the chat setting's loop): RC_bge exact (the world before the
+ * keyword index answered 7: its bridge could not tell which fact was asked) */
+#define TRAINED_CLEAN_RC_EXACT 10
 /* the same problems with the facts told and asked in phrasings never trained (eval_phrasing.json) */
-#define TRAINED_PHR_FULL_EXACT 10
-#define TRAINED_PHR_RC_EXACT 8
+#define TRAINED_PHR_FULL_EXACT 9
+#define TRAINED_PHR_RC_EXACT 7
 
 Test(trained, manifest_matches_the_committed_files) { check_manifest(B, 20); }
 
@@ -248,6 +251,12 @@ Test(trained, eval_answers_held_out_facts, .timeout = 600) {
     cr_expect_eq(arm_exact(doc, 0, "FULL"), TRAINED_FULL_EXACT);
     cr_expect_eq(arm_exact(doc, 1, "SP"), TRAINED_SP_EXACT);
     cr_expect_eq(arm_exact(doc, 2, "RC_bge"), TRAINED_RC_EXACT);
+    json_free(doc);
+}
+
+Test(trained, eval_answers_held_out_facts_in_clean_mode, .timeout = 600) {
+    json_doc *doc = eval_world(fixture_trained_blob("f32"), B "/eval_bench.json", "0-3", "RC_bge", "clean");
+    cr_expect_eq(arm_exact(doc, 0, "RC_bge"), TRAINED_CLEAN_RC_EXACT);
     json_free(doc);
 }
 
@@ -297,10 +306,12 @@ Test(trained, typed_facts_are_answered, .timeout = 600) {
         {"Please remember that the password is sunflower.\nWhat is my password?\n", " sunflower"},
         {"Make a note that the train departure time is 9:15.\nI forgot the train departure time. What was it?\n",
          " 9:15"},
-        /* evicted: six casual lines push the fact out of the 96-token window; recall brings it back */
+        /* evicted: six casual lines push the fact out of the 96-token window; recall brings it back
+         * (the world before the keyword index answered neither 14:30 nor Biscuit nor 4471 here) */
         {"My dentist's name is Halvorsen.\n" CASUAL6 "What's my dentist's name?\n", " Halvorsen"},
-        {"Note this down: the dinner reservation time is 7:45 pm.\n" CASUAL6
-         "What was the dinner reservation time again?\n", " 7:45 pm"},
+        {"Just so you know, the meeting time is 14:30.\n" CASUAL6 "What was the meeting time again?\n", " 14:30"},
+        {"My cat's name is Biscuit.\n" CASUAL6 "What's my cat's name?\n", " Biscuit"},
+        {"Just so you know, the gate code is 4471.\n" CASUAL6 "What's the gate code?\n", " 4471"},
         {"Oh, one more thing: the plumber's name is Nakamura.\n" CASUAL6 "Remember the plumber's name? What was it?\n",
          " Nakamura"},
         {"Don't let me forget: the insurance policy number is 5590 2281.\n" CASUAL6
@@ -313,4 +324,31 @@ Test(trained, typed_facts_are_answered, .timeout = 600) {
         cr_expect_str_eq(a, typed[i].want, "%s", typed[i].lines);
         free(a);
     }
+}
+
+/* `make demo`'s chat (demo_bench.json, problem 0: three facts a person tells, eleven lines of
+ * small talk, then the three questions), replayed as make demo does (faithful, the gate file's
+ * threshold): RC_bge answers all three with the value, SP none (each reply ends
+ * "</think>I don't know."). The world before the keyword index answered the dentist's name
+ * "I don't know." here. */
+Test(trained, demo_chat_is_answered_with_recall_and_not_without, .timeout = 600) {
+    const char *blob = fixture_trained_blob("f32");
+    cr_assert(blob);
+    static const char *want[] = {"</think> Halvorsen\"", "</think> 14:30\"", "</think> LH 2214\""};
+    char cmd[1024], *rc_out, *sp_out;
+    snprintf(cmd, sizeof cmd, "./recall replay %s --bench " B "/demo_bench.json --problem 0 --trace build/ttrained_%d_demo.json"
+             " 2>&1", blob, (int)getpid());
+    cr_assert_eq(fixture_sh(cmd, &rc_out), 0, "%s", rc_out);
+    snprintf(cmd, sizeof cmd, "./recall replay %s --bench " B "/demo_bench.json --problem 0 --arm SP --trace "
+             "build/ttrained_%d_demo.json 2>&1", blob, (int)getpid());
+    cr_assert_eq(fixture_sh(cmd, &sp_out), 0, "%s", sp_out);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_expect(strstr(rc_out, want[i]), "RC_bge: %s", rc_out);
+    int idk = 0;
+    for (const char *p = sp_out; (p = strstr(p, "</think>I don't know.\"")); p++) idk++;
+    cr_expect_eq(idk, 3, "SP: %s", sp_out);
+    free(rc_out);
+    free(sp_out);
+    char p[128];
+    snprintf(p, sizeof p, "build/ttrained_%d_demo.json", (int)getpid());
+    unlink(p);
 }

@@ -40,6 +40,7 @@ import time
 
 import numpy as np
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -353,7 +354,12 @@ def sample_needle(r, bpe, hay_pieces, lo, hi):
 # bridge at 36/61 held-out hits, falling from 44 as it overfitted).
 # tail: 800 steps after the world's cosine that teach the rebuilt context to answer small talk as
 # small talk (without them the gate fired in 84 % of the casual probe turns: docs/WORLD.md).
-BROAD = dict(merges=760, wp_size=8000, wp_pieces=0.25, dec=dict(induction=1500, tail=800), gate_dialogues=240)
+# aux_w, bert_lex, bridge_rows, bert_init: which fact is asked (docs/WORLD.md, "Which fact is asked"): the
+# tail teaches the gate layers' q the question's keyword, BERT reads fixed embeddings made of the
+# decoder's, is taught to index its blocks by their facts' keywords, and the bridge learns from every
+# recall position.
+BROAD = dict(merges=760, wp_size=8000, wp_pieces=0.25, dec=dict(induction=1500, tail=800, aux_w=0.3), gate_dialogues=240,
+             bert_lex="decoder", bridge_rows="all", bert_init="index")
 
 # The decoder's training schedule. probe.py varies these on short runs (docs/WORLD.md, "How the
 # copy was learned"); the defaults are the recipe.
@@ -383,7 +389,7 @@ DEC = dict(
     tail_casual=0.3,
     aux_w=0.0,          # > 0: in the tail, a keyword probe's loss (weight aux_w) on the gate layers' q at
                         # recall positions (aux_positions, KeywordProbe): the q the gate and the bridge read
-                        # then says WHICH fact is asked for (measured, not in the recipe: docs/WORLD.md)
+                        # then says WHICH fact is asked for (the broad world's recipe: 0.3)
 )
 
 
@@ -946,6 +952,55 @@ def bert_as_keywords(bert, model, bpe, wp, W, seed, steps=1500, batch=32, n_dial
     pull_bert(bert, wp, texts, tgt, rr, steps, batch, "its blocks' keywords", 250)
 
 
+def bert_as_keyword_index(bert, wk, model, bpe, wp, W, seed, steps=4000, batch=48, n_dialogues=1500):
+    """BERT and the bridge's key tower taught, before the bridge, to index blocks by the keywords
+    their facts state: for every keyword of a batch of blocks (half with a fact, half drawn at
+    random from fresh training dialogues), a query tower (training only, never written) reads the
+    mean decoder embedding of the keyword's BPE tokens (the KeywordProbe's target, a fixed function
+    of the pieces any word is made of) and is contrasted with the batch's blocks, Wk(BERT(block)),
+    cross-entropy with every block that states the keyword as a target. BERT learns where a block
+    states a fact and which words name it; the bridge then only has to map the decoder's q onto
+    the same keys (docs/WORLD.md, "the keyword index")."""
+    demb = model.embed_tokens.weight.detach()
+    rr = random.Random(seed * 67 + 29)
+    blocks = []
+    for _ in range(n_dialogues):
+        e = sample_dialogue(W, rr, bpe, rr.random() < 0.5)
+        facts = [t for t in e.turns if t["kind"] == "fact"]
+        for a in range(0, len(e.ids) - BLOCK + 1, BLOCK):
+            blocks.append((bpe.decode(e.ids[a:a + BLOCK]), [t["kw"] for t in facts if overlaps(t["head"], (a, a + BLOCK))]))
+    with_fact = [b for b in blocks if b[1]]
+    g = torch.Generator().manual_seed(seed * 71 + 31)
+    qt = nn.Sequential(nn.Linear(demb.shape[1], wk[0].out_features), nn.GELU(),
+                       nn.Linear(wk[0].out_features, wk[2].out_features))
+    for m in qt:
+        if isinstance(m, nn.Linear):
+            with torch.no_grad():
+                m.weight.copy_(torch.randn(m.weight.shape, generator=g) / math.sqrt(m.in_features))
+                m.bias.zero_()
+    opt = torch.optim.Adam([q for q in bert.parameters() if q.requires_grad] + list(wk.parameters()) +
+                           list(qt.parameters()), lr=1e-3)
+    enc = {}
+    for it in range(steps):
+        bt = rr.sample(with_fact, batch // 2) + rr.sample(blocks, batch - batch // 2)
+        ids_l = [enc.setdefault(t, wp.encode(t)) for t, _ in bt]
+        L = max(len(x) for x in ids_l)
+        ids = torch.zeros(len(bt), L, dtype=torch.long)
+        for j, x in enumerate(ids_l):
+            ids[j, :len(x)] = torch.tensor(x)
+        keys = wk(bert(ids, torch.tensor([len(x) for x in ids_l])))
+        kws = sorted({k for _, kk in bt for k in kk})
+        q = qt(torch.stack([demb[torch.tensor(bpe.encode(" " + k))].mean(0) for k in kws]))
+        tgt = torch.tensor([[1.0 if k in kk else 0.0 for _, kk in bt] for k in kws])
+        loss = -(tgt / tgt.sum(1, keepdim=True) * F.log_softmax(q @ keys.t(), -1)).sum(1).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if it % 500 == 0 or it == steps - 1:
+            log("bert as a keyword index: step %d, loss %.4f (%d blocks, %d with a fact; ln %d = %.2f)" % (
+                it, float(loss), len(blocks), len(with_fact), batch, math.log(batch)))
+
+
 def write_safetensors(path, tensors, dtype="F32"):
     header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
     for k in sorted(tensors):
@@ -1011,20 +1066,28 @@ def main():
     ap.add_argument("--bridge-lr", type=float, default=2e-3)
     ap.add_argument("--bridge-distract", type=int, default=None, help="blocks of other dialogues among each "
                     "question's candidates while the bridge learns (default: 48 for --world broad, 0 for templated)")
-    ap.add_argument("--bridge-rows", default="checks", choices=["checks", "all"], help="the bridge's training "
-                    "items: the check positions of the positive spans, or all their positions")
-    ap.add_argument("--bert-lex", default="learned", choices=["learned", "decoder"], help="BERT's word embeddings: "
-                    "learned with the bridge, or fixed from the decoder's BPE embeddings")
-    ap.add_argument("--bert-init", default="random", choices=["random", "bag", "keywords"], help="BERT before the bridge: "
-                    "random, taught to embed a block as the bag of its tokens (bert_as_bag), or as the keywords its "
-                    "facts state (bert_as_keywords); the last two measured, not in the recipe: docs/WORLD.md")
-    ap.add_argument("--bert-lr-scale", type=float, default=0.1, help="with --bert-init bag: BERT's learning rate "
+    ap.add_argument("--bridge-rows", default=None, choices=["checks", "all"], help="the bridge's training "
+                    "items: the check positions of the positive spans, or all their positions (default: all for "
+                    "--world broad, checks for templated)")
+    ap.add_argument("--bert-lex", default=None, choices=["learned", "decoder"], help="BERT's word embeddings: "
+                    "learned with the bridge, or fixed from the decoder's BPE embeddings (default: decoder for "
+                    "--world broad, learned for templated)")
+    ap.add_argument("--bert-init", default=None, choices=["random", "bag", "keywords", "index"], help="BERT before the bridge "
+                    "(default: index for --world broad, random for templated): "
+                    "random, taught to embed a block as the bag of its tokens (bert_as_bag), as the keywords its "
+                    "facts state (bert_as_keywords), or with the key tower as an index of its facts' keywords "
+                    "(bert_as_keyword_index); bag and keywords measured, not in the recipe: docs/WORLD.md")
+    ap.add_argument("--index-steps", type=int, default=4000, help="with --bert-init index: its steps")
+    ap.add_argument("--bert-lr-scale", type=float, default=0.1, help="with --bert-init bag, keywords or index: BERT's learning rate "
                     "while the bridge learns, as a share of --bridge-lr (0: BERT stays the bag)")
     ap.add_argument("--bert", nargs="*", default=[], help="KEY=VALUE overrides of BERT's shape (hidden, layers, "
                     "heads, ffn)")
     ap.add_argument("--init", default=None, help="a world folder whose decoder training continues (same seed "
                     "and corpus: the same tokenizer); --steps more steps, then gate and bridge afresh")
     args = ap.parse_args()
+    for k, templated_default in (("bridge_rows", "checks"), ("bert_lex", "learned"), ("bert_init", "random")):
+        if getattr(args, k) is None:
+            setattr(args, k, BROAD[k] if args.world == "broad" else templated_default)
     world.FORM = args.form
     BERT.update({k: int(v) for k, v in (x.split("=", 1) for x in args.bert)})
     repo = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -1165,11 +1228,16 @@ def main():
         bert_as_bag(bert, model, bpe, wp, block_texts, args.seed)
     elif args.bert_init == "keywords":
         bert_as_keywords(bert, model, bpe, wp, W, args.seed)
+    elif args.bert_init == "index":
+        bert_as_keyword_index(bert, bridge.Wk, model, bpe, wp, W, args.seed, steps=args.index_steps)
     # a BERT that starts as the bag of its block learns at a tenth of the bridge's rate (it keeps
     # what it was taught; the bridge's loss alone overfits it to the training dialogues' words)
-    opt = torch.optim.Adam([{"params": [q for q in bert.parameters() if q.requires_grad],
+    # with --bert-init index the key tower was taught with BERT and keeps to BERT's rate
+    slow = [q for q in bert.parameters() if q.requires_grad] + (list(bridge.Wk.parameters()) if args.bert_init == "index" else [])
+    fast = list(bridge.Wq.parameters()) + (list(bridge.Wk.parameters()) if args.bert_init != "index" else [])
+    opt = torch.optim.Adam([{"params": slow,
                              "lr": args.bridge_lr * (args.bert_lr_scale if args.bert_init != "random" else 1.0)},
-                            {"params": list(bridge.parameters())}], lr=args.bridge_lr)
+                            {"params": fast}], lr=args.bridge_lr)
     br = random.Random(args.seed * 23 + 7)
 
     def encode_blocks(texts_):
