@@ -952,7 +952,8 @@ def bert_as_keywords(bert, model, bpe, wp, W, seed, steps=1500, batch=32, n_dial
     pull_bert(bert, wp, texts, tgt, rr, steps, batch, "its blocks' keywords", 250)
 
 
-def bert_as_keyword_index(bert, wk, model, bpe, wp, W, seed, steps=4000, batch=48, n_dialogues=1500):
+def bert_as_keyword_index(bert, wk, model, bpe, wp, W, seed, steps=4000, batch=48, n_dialogues=1500, needles=0,
+                          hay_pieces=None):
     """BERT and the bridge's key tower taught, before the bridge, to index blocks by the keywords
     their facts state: for every keyword of a batch of blocks (half with a fact, half drawn at
     random from fresh training dialogues), a query tower (training only, never written) reads the
@@ -969,6 +970,14 @@ def bert_as_keyword_index(bert, wk, model, bpe, wp, W, seed, steps=4000, batch=4
         facts = [t for t in e.turns if t["kind"] == "fact"]
         for a in range(0, len(e.ids) - BLOCK + 1, BLOCK):
             blocks.append((bpe.decode(e.ids[a:a + BLOCK]), [t["kw"] for t in facts if overlaps(t["head"], (a, a + BLOCK))]))
+    # needles (--index-needles): long-context prompts, the fact hidden in source code, keyed by
+    # their keyword ("special magic number ..."); their own generator, so 0 changes nothing
+    nr = random.Random(seed * 73 + 37)
+    for _ in range(needles):
+        e = sample_needle(nr, bpe, hay_pieces, 150, 400)
+        t = e.turns[0]
+        blocks += [(bpe.decode(e.ids[a:a + BLOCK]), [t["kw"]] if overlaps(t["fact_span"], (a, a + BLOCK)) else [])
+                   for a in range(0, t["head"][1] - BLOCK + 1, BLOCK)]
     with_fact = [b for b in blocks if b[1]]
     g = torch.Generator().manual_seed(seed * 71 + 31)
     qt = nn.Sequential(nn.Linear(demb.shape[1], wk[0].out_features), nn.GELU(),
@@ -1078,6 +1087,8 @@ def main():
                     "facts state (bert_as_keywords), or with the key tower as an index of its facts' keywords "
                     "(bert_as_keyword_index); bag and keywords measured, not in the recipe: docs/WORLD.md")
     ap.add_argument("--index-steps", type=int, default=4000, help="with --bert-init index: its steps")
+    ap.add_argument("--index-needles", type=int, default=0, help="with --bert-init index: long-context needle "
+                    "prompts whose blocks join its training blocks (measured, not in the recipe: docs/WORLD.md)")
     ap.add_argument("--bert-lr-scale", type=float, default=0.1, help="with --bert-init bag, keywords or index: BERT's learning rate "
                     "while the bridge learns, as a share of --bridge-lr (0: BERT stays the bag)")
     ap.add_argument("--bert", nargs="*", default=[], help="KEY=VALUE overrides of BERT's shape (hidden, layers, "
@@ -1229,7 +1240,8 @@ def main():
     elif args.bert_init == "keywords":
         bert_as_keywords(bert, model, bpe, wp, W, args.seed)
     elif args.bert_init == "index":
-        bert_as_keyword_index(bert, bridge.Wk, model, bpe, wp, W, args.seed, steps=args.index_steps)
+        bert_as_keyword_index(bert, bridge.Wk, model, bpe, wp, W, args.seed, steps=args.index_steps,
+                              needles=args.index_needles, hay_pieces=hay_pieces)
     # a BERT that starts as the bag of its block learns at a tenth of the bridge's rate (it keeps
     # what it was taught; the bridge's loss alone overfits it to the training dialogues' words)
     # with --bert-init index the key tower was taught with BERT and keeps to BERT's rate
