@@ -2,7 +2,7 @@
  * (src/recall.h), as an application on a device would run it: where every MB goes.
  *
  * usage: bench_device BLOB [--profile exact|device] [--history N] [--decode D] [--threads T]
- *                          [--text FILE] [--pooler-cache MB] [--limits]
+ *                          [--text FILE] [--pooler-cache MB] [--limits] [--stages] [--open-only]
  *
  * The turn: a conversation of at least N tokens (default 4096) built from the lines of FILE
  * (default the pinned longctx haystack) as user / assistant exchanges in the chat template, then
@@ -21,6 +21,12 @@
  * what recall_loop_open declares for max_memory (the estimate the limit is checked against);
  * the turn's wall time, rebuilds, fires and tokens. The conversation's ids are the same for
  * both profiles (they depend only on the tokenizer).
+ *
+ * --stages: a line per stage (after recall_open, the conversation's tokenization, recall_loop_open,
+ * then at the turn's events: rebuilds 1-3 and every 16th, fires 1-2, tokens 1 and 64, the end): the
+ * resident set, its peak since the previous line (VmHWM, reset by /proc/self/clear_refs), anonymous
+ * and file-backed, and the blob's pages resident by part. The peak printed at the end is the largest
+ * of them. --open-only: the stages up to recall_loop_open, then exit.
  *
  * --limits: no turn; what recall_loop_open declares for max_memory, then the loop opened under a
  * limit one byte short of it (refused: the message is printed) and under the limit itself (opens,
@@ -97,12 +103,71 @@ static uint64_t present_bytes(int pm, uintptr_t a, uint64_t n) {
     return got * pg;
 }
 
+/* The blob's parts and its mapping in this process, for the pages resident by part. */
+typedef struct {
+    const char *path;
+    const range *rg;
+    size_t nt;
+} blob_parts;
+
+/* The blob's pages resident now, by part (touched[N_PARTS]); returns the total, 0 if the blob is
+ * not mapped from its file. */
+static uint64_t resident_by_part(const blob_parts *bp, uint64_t *touched) {
+    uint64_t all = 0;
+    memset(touched, 0, N_PARTS * sizeof *touched);
+    uintptr_t start = 0, end = 0;
+    uint64_t foff = 0;
+    int pm = open("/proc/self/pagemap", O_RDONLY);
+    if (pm >= 0 && find_mapping(bp->path, &start, &end, &foff) == 0 && foff == 0 && end > start)
+        for (size_t i = 0; i < bp->nt; i++) {
+            const uint64_t got = present_bytes(pm, start + (uintptr_t)bp->rg[i].off, bp->rg[i].n);
+            touched[bp->rg[i].part] += got;
+            all += got;
+        }
+    if (pm >= 0) close(pm);
+    return all;
+}
+
+/* --stages: one line per stage: the resident set now, its peak since the previous stage line
+ * (VmHWM, reset after each line), anonymous and file-backed, and the blob's pages resident by
+ * part (parts over 0.5 MB). */
+static const blob_parts *g_stages;
+static double g_peak; /* the largest VmHWM seen at a stage line (each line resets it) */
+static void stage(const char *what) {
+    if (!g_stages) return;
+    uint64_t t[N_PARTS];
+    const uint64_t all = resident_by_part(g_stages, t);
+    const double hwm = bench_status_mib("VmHWM:");
+    if (hwm > g_peak) g_peak = hwm;
+    printf("stage %-26s RSS %7.1f MiB (peak since the last %7.1f) anon %7.1f file %7.1f | blob %7.1f MiB:", what,
+           bench_status_mib("VmRSS:"), hwm, bench_status_mib("RssAnon:"),
+           bench_status_mib("RssFile:"), all / 1048576.0);
+    for (int p = 0; p < N_PARTS; p++)
+        if (t[p] > 500000) printf(" %s %.1f", PART_NAME[p], t[p] / 1048576.0);
+    printf("\n");
+    fflush(stdout);
+    bench_reset_peak();
+}
+
 typedef struct {
     int tokens, rebuilds, fires, injected;
 } counts;
 
 static int on_event(void *ctx, const recall_event *ev) {
     counts *c = ctx;
+    char what[64];
+    if (ev->kind == RECALL_EV_TOKEN && (c->tokens == 0 || c->tokens == 63)) {
+        snprintf(what, sizeof what, "token %d", c->tokens + 1);
+        stage(what);
+    }
+    if (ev->kind == RECALL_EV_REBUILD && (c->rebuilds < 3 || c->rebuilds % 16 == 0)) {
+        snprintf(what, sizeof what, "rebuild %d", c->rebuilds + 1);
+        stage(what);
+    }
+    if (ev->kind == RECALL_EV_FIRE && c->fires < 2) {
+        snprintf(what, sizeof what, "fire %d", c->fires + 1);
+        stage(what);
+    }
     if (ev->kind == RECALL_EV_TOKEN) c->tokens++;
     if (ev->kind == RECALL_EV_REBUILD) c->rebuilds++;
     if (ev->kind == RECALL_EV_FIRE) c->fires++, c->injected += ev->injected;
@@ -184,14 +249,17 @@ static unsigned long long declared(const char *path, int device, int decode, int
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: bench_device BLOB [--profile exact|device] [--history N] [--decode D] [--threads T] "
-                        "[--text FILE] [--pooler-cache MB]\n");
+                        "[--text FILE] [--pooler-cache MB] [--limits] [--stages] [--open-only]\n");
         return 2;
     }
     const char *path = argv[1], *text = "tests/golden/longctx/haystack.txt", *profile = "exact";
-    int history = 4096, decode = 128, threads = 2, cache_mb = 0, limits = 0;
+    int history = 4096, decode = 128, threads = 2, cache_mb = 0, limits = 0, stages = 0, open_only = 0;
     for (int i = 2; i < argc; i += 2) {
-        if (!strcmp(argv[i], "--limits")) {
-            limits = 1, i--;
+        if (!strcmp(argv[i], "--limits") || !strcmp(argv[i], "--stages") || !strcmp(argv[i], "--open-only")) {
+            limits |= !strcmp(argv[i], "--limits");
+            stages |= !strcmp(argv[i], "--stages") || !strcmp(argv[i], "--open-only");
+            open_only |= !strcmp(argv[i], "--open-only");
+            i--;
             continue;
         }
         if (i + 1 >= argc) die(argv[i], NULL);
@@ -250,33 +318,38 @@ int main(int argc, char **argv) {
         free(rg);
         return 0;
     }
+    const blob_parts bp = {path, rg, nt};
+    if (stages) g_stages = &bp, bench_reset_peak();
+    stage("start");
     if (recall_open(path, &o, &m, &err)) die("open", &err);
+    stage("recall_open");
     size_t n_feed = 0;
     int32_t *feed = conversation(m, text, history, &n_feed);
+    stage("conversation tokenized");
     recall_loop_opts lo;
     loop_opts(m, &lo, device, decode, threads, cache_mb);
     recall_loop *l = NULL;
     if (recall_loop_open(m, &lo, &l, &err)) die("loop open", &err);
     const double rss_open = bench_status_mib("VmRSS:");
+    stage("recall_loop_open");
+    if (open_only) {
+        recall_loop_close(l);
+        recall_close(m);
+        free(feed);
+        free(rg);
+        return 0;
+    }
     counts c = {0};
     recall_reply rep;
     const double t0 = bench_now_s(), c0 = bench_cpu_s();
     if (recall_turn(l, feed, n_feed, on_event, &c, &rep, &err)) die("turn", &err);
     const double wall = bench_now_s() - t0, cpu = bench_cpu_s() - c0;
+    stage("end of the turn");
 
-    const double peak = bench_status_mib("VmHWM:"), rss = bench_status_mib("VmRSS:");
+    const double hwm = bench_status_mib("VmHWM:"), peak = hwm > g_peak ? hwm : g_peak, rss = bench_status_mib("VmRSS:");
     const double anon = bench_status_mib("RssAnon:"), file = bench_status_mib("RssFile:");
-    uint64_t touched[N_PARTS] = {0}, touched_all = 0;
-    uintptr_t start = 0, end = 0;
-    uint64_t foff = 0;
-    int pm = open("/proc/self/pagemap", O_RDONLY);
-    if (pm >= 0 && find_mapping(path, &start, &end, &foff) == 0 && foff == 0 && end > start)
-        for (size_t i = 0; i < nt; i++) {
-            const uint64_t got = present_bytes(pm, start + (uintptr_t)rg[i].off, rg[i].n);
-            touched[rg[i].part] += got;
-            touched_all += got;
-        }
-    if (pm >= 0) close(pm);
+    uint64_t touched[N_PARTS];
+    const uint64_t touched_all = resident_by_part(&bp, touched);
 
     printf("bench_device: %s (%s), profile %s (numerics %s, kv %s), %d threads\n", path, weights, profile,
            device ? "q8" : "exact", device ? "f16" : "f32", threads);

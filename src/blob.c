@@ -477,6 +477,13 @@ const char *rc_blob_weights(const rc_blob *b, const char *part) {
     return strcmp(part, "bert") == 0 ? "f32" : "?";
 }
 
+void rc_blob_release_prefix(const rc_blob *b, const char *prefix) {
+    if (!b->file_backed) return;
+    const size_t pl = strlen(prefix);
+    for (size_t i = 0; i < b->n_tensors; i++)
+        if (strncmp(b->tensors[i].name, prefix, pl) == 0) rc_blob_release(b, b->tensors[i].data, b->tensors[i].nbytes);
+}
+
 size_t rc_blob_prefix_bytes(const rc_blob *b, const char *prefix, size_t *n_tensors) {
     size_t bytes = 0, n = 0, pl = strlen(prefix);
     for (size_t i = 0; i < b->n_tensors; i++)

@@ -193,6 +193,9 @@ const char *rc_blob_weights(const rc_blob *b, const char *part);
  * the same. Nothing happens for a blob held in memory (read, or copied for huge pages): its pages
  * are the only copy. For data a context has copied elsewhere (the q8 profile's packed decoder). */
 void rc_blob_release(const rc_blob *b, const void *p, size_t n);
+/* rc_blob_release of every tensor whose name starts with prefix ("qwen2.model.embed_tokens.",
+ * "bert.", ...): the recall loop drops the pages a phase of it read once that phase is over. */
+void rc_blob_release_prefix(const rc_blob *b, const char *prefix);
 /* Bytes of the tensors whose names start with prefix (e.g. "bert."), and their count (may be NULL). */
 size_t rc_blob_prefix_bytes(const rc_blob *b, const char *prefix, size_t *n_tensors);
 

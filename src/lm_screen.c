@@ -17,6 +17,7 @@
 
 struct rc_lmscreen {
     const rc_exec *ex;
+    const rc_blob *b;         /* the blob lm_head is a view of (rc_lmscreen_open), or NULL */
     rc_mat w;                 /* lm_head as the model uses it */
     const int8_t *q;          /* [V][H] */
     const float *scale;       /* [V][G] */
@@ -123,9 +124,19 @@ void rc_lmscreen_close(rc_lmscreen *s) {
  * < 1e-12 of the exact one for H <= 65536 (the norm within half that), and a stored norm above the
  * derived one (1 + 1e-12) is above the true norm; the converter's norms (rounded up by 1e-9, then
  * to float) are inside the interval. Rows are split over the execution context's threads; the
- * first bad row (the lowest index, whatever the split) is reported. */
+ * first bad row (the lowest index, whatever the split) is reported.
+ * The check reads all of lm_head and of the codes (716 MB at the 1.5B shape), while a pick reads
+ * the codes and only its candidates' rows of lm_head. When the tensors are pages of a blob mapped
+ * from its file, every part is released as soon as it has been checked (rc_blob_release: clean
+ * file pages, read again from the file if anything touches them later): the check then neither
+ * raises the process's peak resident set by them nor leaves them resident. So the codes are
+ * scanned, and the rows checked, in chunks of CHECK_ROWS rows (the same first bad row whatever
+ * the chunk). */
+#define CHECK_ROWS 4096
 
 typedef struct {
+    const rc_blob *b; /* the blob the tensors are views of (pages released once checked), or NULL */
+    int64_t row0;     /* the chunk's first row: rc_pool_for's ranges are relative to it */
     const rc_mat *w;
     const rc_kernels *k;
     const int8_t *q;
@@ -158,6 +169,7 @@ static const float *row_f32(const rc_mat *w, const rc_kernels *k, int64_t r, flo
 static void check_rows(void *ctx, int64_t r0, int64_t r1, int worker) {
     check_job *j = ctx;
     float *buf = j->rowbuf + (size_t)worker * (size_t)j->H;
+    r0 += j->row0, r1 += j->row0;
     for (int64_t r = r0; r < r1 && r < j->first_bad[worker]; r++) {
         const float *row = row_f32(j->w, j->k, r, buf);
         double ss[2];
@@ -177,14 +189,26 @@ static void check_rows(void *ctx, int64_t r0, int64_t r1, int worker) {
     }
 }
 
-static recall_status check_screen(const rc_mat *w, const int8_t *q, const float *scale, const float *norm,
-                                  const rc_exec *ex, const char *what, recall_err *err) {
+/* Releases rows [r0, r1) of lm_head's and (q not NULL) the codes' pages when they are views of a
+ * blob mapped from its file (b not NULL; nothing otherwise). */
+static void release_rows(const rc_blob *b, const rc_mat *w, const int8_t *q, int64_t r0, int64_t r1) {
+    if (!b || r1 <= r0) return;
+    if (q) rc_blob_release(b, q + (size_t)r0 * (size_t)w->cols, (size_t)(r1 - r0) * (size_t)w->cols);
+    rc_mat_release(b, w, r0, r1);
+}
+
+static recall_status check_screen(const rc_blob *b, const rc_mat *w, const int8_t *q, const float *scale,
+                                  const float *norm, const rc_exec *ex, const char *what, recall_err *err) {
     const int64_t V = w->rows, H = w->cols, G = H / RC_LM_SCREEN_GROUP;
-    const void *m128 = memchr(q, 0x80, (size_t)(V * H));
-    if (m128) {
-        const int64_t i = (const int8_t *)m128 - q;
-        return rc_fail(err, RECALL_E_FORMAT, "%s: %s row %lld column %lld is -128: codes lie in [-127, 127]", what,
-                       RC_LM_SCREEN_Q, (long long)(i / H), (long long)(i % H));
+    for (int64_t r0 = 0; r0 < V; r0 += CHECK_ROWS) {
+        const int64_t r1 = r0 + CHECK_ROWS < V ? r0 + CHECK_ROWS : V;
+        const void *m128 = memchr(q + r0 * H, 0x80, (size_t)((r1 - r0) * H));
+        if (m128) {
+            const int64_t i = (const int8_t *)m128 - q;
+            return rc_fail(err, RECALL_E_FORMAT, "%s: %s row %lld column %lld is -128: codes lie in [-127, 127]",
+                           what, RC_LM_SCREEN_Q, (long long)(i / H), (long long)(i % H));
+        }
+        if (b) rc_blob_release(b, q + r0 * H, (size_t)((r1 - r0) * H));
     }
     for (int64_t i = 0; i < V * G; i++)
         if (!(scale[i] >= 0.0f && scale[i] < INFINITY))
@@ -197,7 +221,7 @@ static recall_status check_screen(const rc_mat *w, const int8_t *q, const float 
     rc_kernels scalar;
     if (!ex) rc_kernels_scalar(&scalar);
     const int nt = ex ? rc_pool_threads(ex->pool) : 1;
-    check_job j = {w, ex ? &ex->k : &scalar, q, scale, norm, (int)H, (int)G, NULL, NULL, NULL, NULL};
+    check_job j = {b, 0, w, ex ? &ex->k : &scalar, q, scale, norm, (int)H, (int)G, NULL, NULL, NULL, NULL};
     j.rowbuf = malloc((size_t)nt * (size_t)H * sizeof *j.rowbuf);
     j.first_bad = malloc((size_t)nt * sizeof *j.first_bad);
     j.why = malloc((size_t)nt * sizeof *j.why);
@@ -208,10 +232,14 @@ static recall_status check_screen(const rc_mat *w, const int8_t *q, const float 
         goto out;
     }
     for (int t = 0; t < nt; t++) j.first_bad[t] = INT64_MAX;
-    rc_pool_for(ex ? ex->pool : NULL, V, 256, check_rows, &j);
     int bad = -1;
-    for (int t = 0; t < nt; t++)
-        if (j.first_bad[t] != INT64_MAX && (bad < 0 || j.first_bad[t] < j.first_bad[bad])) bad = t;
+    for (j.row0 = 0; j.row0 < V && bad < 0; j.row0 += CHECK_ROWS) {
+        const int64_t r1 = j.row0 + CHECK_ROWS < V ? j.row0 + CHECK_ROWS : V;
+        rc_pool_for(ex ? ex->pool : NULL, r1 - j.row0, 256, check_rows, &j);
+        for (int t = 0; t < nt; t++)
+            if (j.first_bad[t] != INT64_MAX && (bad < 0 || j.first_bad[t] < j.first_bad[bad])) bad = t;
+        release_rows(b, w, q, j.row0, r1);
+    }
     if (bad >= 0) {
         const int64_t r = j.first_bad[bad];
         if (j.why[bad] == 0)
@@ -231,16 +259,18 @@ out:
     return st;
 }
 
-static recall_status screen_create(const rc_mat *w, const int8_t *q, const float *scale, const float *norm,
-                                   const rc_exec *ex, const char *what, rc_lmscreen **out, recall_err *err) {
+static recall_status screen_create(const rc_blob *b, const rc_mat *w, const int8_t *q, const float *scale,
+                                   const float *norm, const rc_exec *ex, const char *what, rc_lmscreen **out,
+                                   recall_err *err) {
     *out = NULL;
     if (w->cols % RC_LM_SCREEN_GROUP || w->cols <= 0 || w->rows <= 0 || w->rows > (1 << 24) || w->cols > (1 << 16))
         return rc_fail(err, RECALL_E_SHAPE, "%s: lm_head screen of a [%lld, %lld] matrix (columns a multiple of %d "
                        "needed)", what, (long long)w->rows, (long long)w->cols, RC_LM_SCREEN_GROUP);
-    RC_TRY(check_screen(w, q, scale, norm, ex, what, err));
+    RC_TRY(check_screen(b, w, q, scale, norm, ex, what, err));
     rc_lmscreen *s = calloc(1, sizeof *s);
     if (!s) return rc_fail(err, RECALL_E_NOMEM, "lm_head screen: out of memory");
     s->ex = ex;
+    s->b = b;
     s->w = *w;
     s->V = (int)w->rows;
     s->H = (int)w->cols;
@@ -267,7 +297,7 @@ static recall_status screen_create(const rc_mat *w, const int8_t *q, const float
 
 recall_status rc_lmscreen_new(const rc_mat *w, const int8_t *q, const float *scale, const float *norm,
                               const rc_exec *ex, rc_lmscreen **out, recall_err *err) {
-    return screen_create(w, q, scale, norm, ex, "lm_head screen", out, err);
+    return screen_create(NULL, w, q, scale, norm, ex, "lm_head screen", out, err);
 }
 
 recall_status rc_lmscreen_open(const rc_blob *b, const rc_exec *ex, rc_lmscreen **out, recall_err *err) {
@@ -294,7 +324,7 @@ recall_status rc_lmscreen_open(const rc_blob *b, const rc_exec *ex, rc_lmscreen 
         RC_TRY(rc_blob_mat(b, "qwen2.lm_head.weight", V, H, &w, err));
     else
         RC_TRY(rc_blob_mat(b, "qwen2.model.embed_tokens.weight", V, H, &w, err));
-    return screen_create(&w, tq->data, ts->data, tn->data, ex, rc_blob_path(b), out, err);
+    return screen_create(b, &w, tq->data, ts->data, tn->data, ex, rc_blob_path(b), out, err);
 }
 
 /* ---- one pick ------------------------------------------------------------------------------ */
@@ -371,8 +401,28 @@ float rc_lmscreen_exact(const rc_lmscreen *s, const float *h, int64_t r) {
     return s->rowout[r];
 }
 
+/* A pick reads lm_head's rows of its candidates only (all of them when it falls back to the full
+ * logits); with a blob mapped from its file those pages are released after the pick, so that the
+ * rows picks touch do not pile up over a conversation into all of lm_head (one madvise over its
+ * range; the pages are clean and read again when a later pick needs them). */
+static void release_lm_head(const rc_lmscreen *s) { release_rows(s->b, &s->w, NULL, 0, s->V); }
+
+/* The full logits, CHECK_ROWS rows at a time, each piece's pages released once computed when
+ * lm_head is a view of a file-mapped blob (a logit is one row's canonical dot, whatever the split:
+ * the same bits as one matmul over all rows; nf4 pieces start on a block, CHECK_ROWS x H being a
+ * multiple of 64). */
 static recall_status pick_full(rc_lmscreen *s, const float *h, int k, rc_lm_pick *out) {
-    rc_exec_matmul(s->ex, &s->w, NULL, h, (size_t)s->H, 1, s->logits, (size_t)s->V);
+    rc_mat piece;
+    if (!s->b || !rc_mat_rows(&s->w, 0, s->V, &piece)) {
+        rc_exec_matmul(s->ex, &s->w, NULL, h, (size_t)s->H, 1, s->logits, (size_t)s->V);
+    } else {
+        for (int64_t r0 = 0; r0 < s->V; r0 += CHECK_ROWS) {
+            const int64_t r1 = r0 + CHECK_ROWS < s->V ? r0 + CHECK_ROWS : s->V;
+            rc_mat_rows(&s->w, r0, r1 - r0, &piece);
+            rc_exec_matmul(s->ex, &piece, NULL, h, (size_t)s->H, 1, s->logits + r0, (size_t)(r1 - r0));
+            release_rows(s->b, &s->w, NULL, r0, r1);
+        }
+    }
     rc_lm_pick_full(s->logits, s->V, k, out);
     return RECALL_OK;
 }
@@ -412,6 +462,7 @@ recall_status rc_lmscreen_pick(rc_lmscreen *s, const float *h, int k, rc_lm_pick
         if (!isfinite(x[j])) return pick_full(s, h, k, out);
         if (b1 < 0 || x[j] > x[b1]) b1 = j;
     }
+    release_lm_head(s);
     for (int j = 0; j < n; j++)
         if (j != b1 && (b2 < 0 || x[j] > x[b2])) b2 = j;
     if (b2 < 0) return pick_full(s, h, k, out); /* cannot happen: the K rows defining L are candidates */

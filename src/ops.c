@@ -128,6 +128,40 @@ float rc_mat_get(const rc_mat *w, int64_t r, int64_t c) {
     }
 }
 
+int rc_mat_rows(const rc_mat *w, int64_t row0, int64_t n, rc_mat *out) {
+    const size_t e = (size_t)(row0 * w->cols);
+    *out = *w;
+    out->rows = n;
+    switch (w->dtype) {
+    case RC_DT_F32: out->data = (const float *)w->data + e; return 1;
+    case RC_DT_BF16:
+    case RC_DT_F16: out->data = (const uint16_t *)w->data + e; return 1;
+    case RC_DT_NF4:
+        if (e % 64) return 0;
+        out->data = (const uint8_t *)w->data + e / 2;
+        out->absmax = w->absmax + e / 64;
+        return 1;
+    default: return 0;
+    }
+}
+
+void rc_mat_release(const rc_blob *b, const rc_mat *w, int64_t r0, int64_t r1) {
+    if (!b || r1 <= r0) return;
+    const size_t e0 = (size_t)r0 * (size_t)w->cols, n = (size_t)(r1 - r0) * (size_t)w->cols;
+    if (w->dtype == RC_DT_NF4) {
+        const uint8_t *c = (const uint8_t *)w->data + e0 / 2, *a = (const uint8_t *)(w->absmax + e0 / 64);
+        const size_t na = w->absmax ? n / 64 * sizeof(float) : 0;
+        if (na && a >= c + n / 2 && a - (c + n / 2) < 64) { /* the absmax right after the codes: one range, */
+            rc_blob_release(b, c, (size_t)(a - c) + na);    /* so that the page they share goes too */
+        } else {
+            rc_blob_release(b, c, n / 2);
+            if (na) rc_blob_release(b, a, na);
+        }
+    } else {
+        rc_blob_release(b, (const uint8_t *)w->data + e0 * rc_dtype_size(w->dtype), n * rc_dtype_size(w->dtype));
+    }
+}
+
 void rc_mat_row_f32(const rc_mat *w, int64_t r, float *out) {
     for (int64_t c = 0; c < w->cols; c++) out[c] = rc_mat_get(w, r, c);
 }

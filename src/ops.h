@@ -75,6 +75,11 @@ recall_status rc_blob_vec(const rc_blob *b, const char *name, int64_t n, float *
 float rc_mat_get(const rc_mat *w, int64_t r, int64_t c);
 /* Copies row r as fp32 (exact) into out[cols]. */
 void rc_mat_row_f32(const rc_mat *w, int64_t r, float *out);
+/* Rows [row0, row0 + n) of w as a matrix of their own, when the storage allows it (nf4: row0 x cols
+ * a multiple of 64, the first row starting a block). Returns 0 if not. */
+int rc_mat_rows(const rc_mat *w, int64_t row0, int64_t n, rc_mat *out);
+/* rc_blob_release of rows [r0, r1) of w (a view into blob b; nf4: its codes and absmax). */
+void rc_mat_release(const rc_blob *b, const rc_mat *w, int64_t r0, int64_t r1);
 
 float rc_bf16_to_f32(uint16_t h);
 float rc_f16_to_f32(uint16_t h); /* exact widening */

@@ -53,6 +53,7 @@ struct rc_pooler {
     rc_pooler_stats st;
     const rc_exec *ex;
     rc_exec *own_ex;
+    const rc_blob *blob; /* the blob the matrices are views of: pages released after each use */
 };
 
 void rc_pooler_close(rc_pooler *p) {
@@ -120,6 +121,7 @@ static recall_status pooler_load(rc_pooler *p, const rc_blob *b, const rc_exec *
         ex = p->own_ex;
     }
     p->ex = ex;
+    p->blob = b;
     RC_TRY(rc_blob_get_int(b, "pooler.n_sp", 1, 1 << 16, &c->n_sp, err));
     RC_TRY(rc_blob_get_int(b, "pooler.hidden", 1, 1 << 16, &c->hidden, err));
     RC_TRY(rc_blob_get_int(b, "pooler.heads", 1, 1 << 12, &c->heads, err));
@@ -190,30 +192,11 @@ recall_status rc_pooler_open_ex(const rc_blob *b, const rc_exec *ex, rc_pooler *
     return RECALL_OK;
 }
 
-/* Rows [row0, row0 + nrows) of w as a matrix of their own, when the storage allows it (nf4:
- * the first row must start a 64-block). Returns 0 if not. */
-static int sub_rows(const rc_mat *w, int64_t row0, int64_t nrows, rc_mat *out) {
-    size_t e = (size_t)(row0 * w->cols);
-    *out = *w;
-    out->rows = nrows;
-    switch (w->dtype) {
-    case RC_DT_F32: out->data = (const float *)w->data + e; return 1;
-    case RC_DT_BF16:
-    case RC_DT_F16: out->data = (const uint16_t *)w->data + e; return 1;
-    case RC_DT_NF4:
-        if (e % 64) return 0;
-        out->data = (const uint8_t *)w->data + e / 2;
-        out->absmax = w->absmax + e / 64;
-        return 1;
-    default: return 0;
-    }
-}
-
 /* Y[t][r] = W[row0 + r,:] . X[t] + b[row0 + r], r < nout, t < n (output rows split over the pool). */
 static void proj(const rc_pooler *p, const rc_mat *w, const float *b, int64_t row0, int64_t nout, const float *X,
                  int n, float *Y) {
     rc_mat sub;
-    if (sub_rows(w, row0, nout, &sub)) {
+    if (rc_mat_rows(w, row0, nout, &sub)) {
         rc_exec_matmul(p->ex, &sub, b + row0, X, (size_t)w->cols, n, Y, (size_t)nout);
         return;
     }
@@ -523,6 +506,12 @@ void rc_pooler_get_stats(const rc_pooler *p, rc_pooler_stats *out) {
     out->scratch_bytes = p->cap_sc * sizeof(float);
 }
 
+/* A run reads every matrix once (303 MB of them at the 1.5B shape, in f32), and a matrix is not
+ * needed again until the next run: with a blob mapped from its file, each matrix's pages are
+ * released after its last use in a run (rc_blob_release: clean file pages, read again from the
+ * file by the next run), so that at most one matrix is resident at a time, not all of them. */
+static void release_mat(const rc_pooler *p, const rc_mat *w) { rc_mat_release(p->blob, w, 0, w->rows); }
+
 recall_status rc_pooler_run_src(rc_pooler *p, const rc_pooler_src *src, int L, float *out, recall_err *err) {
     const rc_pooler_config *c = &p->c;
     const int H = c->hidden, S = c->n_sp;
@@ -537,17 +526,23 @@ recall_status rc_pooler_run_src(rc_pooler *p, const rc_pooler_src *src, int L, f
         if (L > 0) {
             RC_TRY(cross_attn(p, bi, src, L, n_use, n_fill, err)); /* the cache keeps [0, n_use) valid */
             for (size_t i = 0; i < (size_t)S * H; i++) p->q[i] = p->q[i] + p->tmp[i];
+            release_mat(p, &w->cross.in_w);
+            release_mat(p, &w->cross.out_w);
         }
         for (int t = 0; t < S; t++)
             rc_layernorm(p->q + (size_t)t * H, w->lnq2_w, w->lnq2_b, c->ln_eps, p->qn + (size_t)t * H, (size_t)H);
         self_mha(p, &w->selfa, p->qn, S, p->Q, p->Kq, p->Vq, p->scores, p->att, p->tmp);
+        release_mat(p, &w->selfa.in_w);
+        release_mat(p, &w->selfa.out_w);
         for (size_t i = 0; i < (size_t)S * H; i++) p->q[i] = p->q[i] + p->tmp[i];
         /* FFN over all S rows at once (rows are independent, outputs bitwise the per-row ones) */
         for (int t = 0; t < S; t++)
             rc_layernorm(p->q + (size_t)t * H, w->lnq3_w, w->lnq3_b, c->ln_eps, p->qn + (size_t)t * H, (size_t)H);
         proj(p, &w->f0, w->f0_b, 0, c->ffn, p->qn, S, p->hid);
+        release_mat(p, &w->f0);
         rc_exec_gelu(p->ex, p->hid, (size_t)S * c->ffn);
         proj(p, &w->f2, w->f2_b, 0, H, p->hid, S, p->tmp);
+        release_mat(p, &w->f2);
         for (size_t i = 0; i < (size_t)S * H; i++) p->q[i] = p->q[i] + p->tmp[i];
     }
     for (int t = 0; t < S; t++) {

@@ -295,9 +295,7 @@ static recall_status q8_pack_build(rc_qwen2 *m, const rc_blob *b, recall_err *er
         rc_exec_q8_pack(m->ex, w, &p->mats[i]);
         /* the q8 matmuls read only the packed copy: the mapped weights' pages are released (a
          * 1.5B holds 737 MB of them), and fault in again if anything reads them */
-        const size_t n = (size_t)w->rows * (size_t)w->cols;
-        rc_blob_release(b, w->data, w->dtype == RC_DT_NF4 ? n / 2 : n * rc_dtype_size(w->dtype));
-        if (w->absmax) rc_blob_release(b, w->absmax, n / 64 * sizeof(float));
+        rc_mat_release(b, w, 0, w->rows);
     }
     p->seconds = mono_seconds() - t0;
     return RECALL_OK;

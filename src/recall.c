@@ -338,6 +338,25 @@ struct loop_state {
     float fire_bar;
 };
 
+/* The mapped pages a phase of the loop read, released once the phase is over (rc_blob_release:
+ * with a blob mapped from its file, clean pages that a later read faults in again from the file;
+ * nothing for a blob held in memory). The results are the same bits; what changes is that the
+ * process keeps resident only what the phase at hand reads (docs/MEMORY.md, "The device profile"):
+ *   RELEASE_EMBED    the token embeddings' rows (the pooler embeds the whole evicted history at
+ *                    every rebuild, a forward its rows): after the pooler, after a forward of more
+ *                    than one row (a decode step's single rows wait for the next rebuild);
+ *   RELEASE_BERT     the encoder's weights: after the BERT encodes of a fire (and of an edge span);
+ *   RELEASE_LM_HEAD  lm_head and its int8 screen, which the decode steps read: when a rebuild
+ *                    starts (its pooler and forward do not read them; its top-5 pick reads them
+ *                    again) and when a fire starts (its BERT encodes do not).
+ * The decoder's layer matrices (exact: read by every forward; q8: released once packed) and the
+ * pooler's (released matrix by matrix inside rc_pooler_run_src) are not this function's. */
+enum { RELEASE_EMBED, RELEASE_BERT, RELEASE_LM_HEAD };
+static void release_phase(const rc_recall *r, int what) {
+    static const char *const prefix[] = {"qwen2.model.embed_tokens.", "bert.", "qwen2.lm_head."};
+    rc_blob_release_prefix(r->blob, prefix[what]);
+}
+
 static recall_status forward_ids(rc_recall *r, rc_qwen2 *m, const int32_t *ids, int n, float *logits,
                                  recall_err *err) {
     rc_qwen2_fwd f;
@@ -346,6 +365,7 @@ static recall_status forward_ids(rc_recall *r, rc_qwen2 *m, const int32_t *ids, 
     f.n = n;
     last_out(r, &f, logits);
     RC_TRY(rc_qwen2_forward(m, &f, err));
+    if (n > 1) release_phase(r, RELEASE_EMBED); /* a forced piece or a sealed block: its rows */
     memcpy(r->gq, rc_qwen2_gate_q(m), (size_t)r->gate_dim * sizeof *r->gq);
     return RECALL_OK;
 }
@@ -560,10 +580,12 @@ static recall_status fire(rc_recall *r, loop_state *st, int c0, float score, con
                           recall_err *err) {
     const rc_recall_opts *o = &r->o;
     const int fast = !o->reference_schedule;
+    release_phase(r, RELEASE_LM_HEAD); /* the encodes do not read it: not resident beside the encoder */
     rc_retriever rt = {r->bpe, r->wp, r->bert, r->heads, rc_bert_cfg(r->bert)->max_seq};
     rc_retrieval rv;
     int before = st->keys.encodes;
     RC_TRY(rc_retrieve_bge(&rt, &st->ar, r->gq, o->k, o->buf_min, fast ? &st->keys : NULL, &rv, err));
+    release_phase(r, RELEASE_BERT);
     turn->bert_encodes += fast ? st->keys.encodes - before : rv.ncand;
     rc_fire_rec *f = PUSH(turn, fires);
     if (!f) {
@@ -658,6 +680,7 @@ static recall_status gist_rows(rc_recall *r, const int32_t *ids, int nd, int j, 
     rc_qwen2_id_rows rows = {r->llm, ids};
     const rc_pooler_src src = {rc_qwen2_embed_rows, &rows, ids};
     recall_status s = rc_pooler_run_src(r->pooler, &src, nd, sp, err);
+    release_phase(r, RELEASE_EMBED); /* the history's rows, all of them */
     if (!s) memcpy(dst, sp + (size_t)j * H, (size_t)(r->n_sp - j) * H * sizeof *dst);
     free(sp);
     return s;
@@ -692,6 +715,7 @@ static recall_status rebuild_forward(rc_recall *r, loop_state *st, const layout 
     f.n = n_new;
     last_out(r, &f, r->last);
     RC_TRY(rc_qwen2_forward(r->llm, &f, err));
+    release_phase(r, RELEASE_EMBED);
     memcpy(r->gq, rc_qwen2_gate_q(r->llm), (size_t)r->gate_dim * sizeof *r->gq);
     return RECALL_OK;
 }
@@ -713,6 +737,7 @@ static recall_status rebuild_layout(rc_recall *r, loop_state *st, int c0, int R,
     const rc_retriever rt = {r->bpe, r->wp, r->bert, r->heads, rc_bert_cfg(r->bert)->max_seq};
     float score = 0;
     RC_TRY(rc_retrieve_score(&rt, st->fire_f, st->gen + e0, ne, &score, err));
+    release_phase(r, RELEASE_BERT);
     turn->bert_encodes++;
     if (score >= st->fire_bar) {
         L->e0 = e0;
@@ -726,6 +751,7 @@ static recall_status rebuild_layout(rc_recall *r, loop_state *st, int c0, int R,
  * opts.edge). The fast schedule recomputes only the rows after the longest unchanged prefix. */
 static recall_status rebuild(rc_recall *r, loop_state *st, int c0, int R, const events *ev, rc_turn *turn,
                              recall_err *err) {
+    release_phase(r, RELEASE_LM_HEAD); /* the decode phase's: not needed again before the rebuild's pick */
     layout L;
     RC_TRY(rebuild_layout(r, st, c0, R, &L, turn, err));
     const int n_sp = L.n_sp, rows = layout_rows(&L, st);
