@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """heldout_text.py - held-out dialogues of the trained world as chat text, for `recall score`.
 
-    /usr/bin/python3 tools/train_world/heldout_text.py [--n N] [--seed S] > dialogues.txt
+    /usr/bin/python3 tools/train_world/heldout_text.py [--world broad|templated] [--n N] [--seed S] > dialogues.txt
 
 Writes N dialogues in the benchmark's shape over the evaluation facts and casual pairs (never
 trained on), each the way the loop's chat template renders it with the recipe's replies (the
@@ -17,6 +17,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train  # noqa: E402
 import world  # noqa: E402
+import world_broad  # noqa: E402
 
 
 def main():
@@ -24,8 +25,10 @@ def main():
     ap.add_argument("--n", type=int, default=12)
     ap.add_argument("--seed", type=int, default=1, help="the world's seed (train.py --seed)")
     ap.add_argument("--draw", type=int, default=4242, help="seed of the dialogue draws")
+    ap.add_argument("--world", default="broad", choices=["broad", "templated"],
+                    help="the trained world (broad, tests/golden/trained) or the templated one")
     args = ap.parse_args()
-    W = train.World(args.seed)
+    W = world_broad.BroadWorld(args.seed) if args.world == "broad" else train.World(args.seed)
     r = random.Random(args.draw)
     out = []
     for _ in range(args.n):
