@@ -1,6 +1,6 @@
 /* cli_farfact.c - `recall longctx --task farfact`: far-back recall (docs/LONG_CONTEXT.md, "Far-back
  * recall"). Per distance (--len) and case (--cases), a chat of the bench's exchanges with one fact
- * that far before its question (src/farfact.c builds it; farfact.h has every definition) is forced
+ * that far before its question (src/harness/farfact.c builds it; farfact.h has every definition) is forced
  * through the recall loop as one feed and the question answered greedily on each arm, as `eval`
  * runs a problem's question turns. FULL runs only the cases its context holds (BOS + feed +
  * reply cap + 1 positions); the others are recorded as not run, with the positions they need. A

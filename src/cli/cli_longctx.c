@@ -1,5 +1,5 @@
 /* cli_longctx.c - `recall longctx`: the exact-answer long-context tasks (docs/LONG_CONTEXT.md,
- * REQ-CTX-003 / REQ-CTX-005). Cases come from src/longctx.c (every definition is in longctx.h);
+ * REQ-CTX-003 / REQ-CTX-005). Cases come from src/harness/longctx.c (every definition is in longctx.h);
  * each case's prompt is one user message answered greedily on every arm through the recall loop
  * (rc_recall_reply, as `eval` runs its arms): FULL keeps the whole prompt in its cache, SP and
  * RC_bge slide their window over it. Every case is checked against the FULL arm's context before

@@ -9,11 +9,9 @@
  */
 #include "recall.h"
 
-#include "problems.h"
 #include "blob.h"
+#include "chat.h"
 #include "draft.h"
-#include "eval.h"
-#include "longctx.h"
 #include "qwen2.h"
 #include "recall_loop.h"
 #include "rope.h"

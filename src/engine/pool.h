@@ -2,7 +2,7 @@
  * model contexts (qwen2, bert, pooler) run on.
  *
  * Determinism: work is only ever split over independent outputs (weight output rows, attention
- * heads); every output element is computed by one thread in the canonical order of simd.h, so
+ * heads); every output element is computed by one thread in the canonical order of kernels.h, so
  * results are bitwise identical for any thread count and any split. The split is dynamic: the
  * threads take runs of `grain`-sized units of [0, n) from a shared cursor (runs shrink as the
  * work left does), so a thread the machine slows down does less; worker 0 is the calling thread.
