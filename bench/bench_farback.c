@@ -265,7 +265,7 @@ int main(int argc, char **argv) {
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
     o.mode = (rc_loop_mode)mode;
-    o.threads = threads;
+    o.exec.threads = threads;
     rc_exec_opts eo = {.threads = threads};
     if (rc_recall_open(b, &o, &rec, &err) || rc_exec_open(&eo, &ex, &err)) die("loop", &err);
     printf("farback blob=%s bench=%s mode=%s threads=%d simd=%s window=%d block=%d k=%d cases=%d seed=%llu "
