@@ -1,5 +1,9 @@
 # recall - pure-C reference engine for on-device recall.
 # `make` builds ./recall and build/librecall.a; `make help` lists every target.
+# The folders are layers (docs/README.md, "Layers"; tools/layers.sh checks every include):
+#   src/ (the shared base) < src/formats < simd < src/engine < src/harness < weights (the converter)
+#   < src/cli. librecall.a is base + formats + simd + engine; the harness and the converter are
+#   librecall_harness.a and librecall_convert.a, linked by the CLI, the tests, bench/ and fuzz/.
 .DEFAULT_GOAL := all
 # Never fast-math (neither the -f flag nor -O fast): bit-exactness depends on IEEE semantics and a fixed reduction
 # order. -ffp-contract=off stops the compiler from fusing a*b+c on its own; fmaf() is written
@@ -12,7 +16,7 @@ CSTD     = -std=c11
 WARN     = -Wall -Wextra -Wpedantic -Werror
 FPFLAGS  = -ffp-contract=off -fno-fast-math
 DEFS     = -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
-INC      = -Isrc -Isimd -Iweights
+INC      = -Isrc -Isrc/formats -Isimd -Isrc/engine -Isrc/harness -Iweights
 CFLAGS  ?=
 # fmaf() is exact (one rounding) whether the CPU fuses it or libm emulates it, so enabling the
 # x86 FMA instructions changes speed, never bits. Added only when the build host has FMA; set
@@ -40,13 +44,19 @@ LDLIBS   = -lm -lpthread
 TEST_LDLIBS = -lcriterion
 
 CLI_SRC  = $(wildcard src/cli/*.c)
-LIB_SRC  = $(filter-out $(CLI_SRC),$(wildcard src/*.c)) $(wildcard weights/*.c) $(wildcard simd/*.c)
+LIB_SRC  = $(wildcard src/*.c src/formats/*.c simd/*.c src/engine/*.c)
+HARNESS_SRC = $(wildcard src/harness/*.c)
+HARNESS_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_SRC))
+CONVERT_SRC = $(wildcard weights/*.c)
+CONVERT_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(CONVERT_SRC))
+# What the CLI, the tests, bench/ and fuzz/ link: the layers above the engine first.
+TOOL_LIBS = $(BUILD)/librecall_harness.a $(BUILD)/librecall_convert.a $(BUILD)/librecall.a
 CLI_OBJ  = $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRC))
 LIB_OBJ  = $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
 TEST_SRC = $(wildcard tests/*.c)
 TEST_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 FUZZ_SRC = $(wildcard fuzz/fuzz_*.c)
-DEPS     = $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+DEPS     = $(LIB_OBJ:.o=.d) $(HARNESS_OBJ:.o=.d) $(CONVERT_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 
 # ---- what each target needs from Debian (tools/need.sh) ---------------------------------------
 # Before a target compiles anything it checks its packages: as root with apt-get it installs the
@@ -85,16 +95,17 @@ PHONY_EXTRA = demo-worldA train-world train-world-check train-world-templated tr
   bench-farback bench-device \
   soak soak-lsan \
   bench-tok bench-kv-pages bench-draft test-sbs
-.PHONY: all help test demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
+.PHONY: all help test layers demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
   abi-check cli-doc \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
   cross-test-s390x fuzz fuzz-merge fuzz-seeds $(NEED_TARGETS)
-all: recall $(BUILD)/librecall.a
+all: recall $(TOOL_LIBS)
 
 help:
 	@echo "targets:"
-	@echo "  all         ./recall and build/librecall.a (default)"
-	@echo "  test        build and run the Criterion suite"
+	@echo "  all         ./recall, build/librecall.a (the engine) and the harness and converter libraries (default)"
+	@echo "  test        build and run the Criterion suite (and tools/layers.sh, the API example, abi_v1, ...)"
+	@echo "  layers      check that every include goes down or sideways (tools/layers.sh)"
 	@echo "  test-replay the engine against the Python replay's traces (tests/golden/*/replay, docs/REPLAY.md)"
 	@echo "  demo        the trained world: a chat a person would write, on SP and on recall, its trace"
 	@echo "  web         the engine for the browser: build/web/ (index.html, recall.wasm, JS, the demo world)"
@@ -144,7 +155,7 @@ help:
 	@echo "packages: each target checks the Debian packages it needs (tools/need.sh); as root it installs"
 	@echo "          them with apt-get, otherwise it names them in one line (RECALL_NO_INSTALL=1: never install)"
 
-$(LIB_OBJ) $(CLI_OBJ) $(TEST_OBJ): | need-cc
+$(LIB_OBJ) $(HARNESS_OBJ) $(CONVERT_OBJ) $(CLI_OBJ) $(TEST_OBJ): | need-cc
 $(TEST_OBJ) $(BUILD)/run_tests: | need-criterion
 
 $(BUILD)/%.o: %.c
@@ -154,19 +165,30 @@ $(BUILD)/%.o: %.c
 $(BUILD)/librecall.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+$(BUILD)/librecall_harness.a: $(HARNESS_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/librecall_convert.a: $(CONVERT_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
 # RECALL_BIN: the CLI binary. Build variants put theirs under their BUILD dir and run the suite in
 # a shadow root (see VARIANT_RUN) so that ./recall at the top stays the native build.
 RECALL_BIN ?= recall
-$(RECALL_BIN): $(CLI_OBJ) $(BUILD)/librecall.a
+$(RECALL_BIN): $(CLI_OBJ) $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/run_tests: $(TEST_OBJ) $(BUILD)/librecall.a
+$(BUILD)/run_tests: $(TEST_OBJ) $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(TEST_LDLIBS) $(LDLIBS)
+
+# The folders are layers: every include goes down or sideways (tools/layers.sh; also part of `make test`).
+layers:
+	sh tools/layers.sh
 
 # Tests run from the repository root (fixtures live in tests/golden). After the Criterion suite,
 # the public-API example runs one worldA turn through librecall.a and checks it against the golden.
 test: $(RECALL_BIN) $(BUILD)/run_tests $(BUILD)/api_example $(BUILD)/abi_v1 $(BUILD)/worldA-f32.blob
+	sh tools/layers.sh
 	./$(BUILD)/run_tests $(TEST_ARGS)
 	./$(BUILD)/api_example $(BUILD)/worldA-f32.blob $(WORLDA)/loop_A_seed0_faithful_fp32.json
 	./$(BUILD)/abi_v1 $(BUILD)/worldA-f32.blob $(WORLDA)/loop_A_seed0_faithful_fp32.json
@@ -376,9 +398,9 @@ train-world-check: train-world
 
 # Synthetic real-shape world (random weights; ~3.6 GB of inputs under build/synth, not committed).
 SYNTH ?= $(BUILD)/synth
-$(BUILD)/gen_synth: bench/gen_synth.c $(BUILD)/librecall.a
+$(BUILD)/gen_synth: bench/gen_synth.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
-$(BUILD)/bench_open: bench/bench_open.c $(BUILD)/librecall.a
+$(BUILD)/bench_open: bench/bench_open.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 synth: need-time recall $(BUILD)/gen_synth $(BUILD)/bench_open
 	@test -f $(SYNTH)/qwen2/config.json || ./$(BUILD)/gen_synth $(SYNTH) tests/golden/tokenizers
@@ -400,35 +422,35 @@ synth-copy: recall $(BUILD)/gen_synth
 
 # Benchmarks (bench/bench.c; needs `make synth` for the model part). BENCH_ARGS=--quick for a
 # shorter run, RECALL_BENCH_PATHS=avx2 to time one path.
-$(BUILD)/bench: bench/bench.c $(BUILD)/librecall.a
+$(BUILD)/bench: bench/bench.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -DBENCH_FLAGS='"$(CFLAGS_ALL)"' -o $@ $^ $(LDLIBS)
 bench: $(BUILD)/bench
 	./$(BUILD)/bench $(BENCH_ARGS)
 # Tokenizer throughput (bench/bench_tok.c): real tokenizer files, no blob; BENCH_TOK_ARGS='--mb 6 --runs 5'.
-$(BUILD)/bench_tok: bench/bench_tok.c $(BUILD)/librecall.a
+$(BUILD)/bench_tok: bench/bench_tok.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 bench-tok: $(BUILD)/bench_tok
 	./$(BUILD)/bench_tok $(BENCH_TOK_ARGS)
 # Page-sparse decode (bench/bench_kv_pages.c): PPL against the page budget on one chunk and the
 # decode tok/s at its end; KVP_IDS (whitespace ids), KVP_N, KVP_ARGS='--configs dense,64:1024 ...'.
-$(BUILD)/bench_kv_pages: bench/bench_kv_pages.c $(BUILD)/librecall.a
+$(BUILD)/bench_kv_pages: bench/bench_kv_pages.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 bench-kv-pages: $(BUILD)/bench_kv_pages
 	./$(BUILD)/bench_kv_pages $(SYNTH)/r1-1.5b-nf4.blob $(KVP_IDS) $(KVP_N) $(KVP_ARGS)
 # recall's side of bench/side_by_side.sh (llama-bench's tests and protocol, jsonl lines).
-$(BUILD)/bench_sbs: bench/bench_sbs.c $(BUILD)/librecall.a
+$(BUILD)/bench_sbs: bench/bench_sbs.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 # Decode step time against the context depth (bench/bench_depth.c), depths interleaved per round.
-$(BUILD)/bench_depth: bench/bench_depth.c $(BUILD)/librecall.a
+$(BUILD)/bench_depth: bench/bench_depth.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 
 # Real-shape decoder smoke (64-token prefill + 16 decode steps, finite logits) and the loop's fast
 # vs reference schedule (rows and wall time per turn, outputs checked bitwise).
-$(BUILD)/realshape: bench/realshape.c $(BUILD)/librecall.a
+$(BUILD)/realshape: bench/realshape.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
-$(BUILD)/bench_loop: bench/bench_loop.c $(BUILD)/librecall.a
+$(BUILD)/bench_loop: bench/bench_loop.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
-$(BUILD)/bench_screen: bench/bench_screen.c $(BUILD)/librecall.a
+$(BUILD)/bench_screen: bench/bench_screen.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 realshape: $(BUILD)/realshape
 	./$(BUILD)/realshape $(SYNTH)/r1-1.5b-nf4.blob $(BENCH_ARGS)
@@ -436,7 +458,7 @@ bench-loop: $(BUILD)/bench_loop $(BUILD)/worldA-f32.blob
 	./$(BUILD)/bench_loop $(BUILD)/worldA-f32.blob tests/golden/recall_bench.json $(BENCH_ARGS)
 # Exact speculative decoding (bench/bench_draft.c): plain vs --draft N decode tok/s and acceptance on
 # the real-shape synth blob (benchmark replies, a copy-heavy feed, random ids), interleaved.
-$(BUILD)/bench_draft: bench/bench_draft.c $(BUILD)/librecall.a
+$(BUILD)/bench_draft: bench/bench_draft.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 # The copy-heavy case also runs on the copy world (`make synth-copy`) when it is there: the random
 # world never copies, so its copy case only shows the cost of rejected drafts.
@@ -452,7 +474,7 @@ bench-draft: $(BUILD)/bench_draft
 # 16 greedy steps) instead of pseudo-random ids; the line ends with the reply ids, and the case's
 # expected answer is printed before it (`recall detokenize BLOB` gives the reply's text).
 LONG_LENS ?= 4096 8192 16384 32768
-$(BUILD)/longctx_bench: bench/longctx_bench.c $(BUILD)/librecall.a
+$(BUILD)/longctx_bench: bench/longctx_bench.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 bench-long: $(BUILD)/longctx_bench $(if $(LONG_NEEDLE),recall)
 	@for n in $(LONG_LENS); do \
@@ -472,7 +494,7 @@ bench-long: $(BUILD)/longctx_bench $(if $(LONG_NEEDLE),recall)
 # BENCH_ARGS='--threads 2 --reps 3'. bench/history_plot.py draws the table into an SVG.
 HISTORY_LENS ?= 1024 4096 16384 65536
 HISTORY_CACHE_MB ?= 2600
-$(BUILD)/bench_history: bench/bench_history.c $(BUILD)/librecall.a
+$(BUILD)/bench_history: bench/bench_history.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 bench-history: $(BUILD)/bench_history
 	./$(BUILD)/bench_history $(SYNTH)/r1-1.5b-nf4.blob --len $(firstword $(HISTORY_LENS)) --reps 1 $(BENCH_ARGS)
@@ -491,7 +513,7 @@ bench-history: $(BUILD)/bench_history
 # --bge-weights nf4 --lm-head-screen (made here once). Heavy: not part of `make test`.
 # BENCH_ARGS='--threads 2 --history 4096 --decode 128 --pooler-cache MB'.
 DEVICE_BLOB ?= $(SYNTH)/r1-1.5b-device.blob
-$(BUILD)/bench_device: bench/bench_device.c $(BUILD)/librecall.a
+$(BUILD)/bench_device: bench/bench_device.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 $(DEVICE_BLOB): | $(RECALL_BIN)
 	@test -f $(SYNTH)/r1-1.5b-nf4.blob || $(MAKE) synth
@@ -509,7 +531,7 @@ bench-device: recall $(BUILD)/bench_device $(DEVICE_BLOB)
 # world (a retrained tests/golden/trained converts to the default blob).
 FARBACK_BLOB ?= $(BUILD)/trained-f32.blob
 FARBACK_BENCH ?= $(TRAINED)/eval_bench.json
-$(BUILD)/bench_farback: bench/bench_farback.c $(BUILD)/librecall.a
+$(BUILD)/bench_farback: bench/bench_farback.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 bench-farback: $(BUILD)/bench_farback $(FARBACK_BLOB)
 	./$(BUILD)/bench_farback $(FARBACK_BLOB) $(FARBACK_BENCH) $(BENCH_ARGS)
@@ -518,7 +540,7 @@ bench-farback: $(BUILD)/bench_farback $(FARBACK_BLOB)
 # then the same chat SIGKILLed at seeded points and restarted from the session file; checks every
 # state against the reference and reports peak RSS. SOAK_ARGS: --turns N --kills K --seed S
 # --reply-cap M. soak-lsan runs a shorter one with the ASan/LSan build of ./recall.
-$(BUILD)/soak: bench/soak.c $(BUILD)/librecall.a
+$(BUILD)/soak: bench/soak.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 soak: $(RECALL_BIN) $(BUILD)/soak $(BUILD)/worldA-f32.blob
 	./$(BUILD)/soak ./$(RECALL_BIN) $(BUILD)/worldA-f32.blob $(SOAK_ARGS)
@@ -550,7 +572,7 @@ $(BUILD)/worldA-logits-q8.bin: $(BUILD)/api_example $(BUILD)/worldA-nf4.blob
 	./$(BUILD)/api_example $(BUILD)/worldA-nf4.blob $(GOLDEN_LOOP) --write-logits $@ $(CROSS_N) q8
 define CROSS_BUILD_LIB
 	+$(MAKE) --no-print-directory CC=$(2)-gcc FMA_FLAG= BUILD=$(CROSS_BUILD)/$(1) $(CROSS_BUILD)/$(1)/librecall.a \
-	  $(CROSS_BUILD)/$(1)/api_example
+	  $(CROSS_BUILD)/$(1)/librecall_harness.a $(CROSS_BUILD)/$(1)/librecall_convert.a $(CROSS_BUILD)/$(1)/api_example
 	$(2)-gcc $(CSTD) $(OPT) $(WARN) $(FPFLAGS) $(DEFS) $(INC) -DRC_SELFTEST_MAIN -o $(CROSS_BUILD)/$(1)/simd_selftest \
 	  tests/simd_selftest.c $(CROSS_BUILD)/$(1)/librecall.a $(LDLIBS)
 endef
@@ -573,7 +595,8 @@ define CROSS_SUITES_RUN
 	+$(MAKE) --no-print-directory CC=$(2)-gcc FMA_FLAG= BUILD=$(CROSS_BUILD)/$(1) RECALL_BIN=$(CROSS_BUILD)/$(1)/recall \
 	  $(CROSS_BUILD)/$(1)/recall
 	$(2)-gcc $(CSTD) $(OPT) $(FPFLAGS) $(DEFS) $(INC) -isystem tests/cross -o $(CROSS_BUILD)/$(1)/suites $(CROSS_SUITES) \
-	  tests/fixture.c tests/cross/criterion_shim.c $(CROSS_BUILD)/$(1)/librecall.a $(LDLIBS)
+	  tests/fixture.c tests/cross/criterion_shim.c $(CROSS_BUILD)/$(1)/librecall_harness.a \
+	  $(CROSS_BUILD)/$(1)/librecall_convert.a $(CROSS_BUILD)/$(1)/librecall.a $(LDLIBS)
 	@mkdir -p $(CROSS_BUILD)/$(1)/root/build
 	@ln -sfn $(CURDIR)/tests $(CROSS_BUILD)/$(1)/root/tests
 	@printf '#!/bin/sh\nexec $(3) -L /usr/$(2) $(CURDIR)/$(CROSS_BUILD)/$(1)/recall "$$@"\n' >$(CROSS_BUILD)/$(1)/root/recall
@@ -615,12 +638,13 @@ FUZZ_TIME  ?= 20
 FUZZ_BIN    = $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 # One fuzzer binary per fuzz/fuzz_<name>.c, all linked with one copy of the library built with
 # coverage + ASan + UBSan instrumentation (build/fuzzlib).
-$(BUILD)/fuzzlib/librecall.a: $(LIB_SRC) | need-fuzz
+FUZZ_LIBS   = $(BUILD)/fuzzlib/librecall_harness.a $(BUILD)/fuzzlib/librecall_convert.a $(BUILD)/fuzzlib/librecall.a
+$(BUILD)/fuzzlib/librecall.a: $(LIB_SRC) $(HARNESS_SRC) $(CONVERT_SRC) | need-fuzz
 	+$(MAKE) --no-print-directory BUILD=$(BUILD)/fuzzlib CC=$(FUZZ_CC) OPT=-O1 FMA_FLAG= \
-	  EXTRA_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" $@
+	  EXTRA_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" $(FUZZ_LIBS)
 $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(BUILD)/fuzzlib/librecall.a | need-fuzz
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(BUILD)/fuzzlib/librecall.a -lm -lpthread
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIBS) -lm -lpthread
 # FUZZ_RUN(time): every target for `time` seconds; new inputs go to build/fuzz/corpus-<name>, the
 # committed seeds (fuzz/corpus/<name>) are read only. Every target runs even when an earlier one
 # crashed; artifacts go to build/fuzz/found-<target>/ (turn each into a regression test) and the
@@ -648,7 +672,7 @@ fuzz: $(FUZZ_BIN)
 	$(call FUZZ_RUN,$(FUZZ_TIME))
 
 # The seeds that need the library's writer (blobs with screening tensors and a RoPE profile).
-$(BUILD)/fuzz_seeds: fuzz/make_seeds.c $(BUILD)/librecall.a
+$(BUILD)/fuzz_seeds: fuzz/make_seeds.c $(TOOL_LIBS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS)
 fuzz-seeds: $(BUILD)/fuzz_seeds
 	./$(BUILD)/fuzz_seeds fuzz/corpus

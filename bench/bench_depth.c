@@ -14,7 +14,7 @@
  *
  * usage: bench_depth BLOB [--depths 0,512,2048] [--kv f32,f16] [--steps N] [--rounds R] [--threads T]
  *                    [--simd P] [--numerics exact|q8] [--perf-fifo F --perf-depth D]
- * (--numerics q8: the decoders share one packed decoder, src/q8.h)
+ * (--numerics q8: the decoders share one packed decoder, simd/q8.h)
  * (RECALL_BENCH_LOAD=huge copies the blob into huge-page-advised memory, as the other benches)
  */
 #include "bench_util.h"

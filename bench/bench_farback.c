@@ -1,5 +1,5 @@
 /* bench_farback.c - what far-back recall costs (docs/LONG_CONTEXT.md, "Far-back recall"): per
- * distance, the far-fact chats of `recall longctx --task farfact` (src/farfact.h builds them)
+ * distance, the far-fact chats of `recall longctx --task farfact` (src/harness/farfact.h builds them)
  * forced through the RC_bge loop, and what each fire of those turns cost.
  *
  * usage: bench_farback BLOB BENCH.json [--len 2048,8192,32768] [--cases 3] [--seed 0] [--threads 1]
@@ -11,7 +11,7 @@
  * early (at a check of the forced chat) or at the question, the candidates it scored, the BERT
  * encodes it ran and its wall time (from the gate event that decided it to the fire event, so: the
  * encodes, the bridge scoring of every candidate, the top-k). The encodes follow from the fast
- * schedule's rule (src/retriever.c): a sealed block is encoded once, at the first fire after it was
+ * schedule's rule (src/engine/retriever.c): a sealed block is encoded once, at the first fire after it was
  * sealed, and its bridge key reused at every later fire of the conversation; the pending buffer is
  * encoded at every fire. So a fire at c0 encodes the blocks sealed since the previous fire (all of
  * them at the first) plus the buffer when it is a candidate; their sum is checked against the
@@ -265,7 +265,7 @@ int main(int argc, char **argv) {
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
     o.mode = (rc_loop_mode)mode;
-    o.threads = threads;
+    o.exec.threads = threads;
     rc_exec_opts eo = {.threads = threads};
     if (rc_recall_open(b, &o, &rec, &err) || rc_exec_open(&eo, &ex, &err)) die("loop", &err);
     printf("farback blob=%s bench=%s mode=%s threads=%d simd=%s window=%d block=%d k=%d cases=%d seed=%llu "

@@ -1,5 +1,5 @@
 /* bench_kv_pages.c - perplexity and decode speed of page-sparse decode attention (--kv-pages,
- * src/kv_pages.h) on one chunk of N ids: the numbers `recall score --chunk N --scoring-rows 1
+ * src/engine/kv_pages.h) on one chunk of N ids: the numbers `recall score --chunk N --scoring-rows 1
  * --kv-pages PAGE:BUDGET` gives for one chunk, with the dense first half computed once for all
  * configurations, and the decode speed at the end of the context side by side.
  *   1. ids[0..P) prefilled once (dense); P = N/2 by default, llama-perplexity's scored range

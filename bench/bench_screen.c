@@ -1,4 +1,4 @@
-/* bench_screen.c - lm_head screening at real shape (src/lm_screen.h): greedy decode with the
+/* bench_screen.c - lm_head screening at real shape (src/engine/lm_screen.h): greedy decode with the
  * picks read off the full logits (off) and through the int8 screen (on), interleaved in one run,
  * the tokens checked identical; plus the lm_head stage alone (full matvec + pick vs screened
  * pick) on the hidden rows of that decode. Needs a blob converted with --lm-head-screen.

@@ -93,7 +93,9 @@ for g in "${GGUF_LIST[@]}" ${BERT:+"$BERT"}; do
 done
 if [ -n "$OLD" ]; then
     [ -d "$OLD" ] || die "--old-tree '$OLD' is not a folder"
-    [ -f "$OLD/Makefile" ] && [ -f "$OLD/src/qwen2.h" ] || die "--old-tree '$OLD' is not a recall tree (no Makefile/src/qwen2.h)"
+    # a tree of either layout: src/qwen2.h (before the folders were layers) or src/engine/qwen2.h
+    [ -f "$OLD/Makefile" ] && { [ -f "$OLD/src/qwen2.h" ] || [ -f "$OLD/src/engine/qwen2.h" ]; } ||
+        die "--old-tree '$OLD' is not a recall tree (no Makefile/src/engine/qwen2.h or src/qwen2.h)"
     OLD=$(cd "$OLD" && pwd)
 fi
 if [ -n "$RBIN" ]; then [ -x "$RBIN" ] || die "--recall-bin '$RBIN' is not executable"; fi
@@ -132,7 +134,8 @@ cmd_for() { # engine entry -> the timed command line (array in CMD)
 OLD_CC=${CC:-cc}
 OLD_BUILD=(make -C "$OLD" -j2 BUILD=build-sbs build-sbs/librecall.a)
 OLD_LINK=("$OLD_CC" -std=c11 -O2 -ffp-contract=off -fno-fast-math -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
-    -I"$OLD/src" -I"$OLD/simd" -I"$OLD/weights" -o "$OLD/build-sbs/bench_sbs" "$ROOT/bench/bench_sbs.c"
+    -I"$OLD/src" -I"$OLD/src/formats" -I"$OLD/simd" -I"$OLD/src/engine" -I"$OLD/weights"
+    -o "$OLD/build-sbs/bench_sbs" "$ROOT/bench/bench_sbs.c"
     "$OLD/build-sbs/librecall.a" -lm -lpthread)
 
 if [ "$DRY" = 1 ]; then

@@ -1,5 +1,5 @@
 /* act_avx2.c - AVX2+FMA activations and softmax (x86-64; compiled with the flags of
- * kernels_avx2.c, empty of code elsewhere), bitwise equal to the scalar reference (src/ops.c):
+ * kernels_avx2.c, empty of code elsewhere), bitwise equal to the scalar reference (simd/ops.c):
  *   silu_mul: g[i] = (g[i] / (1 + rc_expf(-g[i]))) * u[i]          (qwen2 MLP, [rows*ffn])
  *   gelu    : x[i] = (x[i] * 0.5f) * (1 + rc_erff(x[i] * 1/sqrt2))  (bert / pooler FFN)
  *   softmax : in place over one attention row s[n]
@@ -8,7 +8,7 @@
  * coefficient rows are looked up per double lane with two vpermps over the row seen as 16
  * floats (entries 0-3 / 4-7) and a blend: exact copies, no arithmetic.
  */
-#include "simd.h"
+#include "kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 

@@ -1,5 +1,5 @@
 /* act_avx512.c - AVX-512F activations and softmax (x86-64; compiled with the flags of
- * kernels_avx512.c, empty of code elsewhere), bitwise equal to the scalar reference (src/ops.c):
+ * kernels_avx512.c, empty of code elsewhere), bitwise equal to the scalar reference (simd/ops.c):
  *   silu_mul: g[i] = (g[i] / (1 + rc_expf(-g[i]))) * u[i]          (qwen2 MLP, [rows*ffn])
  *   gelu    : x[i] = (x[i] * 0.5f) * (1 + rc_erff(x[i] * 1/sqrt2))  (bert / pooler FFN)
  *   softmax : in place over one attention row s[n]
@@ -9,7 +9,7 @@
  * special cases (NaN, overflow, underflow, |x| >= 4 for erf) as lane blends. Tails (n % 16)
  * call the scalar functions themselves.
  */
-#include "simd.h"
+#include "kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__FMA__)
 

@@ -1,5 +1,5 @@
 /* act_neon.c - NEON activations and softmax (aarch64 only; empty of code elsewhere), bitwise
- * equal to the scalar reference (src/ops.c):
+ * equal to the scalar reference (simd/ops.c):
  *   silu_mul: g[i] = (g[i] / (1 + rc_expf(-g[i]))) * u[i]          (qwen2 MLP, [rows*ffn])
  *   gelu    : x[i] = (x[i] * 0.5f) * (1 + rc_erff(x[i] * 1/sqrt2))  (bert / pooler FFN)
  *   softmax : in place over one attention row s[n]
@@ -8,7 +8,7 @@
  * (fmaf / fma), vcvtq_s32_f32 truncates as the C cast does. rc_erff runs in float64x2 with the
  * coefficients of each lane's interval loaded from the table.
  */
-#include "simd.h"
+#include "kernels.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON)
 

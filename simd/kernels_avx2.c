@@ -1,5 +1,5 @@
 /* kernels_avx2.c - the AVX2+FMA(+F16C) kernel table (x86-64; this file is compiled with -mavx2
- * -mfma -mf16c, and is empty of code elsewhere). Canonical order of simd.h: lanes 0..7 of the 16
+ * -mfma -mf16c, and is empty of code elsewhere). Canonical order of kernels.h: lanes 0..7 of the 16
  * accumulators live in one ymm register, lanes 8..15 in another; the tail (n % 16 elements) is
  * finished in scalar fmaf on the spilled lanes, then the same tree as ops.c. Attention over an
  * f16 K / V cache runs the same kernels with each 8 elements widened by vcvtph2ps (exact).
@@ -22,7 +22,7 @@
  *   nor did 8 inputs in two passes of 8 lanes each (one decode per 8 FMAs, but twice the x
  *   traffic: 60 vs 65 GFLOP/s, 36 vs 63 at 8960 columns).
  */
-#include "simd.h"
+#include "kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
@@ -53,7 +53,7 @@ AINLINE float tree_v(__m256 a0, __m256 a1) {
 }
 
 /* 8 elements of a K / V row from i on, as fp32: fp32 (f16 = 0) or binary16 (f16 = 1) widened by
- * F16C vcvtph2ps (exact); the scalar element is rc_kv_elem (simd.h). */
+ * F16C vcvtph2ps (exact); the scalar element is rc_kv_elem (kernels.h). */
 AINLINE __m256 ld8(const void *p, size_t i, int f16) {
     if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
     return _mm256_loadu_ps((const float *)p + i);

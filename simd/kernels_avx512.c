@@ -1,5 +1,5 @@
 /* kernels_avx512.c - the AVX-512 (F/BW/VL + FMA) kernel table (x86-64; compiled with
- * -mavx512f -mavx512bw -mavx512vl -mfma -mf16c, empty of code elsewhere). Canonical order of simd.h:
+ * -mavx512f -mavx512bw -mavx512vl -mfma -mf16c, empty of code elsewhere). Canonical order of kernels.h:
  * the 16 accumulators are exactly one zmm register (element i -> lane i % 16); the first tree
  * level adds its two 256-bit halves; the tail (n % 16) is finished in scalar fmaf on the
  * spilled lanes. Attention over an f16 K / V cache runs the same kernels with each 16 elements
@@ -22,7 +22,7 @@
  *   the index build is a shift (vpsrlvq) that leaves the weights in lane order j, j + 8; the
  *   input is permuted to match once per 16 columns and the lanes are put back before the tree.
  */
-#include "simd.h"
+#include "kernels.h"
 
 /* kernels_avx512vbmi.c compiles this file again with RC_AVX512_VBMI and -mavx512vbmi: the same
  * kernels, with the nf4 index build of nf4_lookup16 done by one vpmultishiftqb. */
@@ -61,7 +61,7 @@ AINLINE float tree_v(__m512 a) {
 }
 
 /* 16 elements of a K / V row from i on, as fp32: fp32 (f16 = 0) or binary16 (f16 = 1) widened by
- * vcvtph2ps (exact); the scalar element is rc_kv_elem (simd.h). */
+ * vcvtph2ps (exact); the scalar element is rc_kv_elem (kernels.h). */
 AINLINE __m512 ld16(const void *p, size_t i, int f16) {
     if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i)));
     return _mm512_loadu_ps((const float *)p + i);

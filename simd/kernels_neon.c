@@ -1,5 +1,5 @@
 /* kernels_neon.c - the NEON kernel table (aarch64 only; empty of code elsewhere). Canonical order
- * of simd.h: the 16 accumulators are four float32x4 registers (lanes 0-3, 4-7, 8-11, 12-15);
+ * of kernels.h: the 16 accumulators are four float32x4 registers (lanes 0-3, 4-7, 8-11, 12-15);
  * tree level one adds registers 0+2 and 1+3, level two adds those two, then pairs within one
  * register; the tail (n % 16) is finished in scalar fmaf on the spilled lanes. vfmaq_f32 is a
  * fused multiply-add (one rounding), exactly fmaf. Attention over an f16 K / V cache runs the same
@@ -10,7 +10,7 @@
  * reads the 64-byte table codebook * absmax of the block (the same single fp32 product as the
  * reference). f16 weights and nf4 rows whose length is not a multiple of 16 use the reference.
  */
-#include "simd.h"
+#include "kernels.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON)
 
@@ -48,7 +48,7 @@ AINLINE float finish(const acc16 *a, const float *w_tail_vals, const float *x, s
 }
 
 /* 4 elements of a K / V row from i on, as fp32: fp32 (f16 = 0) or binary16 (f16 = 1) widened by
- * vcvt_f32_f16 (exact); the scalar element is rc_kv_elem (simd.h). */
+ * vcvt_f32_f16 (exact); the scalar element is rc_kv_elem (kernels.h). */
 AINLINE float32x4_t ld4(const void *p, size_t i, int f16) {
     if (f16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)p + i)));
     return vld1q_f32((const float *)p + i);

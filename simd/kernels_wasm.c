@@ -1,5 +1,5 @@
 /* kernels_wasm.c - the wasm SIMD128 kernel table (wasm32 with -msimd128 only; empty of code
- * elsewhere): the canonical order of simd.h, the same bits as the scalar reference.
+ * elsewhere): the canonical order of kernels.h, the same bits as the scalar reference.
  *
  * wasm has no fused multiply-add (relaxed-simd's madd may or may not fuse, so its bits are not
  * fixed), so each fmaf(w, x, acc) is computed as web/wasm_fmaf.h explains, two lanes at a time in
@@ -15,7 +15,7 @@
  * f32 weights, attention over an f32 K / V cache, the sums of squares, SiLU and softmax (rc_expf's
  * steps on four lanes) take this path; bf16, f16 and nf4 weights, the f16 KV cache, GELU and the
  * rest stay the reference's. */
-#include "simd.h"
+#include "kernels.h"
 
 #if defined(__wasm_simd128__)
 

@@ -1,4 +1,4 @@
-/* q8_avx2.c - the q8 profile's kernels (src/q8.h) for AVX2 (x86-64; compiled with -mavx2 -mfma,
+/* q8_avx2.c - the q8 profile's kernels (simd/q8.h) for AVX2 (x86-64; compiled with -mavx2 -mfma,
  * empty of code elsewhere). q8_avxvnni.c compiles this file again with RC_Q8_AVXVNNI and
  * -mavxvnni. simd.c installs the AVX-VNNI build where the CPU has it, else this one, on the avx2
  * path and on the avx512 path of a CPU without AVX512_VNNI.
@@ -12,7 +12,7 @@
  *     signed (w = u - 128, |w| <= 127) and the signs moved onto the input (vpsignb): |w| * (+-q)
  *     pairs are at most 2 * 127 * 127 = 32258, exact in int16; vpmaddwd by ones sums them to int32.
  * Then the epilogue of q8.h in block order, and the peaks after the last block. */
-#include "simd.h"
+#include "kernels.h"
 
 #ifdef RC_Q8_AVXVNNI
 #define RC_Q8_AVX2_FN rc_q8_avxvnni

@@ -1,4 +1,4 @@
-/* q8_avx512.c - the q8 profile's kernels (src/q8.h) for AVX-512 with VNNI (x86-64; compiled
+/* q8_avx512.c - the q8 profile's kernels (simd/q8.h) for AVX-512 with VNNI (x86-64; compiled
  * with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma, empty of code elsewhere). simd.c
  * installs them on the avx512 path when the CPU has AVX512_VNNI (else the AVX2 ones, same bits).
  *
@@ -15,7 +15,7 @@
  * writes the weights by column, so that a peak's weights are one 16-byte load a group, and asks for
  * the next panel's bytes early. Decode (one input) prefetches each group's weights Q8_PF_AHEAD bytes
  * ahead. None of this touches the order of the sums or the epilogue. */
-#include "simd.h"
+#include "kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
     defined(__AVX512VNNI__) && defined(__FMA__)

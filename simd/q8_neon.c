@@ -1,4 +1,4 @@
-/* q8_neon.c - the q8 profile's kernels (src/q8.h) for NEON (aarch64 only; empty of code
+/* q8_neon.c - the q8 profile's kernels (simd/q8.h) for NEON (aarch64 only; empty of code
  * elsewhere). q8_neon_dot.c compiles this file again with RC_Q8_NEON_DOT and the dot-product
  * extension (armv8.2-a+dotprod); simd.c installs that build where the CPU has it (HWCAP ASIMDDP).
  *
@@ -9,7 +9,7 @@
  *   without: vmull_s8 into int16 products (|w q| <= 127 * 127), vpadalq_s16 pairs them into int32
  *     lanes (two per row), and one vpaddq_s32 per block folds the pairs into the rows.
  * Then the epilogue of q8.h in block order (vfmaq_f32: one rounding, fmaf) and the peaks. */
-#include "simd.h"
+#include "kernels.h"
 
 #ifdef RC_Q8_NEON_DOT
 #define RC_Q8_NEON_FN rc_q8_neon_dot

@@ -1,12 +1,12 @@
-/* screen_avx2.c - the lm_head screening kernel (the screen: src/lm_screen.h; the scalar references
- * rc_screen_i8_ref and rc_screen_norms_ref: src/ops.c) for AVX2 (x86-64; compiled with -mavx2 -mfma, empty
+/* screen_avx2.c - the lm_head screening kernel (the screen: src/engine/lm_screen.h; the scalar references
+ * rc_screen_i8_ref and rc_screen_norms_ref: simd/ops.c) for AVX2 (x86-64; compiled with -mavx2 -mfma, empty
  * of code elsewhere). The same bits as rc_screen_i8_ref: the int32 group sums are exact whatever the order
  * (q and p widened to int16, vpmaddwd into int32 pairs of at most 2 * 128 * 128, then a vphaddd tree over
  * 8 groups) for every byte of q and p, -128 included (the earlier vpsignb form wrapped a q of -128 against
  * a negative p), and the fp32 part is the canonical lane rule: groups g0..g0+7 are lanes g % 16 of two ymm
  * accumulators (lanes 0-7, 8-15); padded tail lanes add +0 * +0, which leaves an accumulator that is never
  * -0 unchanged. The norms kernel (screen_norms) keeps its 8 double lanes in two ymm. */
-#include "simd.h"
+#include "kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 

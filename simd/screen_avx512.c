@@ -1,5 +1,5 @@
-/* screen_avx512.c - the lm_head screening kernel (the screen: src/lm_screen.h; the scalar references
- * rc_screen_i8_ref and rc_screen_norms_ref: src/ops.c) for AVX-512 F/BW/VL (x86-64; compiled with
+/* screen_avx512.c - the lm_head screening kernel (the screen: src/engine/lm_screen.h; the scalar references
+ * rc_screen_i8_ref and rc_screen_norms_ref: simd/ops.c) for AVX-512 F/BW/VL (x86-64; compiled with
  * -mavx512f -mavx512bw -mavx512vl -mfma, empty of code elsewhere). The same bits as rc_screen_i8_ref: the
  * int32 group sums are exact whatever the order (q and p widened to int16, vpmaddwd into int32 pairs of at
  * most 2 * 128 * 128, then an unpack / shuffle tree turns 16 groups' vectors into one vector of their
@@ -7,7 +7,7 @@
  * against a negative p), and the fp32 part is the canonical lane rule: group g is lane g % 16 of one zmm
  * accumulator; masked-off tail lanes keep their value. The norms kernel (screen_norms) keeps its 8 double
  * lanes in one zmm. */
-#include "simd.h"
+#include "kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__)
 

@@ -1,9 +1,9 @@
-/* screen_neon.c - the lm_head screening kernel (the screen: src/lm_screen.h; the scalar references
- * rc_screen_i8_ref and rc_screen_norms_ref: src/ops.c) for NEON (aarch64 only; empty of code elsewhere).
+/* screen_neon.c - the lm_head screening kernel (the screen: src/engine/lm_screen.h; the scalar references
+ * rc_screen_i8_ref and rc_screen_norms_ref: simd/ops.c) for NEON (aarch64 only; empty of code elsewhere).
  * The same bits as rc_screen_i8_ref: each 64-column group's int32 sum is exact for every byte of q and p
  * (vmull_s8 products of at most 128 * 128 in int16, pairwise-accumulated into int32 by vpadalq), and the
  * fp32 part is the reference's scalar lane rule and tree. */
-#include "simd.h"
+#include "kernels.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON)
 

@@ -726,7 +726,7 @@ static void check_screen_norms(tally *t, const rc_kernels *k, lcg *g) {
         }
 }
 
-/* ---- the q8 profile (src/q8.h) ---- */
+/* ---- the q8 profile (simd/q8.h) ---- */
 
 /* bitwise equality of byte / int arrays */
 static void check_bytes(tally *t, const char *kernel, const char *what, const void *got, const void *want, size_t n) {

@@ -58,7 +58,7 @@ static void run_problem(rc_blob *b, const rc_problem *p, int score_rows, seen_ro
     o.mode = RC_MODE_CLEAN;
     o.threshold = 1e9f; /* as calibrate: nothing fires */
     o.score_rows = score_rows;
-    o.threads = 1;
+    o.exec.threads = 1;
     rc_recall *r;
     recall_err err = {0};
     cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
@@ -97,7 +97,7 @@ static void calibrate_on(const char *weights, const uint32_t *seeds, int n, rc_c
     cr_assert_eq(rc_bench_load(BENCH, &bench, &err), RECALL_OK, "%s", err.msg);
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
-    o.threads = 1;
+    o.exec.threads = 1;
     cr_assert_eq(rc_calibrate(b, &o, bench, seeds, n, 10.0, NULL, NULL, cal, &err), RECALL_OK, "%s", err.msg);
     rc_bench_free(bench);
     rc_blob_close(b);

@@ -1,4 +1,4 @@
-/* test_compare.c - `recall compare A B` (src/compare.c, src/cli/cli_compare.c): the four worldA
+/* test_compare.c - `recall compare A B` (src/harness/compare.c, src/cli/cli_compare.c): the four worldA
  * loop goldens against the engine's own replay (exit 0); golden copies modified at test time under
  * build/: a reply token changed in turn 3 (exit 1, naming turn 3 and the position), a fire whose
  * chosen candidate and runner-up swap with their bridge scores 1 ulp apart (exit 3; 100 ulps:

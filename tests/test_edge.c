@@ -75,7 +75,7 @@ static void clean_opts(const rc_blob *b, int edge, int reference, rc_recall_opts
     o->edge = edge;
     o->reference_schedule = reference;
     o->turn_cap = 64;
-    o->threads = 1;
+    o->exec.threads = 1;
 }
 
 static void run_needle(const needle_fx *fx, int edge, int reference, rc_turn *t) {

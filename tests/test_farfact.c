@@ -1,4 +1,4 @@
-/* test_farfact.c - far-back recall (src/farfact.h, `recall longctx --task farfact`, docs/LONG_CONTEXT.md
+/* test_farfact.c - far-back recall (src/harness/farfact.h, `recall longctx --task farfact`, docs/LONG_CONTEXT.md
  * "Far-back recall") on the templated world's tokenizer and benchmark file:
  *   cases    the same spec gives the same chat, another index another; the fact sits D tokens or a
  *            little more before its question and one filler exchange fewer would be under D; the

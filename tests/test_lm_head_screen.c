@@ -1,4 +1,4 @@
-/* test_lm_head_screen.c - lm_head screening (src/lm_screen.h): the greedy picks it returns are
+/* test_lm_head_screen.c - lm_head screening (src/engine/lm_screen.h): the greedy picks it returns are
  * bitwise those of the full logits.
  *   goldens_*: the four worldA loop goldens run with screening on and off (the blob converted with
  *     --lm-head-screen): every reply id, rebuild top-5 id and logit, margin, gate and fire record

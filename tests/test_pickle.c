@@ -1,4 +1,4 @@
-/* test_pickle.c - the restricted unpickler (weights/pickle.h) on real and hostile .pt files.
+/* test_pickle.c - the restricted unpickler (src/formats/pickle.h) on real and hostile .pt files.
  *
  * Fixtures: tests/golden/worldA/pooler.pt (the reference's own torch.save output) checked bitwise
  * against tests/golden/pickle/pooler_expect.txt (per-tensor XXH64 of worldA/pooler.safetensors);

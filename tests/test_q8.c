@@ -1,4 +1,4 @@
-/* test_q8.c - the q8 numerics profile (src/q8.h): the integer NF4 table, the activation quantiser's
+/* test_q8.c - the q8 numerics profile (simd/q8.h): the integer NF4 table, the activation quantiser's
  * rules, the packed layout, the distance of a q8 matmul to the exact one, and the decoder under q8:
  * bitwise the same logits for every SIMD path, thread count and batch split (its own determinism),
  * different from exact but close to it, and the exact profile untouched by a q8 context beside it.

@@ -155,7 +155,7 @@ static void run_golden_threads(const char *golden, const char *weights, rc_loop_
         rc_recall_defaults(b, &o);
         o.mode = mode;
         o.reference_schedule = sched;
-        o.threads = threads;
+        o.exec.threads = threads;
         cr_expect_eq(o.threshold, 0.0f); /* the gate file's thresh */
         rc_recall *r;
         cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
@@ -211,10 +211,10 @@ Test(recall_q8, schedules_threads_and_paths_agree_bitwise, .timeout = 900) {
     for (int i = 0; i < 3; i++) { /* q8 fast x2, q8 reference scalar x1, exact fast */
         rc_recall_opts o;
         rc_recall_defaults(b, &o);
-        o.numerics = i < 2 ? RC_NUMERICS_Q8 : RC_NUMERICS_EXACT;
+        o.exec.numerics = i < 2 ? RC_NUMERICS_Q8 : RC_NUMERICS_EXACT;
         o.reference_schedule = i == 1;
-        o.threads = i == 0 ? 2 : 1;
-        o.simd = i == 1 ? "scalar" : NULL;
+        o.exec.threads = i == 0 ? 2 : 1;
+        o.exec.simd = i == 1 ? "scalar" : NULL;
         rc_recall *r;
         cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
         cr_assert_eq(rc_run_problem(r, &p, NULL, NULL, NULL, &runs[i], &err), RECALL_OK, "%s", err.msg);

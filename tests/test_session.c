@@ -1,4 +1,4 @@
-/* test_session.c - the chat session file (src/session.h): exact bytes, round trip, every truncation,
+/* test_session.c - the chat session file (src/formats/session.h): exact bytes, round trip, every truncation,
  * every single-bit flip and garbage refused (the file left as it was), and atomic replacement under
  * SIGKILL at random points of a save. */
 #include "checksum.h"

@@ -1,4 +1,4 @@
-/* test_session_lock.c - one writer per session file (src/session.h rc_session_lock, `recall chat`).
+/* test_session_lock.c - one writer per session file (src/formats/session.h rc_session_lock, `recall chat`).
  *
  *   library           a forked child holds the lock: the parent is refused with the child's pid, and
  *                     takes it once the child is SIGKILLed (the dead holder's PATH.lock left behind

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""fit_erf.py - the coefficient table of rc_erff (src/ops.c), reproducible.
+"""fit_erf.py - the coefficient table of rc_erff (simd/ops.c), reproducible.
 
 erf on |x| < 4 is split into 8 intervals of width 0.5 (interval i = floor(2|x|)):
   i = 0 : erf(a) = a * P0(a*a)              (odd function: keeps full relative accuracy near 0)
@@ -8,7 +8,7 @@ each P of degree DEG, evaluated in double with fma (Horner), rounded once to flo
 The fit is a Chebyshev interpolation in double against math.erf; the script prints the max
 relative error of each polynomial (target: far below a float ulp, so the float result is the
 correctly rounded erf except in rare near-ties).
-usage: /usr/bin/python3 tools/fit_erf.py > coefficients (pasted into src/ops.c)
+usage: /usr/bin/python3 tools/fit_erf.py > coefficients (pasted into simd/ops.c)
 """
 import math
 import numpy as np

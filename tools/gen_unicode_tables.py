@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""gen_unicode_tables.py - writes src/unicode_tables.c from Python's unicodedata.
+"""gen_unicode_tables.py - writes src/engine/unicode_tables.c from Python's unicodedata.
 
-Usage: python3 tools/gen_unicode_tables.py > src/unicode_tables.c
+Usage: python3 tools/gen_unicode_tables.py > src/engine/unicode_tables.c
 
 The tokenizers need, per code point: general-category classes (L*, N*, P*, Mn, C*), the
 White_Space property, canonical combining classes, full canonical decompositions, the
@@ -10,7 +10,7 @@ full mapping, U+0130).  Python 3.11 ships Unicode 14.0.0, the version of Oniguru
 that Hugging Face tokenizers compiles its Split regex with; Rust's std / unicode crates are
 within a version or two of it (only newly assigned code points can differ).
 
-Layouts (all sorted ascending, looked up by binary search in src/unicode.c):
+Layouts (all sorted ascending, looked up by binary search in src/engine/unicode.c):
   rc_uc_class_runs[]  uint32 (start << 8 | flags): flags hold from `start` up to the next run
   rc_uc_ccc_runs[]    uint32 (start << 8 | ccc)
   rc_uc_decomp_idx[]  uint32 pairs (cp, offset << 8 | len) into rc_uc_decomp_data[]

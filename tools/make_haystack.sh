@@ -1,6 +1,6 @@
 #!/bin/sh
 # make_haystack.sh - writes tests/golden/longctx/haystack.txt, the pinned haystack of
-# `recall longctx` (src/longctx.h): this repository's README, format notes and sources at one
+# `recall longctx` (src/harness/longctx.h): this repository's README, format notes and sources at one
 # commit, concatenated with a "==== path ====" line before each file, every byte outside
 # printable ASCII / tab / newline dropped (so a token boundary is a byte boundary), cut at the last
 # newline before MAX_BYTES. The output is committed: its tokens never drift with the sources.

@@ -3,7 +3,7 @@
 
 The arbiter for `recall score` at length: random (synthetic) weights amplify rounding differences,
 so the reference runs every operation in float64 on the blob's own weights, dequantised exactly as
-src/nf4.c does (value = NF4_CODEBOOK[code] * absmax in one fp32 multiply, then widened to fp64);
+simd/nf4.c does (value = NF4_CODEBOOK[code] * absmax in one fp32 multiply, then widened to fp64);
 bf16 tensors are widened by a 16-bit shift, f32 ones as they are. Reading the blob, not the HF
 folder, makes the reference see the very weights `recall score` sees (an nf4 blob holds nf4 linear
 weights, bf16 embeddings / lm_head, f32 norms and biases).
@@ -58,7 +58,7 @@ SECT_CONFIG, SECT_TENSORS = 1, 2
 
 
 class Blob:
-    """Read-only view of a recall blob (src/blob.h layout): config keys and tensors as fp32."""
+    """Read-only view of a recall blob (src/formats/blob.h layout): config keys and tensors as fp32."""
 
     def __init__(self, path):
         self.mm = np.memmap(path, dtype=np.uint8, mode="r")

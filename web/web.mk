@@ -15,7 +15,7 @@ WEB_OPT  = -O2
 WEB_CFLAGS = $(CSTD) $(WEB_OPT) $(WARN) $(FPFLAGS) -msimd128 -include web/wasm_fmaf.h $(DEFS) -DRECALL_NO_THREADS -DRECALL_NO_MMAP $(INC)
 # 8 MiB of stack as a native main thread has (wasm-ld's default is 64 KiB); memory grows on demand.
 WEB_LDFLAGS = -mexec-model=reactor -Wl,-z,stack-size=8388608 -Wl,--strip-debug
-WEB_SRC  = $(LIB_SRC) $(CLI_SRC) web/web_api.c
+WEB_SRC  = $(LIB_SRC) $(HARNESS_SRC) $(CONVERT_SRC) $(CLI_SRC) web/web_api.c
 WEB_OBJ  = $(patsubst %.c,$(WEB_OBJ_DIR)/%.o,$(WEB_SRC))
 # The world the page opens first: the one `make demo` runs (its blob and dialogue).
 WEB_FILES = $(WEB)/index.html $(WEB)/page.js $(WEB)/recall.js $(WEB)/wasi.js $(WEB)/worker.js $(WEB)/loop_view.js \

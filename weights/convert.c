@@ -365,7 +365,7 @@ static recall_status qwen2_config(conv *c, const char *dir, qwen2_cfg *q) {
     return s;
 }
 
-/* The int8 screening copy of lm_head (src/lm_screen.h), built from the values the blob stores
+/* The int8 screening copy of lm_head (src/engine/lm_screen.h), built from the values the blob stores
  * (bf16-rounded when lm_head is written as bf16): codes, scales and the two norms per row. */
 static recall_status put_screen(conv *c, const rc_st *st, enum store how) {
     const rc_st_tensor *t = rc_st_find(st, "lm_head.weight");

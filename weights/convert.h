@@ -23,7 +23,7 @@ typedef struct {
     const char *bge_weights; /* BERT matrices and word embeddings: "f32", "bf16" or "nf4" (default "f32") */
     int pooler_heads;       /* 0: from the checkpoint's args.heads, else 8 */
     int tokenizers_only;    /* write only the two tokenizers (+ their config keys) */
-    int lm_head_screen;     /* also write the int8 copy of lm_head for screening (src/lm_screen.h) */
+    int lm_head_screen;     /* also write the int8 copy of lm_head for screening (src/engine/lm_screen.h) */
     const char *out_path;
     /* Progress lines ("[12/339] qwen2.model.layers.3.mlp.up_proj.weight nf4"), may be NULL. */
     void (*progress)(void *ctx, const char *line);

@@ -45,7 +45,7 @@ static int open_or_die(const char *cmd, const char *path, unsigned flags, rc_blo
 int cli_info(const cli_args *a) {
     const char *path = a->pos[0];
     const int show_tensors = !a->no_tensors;
-    const rc_kv_dtype kv = (rc_kv_dtype)a->kv; /* what the 'kv:' line describes */
+    const rc_kv_dtype kv = (rc_kv_dtype)a->loop.kv; /* what the 'kv:' line describes */
     rc_blob *b;
     if (open_or_die("info", path, 0, &b)) return 1;
     const rc_blob_header *h = rc_blob_hdr(b);
@@ -64,7 +64,7 @@ int cli_info(const cli_args *a) {
                        (long long)(2 * L * NKV * D * (kv == RC_KV_DT_F16 ? 2 : 4)), (long long)(8 * L * NKV * D),
                        (long long)(4 * L * NKV * D));
             rc_qwen2 *m = NULL;
-            if (ex->numerics == RC_NUMERICS_Q8) { /* the profile's open cost: packing the decoder */
+            if (ex->opts.numerics == RC_NUMERICS_Q8) { /* the profile's open cost: packing the decoder */
                 char line[192];
                 if (rc_qwen2_open_ex(b, 1, ex, &m, &xerr) == RECALL_OK) cli_numerics_describe(m, line, sizeof line);
                 else snprintf(line, sizeof line, "q8 unavailable (%.150s)", xerr.msg);

@@ -62,8 +62,7 @@ typedef struct {
     double P; /* the percentile */
     uint32_t seeds[1024];
     int n_seeds;
-    int kv;       /* rc_kv_dtype */
-    int numerics; /* RC_NUMERICS_* */
+    const rc_recall_opts *loop; /* the loop's options (kv and numerics are named in the report) */
 } calibrate_opts;
 
 /* What the needle dialogues give: the gate scores by position kind, and per generated turn its
@@ -145,7 +144,8 @@ static void calibrate_report(gate_stats *g, const calibrate_opts *co, const rc_c
     for (int i = 0; i < g->q_max.n; i++) q_fire += g->q_max.v[i] > thr;
     for (int i = 0; i < g->probe_max.n; i++) probe_fire += g->probe_max.v[i] > thr;
     printf("gate score distribution (%d problems, mode %s, kv %s, numerics %s, firing disabled)\n", co->n_seeds,
-           faithful ? "faithful" : "clean", rc_kv_dtype_name((rc_kv_dtype)co->kv), rc_numerics_name(co->numerics));
+           faithful ? "faithful" : "clean", rc_kv_dtype_name((rc_kv_dtype)co->loop->kv),
+           rc_numerics_name(co->loop->exec.numerics));
     printf("  %-26s %5s %9s %9s %9s %9s %9s %9s %9s\n", "", "n", "min", "p10", "p25", "p50", "p75", "p90", "max");
     print_row("recall positions (tokens)", &rows);
     print_row("question-turn checks", pos);
@@ -282,8 +282,7 @@ int cli_calibrate(const cli_args *a) {
     if (cli_exec_open(a, &ex, &err)) goto fail;
     cli_banner("calibrate", ex->k.name, ex->threads);
     rc_exec_close(ex);
-    co.kv = o.kv;
-    co.numerics = o.numerics;
+    co.loop = &o;
     collect_ctx cc = {&g, &co, 0, 0, {0}};
     if (rc_calibrate(b, &o, bench, co.seeds, co.n_seeds, co.P, on_run, &cc, &cal, &err)) goto fail;
     if (cc.failed) {

@@ -324,7 +324,7 @@ static void chat_close(chat_state *c) {
 }
 
 int cli_chat(const cli_args *a) {
-    if (cli_ctx_needs_full(a, a->arm == RC_ARM_FULL)) return 2;
+    if (cli_ctx_needs_full(a, a->loop.arm == RC_ARM_FULL)) return 2;
     chat_state c;
     memset(&c, 0, sizeof c);
     c.ca = a;
@@ -338,11 +338,11 @@ int cli_chat(const cli_args *a) {
     }
     c.cs.bpe = rc_recall_bpe(c.r);
     c.cs.trace = a->trace_live;
-    c.cs.edge = a->edge != RC_EDGE_OFF;
+    c.cs.edge = a->loop.edge != RC_EDGE_OFF;
     const int threads = rc_recall_threads(c.r);
     if (a->trace_live)
         fprintf(stderr, "[trace] simd %s, %d thread%s, kv %s%s\n", rc_recall_simd_name(c.r), threads,
-                threads == 1 ? "" : "s", rc_kv_dtype_name((rc_kv_dtype)a->kv), c.cs.edge ? ", edge inject" : "");
+                threads == 1 ? "" : "s", rc_kv_dtype_name((rc_kv_dtype)a->loop.kv), c.cs.edge ? ", edge inject" : "");
     const int tty = isatty(STDIN_FILENO);
     if (tty)
         fprintf(stderr, "recall chat: %s, %s session (%zu tokens), simd %s, %d thread%s; end with Ctrl-D\n", a->pos[0],

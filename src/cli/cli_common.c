@@ -71,7 +71,7 @@ int cli_commit(const char *cmd, rc_afile *af, int say_wrote) {
 /* ---- the execution context and the blob ---- */
 
 int cli_threads(const cli_args *a) {
-    if (a->threads) return a->threads;
+    if (a->loop.exec.threads) return a->loop.exec.threads;
     const char *env = getenv("RECALL_THREADS");
     if (env && *env) return 0; /* the library reads (and checks) it */
     int n = 1;
@@ -106,32 +106,29 @@ recall_status cli_blob_open(const cli_args *a, const char *path, unsigned flags,
 }
 
 recall_status cli_exec_open(const cli_args *a, rc_exec **out, recall_err *err) {
-    rc_exec_opts o = {.threads = cli_threads(a), .simd = a->simd, .numerics = a->numerics};
+    rc_exec_opts o = a->loop.exec;
+    o.threads = cli_threads(a);
     return rc_exec_open(&o, out, err);
 }
 
 /* ---- the recall loop ---- */
 
 void cli_loop_opts(const cli_args *a, const rc_blob *b, rc_recall_opts *o) {
-    rc_recall_defaults(b, o);
-    o->mode = (rc_loop_mode)a->mode;
-    o->arm = (rc_arm)a->arm;
-    if (!isnan(a->threshold)) o->threshold = (float)a->threshold;
+    rc_recall_opts blob;
+    rc_recall_defaults(b, &blob);
+    *o = a->loop; /* every option the command line sets without the blob, as parsed */
+    o->window = blob.window;
+    o->block = blob.block;
+    o->chunk = blob.chunk;
+    o->k = blob.k;
+    o->buf_min = blob.buf_min;
+    o->turn_cap = a->turn_cap >= 0 ? a->turn_cap : blob.turn_cap;
+    o->threshold = isnan(a->threshold) ? blob.threshold : (float)a->threshold;
     o->use_floor = !isnan(a->floor);
     if (o->use_floor) o->floor = (float)a->floor;
-    o->fire_once = a->fire_once;
-    o->hysteresis = a->hysteresis;
-    o->edge = a->edge;
-    if (a->turn_cap >= 0) o->turn_cap = a->turn_cap;
-    o->draft = a->draft;
-    o->reference_schedule = a->reference_schedule;
-    o->lm_screen = a->lm_screen;
-    o->kv = a->kv;
-    o->numerics = a->numerics;
     /* rc_recall_opts: 0 = the default budget, < 0 = no cache */
     if (a->pooler_cache_mb >= 0) o->pooler_cache_mb = a->pooler_cache_mb ? a->pooler_cache_mb : -1;
-    o->threads = cli_threads(a);
-    o->simd = a->simd;
+    o->exec.threads = cli_threads(a);
     o->max_ctx = a->ctx;
 }
 

@@ -24,22 +24,22 @@ typedef struct cli_args {
     const char *cmd; /* the command's name, for messages ("eval --merge" for the merge) */
     const char *pos[CLI_MAX_POS];
     int n_pos;
-    /* execution: the same bits for every choice */
-    int threads;      /* --threads N; 0: RECALL_THREADS, else the cores available (cli_threads) */
-    const char *simd; /* --simd P; NULL: RECALL_SIMD, else the best path */
+    /* The loop's and the decoder's options that need no blob to be set: the engine's own struct
+     * (recall_loop.h, where each is documented and checked once), filled by the option rows:
+     * --threads, --simd, --numerics (loop.exec; threads 0: RECALL_THREADS, else the cores available,
+     * cli_threads), --kv, --mode, --arm, --edge, --fire-once, --hysteresis, --draft,
+     * --reference-schedule, --lm-head-screen. The window, block, ... are the blob's (cli_loop_opts). */
+    rc_recall_opts loop;
     int hugepages;    /* --hugepages */
     /* the decoder */
     int ctx;                  /* --ctx N: the instance context; 0: the command's default */
     const char *rope_scaling; /* --rope-scaling yarn:FACTOR:ORIG */
     rc_kv_pages_opts kvp;     /* --kv-pages, --kv-pages-random */
-    int kv;                   /* --kv f32|f16: rc_kv_dtype (qwen2.h); 0 = f32 */
-    int numerics;             /* --numerics exact|q8: RC_NUMERICS_* (q8.h); 0 = exact */
     const char *profile;      /* --profile exact|device (sets numerics, kv, lm_screen); NULL: not given */
     /* inputs and outputs */
     const char *ids, *tokens_file, *file, *dump, *json, *out, *trace_out, *session, *bench, *q, *emb;
-    /* the recall loop: NaN / -1 = the blob's value */
-    int mode, arm, fire_once, hysteresis, reference_schedule, draft, lm_screen, trace_live;
-    int edge;                /* --edge off|inject: rc_edge (recall_loop.h); clean mode only */
+    int trace_live;          /* --trace-live */
+    /* the recall loop's options whose default is the blob's (or needs it): NaN / -1 = the blob's value */
     int turn_cap;            /* --max-turn-tokens; -1: the blob's loop.turn_cap */
     int pooler_cache_mb;     /* --pooler-cache MB; -1: the default budget (0 given: no cache) */
     double threshold, floor; /* --threshold, --floor; NaN: the blob's threshold / no floor */

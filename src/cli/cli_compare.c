@@ -1,5 +1,5 @@
 /* cli_compare.c - `recall compare A B [--json OUT] [--threshold T]`: prints the report of
- * src/compare.c in a few lines, optionally writes it as JSON, and turns its verdict into the
+ * src/harness/compare.c in a few lines, optionally writes it as JSON, and turns its verdict into the
  * exit code (0 agree, 1 real divergence, 2 bad input or usage, 3 near-ties only). */
 #include "cli.h"
 #include "compare.h"

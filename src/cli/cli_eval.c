@@ -161,19 +161,19 @@ static int eval_make_plan(const cli_args *a, eval_plan *p) {
 #define N_EVAL_OPTS 9
 static void eval_options(const cli_args *a, rc_eval_opt *o) {
     const char *screen_env = getenv("RECALL_LM_SCREEN");
-    int screen = a->lm_screen;
+    int screen = a->loop.lm_screen;
     if (screen == RC_LM_SCREEN_AUTO && screen_env && rc_lm_screen_parse(screen_env) >= 0)
         screen = rc_lm_screen_parse(screen_env);
     static const char *const screen_names[] = {"auto", "on", "off"};
     o[0] = (rc_eval_opt){"--ctx", 1, a->ctx, NULL};
-    o[1] = (rc_eval_opt){"--draft", 1, a->draft, NULL};
+    o[1] = (rc_eval_opt){"--draft", 1, a->loop.draft, NULL};
     o[2] = (rc_eval_opt){"--lm-head-screen", 0, 0, screen_names[screen]};
     o[3] = (rc_eval_opt){"--rope-scaling", 0, 0, a->rope_scaling};
-    o[4] = (rc_eval_opt){"--kv", 0, 0, rc_kv_dtype_name((rc_kv_dtype)a->kv)};
-    o[5] = (rc_eval_opt){"--numerics", 0, 0, rc_numerics_name(a->numerics)};
-    o[6] = (rc_eval_opt){"--edge", 0, 0, cli_edge_name(a->edge)};
-    o[7] = (rc_eval_opt){"--fire-once", 1, a->fire_once, NULL};
-    o[8] = (rc_eval_opt){"--hysteresis", 1, a->hysteresis, NULL};
+    o[4] = (rc_eval_opt){"--kv", 0, 0, rc_kv_dtype_name((rc_kv_dtype)a->loop.kv)};
+    o[5] = (rc_eval_opt){"--numerics", 0, 0, rc_numerics_name(a->loop.exec.numerics)};
+    o[6] = (rc_eval_opt){"--edge", 0, 0, cli_edge_name(a->loop.edge)};
+    o[7] = (rc_eval_opt){"--fire-once", 1, a->loop.fire_once, NULL};
+    o[8] = (rc_eval_opt){"--hysteresis", 1, a->loop.hysteresis, NULL};
 }
 
 typedef struct {
@@ -321,8 +321,9 @@ static int eval_json_start(eval_run *r) {
         sh.jobs = jobs;
     }
     FILE *f = cli_create("eval", &r->jf, r->a->json);
+    const rc_recall_opts *lo = &r->a->loop;
     const char *const build[3] = {rc_blob_weights(r->b, "qwen2"), rc_blob_weights(r->b, "bert"),
-                                  cli_profile_name(r->b, r->a->numerics, r->a->kv, r->a->lm_screen)};
+                                  cli_profile_name(r->b, lo->exec.numerics, lo->kv, lo->lm_screen)};
     if (f)
         rc_eval_json_head(f, r->a->pos[0], build, cli_mode_name(r->base.mode), p->seeds, p->n_seeds, opts,
                           N_EVAL_OPTS, r->a->shard ? &sh : NULL);
@@ -349,8 +350,8 @@ static int eval_execute(const cli_args *a, const eval_plan *p) {
     int rc = eval_open(&r);
     if (!rc && a->json) rc = eval_json_start(&r);
     if (!rc && a->shard) fprintf(stderr, "eval: shard %d/%d of %d jobs\n", p->shard_k, p->shard_n, p->n_arms * p->n_seeds);
-    if (!rc && a->numerics) fprintf(stderr, "eval: numerics %s\n", rc_numerics_name(a->numerics));
-    if (!rc && a->edge) fprintf(stderr, "eval: edge %s\n", cli_edge_name(a->edge));
+    if (!rc && a->loop.exec.numerics) fprintf(stderr, "eval: numerics %s\n", rc_numerics_name(a->loop.exec.numerics));
+    if (!rc && a->loop.edge) fprintf(stderr, "eval: edge %s\n", cli_edge_name(a->loop.edge));
     for (int k = 0; !rc && k < p->n_arms; k++) rc = eval_run_arm(&r, k);
     if (!rc) {
         print_table(r.info, r.tally, p->n_arms);

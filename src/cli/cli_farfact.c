@@ -1,6 +1,6 @@
 /* cli_farfact.c - `recall longctx --task farfact`: far-back recall (docs/LONG_CONTEXT.md, "Far-back
  * recall"). Per distance (--len) and case (--cases), a chat of the bench's exchanges with one fact
- * that far before its question (src/farfact.c builds it; farfact.h has every definition) is forced
+ * that far before its question (src/harness/farfact.c builds it; farfact.h has every definition) is forced
  * through the recall loop as one feed and the question answered greedily on each arm, as `eval`
  * runs a problem's question turns. FULL runs only the cases its context holds (BOS + feed +
  * reply cap + 1 positions); the others are recorded as not run, with the positions they need. A
@@ -255,8 +255,9 @@ static void ff_record(FILE *f, const ff_run *r, int c, int a, int first) {
     const int nd = k->q_first > r->geo.window ? k->q_first - r->geo.window : 0;
     fprintf(f, "%s\n{\"arm\": \"%s\", \"mode\": \"%s\", \"edge\": \"%s\", \"numerics\": \"%s\", \"kv\": \"%s\", "
                "\"distance\": %d, \"case\": %d",
-            first ? "" : ",", r->arms[a], cli_mode_name(r->a->mode), cli_edge_name(r->a->edge),
-            rc_numerics_name(r->a->numerics), rc_kv_dtype_name((rc_kv_dtype)r->a->kv), k->spec.dist, k->spec.index);
+            first ? "" : ",", r->arms[a], cli_mode_name(r->a->loop.mode), cli_edge_name(r->a->loop.edge),
+            rc_numerics_name(r->a->loop.exec.numerics), rc_kv_dtype_name((rc_kv_dtype)r->a->loop.kv), k->spec.dist,
+            k->spec.index);
     fputs(", \"kw\": ", f), rc_json_put_str(f, k->kw);
     fputs(", \"val\": ", f), rc_json_put_str(f, k->val);
     fprintf(f, ", \"prompt_tokens\": %d, \"prompt_xxh64\": \"%016llx\", \"distance_actual\": %d, \"lead\": %d, "
@@ -302,12 +303,11 @@ static int ff_write_json(const ff_run *r) {
                "\"mode\": \"%s\", \"edge\": \"%s\", \"kv\": \"%s\", \"numerics\": \"%s\", \"context\": %d, "
                "\"trained_positions\": %d, \"window\": %d, \"block\": %d, \"buf_min\": %d, \"threshold\": ",
             (unsigned long long)r->bench_xxh64, (unsigned long long)a->seed, r->n_per, r->share, r->max_new,
-            cli_mode_name(a->mode), cli_edge_name(a->edge),
-            rc_kv_dtype_name((rc_kv_dtype)a->kv), rc_numerics_name(a->numerics), r->ctx, r->trained, r->geo.window,
-            r->geo.block, r->geo.buf_min);
+            cli_mode_name(a->loop.mode), cli_edge_name(a->loop.edge), rc_kv_dtype_name((rc_kv_dtype)a->loop.kv),
+            rc_numerics_name(a->loop.exec.numerics), r->ctx, r->trained, r->geo.window, r->geo.block, r->geo.buf_min);
     rc_json_put_num(f, r->geo.threshold);
     fprintf(f, ", \"ran\": %s", a->no_run ? "false" : "true");
-    cli_put_build(f, r->b, a->numerics, a->kv, a->lm_screen);
+    cli_put_build(f, r->b, a->loop.exec.numerics, a->loop.kv, a->loop.lm_screen);
     fputs(",\n\"records\": [", f);
     int first = 1;
     for (int c = 0; c < r->n_cases; c++)

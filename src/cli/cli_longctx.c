@@ -1,5 +1,5 @@
 /* cli_longctx.c - `recall longctx`: the exact-answer long-context tasks (docs/LONG_CONTEXT.md,
- * REQ-CTX-003 / REQ-CTX-005). Cases come from src/longctx.c (every definition is in longctx.h);
+ * REQ-CTX-003 / REQ-CTX-005). Cases come from src/harness/longctx.c (every definition is in longctx.h);
  * each case's prompt is one user message answered greedily on every arm through the recall loop
  * (rc_recall_reply, as `eval` runs its arms): FULL keeps the whole prompt in its cache, SP and
  * RC_bge slide their window over it. Every case is checked against the FULL arm's context before
@@ -343,10 +343,10 @@ static int longctx_write_json(const longctx_run *r) {
                "\"trained_positions\": %d, "
                "\"ran\": %s",
             (unsigned long long)r->hay.xxh64, r->hay.n, (unsigned long long)o->a->seed, o->a->max_new,
-            cli_mode_name(o->a->mode), cli_edge_name(o->a->edge), rc_kv_dtype_name((rc_kv_dtype)o->a->kv),
-            rc_numerics_name(o->a->numerics), r->ctx,
+            cli_mode_name(o->a->loop.mode), cli_edge_name(o->a->loop.edge),
+            rc_kv_dtype_name((rc_kv_dtype)o->a->loop.kv), rc_numerics_name(o->a->loop.exec.numerics), r->ctx,
             r->trained, o->a->no_run ? "false" : "true");
-    cli_put_build(f, r->b, o->a->numerics, o->a->kv, o->a->lm_screen);
+    cli_put_build(f, r->b, o->a->loop.exec.numerics, o->a->loop.kv, o->a->loop.lm_screen);
     fputs(",\n\"cases\": [", f);
     for (int c = 0; c < r->n_cases; c++) write_case(f, r, c);
     fputs("],\n\"summary\": {", f);

@@ -94,7 +94,7 @@ int cli_forward(const cli_args *a) {
         goto out;
     }
     if (cli_exec_open(a, &ex, &err) || rc_qwen2_open_ex(b, ctx, ex, &m, &err) ||
-        rc_qwen2_set_kv_dtype(m, (rc_kv_dtype)a->kv, &err) || rc_qwen2_set_kv_pages(m, &a->kvp, &err))
+        rc_qwen2_set_kv_dtype(m, (rc_kv_dtype)a->loop.kv, &err) || rc_qwen2_set_kv_pages(m, &a->kvp, &err))
         goto out;
     cli_banner("forward", ex->k.name, ex->threads);
     const rc_qwen2_config *c = rc_qwen2_cfg(m);

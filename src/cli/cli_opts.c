@@ -107,21 +107,21 @@ static int set_rope(const cli_opt *o, const char *val, cli_args *a) {
 static int set_screen(const cli_opt *o, const char *val, cli_args *a) {
     const int m = rc_lm_screen_parse(val);
     if (m < 0) return bad_value(o, val, a, "on, off or auto");
-    a->lm_screen = m;
+    a->loop.lm_screen = m;
     return 0;
 }
 
 static int set_kv(const cli_opt *o, const char *val, cli_args *a) {
     const int kv = rc_kv_dtype_parse(val);
     if (kv < 0) return bad_value(o, val, a, "f32 or f16");
-    a->kv = kv;
+    a->loop.kv = kv;
     return 0;
 }
 
 static int set_numerics(const cli_opt *o, const char *val, cli_args *a) {
     const int n = rc_numerics_parse(val);
     if (n < 0) return bad_value(o, val, a, "exact or q8");
-    a->numerics = n;
+    a->loop.exec.numerics = n;
     return 0;
 }
 
@@ -129,13 +129,13 @@ static int set_numerics(const cli_opt *o, const char *val, cli_args *a) {
  * (cli_blob_open). Options given after it override it, and the outputs then name the result. */
 static int set_profile(const cli_opt *o, const char *val, cli_args *a) {
     if (!strcmp(val, "device")) {
-        a->numerics = RC_NUMERICS_Q8;
-        a->kv = RC_KV_DT_F16;
-        a->lm_screen = RC_LM_SCREEN_ON;
+        a->loop.exec.numerics = RC_NUMERICS_Q8;
+        a->loop.kv = RC_KV_DT_F16;
+        a->loop.lm_screen = RC_LM_SCREEN_ON;
     } else if (!strcmp(val, "exact")) {
-        a->numerics = RC_NUMERICS_EXACT;
-        a->kv = RC_KV_DT_F32;
-        a->lm_screen = RC_LM_SCREEN_AUTO;
+        a->loop.exec.numerics = RC_NUMERICS_EXACT;
+        a->loop.kv = RC_KV_DT_F32;
+        a->loop.lm_screen = RC_LM_SCREEN_AUTO;
     } else {
         return bad_value(o, val, a, "exact or device");
     }
@@ -144,23 +144,23 @@ static int set_profile(const cli_opt *o, const char *val, cli_args *a) {
 }
 
 static int set_mode(const cli_opt *o, const char *val, cli_args *a) {
-    if (!strcmp(val, "faithful")) a->mode = RC_MODE_FAITHFUL;
-    else if (!strcmp(val, "clean")) a->mode = RC_MODE_CLEAN;
+    if (!strcmp(val, "faithful")) a->loop.mode = RC_MODE_FAITHFUL;
+    else if (!strcmp(val, "clean")) a->loop.mode = RC_MODE_CLEAN;
     else return bad_value(o, val, a, "faithful or clean");
     return 0;
 }
 
 static int set_edge(const cli_opt *o, const char *val, cli_args *a) {
-    if (!strcmp(val, "off")) a->edge = RC_EDGE_OFF;
-    else if (!strcmp(val, "inject")) a->edge = RC_EDGE_INJECT;
+    if (!strcmp(val, "off")) a->loop.edge = RC_EDGE_OFF;
+    else if (!strcmp(val, "inject")) a->loop.edge = RC_EDGE_INJECT;
     else return bad_value(o, val, a, "off or inject");
     return 0;
 }
 
 static int set_arm(const cli_opt *o, const char *val, cli_args *a) {
-    if (!strcmp(val, "RC_bge")) a->arm = RC_ARM_RC_BGE;
-    else if (!strcmp(val, "SP")) a->arm = RC_ARM_SP;
-    else if (!strcmp(val, "FULL")) a->arm = RC_ARM_FULL;
+    if (!strcmp(val, "RC_bge")) a->loop.arm = RC_ARM_RC_BGE;
+    else if (!strcmp(val, "SP")) a->loop.arm = RC_ARM_SP;
+    else if (!strcmp(val, "FULL")) a->loop.arm = RC_ARM_FULL;
     else return bad_value(o, val, a, "RC_bge, SP or FULL");
     return 0;
 }
@@ -188,12 +188,12 @@ static int set_kv_random(const cli_opt *o, const char *val, cli_args *a) {
 static const cli_opt O_THREADS = {"--threads", NULL, "N",
                                   "worker threads (default: RECALL_THREADS, else the cores available);\n"
                                   "the same bits for any N",
-                                  set_int, F(threads), 1, RC_MAX_THREADS};
+                                  set_int, F(loop.exec.threads), 1, RC_MAX_THREADS};
 static const cli_opt O_SIMD = {"--simd", NULL, "P",
                                "kernel path: scalar, avx2, avx512, neon, wasm (WebAssembly\n"
                                "builds) or auto (default: RECALL_SIMD, else the best this CPU\n"
                                "runs); the same bits",
-                               set_simd, F(simd), NOLIM};
+                               set_simd, F(loop.exec.simd), NOLIM};
 static const cli_opt O_HUGEPAGES = {"--hugepages", NULL, NULL,
                                     "copy the blob into memory advised for huge pages (faster decode,\n"
                                     "slower start)",
@@ -218,12 +218,12 @@ static const cli_opt O_KV = {"--kv", NULL, "f32|f16",
                              "the KV cache's storage: f32 (default, exact) or f16 (half the bytes;\n"
                              "each K and V value rounded once as it is stored: an approximation,\n"
                              "named in every output; docs/KV.md)",
-                             set_kv, F(kv), NOLIM};
+                             set_kv, F(loop.kv), NOLIM};
 static const cli_opt O_NUMERICS = {"--numerics", NULL, "exact|q8",
                                    "the decoder's numerics profile: exact (default, the reference fp32\n"
                                    "order) or q8 (int8 layer matmuls, deterministic in its own right; its\n"
                                    "distance to exact in docs/PROFILES.md; named in every output)",
-                                   set_numerics, F(numerics), NOLIM};
+                                   set_numerics, F(loop.exec.numerics), NOLIM};
 static const cli_opt O_PROFILE = {"--profile", NULL, "exact|device",
                                   "device = --numerics q8 --kv f16 --lm-head-screen on, on a blob converted\n"
                                   "with --weights nf4 --bge-weights nf4 --lm-head-screen (refused otherwise);\n"
@@ -251,16 +251,16 @@ static const cli_opt O_BENCH = {"--bench", NULL, "FILE", "the benchmark data (te
 /* the recall loop */
 static const cli_opt O_MODE = {"--mode", NULL, "M",
                                "faithful (default: the reference loop, seal forward included) or clean",
-                               set_mode, F(mode), NOLIM};
+                               set_mode, F(loop.mode), NOLIM};
 static const cli_opt O_EDGE = {"--edge", NULL, "E",
                                "off (default) or inject (--mode clean only): while an injection is\n"
                                "alive, each rebuild also injects the text around the window's start\n"
                                "(the last block evicted, the window's first) if the bridge head scores\n"
                                "it as high as the fire's weakest injected block, so that a fact\n"
                                "straddling the window's edge is whole; up to 2 x block more positions",
-                               set_edge, F(edge), NOLIM};
+                               set_edge, F(loop.edge), NOLIM};
 static const cli_opt O_ARM = {"--arm", NULL, "A", "RC_bge (default: recall), SP (no recall) or FULL (no eviction)",
-                              set_arm, F(arm), NOLIM};
+                              set_arm, F(loop.arm), NOLIM};
 static const cli_opt O_THRESHOLD = {"--threshold", NULL, "T", "gate threshold (default: the gate file's thresh)",
                                     set_num, F(threshold), -INFINITY, INFINITY};
 static const cli_opt O_THRESHOLD_FILE = {"--threshold-file", NULL, "FILE",
@@ -274,10 +274,10 @@ static const cli_opt O_CALIBRATE = {"--calibrate", NULL, "BENCH",
                                     "stderr",
                                     set_str, F(calibrate), NOLIM};
 static const cli_opt O_FIRE_ONCE = {"--fire-once", NULL, NULL, "at most one injection per turn", set_flag,
-                                    F(fire_once), NOLIM};
+                                    F(loop.fire_once), NOLIM};
 static const cli_opt O_HYSTERESIS = {"--hysteresis", NULL, "N",
                                      "inject only after N consecutive gate scores above the threshold", set_int,
-                                     F(hysteresis), 0, 1000000};
+                                     F(loop.hysteresis), 0, 1000000};
 static const cli_opt O_FLOOR = {"--floor", NULL, "F",
                                 "inject only if the best bridge score is >= F (fires still logged)", set_num,
                                 F(floor), -INFINITY, INFINITY};
@@ -288,16 +288,16 @@ static const cli_opt O_TURN_CAP = {"--max-turn-tokens", NULL, "N",
 static const cli_opt O_DRAFT = {"--draft", NULL, "N",
                                 "exact speculative decoding: verify up to N tokens guessed by prompt\n"
                                 "lookup per forward (0 = off, default; at most 32); the same bits",
-                                set_int, F(draft), 0, RC_DRAFT_MAX};
+                                set_int, F(loop.draft), 0, RC_DRAFT_MAX};
 static const cli_opt O_REFERENCE = {"--reference-schedule", NULL, NULL,
                                     "the plain reference schedule (one forward per token, every turn\n"
                                     "replayed from BOS); the default fast schedule gives the same bits",
-                                    set_flag, F(reference_schedule), NOLIM};
+                                    set_flag, F(loop.reference_schedule), NOLIM};
 static const cli_opt O_SCREEN = {"--lm-head-screen", NULL, "M",
                                  "on, off or auto (default: RECALL_LM_SCREEN, else on when the blob\n"
                                  "has convert --lm-head-screen's int8 lm_head): greedy picks read it and\n"
                                  "recompute exactly only the rows that can win; the same tokens",
-                                 set_screen, F(lm_screen), NOLIM};
+                                 set_screen, F(loop.lm_screen), NOLIM};
 static const cli_opt O_POOLER_CACHE = {"--pooler-cache", NULL, "MB",
                                       "keep the pooler's K/V rows of the oldest evicted tokens between\n"
                                       "rebuilds, up to MB MiB (36 KiB per token at the 1.5B shape; default 256,\n"
@@ -802,7 +802,7 @@ int cli_parse(const cli_command *c, int argc, char **argv, cli_args *a) {
     if ((!isnan(a->threshold) && (a->threshold_file || a->calibrate)) || (a->threshold_file && a->calibrate))
         return cli_usage_error(c->name, "--threshold, --threshold-file and --calibrate each set the gate threshold: "
                                "give one");
-    if (a->edge != RC_EDGE_OFF && a->mode != RC_MODE_CLEAN) /* a check across two loop options */
+    if (a->loop.edge != RC_EDGE_OFF && a->loop.mode != RC_MODE_CLEAN) /* a check across two loop options */
         return cli_usage_error(c->name, "--edge inject needs --mode clean: faithful mode reproduces the reference "
                                "loop, whose rebuilds have no edge");
     for (const char *r = c->required; r && *r;) {

@@ -153,8 +153,8 @@ static int write_trace(const cli_args *a, const rc_blob *b, const rc_recall_opts
     if (!f) return 1;
     fprintf(f, "{\"seed\": %ld, \"mode\": \"%s\", \"arm\": \"%s\", \"kv\": \"%s\", \"numerics\": \"%s\"",
             problem, cli_mode_name(o->mode), cli_arm_name(o->arm), rc_kv_dtype_name((rc_kv_dtype)o->kv),
-            rc_numerics_name(o->numerics));
-    cli_put_build(f, b, o->numerics, o->kv, a->lm_screen);
+            rc_numerics_name(o->exec.numerics));
+    cli_put_build(f, b, o->exec.numerics, o->kv, a->loop.lm_screen);
     fputs(", \"threshold\": ", f);
     rc_json_put_num(f, o->threshold);
     if (a->threshold_file || a->calibrate) { /* only then: a default trace keeps its bytes */
@@ -188,7 +188,7 @@ static int write_trace(const cli_args *a, const rc_blob *b, const rc_recall_opts
 }
 
 int cli_replay(const cli_args *a) {
-    if (cli_ctx_needs_full(a, a->arm == RC_ARM_FULL)) return 2;
+    if (cli_ctx_needs_full(a, a->loop.arm == RC_ARM_FULL)) return 2;
     recall_err err = {0};
     rc_blob *b = NULL;
     rc_bench *bench = NULL;
@@ -206,7 +206,7 @@ int cli_replay(const cli_args *a) {
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
     fprintf(stderr, "replay: problem %ld, arm %s, simd %s, %d thread%s, profile %s, numerics %s, kv %s%s\n", a->problem,
             cli_arm_name(o.arm), rc_recall_simd_name(r), rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s",
-            cli_profile_name(b, o.numerics, o.kv, a->lm_screen), rc_numerics_name(o.numerics),
+            cli_profile_name(b, o.exec.numerics, o.kv, a->loop.lm_screen), rc_numerics_name(o.exec.numerics),
             rc_kv_dtype_name((rc_kv_dtype)o.kv), o.edge ? ", edge inject" : "");
     replay_view view = {r, o.arm == RC_ARM_FULL ? 0 : o.window, o.arm, o.threshold};
     if (rc_run_problem(r, &p, NULL, on_turn, &view, &run, &err)) goto fail;

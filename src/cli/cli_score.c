@@ -109,7 +109,7 @@ static recall_status score_open(const cli_args *o, score_run *s, recall_err *err
     RC_TRY(cli_exec_open(o, &s->ex, err));
     cli_banner("score", s->ex->k.name, s->ex->threads);
     RC_TRY(rc_qwen2_open_ex(s->b, s->n_ctx, s->ex, &s->m, err));
-    RC_TRY(rc_qwen2_set_kv_dtype(s->m, (rc_kv_dtype)o->kv, err));
+    RC_TRY(rc_qwen2_set_kv_dtype(s->m, (rc_kv_dtype)o->loop.kv, err));
     RC_TRY(rc_qwen2_set_kv_pages(s->m, &o->kvp, err));
     if (n < s->n_ctx)
         return rc_fail(err, RECALL_E_ARG, "%s: %d tokens is shorter than one chunk of %d (--chunk)", s->src, n, s->n_ctx);

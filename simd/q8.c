@@ -20,6 +20,12 @@ int rc_numerics_parse(const char *s) {
 
 const char *rc_numerics_name(int n) { return n == RC_NUMERICS_Q8 ? "q8" : n == RC_NUMERICS_EXACT ? "exact" : "?"; }
 
+recall_status rc_numerics_check(int n, recall_err *err) {
+    if (n == RC_NUMERICS_EXACT || n == RC_NUMERICS_Q8) return RECALL_OK;
+    return rc_fail(err, RECALL_E_ARG, "numerics %d unknown (exact = %d, q8 = %d)", n, RC_NUMERICS_EXACT,
+                   RC_NUMERICS_Q8);
+}
+
 static uint32_t f2u(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);

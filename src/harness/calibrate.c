@@ -222,7 +222,7 @@ void rc_calibration_write(FILE *f, const rc_blob *b, const rc_recall_opts *o, co
     rc_json_put_str(f, rc_blob_weights(b, "qwen2"));
     fputs(", \"bge_weights\": ", f);
     rc_json_put_str(f, rc_blob_weights(b, "bert"));
-    fprintf(f, ", \"numerics\": \"%s\", \"kv\": \"%s\", \"mode\": \"%s\",\n", rc_numerics_name(o->numerics),
+    fprintf(f, ", \"numerics\": \"%s\", \"kv\": \"%s\", \"mode\": \"%s\",\n", rc_numerics_name(o->exec.numerics),
             rc_kv_dtype_name((rc_kv_dtype)o->kv), o->mode == RC_MODE_CLEAN ? "clean" : "faithful");
     fputs(" \"rule\": \"percentile of the gate scores at recall positions (a question turn from its keyword's end "
           "to the reply's restatement, the fact's turn evicted), every token scored on its own q, firing disabled: "
@@ -265,9 +265,9 @@ static recall_status check_file(const json_value *root, const char *path, const 
         return rc_fail(err, RECALL_E_ARG, "%s was calibrated on another blob (%s, weights %s, body xxh64 %s); this is "
                        "%s (weights %s, body xxh64 %s): run recall calibrate on it", path, blob, weights, xx,
                        rc_blob_path(b), rc_blob_weights(b, "qwen2"), mine);
-    if (strcmp(numerics, rc_numerics_name(o->numerics)))
+    if (strcmp(numerics, rc_numerics_name(o->exec.numerics)))
         return rc_fail(err, RECALL_E_ARG, "%s was calibrated under --numerics %s; this run uses %s", path, numerics,
-                       rc_numerics_name(o->numerics));
+                       rc_numerics_name(o->exec.numerics));
     if (strcmp(kv, rc_kv_dtype_name((rc_kv_dtype)o->kv)))
         return rc_fail(err, RECALL_E_ARG, "%s was calibrated with --kv %s; this run uses %s", path, kv,
                        rc_kv_dtype_name((rc_kv_dtype)o->kv));

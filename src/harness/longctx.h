@@ -38,6 +38,7 @@
 #ifndef RECALL_LONGCTX_H
 #define RECALL_LONGCTX_H
 
+#include "chat.h" /* rc_lctx_answer: the exact-match rule below */
 #include "status.h"
 
 #include <stddef.h>
@@ -99,8 +100,5 @@ recall_status rc_lctx_build(const struct rc_bpe *bpe, const rc_lctx_haystack *h,
                             double depth, uint64_t seed, rc_lctx_case *out, recall_err *err);
 void rc_lctx_case_free(rc_lctx_case *c);
 
-/* The answer read from a reply's text (rule above) into answer[cap]; returns 1 when it equals
- * expected exactly. */
-int rc_lctx_answer(const char *reply, const char *expected, char *answer, size_t cap);
 
 #endif

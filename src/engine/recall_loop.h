@@ -34,6 +34,7 @@
 #define RECALL_RECALL_LOOP_H
 
 #include "blob.h"
+#include "pool.h"
 #include "status.h"
 
 typedef enum { RC_MODE_FAITHFUL = 0, RC_MODE_CLEAN = 1 } rc_loop_mode;
@@ -43,6 +44,9 @@ typedef enum { RC_ARM_RC_BGE = 0, RC_ARM_SP = 1, RC_ARM_FULL = 2 } rc_arm;
  * as relevant as what the fire injected. */
 typedef enum { RC_EDGE_OFF = 0, RC_EDGE_INJECT = 1 } rc_edge;
 
+/* The loop's options: the one home of every knob the CLI, the public API and the loop share (the
+ * CLI parses into cli_args.loop, api.c maps recall_loop_opts onto it in one place), documented
+ * here and validated once (rc_recall_opts_check). */
 typedef struct {
     int window, block, chunk, k, turn_cap, buf_min; /* defaults: the blob's loop.* keys */
     float threshold;                                /* default: the gate file's thresh */
@@ -57,10 +61,9 @@ typedef struct {
      * scratch, every candidate BERT-encoded at every fire, every turn replayed from BOS).
      * 0 (default): the fast schedule, whose outputs are bitwise the same. */
     int reference_schedule;
-    /* Execution: threads 0 = RECALL_THREADS or 1; simd NULL/"" = RECALL_SIMD or the best path
-     * (scalar|avx2|avx512|neon|auto). Results are bitwise the same for every choice. */
-    int threads;
-    const char *simd;
+    /* Execution (pool.h, where threads, simd and numerics are documented): threads and simd give
+     * bitwise the same results for every choice; numerics picks the decoder's profile. */
+    rc_exec_opts exec;
     /* FULL arm: the instance context (positions its KV cache may grow to); 0 = the positions the
      * model was trained for (rope.h). Above them the open fails naming both numbers. */
     int max_ctx;
@@ -79,9 +82,6 @@ typedef struct {
     /* KV cache storage of the loop's decoders (qwen2.h rc_kv_dtype): RC_KV_DT_F32 (0, exact) or
      * RC_KV_DT_F16 (half the bytes, an approximation named in every output). */
     int kv;
-    /* The decoder's numerics profile (q8.h): RC_NUMERICS_EXACT (0, default) or RC_NUMERICS_Q8 (int8
-     * layer matmuls; lm_head stays exact, so screening picks what the full q8 logits would). */
-    int numerics;
     /* rc_edge. RC_EDGE_OFF (0, default): the reference layout. RC_EDGE_INJECT (clean mode only;
      * faithful mode reproduces the reference, which has none, so the open refuses it): while an
      * injection is alive, each rebuild bridge-scores the edge span gen[nd - block : nd + block]
@@ -164,6 +164,11 @@ typedef int (*rc_event_fn)(void *ctx, const rc_event *ev);
 typedef struct rc_recall rc_recall;
 
 void rc_recall_defaults(const rc_blob *b, rc_recall_opts *o);
+#define RC_TURN_CAP_MAX (1 << 28) /* the most reply tokens a turn may be allowed (turn_cap) */
+/* The one validation of the loop's options, with one message per option; rc_recall_open runs it,
+ * and so does the public API before it estimates memory (recall_loop_open). The bounds keep every
+ * product the size checks form inside int. */
+recall_status rc_recall_opts_check(const rc_recall_opts *o, recall_err *err);
 recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recall **out, recall_err *err);
 void rc_recall_close(rc_recall *r);
 /* Runs one turn for `feed` (the whole conversation so far, user turn included). */

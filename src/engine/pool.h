@@ -2,7 +2,7 @@
  * model contexts (qwen2, bert, pooler) run on.
  *
  * Determinism: work is only ever split over independent outputs (weight output rows, attention
- * heads); every output element is computed by one thread in the canonical order of simd.h, so
+ * heads); every output element is computed by one thread in the canonical order of kernels.h, so
  * results are bitwise identical for any thread count and any split. The split is dynamic: the
  * threads take runs of `grain`-sized units of [0, n) from a shared cursor (runs shrink as the
  * work left does), so a thread the machine slows down does less; worker 0 is the calling thread.
@@ -44,8 +44,12 @@ void rc_pool_for(rc_pool *p, int64_t n, int64_t grain, rc_pool_fn fn, void *ctx)
 
 /* ---- execution context ---- */
 
+/* The execution options: the one home of these knobs. The loop embeds them (rc_recall_opts.exec,
+ * recall_loop.h), the CLI parses into them (cli_args.loop.exec: --threads, --simd, --numerics), the
+ * public API maps recall_open_opts.numerics and recall_loop_opts.threads / .simd / .numerics onto
+ * them in one place each (api.c), and rc_exec_opts_check validates them once. */
 typedef struct {
-    int threads;      /* 0 = RECALL_THREADS or 1 */
+    int threads;      /* 0 = RECALL_THREADS or 1 (the CLI: the cores available); at most RC_MAX_THREADS */
     const char *simd; /* NULL/"" = RECALL_SIMD or best available; else scalar|avx2|avx512|neon|auto */
     /* The decoder's numerics profile (q8.h): RC_NUMERICS_EXACT (0, the default: bitwise the same
      * for every thread count and path) or RC_NUMERICS_Q8 (int8 matmuls, deterministic in their own
@@ -53,12 +57,17 @@ typedef struct {
     int numerics;
 } rc_exec_opts;
 
+/* The one validation of rc_exec_opts that needs nothing opened: numerics known (rc_numerics_check).
+ * A thread count is checked where the pool is made (rc_pool_create), a simd name where the path
+ * is chosen (rc_simd_select); rc_exec_open runs all three. */
+recall_status rc_exec_opts_check(const rc_exec_opts *o, recall_err *err);
+
 typedef struct {
     rc_kernels k;
     rc_pool *pool;
     int threads;
-    float *scratch; /* k.matmul_scratch floats per thread, 64-byte aligned (NULL when 0) */
-    int numerics;   /* rc_exec_opts.numerics */
+    float *scratch;    /* k.matmul_scratch floats per thread, 64-byte aligned (NULL when 0) */
+    rc_exec_opts opts; /* as opened: threads as run, simd = k.name, numerics (the models read it) */
 } rc_exec;
 
 recall_status rc_exec_open(const rc_exec_opts *o, rc_exec **out, recall_err *err);

@@ -33,6 +33,7 @@
 #define RECALL_EVAL_H
 
 #include "json.h"
+#include "chat.h" /* rc_eval_contains: the rule below */
 #include "problems.h"
 #include "status.h"
 
@@ -43,9 +44,6 @@ struct rc_bpe;
 
 /* ---- scoring ---------------------------------------------------------------------------------- */
 
-/* 1 when `value`, without the characters of `drop` and ASCII lower-cased, occurs in `text` treated
- * the same way (an empty value occurs everywhere). recall_ok: drop ", "; retrieved_ok: drop ",". */
-int rc_eval_contains(const char *text, const char *value, const char *drop);
 
 /* One generated turn, scored. */
 typedef struct {

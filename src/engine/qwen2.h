@@ -27,7 +27,7 @@
  * K / V value rounded once as it enters; the math stays fp32).
  * Rows are processed in chunks of RC_QWEN2_CHUNK rows, RC_QWEN2_CHUNK_Q8 under the q8 profile
  * (scratch allocated once at open; rows are independent, so the chunk never changes a bit); the kernels
- * come from the execution context's table (simd/simd.h, bitwise the scalar order) and the pool
+ * come from the execution context's table (simd/kernels.h, bitwise the scalar order) and the pool
  * splits weight output rows / heads, never a reduction (a call of few rows, i.e. decode, in units
  * of whole KV groups where the threads allow, so each KV head's cache is streamed once per step;
  * the cache is laid out [layer][KV head][position][D] for the same reason: contiguous keys and

@@ -4,7 +4,6 @@
 
 #include "tokenize_bpe.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -12,23 +11,7 @@
 
 /* ---- scoring ---------------------------------------------------------------------------------- */
 
-static int dropped(const char *drop, char c) { return c && strchr(drop, c) != NULL; }
 
-int rc_eval_contains(const char *text, const char *value, const char *drop) {
-    for (const char *h = text;; h++) {
-        while (dropped(drop, *h)) h++;
-        const char *a = h, *b = value;
-        for (;;) {
-            while (dropped(drop, *b)) b++;
-            if (!*b) return 1;
-            while (dropped(drop, *a)) a++;
-            if (!*a) return 0; /* the text ran out: no later start can hold the value either */
-            if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) break;
-            a++, b++;
-        }
-        if (!*h) return 0;
-    }
-}
 
 static recall_status decode(const rc_bpe *bpe, const int32_t *ids, int n, char **out, recall_err *err) {
     size_t len;

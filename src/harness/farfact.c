@@ -4,7 +4,8 @@
 #include "farfact.h"
 
 #include "checksum.h"
-#include "longctx.h" /* rc_lctx_answer: the exact-match rule of every longctx task */
+#include "chat.h"    /* rc_lctx_answer: the exact-match rule of every longctx task */
+#include "longctx.h"
 #include "tokenize_bpe.h"
 
 #include <math.h>

@@ -4,10 +4,10 @@
 #include "longctx.h"
 
 #include "checksum.h"
-#include "problems.h" /* rc_chat_segment: the reference chat template */
+#include "chat.h" /* rc_chat_segment: the reference chat template */
+#include "problems.h"
 #include "tokenize_bpe.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -414,19 +414,3 @@ void rc_lctx_case_free(rc_lctx_case *c) {
 
 /* ---------------------------------------------------------------- scoring */
 
-int rc_lctx_answer(const char *reply, const char *expected, char *answer, size_t cap) {
-    const char *p = reply, *t;
-    while ((t = strstr(p, "</think>")) != NULL) p = t + strlen("</think>");
-    while (isspace((unsigned char)*p)) p++;
-    const char *e = strchr(p, '\n');
-    if (!e) e = p + strlen(p);
-    while (e > p && isspace((unsigned char)e[-1])) e--;
-    size_t n = (size_t)(e - p);
-    if (cap) {
-        size_t k = n < cap - 1 ? n : cap - 1;
-        while (k < n && k > 0 && ((unsigned char)p[k] & 0xc0) == 0x80) k--; /* whole UTF-8 characters */
-        memcpy(answer, p, k);
-        answer[k] = 0;
-    }
-    return n == strlen(expected) && !memcmp(p, expected, n);
-}

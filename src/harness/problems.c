@@ -288,28 +288,6 @@ recall_status rc_bench_problem(const rc_bench *b, uint32_t seed, rc_problem *out
 
 #include "tokenize_bpe.h"
 
-recall_status rc_chat_segment(const rc_bpe *bpe, int eos_id, int with_eos, const char *user, const char *assistant,
-                              int32_t **ids, size_t *n, recall_err *err) {
-    size_t el = 0;
-    const char *eos = with_eos ? rc_bpe_token_str(bpe, eos_id, &el) : "";
-    if (!eos) return rc_fail(err, RECALL_E_FORMAT, "tokenizer: EOS id %d has no string", eos_id);
-    static const char U[] = "<\xef\xbd\x9cUser\xef\xbd\x9c>", A[] = "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>";
-    size_t ul = strlen(user), al = assistant ? strlen(assistant) : 0;
-    size_t len = el + strlen(U) + ul + strlen(A) + al;
-    char *text = malloc(len + 1);
-    if (!text) return rc_fail(err, RECALL_E_NOMEM, "out of memory");
-    size_t k = 0;
-    memcpy(text + k, eos, el), k += el;
-    memcpy(text + k, U, strlen(U)), k += strlen(U);
-    memcpy(text + k, user, ul), k += ul;
-    memcpy(text + k, A, strlen(A)), k += strlen(A);
-    if (al) memcpy(text + k, assistant, al), k += al;
-    text[k] = 0;
-    recall_status s = rc_bpe_encode(bpe, text, k, 0, ids, n, err);
-    free(text);
-    return s;
-}
-
 void rc_problem_run_free(rc_problem_run *run) {
     for (int i = 0; i < run->n_turns; i++) rc_turn_free(&run->turns[i].turn);
     free(run->history);

@@ -9,11 +9,9 @@
  */
 #include "recall.h"
 
-#include "problems.h"
 #include "blob.h"
+#include "chat.h"
 #include "draft.h"
-#include "eval.h"
-#include "longctx.h"
 #include "qwen2.h"
 #include "recall_loop.h"
 #include "rope.h"
@@ -39,7 +37,7 @@ struct recall_model {
     recall_kv kv;             /* recall_open_opts.kv: recall_forward's cache */
     rc_qwen2 *fwd;        /* recall_forward's decoder, reopened when a longer input needs more cache */
     uint64_t fwd_reserved;
-    int numerics;         /* recall_open_opts.numerics */
+    rc_exec_opts fwd_opts; /* recall_forward's execution: recall_open_opts.numerics; threads, simd: the environment */
     rc_exec *fwd_ex;      /* q8: recall_forward's execution context, and the context that owns the */
     rc_qwen2 *fwd_base;   /* packed weights every reopened fwd borrows (packed once) */
     int n_loops;
@@ -220,10 +218,10 @@ static recall_status model_new(const recall_open_opts *o, recall_model **out, re
         al_free(al, m);
         return rc_fail(err, RECALL_E_ARG, "recall_open: kv storage %d unknown (RECALL_KV_F32, RECALL_KV_F16)", kv);
     }
-    m->numerics = o ? o->numerics : RECALL_NUMERICS_EXACT;
-    if (m->numerics != RECALL_NUMERICS_EXACT && m->numerics != RECALL_NUMERICS_Q8) {
+    m->fwd_opts = (rc_exec_opts){.numerics = o ? o->numerics : RECALL_NUMERICS_EXACT};
+    if (rc_exec_opts_check(&m->fwd_opts, err)) {
         al_free(al, m);
-        return rc_fail(err, RECALL_E_ARG, "recall_open: numerics %d unknown (RECALL_NUMERICS_EXACT, _Q8)", o->numerics);
+        return RECALL_E_ARG;
     }
     *out = m;
     return RECALL_OK;
@@ -430,15 +428,14 @@ recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, floa
         m->fwd = NULL;
         m->reserved -= m->fwd_reserved;
         m->fwd_reserved = 0;
-        uint64_t need = qwen2_bytes(m->blob, ctx, m->kv, m->numerics == RECALL_NUMERICS_Q8);
+        uint64_t need = qwen2_bytes(m->blob, ctx, m->kv, m->fwd_opts.numerics == RC_NUMERICS_Q8);
         RC_TRY(reserve(m, need, "the forward context", err));
         recall_status s = RECALL_OK;
-        if (m->numerics == RECALL_NUMERICS_Q8 && !m->fwd_base) { /* once: the packed weights */
+        if (m->fwd_opts.numerics == RC_NUMERICS_Q8 && !m->fwd_base) { /* once: the packed weights */
             const uint64_t pack = q8_pack_bytes(m->blob);
-            rc_exec_opts xo = {.threads = 0, .simd = NULL, .numerics = RC_NUMERICS_Q8};
             s = reserve(m, pack, "the q8 profile's packed decoder", err);
             if (!s) {
-                if (!m->fwd_ex) s = rc_exec_open(&xo, &m->fwd_ex, err);
+                if (!m->fwd_ex) s = rc_exec_open(&m->fwd_opts, &m->fwd_ex, err);
                 if (!s) s = rc_qwen2_open_ex(m->blob, 1, m->fwd_ex, &m->fwd_base, err);
                 if (s) m->reserved -= pack;
             }
@@ -465,19 +462,22 @@ recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, floa
 
 /* ---- the recall loop --------------------------------------------------------------------------- */
 
-/* The fields recall_loop_opts shares with the engine's rc_recall_opts (recall_loop.h), by name;
- * mode and arm are enums of their own on each side. The version-1 struct has the first ones. */
+/* recall_loop_opts onto the engine's rc_recall_opts (recall_loop.h: every option documented and
+ * checked there), in both directions, as (public field, engine field); mode and arm are enums of
+ * their own on each side, pooler_cache_mb is budgeted below. The version-1 struct has the first ones. */
 #define LOOP_FIELDS_V1(X)                                                                                  \
-    X(window) X(block) X(chunk) X(k) X(turn_cap) X(buf_min) X(threshold) X(fire_once) X(hysteresis)       \
-    X(use_floor) X(floor) X(reference_schedule) X(threads) X(simd) X(max_ctx) X(draft)
-#define LOOP_FIELDS(X) LOOP_FIELDS_V1(X) X(edge)
+    X(window, window) X(block, block) X(chunk, chunk) X(k, k) X(turn_cap, turn_cap) X(buf_min, buf_min)   \
+    X(threshold, threshold) X(fire_once, fire_once) X(hysteresis, hysteresis) X(use_floor, use_floor)     \
+    X(floor, floor) X(reference_schedule, reference_schedule) X(threads, exec.threads) X(simd, exec.simd)  \
+    X(max_ctx, max_ctx) X(draft, draft)
+#define LOOP_FIELDS(X) LOOP_FIELDS_V1(X) X(kv, kv) X(numerics, exec.numerics) X(edge, edge)
 
 void recall_loop_opts_init2(const recall_model *m, recall_loop_opts *caller, size_t struct_size) {
     recall_loop_opts d;
     rc_recall_opts r;
     rc_recall_defaults(m->blob, &r);
     memset(&d, 0, sizeof d);
-#define FROM_ENGINE(f) d.f = r.f;
+#define FROM_ENGINE(pub, eng) d.pub = r.eng;
     LOOP_FIELDS(FROM_ENGINE)
 #undef FROM_ENGINE
     d.mode = (recall_mode)r.mode;
@@ -485,43 +485,37 @@ void recall_loop_opts_init2(const recall_model *m, recall_loop_opts *caller, siz
     give_sized(caller, struct_size, &d, LOOP_OPTS_END);
 }
 
-/* The engine's own size checks (recall.c) take ints; the bounds here keep every product they form
- * inside int and name the number at fault. */
-static recall_status loop_estimate(const recall_model *m, const recall_loop_opts *o, uint64_t *bytes,
+/* The one place the public options become the engine's (then checked by rc_recall_opts_check). */
+static void loop_to_engine(const recall_model *m, const recall_loop_opts *o, rc_recall_opts *r) {
+    rc_recall_defaults(m->blob, r);
+#define TO_ENGINE(pub, eng) r->eng = o->pub;
+    LOOP_FIELDS(TO_ENGINE)
+#undef TO_ENGINE
+    r->mode = (rc_loop_mode)o->mode;
+    r->arm = (rc_arm)o->arm;
+    r->pooler_cache_mb = o->pooler_cache_mb;
+}
+
+/* The memory a loop of checked options needs (the bounds of rc_recall_opts_check keep every
+ * product inside int); the instance context of FULL is checked here, before anything is allocated. */
+static recall_status loop_estimate(const recall_model *m, const rc_recall_opts *o, uint64_t *bytes,
                                    recall_err *err) {
     const int lim = 1 << 20;
-    if (o->window < 1 || o->window > lim || o->block < 1 || o->block > lim || o->chunk < 1 || o->chunk > lim ||
-        o->k < 1 || o->k > 8 || o->turn_cap < 0 || o->turn_cap > lim || o->buf_min < 1 || o->buf_min > lim)
-        return rc_fail(err, RECALL_E_ARG,
-                       "recall_loop_open: window %d, block %d, chunk %d (1..%d), k %d (1..8), turn_cap %d (0..%d), "
-                       "buf_min %d (1..%d)",
-                       o->window, o->block, o->chunk, lim, o->k, o->turn_cap, lim, o->buf_min, lim);
-    if (o->draft < 0 || o->draft > RC_DRAFT_MAX)
-        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: draft %d (0..%d)", o->draft, RC_DRAFT_MAX);
-    if ((unsigned)o->mode > 1 || (unsigned)o->arm > 2)
-        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: mode %d / arm %d unknown", (int)o->mode, (int)o->arm);
-    if ((unsigned)o->kv > RECALL_KV_F16)
-        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: kv %d unknown (RECALL_KV_F32, RECALL_KV_F16)", (int)o->kv);
-    if ((unsigned)o->numerics > RECALL_NUMERICS_Q8)
-        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: numerics %d unknown (RECALL_NUMERICS_EXACT, _Q8)",
-                       o->numerics);
-    int64_t n_sp = o->arm == RECALL_ARM_FULL ? 0 : cfg_i64(m->blob, "pooler.n_sp", 0);
+    int64_t n_sp = o->arm == RC_ARM_FULL ? 0 : cfg_i64(m->blob, "pooler.n_sp", 0);
     if (n_sp < 0 || n_sp > lim) n_sp = lim;
-    if ((unsigned)o->edge > RECALL_EDGE_INJECT)
-        return rc_fail(err, RECALL_E_ARG, "recall_loop_open: edge %d unknown (RECALL_EDGE_OFF, _INJECT)", o->edge);
-    const int64_t edge = o->edge && o->arm == RECALL_ARM_RC_BGE ? 2 * (int64_t)o->block : 0; /* the edge span */
+    const int64_t edge = o->edge && o->arm == RC_ARM_RC_BGE ? 2 * (int64_t)o->block : 0; /* the edge span */
     int64_t ctx = 1 + n_sp + (int64_t)o->k * o->block + edge + o->window + o->chunk;
     if (o->max_ctx < 0 || o->max_ctx > m->info.max_pos) /* REQ-CTX-001: before anything is allocated */
         return rc_fail(err, o->max_ctx < 0 ? RECALL_E_ARG : RECALL_E_LIMIT,
                        "recall_loop_open: a context of %d positions was requested but the model was trained on %d",
                        o->max_ctx, m->info.max_pos);
-    if (o->arm == RECALL_ARM_FULL) ctx = o->max_ctx > 0 ? o->max_ctx : m->info.max_pos;
-    const int q8 = o->numerics == RECALL_NUMERICS_Q8;
-    uint64_t b = qwen2_bytes(m->blob, ctx, o->kv, q8);
-    if (o->arm == RECALL_ARM_RC_BGE && o->mode == RECALL_MODE_FAITHFUL)
-        b = sat_add(b, qwen2_bytes(m->blob, o->block, o->kv, q8));
-    if (o->numerics == RECALL_NUMERICS_Q8) b = sat_add(b, q8_pack_bytes(m->blob)); /* shared by the seal context */
-    if (o->arm == RECALL_ARM_RC_BGE) b = sat_add(b, bert_bytes(m->blob)); /* the encoder a fire runs */
+    if (o->arm == RC_ARM_FULL) ctx = o->max_ctx > 0 ? o->max_ctx : m->info.max_pos;
+    const int q8 = o->exec.numerics == RC_NUMERICS_Q8;
+    uint64_t b = qwen2_bytes(m->blob, ctx, (recall_kv)o->kv, q8);
+    if (o->arm == RC_ARM_RC_BGE && o->mode == RC_MODE_FAITHFUL)
+        b = sat_add(b, qwen2_bytes(m->blob, o->block, (recall_kv)o->kv, q8));
+    if (q8) b = sat_add(b, q8_pack_bytes(m->blob)); /* shared by the seal context */
+    if (o->arm == RC_ARM_RC_BGE) b = sat_add(b, bert_bytes(m->blob)); /* the encoder a fire runs */
     if (o->draft > 0) /* the verify forward's logits of up to min(draft + 1, chunk) rows */
         b = sat_add(b, (uint64_t)(o->draft < o->chunk ? o->draft + 1 : o->chunk) * (uint64_t)m->info.vocab * 4u);
     *bytes = b;
@@ -535,8 +529,11 @@ recall_status recall_loop_open2(recall_model *m, const recall_loop_opts *caller,
     recall_loop_opts opts, *o = &opts;
     recall_loop_opts_init2(m, &opts, sizeof opts);
     if (caller) RC_TRY(take_sized(caller, LOOP_OPTS_MIN, LOOP_OPTS_END, &opts, "recall_loop_opts", err));
+    rc_recall_opts r;
+    loop_to_engine(m, o, &r);
+    RC_TRY(rc_recall_opts_check(&r, err));
     uint64_t need = 0;
-    RC_TRY(loop_estimate(m, o, &need, err));
+    RC_TRY(loop_estimate(m, &r, &need, err));
     /* The pooler's cache is optional (the same bits at any size): it is counted in the
      * reservation and, under max_memory, gets at most what the limit leaves. */
     uint64_t cache = o->pooler_cache_mb < 0 || o->reference_schedule || o->arm == RECALL_ARM_FULL ? 0
@@ -558,16 +555,7 @@ recall_status recall_loop_open2(recall_model *m, const recall_loop_opts *caller,
     l->m = m;
     l->o = *o;
     l->reserved = need;
-    rc_recall_opts r;
-    rc_recall_defaults(m->blob, &r);
-#define TO_ENGINE(f) r.f = o->f;
-    LOOP_FIELDS(TO_ENGINE)
-#undef TO_ENGINE
-    r.mode = (rc_loop_mode)o->mode;
-    r.arm = (rc_arm)o->arm;
     r.pooler_cache_mb = cache ? (int)(cache >> 20) : -1;
-    r.kv = (int)o->kv;
-    r.numerics = o->numerics;
     recall_status s = rc_recall_open(m->blob, &r, &l->r, err);
     if (s) {
         m->reserved -= need;
@@ -656,7 +644,8 @@ recall_status recall_turn(recall_loop *l, const int32_t *feed, size_t n_feed, re
     if (!l || (!feed && n_feed)) return rc_fail(err, RECALL_E_ARG, "recall_turn: NULL argument");
     if (n_feed == 0) return rc_fail(err, RECALL_E_ARG, "recall_turn: empty feed (start with recall_chat_segment)");
     /* The loop's history buffer holds feed + reply + one chunk in int positions. */
-    size_t hard = (size_t)INT_MAX / 8 - (size_t)l->o.turn_cap - (size_t)l->o.chunk;
+    const size_t reply = (size_t)l->o.turn_cap + (size_t)l->o.chunk;
+    size_t hard = reply < (size_t)INT_MAX / 8 ? (size_t)INT_MAX / 8 - reply : 0;
     if (l->o.max_feed && n_feed > l->o.max_feed)
         return rc_fail(err, RECALL_E_LIMIT, "recall_turn: the conversation has %zu tokens, the limit is %zu", n_feed,
                        l->o.max_feed);
@@ -782,13 +771,13 @@ recall_status recall_open_mem(const void *buf, size_t len, const v1_open_opts *v
 }
 
 /* Every field of version 1 (the current struct has them all, under the same names and types). */
-#define V1_LOOP_FIELDS(X) LOOP_FIELDS_V1(X) X(mode) X(arm) X(max_feed)
+#define V1_LOOP_FIELDS(X) LOOP_FIELDS_V1(X) X(mode, mode) X(arm, arm) X(max_feed, max_feed)
 
 void recall_loop_opts_init(const recall_model *m, v1_loop_opts *v) {
     recall_loop_opts o;
     recall_loop_opts_init2(m, &o, sizeof o);
     memset(v, 0, sizeof *v);
-#define TO_V1(f) v->f = o.f;
+#define TO_V1(f, eng) v->f = o.f;
     V1_LOOP_FIELDS(TO_V1)
 #undef TO_V1
 }
@@ -797,7 +786,7 @@ recall_status recall_loop_open(recall_model *m, const v1_loop_opts *v, recall_lo
     if (!v || !m) return recall_loop_open2(m, NULL, out, err);
     recall_loop_opts o;
     recall_loop_opts_init2(m, &o, sizeof o);
-#define FROM_V1(f) o.f = v->f;
+#define FROM_V1(f, eng) o.f = v->f;
     V1_LOOP_FIELDS(FROM_V1)
 #undef FROM_V1
     return recall_loop_open2(m, &o, out, err);

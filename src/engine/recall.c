@@ -124,18 +124,35 @@ static recall_status open_screen(rc_recall *r, const rc_blob *b, recall_err *err
     return r->last_h && r->prime_h ? RECALL_OK : rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
 }
 
-recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recall **out, recall_err *err) {
-    *out = NULL;
-    if (o->window < 1 || o->block < 1 || o->chunk < 1 || o->k < 1 || o->k > RC_MAX_K || o->turn_cap < 0 ||
-        o->buf_min < 1 || o->draft < 0 || o->draft > RC_DRAFT_MAX)
+recall_status rc_recall_opts_check(const rc_recall_opts *o, recall_err *err) {
+    const int lim = 1 << 20;
+    if (o->window < 1 || o->window > lim || o->block < 1 || o->block > lim || o->chunk < 1 || o->chunk > lim ||
+        o->k < 1 || o->k > RC_MAX_K || o->turn_cap < 0 || o->turn_cap > RC_TURN_CAP_MAX || o->buf_min < 1 ||
+        o->buf_min > lim)
         return rc_fail(err, RECALL_E_ARG,
-                       "recall: window %d, block %d, chunk %d, k %d (1..%d), turn cap %d, draft %d (0..%d) invalid",
-                       o->window, o->block, o->chunk, o->k, RC_MAX_K, o->turn_cap, o->draft, RC_DRAFT_MAX);
+                       "recall: window %d, block %d, chunk %d (1..%d), k %d (1..%d), turn_cap %d (0..%d), "
+                       "buf_min %d (1..%d)",
+                       o->window, o->block, o->chunk, lim, o->k, RC_MAX_K, o->turn_cap, RC_TURN_CAP_MAX, o->buf_min,
+                       lim);
+    if (o->draft < 0 || o->draft > RC_DRAFT_MAX)
+        return rc_fail(err, RECALL_E_ARG, "recall: draft %d (0..%d)", o->draft, RC_DRAFT_MAX);
+    if ((unsigned)o->mode > RC_MODE_CLEAN || (unsigned)o->arm > RC_ARM_FULL)
+        return rc_fail(err, RECALL_E_ARG, "recall: mode %d / arm %d unknown", (int)o->mode, (int)o->arm);
+    if ((unsigned)o->kv > RC_KV_DT_F16)
+        return rc_fail(err, RECALL_E_ARG, "recall: kv %d unknown (f32 = %d, f16 = %d)", o->kv, RC_KV_DT_F32,
+                       RC_KV_DT_F16);
     if (o->edge != RC_EDGE_OFF && o->edge != RC_EDGE_INJECT)
-        return rc_fail(err, RECALL_E_ARG, "recall: edge %d unknown (RC_EDGE_OFF, RC_EDGE_INJECT)", o->edge);
+        return rc_fail(err, RECALL_E_ARG, "recall: edge %d unknown (off = %d, inject = %d)", o->edge, RC_EDGE_OFF,
+                       RC_EDGE_INJECT);
     if (o->edge != RC_EDGE_OFF && o->mode == RC_MODE_FAITHFUL)
         return rc_fail(err, RECALL_E_ARG, "recall: edge inject needs clean mode: faithful mode reproduces the "
                        "reference loop, whose rebuilds have no edge");
+    return rc_exec_opts_check(&o->exec, err);
+}
+
+recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recall **out, recall_err *err) {
+    *out = NULL;
+    RC_TRY(rc_recall_opts_check(o, err));
     rc_recall *r = calloc(1, sizeof *r);
     if (!r) return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory");
     r->blob = b;
@@ -154,10 +171,7 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
         s = sec ? rc_bpe_load(sec, size, &r->bpe, err)
                 : rc_fail(err, RECALL_E_MISSING, "%s: no BPE tokenizer section", rc_blob_path(b));
     }
-    if (!s) {
-        rc_exec_opts xo = {o->threads, o->simd, o->numerics};
-        s = rc_exec_open(&xo, &r->ex, err);
-    }
+    if (!s) s = rc_exec_open(&o->exec, &r->ex, err);
     if (!s && o->arm != RC_ARM_FULL) s = rc_pooler_open_ex(b, r->ex, &r->pooler, err);
     if (!s && r->pooler) {
         r->n_sp = rc_pooler_cfg(r->pooler)->n_sp;

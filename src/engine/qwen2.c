@@ -65,7 +65,7 @@ struct rc_qwen2 {
     float *gate_q;      /* [n_gate][qd] */
     const rc_exec *ex;  /* kernels + thread pool (borrowed, or own_ex) */
     rc_exec *own_ex;
-    /* q8 profile (ex->numerics == RC_NUMERICS_Q8): the packed weights (owned when q8_own) and the
+    /* q8 profile (ex->opts.numerics == RC_NUMERICS_Q8): the packed weights (owned when q8_own) and the
      * quantised rows of one matmul input */
     q8_pack *q8;
     int q8_own;
@@ -329,10 +329,10 @@ static recall_status open_ctx(const rc_blob *b, int max_ctx, const rc_exec *ex, 
     m->qd = m->c.heads * m->c.head_dim;
     m->kvd = m->c.kv_heads * m->c.head_dim;
     m->scale = (float)(1.0 / sqrt((double)m->c.head_dim));
-    m->chunk = ex->numerics == RC_NUMERICS_Q8 ? RC_QWEN2_CHUNK_Q8 : RC_QWEN2_CHUNK;
+    m->chunk = ex->opts.numerics == RC_NUMERICS_Q8 ? RC_QWEN2_CHUNK_Q8 : RC_QWEN2_CHUNK;
     st = bind_weights(m, b, err);
     if (!st) st = alloc_scratch(m, err);
-    if (!st && ex->numerics == RC_NUMERICS_Q8) {
+    if (!st && ex->opts.numerics == RC_NUMERICS_Q8) {
         if (base) m->q8 = base->q8; /* borrowed */
         else st = q8_pack_build(m, b, err);
         /* the quantised rows of the widest matmul input: hidden, heads x head_dim or ffn columns */

@@ -65,14 +65,7 @@ void rc_pysample(rc_pyrandom *r, int n, int k, int *out);
 /* ---- running a problem through the recall loop ------------------------------------------- */
 #include "recall_loop.h"
 
-struct rc_bpe;
-
-/* The reference chat template (docs/LOOP.md, "The turn and the chat template"), encoded without
- * added specials:
- *   [EOS string if with_eos] "<｜User｜>" user "<｜Assistant｜>" [assistant]
- * Special strings are matched inside the text, as the reference tokenizer does. */
-recall_status rc_chat_segment(const struct rc_bpe *bpe, int eos_id, int with_eos, const char *user,
-                              const char *assistant, int32_t **ids, size_t *n, recall_err *err);
+#include "chat.h" /* rc_chat_segment: the reference chat template */
 
 typedef struct {
     rc_step_kind kind;

@@ -8,7 +8,7 @@
  * (big-endian, complex, strings, objects, structured) is RECALL_E_UNSUPPORTED naming the dtype.
  * fortran_order=True is refused. The data size must match the shape exactly.
  *
- * .npz = zip (stored or deflate) of "<key>.npy" members, read through weights/zip.h.
+ * .npz = zip (stored or deflate) of "<key>.npy" members, read through src/formats/zip.h.
  * The writer produces stored members with numpy's own v1.0 headers (data 64-byte aligned
  * within the member), readable by numpy.load.
  */

@@ -85,6 +85,9 @@ typedef enum { RC_NUMERICS_EXACT = 0, RC_NUMERICS_Q8 = 1 } rc_numerics;
 /* "exact" | "q8" -> rc_numerics, -1 when unknown; and back. */
 int rc_numerics_parse(const char *s);
 const char *rc_numerics_name(int n);
+/* The one check of a numerics value (rc_exec_opts.numerics, pool.h, is the knob's one home):
+ * RECALL_E_ARG "numerics N unknown (exact = 0, q8 = 1)" unless it is an rc_numerics. */
+recall_status rc_numerics_check(int n, recall_err *err);
 
 typedef enum { RC_Q8_W4 = 1, RC_Q8_W8 = 2 } rc_q8_kind;
 

@@ -216,9 +216,16 @@ void rc_pool_for(rc_pool *p, int64_t n, int64_t grain, rc_pool_fn fn, void *ctx)
 
 /* ---- execution context ---- */
 
+recall_status rc_exec_opts_check(const rc_exec_opts *o, recall_err *err) {
+    return rc_numerics_check(o->numerics, err);
+}
+
 recall_status rc_exec_open(const rc_exec_opts *o, rc_exec **out, recall_err *err) {
     *out = NULL;
-    int threads = o ? o->threads : 0;
+    static const rc_exec_opts defaults = {0, NULL, RC_NUMERICS_EXACT};
+    if (!o) o = &defaults;
+    RC_TRY(rc_exec_opts_check(o, err));
+    int threads = o->threads;
     if (threads == 0) {
         const char *env = getenv("RECALL_THREADS");
         threads = 1;
@@ -232,18 +239,14 @@ recall_status rc_exec_open(const rc_exec_opts *o, rc_exec **out, recall_err *err
     }
     rc_exec *e = calloc(1, sizeof *e);
     if (!e) return rc_fail(err, RECALL_E_NOMEM, "exec: out of memory");
-    recall_status st = rc_simd_select(o ? o->simd : NULL, &e->k, err);
+    recall_status st = rc_simd_select(o->simd, &e->k, err);
     if (st == RECALL_OK) st = rc_pool_create(threads, &e->pool, err);
     if (st != RECALL_OK) {
         free(e);
         return st;
     }
     e->threads = rc_pool_threads(e->pool);
-    e->numerics = o ? o->numerics : RC_NUMERICS_EXACT;
-    if (e->numerics != RC_NUMERICS_EXACT && e->numerics != RC_NUMERICS_Q8) {
-        rc_exec_close(e);
-        return rc_fail(err, RECALL_E_ARG, "exec: numerics profile %d unknown (exact, q8)", o->numerics);
-    }
+    e->opts = (rc_exec_opts){e->threads, e->k.name, o->numerics};
     if (e->k.matmul_scratch) { /* a multiple of 16 floats: every thread's part stays 64-byte aligned */
         const size_t bytes = e->k.matmul_scratch * sizeof(float);
         e->scratch = aligned_alloc(64, bytes * (size_t)e->threads);
