@@ -117,7 +117,7 @@ Test(device, same_bits_as_flags, .timeout = 300) {
 static void device_turn(rc_blob *b, const int32_t *feed, int n, rc_turn *t) {
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
-    o.numerics = RC_NUMERICS_Q8;
+    o.exec.numerics = RC_NUMERICS_Q8;
     o.kv = RC_KV_DT_F16;
     o.lm_screen = RC_LM_SCREEN_ON;
     o.threshold = -1e9f;
