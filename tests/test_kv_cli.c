@@ -258,7 +258,7 @@ Test(kv_api, forward_and_loop_options) {
     lo.kv = (recall_kv)2;
     recall_err e = {0};
     cr_assert_eq(recall_loop_open(m, &lo, &l, &e), RECALL_E_ARG);
-    cr_assert(strstr(e.msg, "kv 2 unknown"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "kv storage 2 unknown"), "%s", e.msg);
     recall_close(m);
 }
 

@@ -213,13 +213,8 @@ static recall_status model_new(const recall_open_opts *o, recall_model **out, re
     m->max_memory = o ? o->max_memory : 0;
     m->rope_scaling = o ? o->rope_scaling : NULL;
     m->kv = o ? o->kv : RECALL_KV_F32;
-    if ((unsigned)m->kv > RECALL_KV_F16) {
-        const int kv = (int)m->kv;
-        al_free(al, m);
-        return rc_fail(err, RECALL_E_ARG, "recall_open: kv storage %d unknown (RECALL_KV_F32, RECALL_KV_F16)", kv);
-    }
     m->fwd_opts = (rc_exec_opts){.numerics = o ? o->numerics : RECALL_NUMERICS_EXACT};
-    if (rc_exec_opts_check(&m->fwd_opts, err)) {
+    if (rc_kv_dtype_check((int)m->kv, err) || rc_exec_opts_check(&m->fwd_opts, err)) {
         al_free(al, m);
         return RECALL_E_ARG;
     }

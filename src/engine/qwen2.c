@@ -444,12 +444,15 @@ int rc_kv_dtype_parse(const char *s) {
     return -1;
 }
 
+recall_status rc_kv_dtype_check(int kv, recall_err *err) {
+    if (kv == RC_KV_DT_F32 || kv == RC_KV_DT_F16) return RECALL_OK;
+    return rc_fail(err, RECALL_E_ARG, "kv storage %d unknown (f32 = %d, f16 = %d)", kv, RC_KV_DT_F32, RC_KV_DT_F16);
+}
+
 rc_kv_dtype rc_qwen2_kv_dtype(const rc_qwen2 *m) { return m->kv; }
 
 recall_status rc_qwen2_set_kv_dtype(rc_qwen2 *m, rc_kv_dtype t, recall_err *err) {
-    if (t != RC_KV_DT_F32 && t != RC_KV_DT_F16)
-        return rc_fail(err, RECALL_E_ARG, "qwen2: kv storage %d unknown (f32 = %d, f16 = %d)", (int)t, RC_KV_DT_F32,
-                       RC_KV_DT_F16);
+    RC_TRY(rc_kv_dtype_check((int)t, err));
     if (t == m->kv) return RECALL_OK;
     if (m->n_cached)
         return rc_fail(err, RECALL_E_ARG, "qwen2: the kv storage changes only while the cache is empty (%d positions "

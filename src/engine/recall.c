@@ -138,9 +138,7 @@ recall_status rc_recall_opts_check(const rc_recall_opts *o, recall_err *err) {
         return rc_fail(err, RECALL_E_ARG, "recall: draft %d (0..%d)", o->draft, RC_DRAFT_MAX);
     if ((unsigned)o->mode > RC_MODE_CLEAN || (unsigned)o->arm > RC_ARM_FULL)
         return rc_fail(err, RECALL_E_ARG, "recall: mode %d / arm %d unknown", (int)o->mode, (int)o->arm);
-    if ((unsigned)o->kv > RC_KV_DT_F16)
-        return rc_fail(err, RECALL_E_ARG, "recall: kv %d unknown (f32 = %d, f16 = %d)", o->kv, RC_KV_DT_F32,
-                       RC_KV_DT_F16);
+    RC_TRY(rc_kv_dtype_check(o->kv, err));
     if (o->edge != RC_EDGE_OFF && o->edge != RC_EDGE_INJECT)
         return rc_fail(err, RECALL_E_ARG, "recall: edge %d unknown (off = %d, inject = %d)", o->edge, RC_EDGE_OFF,
                        RC_EDGE_INJECT);
