@@ -242,9 +242,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--seed")) seed = strtoull(v, NULL, 10);
         else if (!strcmp(argv[i], "--fact-share")) share = strtod(v, NULL);
         else if (!strcmp(argv[i], "--threads")) threads = atoi(v);
-        else if (!strcmp(argv[i], "--mode")) mode = strcmp(v, "clean") ? RC_MODE_FAITHFUL : RC_MODE_CLEAN;
+        else if (!strcmp(argv[i], "--mode")) mode = rc_mode_parse(v, NULL);
         else n_dists = -1;
-        if (n_dists < 1 || n_cases < 1 || threads < 1) {
+        if (n_dists < 1 || n_cases < 1 || threads < 1 || mode < 0) {
             fputs(usage, stderr);
             return 2;
         }
@@ -269,7 +269,7 @@ int main(int argc, char **argv) {
     rc_exec_opts eo = {.threads = threads};
     if (rc_recall_open(b, &o, &rec, &err) || rc_exec_open(&eo, &ex, &err)) die("loop", &err);
     printf("farback blob=%s bench=%s mode=%s threads=%d simd=%s window=%d block=%d k=%d cases=%d seed=%llu "
-           "fact_share=%g\n", argv[1], argv[2], mode == RC_MODE_CLEAN ? "clean" : "faithful", threads,
+           "fact_share=%g\n", argv[1], argv[2], rc_mode_name(mode), threads,
            rc_recall_simd_name(rec), o.window, o.block, o.k, n_cases, seed, share);
     for (int d = 0; d < n_dists; d++) {
         tally t = {0};

@@ -37,12 +37,19 @@ int main(int argc, char **argv) {
     }
     int problem = 0, turns = 5;
     rc_loop_mode mode = RC_MODE_FAITHFUL;
+    recall_err err = {0};
     for (int i = 3; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--problem")) problem = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--turns")) turns = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--mode")) mode = strcmp(argv[i + 1], "clean") ? RC_MODE_FAITHFUL : RC_MODE_CLEAN;
+        else if (!strcmp(argv[i], "--mode")) {
+            const int m = rc_mode_parse(argv[i + 1], &err);
+            if (m < 0) {
+                fprintf(stderr, "bench_loop: --mode: %s\n", err.msg);
+                return 2;
+            }
+            mode = (rc_loop_mode)m;
+        }
     }
-    recall_err err = {0};
     rc_blob *b;
     rc_bench *bench;
     rc_problem p;
@@ -75,7 +82,7 @@ int main(int argc, char **argv) {
             same = !memcmp(&x->gates[i].score, &y->gates[i].score, sizeof(float)) && x->gates[i].fired == y->gates[i].fired;
     }
     printf("bench_loop %s problem %d (%s mode): outputs %s\n", argv[1], problem,
-           mode == RC_MODE_FAITHFUL ? "faithful" : "clean", same ? "bitwise identical" : "DIFFER");
+           rc_mode_name(mode), same ? "bitwise identical" : "DIFFER");
     /* floor: the rows of the fast run that no bit-exact schedule can skip (recall_loop.h:
      * rows_new_gist + rows_seal + one per generated token); reference / floor is the best row
      * ratio any exact schedule could reach on that turn. */

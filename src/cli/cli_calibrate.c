@@ -133,8 +133,7 @@ static void on_run(void *ctx, const rc_recall *r, const rc_problem_run *run) {
 }
 
 /* The distributions, the suggested threshold and what it does on these dialogues (stdout). */
-static void calibrate_report(gate_stats *g, const calibrate_opts *co, const rc_calibration *cal, int faithful,
-                             float file_thresh) {
+static void calibrate_report(gate_stats *g, const calibrate_opts *co, const rc_calibration *cal, float file_thresh) {
     rc_floats *pos = &g->pos, *cas = &g->cas, rows = {cal->pos, cal->n_pos, cal->n_pos};
     const double thr = cal->threshold;
     int q_fire = 0, probe_fire = 0;
@@ -144,7 +143,7 @@ static void calibrate_report(gate_stats *g, const calibrate_opts *co, const rc_c
     for (int i = 0; i < g->q_max.n; i++) q_fire += g->q_max.v[i] > thr;
     for (int i = 0; i < g->probe_max.n; i++) probe_fire += g->probe_max.v[i] > thr;
     printf("gate score distribution (%d problems, mode %s, kv %s, numerics %s, firing disabled)\n", co->n_seeds,
-           faithful ? "faithful" : "clean", rc_kv_dtype_name((rc_kv_dtype)co->loop->kv),
+           rc_mode_name(co->loop->mode), rc_kv_dtype_name((rc_kv_dtype)co->loop->kv),
            rc_numerics_name(co->loop->exec.numerics));
     printf("  %-26s %5s %9s %9s %9s %9s %9s %9s %9s\n", "", "n", "min", "p10", "p25", "p50", "p75", "p90", "max");
     print_row("recall positions (tokens)", &rows);
@@ -173,13 +172,12 @@ static double share_above(const rc_floats *s, double t) { return s->n ? (double)
 
 /* The sweep over every distinct per-turn best score (plus one below all): each threshold is a
  * point (casual fires per probe turn, question turns firing after the question starts). */
-static void svg_body(FILE *f, const gate_stats *g, const calibrate_opts *co, int faithful, double thr, double file_thr,
-                     int n_pos) {
+static void svg_body(FILE *f, const gate_stats *g, const calibrate_opts *co, double thr, double file_thr, int n_pos) {
     const double X0 = 80, Y0 = 60, W = 520, H = 360;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"720\" height=\"500\" font-family=\"sans-serif\" "
                "font-size=\"12\">\n<rect width=\"720\" height=\"500\" fill=\"white\"/>\n");
     fprintf(f, "<text x=\"%g\" y=\"24\" font-size=\"15\">recall calibrate: the gate threshold trade-off (%d problems, "
-               "mode %s)</text>\n", X0, co->n_seeds, faithful ? "faithful" : "clean");
+               "mode %s)</text>\n", X0, co->n_seeds, rc_mode_name(co->loop->mode));
     fprintf(f, "<text x=\"%g\" y=\"42\" fill=\"#555\">each point is a threshold t: fire when the gate score &gt; t "
                "(firing disabled while scoring)</text>\n", X0);
     for (int i = 0; i <= 10; i++) { /* grid and tick labels, both axes 0..100 % */
@@ -236,12 +234,12 @@ static void svg_body(FILE *f, const gate_stats *g, const calibrate_opts *co, int
             n_pos);
 }
 
-static int calibrate_svg(const char *path, const gate_stats *g, const calibrate_opts *co, int faithful, double thr,
-                         double file_thr, int n_pos) {
+static int calibrate_svg(const char *path, const gate_stats *g, const calibrate_opts *co, double thr, double file_thr,
+                         int n_pos) {
     rc_afile af;
     FILE *f = cli_create("calibrate", &af, path);
     if (!f) return 1;
-    svg_body(f, g, co, faithful, thr, file_thr, n_pos);
+    svg_body(f, g, co, thr, file_thr, n_pos);
     return cli_commit("calibrate", &af, 1);
 }
 
@@ -290,8 +288,8 @@ int cli_calibrate(const cli_args *a) {
         else cli_fail("calibrate", &cc.err);
         goto out;
     }
-    calibrate_report(&g, &co, &cal, o.mode == RC_MODE_FAITHFUL, file_thresh);
-    rc = a->svg ? calibrate_svg(a->svg, &g, &co, o.mode == RC_MODE_FAITHFUL, cal.threshold, file_thresh, cal.n_pos) : 0;
+    calibrate_report(&g, &co, &cal, file_thresh);
+    rc = a->svg ? calibrate_svg(a->svg, &g, &co, cal.threshold, file_thresh, cal.n_pos) : 0;
     if (!rc && a->write) rc = calibrate_write(a, b, &o, &cal, &co);
     goto out;
 fail:

@@ -164,10 +164,6 @@ int cli_ctx_needs_full(const cli_args *a, int has_full) {
     return cli_usage_error(a->cmd, "--ctx %d: --ctx sets the FULL arm's context and no FULL arm runs", a->ctx);
 }
 
-const char *cli_mode_name(int mode) { return mode == RC_MODE_CLEAN ? "clean" : "faithful"; }
-const char *cli_edge_name(int edge) { return edge == RC_EDGE_INJECT ? "inject" : "off"; }
-const char *cli_arm_name(int arm) { return arm == RC_ARM_SP ? "SP" : arm == RC_ARM_FULL ? "FULL" : "RC_bge"; }
-
 /* ---- values ---- */
 
 int cli_parse_problems(const char *spec, uint32_t *out, int cap) {
@@ -346,7 +342,7 @@ int cli_each_item(const char *list, size_t cap, int (*one)(void *ctx, const char
 }
 
 int cli_add_arm(char *arms, size_t width, int *n, int max, const char *s) {
-    if (*n == max || (strcmp(s, "FULL") && strcmp(s, "SP") && strcmp(s, "RC_bge"))) return -1;
+    if (*n == max || rc_arm_parse(s, NULL) < 0) return -1;
     for (int a = 0; a < *n; a++)
         if (!strcmp(arms + (size_t)a * width, s)) return -1;
     snprintf(arms + (size_t)(*n)++ * width, width, "%s", s);

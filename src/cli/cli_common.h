@@ -109,10 +109,6 @@ int cli_loop_threshold(const cli_args *a, const struct rc_blob *b, rc_recall_opt
 /* --ctx sets the FULL arm's context only: 0, or 2 (printed) when it is given and no FULL arm runs
  * (has_full = 0). */
 int cli_ctx_needs_full(const cli_args *a, int has_full);
-const char *cli_mode_name(int mode);
-/* "off" or "inject" (--edge). */
-const char *cli_edge_name(int edge);
-const char *cli_arm_name(int arm);
 
 /* ---- values ---- */
 
@@ -121,7 +117,7 @@ int cli_parse_problems(const char *spec, uint32_t *out, int cap);
 /* A comma list "a,b,c": one(ctx, item) for each item (items of 1..cap-1 bytes, cap <= 64); -1 on
  * an empty or too long item or when one refuses it, else 0. */
 int cli_each_item(const char *list, size_t cap, int (*one)(void *ctx, const char *item), void *ctx);
-/* Adds the arm label s (FULL, SP or RC_bge) as arms[*n] (rows of `width` bytes, at most max rows);
+/* Adds the arm label s (rc_arm_parse: RC_bge, SP or FULL) as arms[*n] (rows of `width` bytes, at most max rows);
  * -1 when it is another label, already there, or there is no room. */
 int cli_add_arm(char *arms, size_t width, int *n, int max, const char *s);
 /* --kv-pages in one line: "dense", or the page, budget and ranking. */

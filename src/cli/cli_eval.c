@@ -44,11 +44,11 @@ static int parse_arm(const char *s, arm_spec *a) {
     memset(a, 0, sizeof *a);
     size_t bl = strcspn(s, "@:");
     if (strlen(s) >= sizeof a->label || bl == 0) return -1;
+    snprintf(a->label, sizeof a->label, "%.*s", (int)bl, s); /* the base alone, then the whole label */
+    const int base = rc_arm_parse(a->label, NULL);
+    if (base < 0) return -1;
+    a->base = (rc_arm)base;
     snprintf(a->label, sizeof a->label, "%s", s);
-    if (bl == 2 && !strncmp(s, "SP", 2)) a->base = RC_ARM_SP;
-    else if (bl == 6 && !strncmp(s, "RC_bge", 6)) a->base = RC_ARM_RC_BGE;
-    else if (bl == 4 && !strncmp(s, "FULL", 4)) a->base = RC_ARM_FULL;
-    else return -1;
     const char *p = s + bl;
     char *end;
     if (*p == '@') {
@@ -142,7 +142,7 @@ static int eval_make_plan(const cli_args *a, eval_plan *p) {
         memcpy(one, s, l);
         one[l] = 0;
         if (parse_arm(one, &p->arms[p->n_arms]))
-            return cli_usage_error("eval", "arm label '%s': expected BASE[@THRESH][:rFLOOR] with BASE SP, RC_bge or FULL",
+            return cli_usage_error("eval", "arm label '%s': expected BASE[@THRESH][:rFLOOR] with BASE " RC_ARM_NAMES,
                                    one);
         has_full |= p->arms[p->n_arms++].base == RC_ARM_FULL;
         s += l;
@@ -164,14 +164,13 @@ static void eval_options(const cli_args *a, rc_eval_opt *o) {
     int screen = a->loop.lm_screen;
     if (screen == RC_LM_SCREEN_AUTO && screen_env && rc_lm_screen_parse(screen_env) >= 0)
         screen = rc_lm_screen_parse(screen_env);
-    static const char *const screen_names[] = {"auto", "on", "off"};
     o[0] = (rc_eval_opt){"--ctx", 1, a->ctx, NULL};
     o[1] = (rc_eval_opt){"--draft", 1, a->loop.draft, NULL};
-    o[2] = (rc_eval_opt){"--lm-head-screen", 0, 0, screen_names[screen]};
+    o[2] = (rc_eval_opt){"--lm-head-screen", 0, 0, rc_lm_screen_name(screen)};
     o[3] = (rc_eval_opt){"--rope-scaling", 0, 0, a->rope_scaling};
     o[4] = (rc_eval_opt){"--kv", 0, 0, rc_kv_dtype_name((rc_kv_dtype)a->loop.kv)};
     o[5] = (rc_eval_opt){"--numerics", 0, 0, rc_numerics_name(a->loop.exec.numerics)};
-    o[6] = (rc_eval_opt){"--edge", 0, 0, cli_edge_name(a->loop.edge)};
+    o[6] = (rc_eval_opt){"--edge", 0, 0, rc_edge_name(a->loop.edge)};
     o[7] = (rc_eval_opt){"--fire-once", 1, a->loop.fire_once, NULL};
     o[8] = (rc_eval_opt){"--hysteresis", 1, a->loop.hysteresis, NULL};
 }
@@ -325,7 +324,7 @@ static int eval_json_start(eval_run *r) {
     const char *const build[3] = {rc_blob_weights(r->b, "qwen2"), rc_blob_weights(r->b, "bert"),
                                   cli_profile_name(r->b, lo->exec.numerics, lo->kv, lo->lm_screen)};
     if (f)
-        rc_eval_json_head(f, r->a->pos[0], build, cli_mode_name(r->base.mode), p->seeds, p->n_seeds, opts,
+        rc_eval_json_head(f, r->a->pos[0], build, rc_mode_name(r->base.mode), p->seeds, p->n_seeds, opts,
                           N_EVAL_OPTS, r->a->shard ? &sh : NULL);
     free(jobs);
     rc_exec_close(ex);
@@ -351,7 +350,7 @@ static int eval_execute(const cli_args *a, const eval_plan *p) {
     if (!rc && a->json) rc = eval_json_start(&r);
     if (!rc && a->shard) fprintf(stderr, "eval: shard %d/%d of %d jobs\n", p->shard_k, p->shard_n, p->n_arms * p->n_seeds);
     if (!rc && a->loop.exec.numerics) fprintf(stderr, "eval: numerics %s\n", rc_numerics_name(a->loop.exec.numerics));
-    if (!rc && a->loop.edge) fprintf(stderr, "eval: edge %s\n", cli_edge_name(a->loop.edge));
+    if (!rc && a->loop.edge) fprintf(stderr, "eval: edge %s\n", rc_edge_name(a->loop.edge));
     for (int k = 0; !rc && k < p->n_arms; k++) rc = eval_run_arm(&r, k);
     if (!rc) {
         print_table(r.info, r.tally, p->n_arms);

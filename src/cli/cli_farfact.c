@@ -91,7 +91,7 @@ static int ff_parse(const cli_args *a, ff_run *r) {
         return cli_usage_error("longctx", "--len %s: expected a comma-separated list of distances in tokens, 0..%ld "
                                "(at most %d; the gist pools at most 2^24 tokens)", a->len, MAX_DIST, MAX_DISTS);
     if (cli_each_item(a->arms ? a->arms : "FULL,SP,RC_bge", 16, add_arm, r))
-        return cli_usage_error("longctx", "--arms %s: expected FULL, SP or RC_bge, each once", a->arms);
+        return cli_usage_error("longctx", "--arms %s: expected " RC_ARM_NAMES ", each once", a->arms);
     r->n_per = a->cases ? a->cases : 10;
     r->share = isnan(a->fact_share) ? RC_FF_FACT_SHARE : a->fact_share;
     return 0;
@@ -181,7 +181,7 @@ static int ff_run_arm(ff_run *r, int a) {
     rc_recall_opts ro;
     cli_loop_opts(r->a, r->b, &ro);
     ro.turn_cap = r->max_new;
-    ro.arm = !strcmp(r->arms[a], "FULL") ? RC_ARM_FULL : !strcmp(r->arms[a], "SP") ? RC_ARM_SP : RC_ARM_RC_BGE;
+    ro.arm = (rc_arm)rc_arm_parse(r->arms[a], NULL); /* a label cli_add_arm took */
     rc_recall *rec = NULL;
     if (rc_recall_open(r->b, &ro, &rec, &r->err)) return cli_fail("longctx", &r->err);
     if (a == 0) cli_banner("longctx", rc_recall_simd_name(rec), rc_recall_threads(rec));
@@ -235,7 +235,7 @@ static void ff_table(const ff_run *r) {
             }
             char ex[32], fi[16] = "-", re[16] = "-", ea[16] = "-";
             snprintf(ex, sizeof ex, "%d/%d (%.0f%%)", s.exact, s.ran, 100.0 * s.exact / s.ran);
-            if (!strcmp(r->arms[a], "RC_bge")) {
+            if (rc_arm_parse(r->arms[a], NULL) == RC_ARM_RC_BGE) {
                 snprintf(fi, sizeof fi, "%d/%d", s.fired, s.ran);
                 snprintf(re, sizeof re, "%d/%d", s.retrieved, s.ran);
                 snprintf(ea, sizeof ea, "%.1f", (double)s.early / s.ran);
@@ -255,7 +255,7 @@ static void ff_record(FILE *f, const ff_run *r, int c, int a, int first) {
     const int nd = k->q_first > r->geo.window ? k->q_first - r->geo.window : 0;
     fprintf(f, "%s\n{\"arm\": \"%s\", \"mode\": \"%s\", \"edge\": \"%s\", \"numerics\": \"%s\", \"kv\": \"%s\", "
                "\"distance\": %d, \"case\": %d",
-            first ? "" : ",", r->arms[a], cli_mode_name(r->a->loop.mode), cli_edge_name(r->a->loop.edge),
+            first ? "" : ",", r->arms[a], rc_mode_name(r->a->loop.mode), rc_edge_name(r->a->loop.edge),
             rc_numerics_name(r->a->loop.exec.numerics), rc_kv_dtype_name((rc_kv_dtype)r->a->loop.kv), k->spec.dist,
             k->spec.index);
     fputs(", \"kw\": ", f), rc_json_put_str(f, k->kw);
@@ -303,7 +303,7 @@ static int ff_write_json(const ff_run *r) {
                "\"mode\": \"%s\", \"edge\": \"%s\", \"kv\": \"%s\", \"numerics\": \"%s\", \"context\": %d, "
                "\"trained_positions\": %d, \"window\": %d, \"block\": %d, \"buf_min\": %d, \"threshold\": ",
             (unsigned long long)r->bench_xxh64, (unsigned long long)a->seed, r->n_per, r->share, r->max_new,
-            cli_mode_name(a->loop.mode), cli_edge_name(a->loop.edge), rc_kv_dtype_name((rc_kv_dtype)a->loop.kv),
+            rc_mode_name(a->loop.mode), rc_edge_name(a->loop.edge), rc_kv_dtype_name((rc_kv_dtype)a->loop.kv),
             rc_numerics_name(a->loop.exec.numerics), r->ctx, r->trained, r->geo.window, r->geo.block, r->geo.buf_min);
     rc_json_put_num(f, r->geo.threshold);
     fprintf(f, ", \"ran\": %s", a->no_run ? "false" : "true");
@@ -349,7 +349,7 @@ int cli_farfact(const cli_args *a) {
     int rc = ff_parse(a, &r);
     if (rc) return rc;
     int has_full = 0;
-    for (int k = 0; k < r.n_arms; k++) has_full |= !strcmp(r.arms[k], "FULL");
+    for (int k = 0; k < r.n_arms; k++) has_full |= rc_arm_parse(r.arms[k], NULL) == RC_ARM_FULL;
     if (cli_ctx_needs_full(a, has_full)) return 2;
     rc = ff_open(&r);
     for (int k = 0; !rc && !a->no_run && k < r.n_arms; k++) rc = ff_run_arm(&r, k);

@@ -82,7 +82,7 @@ static int longctx_parse_lists(const cli_args *a, longctx_opts *o) {
     } lists[4] = {{"--task", a->task, "needle, multikey or vartrack, each once", add_task},
                   {"--len", a->len, "positive token counts", add_len},
                   {"--depth", a->depth ? a->depth : "0.5", "fractions in 0..1", add_depth},
-                  {"--arms", a->arms ? a->arms : "FULL,SP,RC_bge", "FULL, SP or RC_bge, each once", add_arm}};
+                  {"--arms", a->arms ? a->arms : "FULL,SP,RC_bge", RC_ARM_NAMES ", each once", add_arm}};
     for (int k = 0; k < 4; k++)
         if (cli_each_item(lists[k].val, 64, lists[k].one, o))
             return cli_usage_error("longctx", "%s %s: expected a comma-separated list of %s (at most %d)", lists[k].flag,
@@ -145,9 +145,9 @@ fail:
     return 1;
 }
 
-static int has_arm(const longctx_opts *o, const char *name) {
+static int has_arm(const longctx_opts *o, rc_arm arm) {
     for (int a = 0; a < o->n_arms; a++)
-        if (!strcmp(o->arms[a], name)) return 1;
+        if (rc_arm_parse(o->arms[a], NULL) == (int)arm) return 1;
     return 0;
 }
 
@@ -177,7 +177,7 @@ static int longctx_build(longctx_run *r) {
             }
     fprintf(stderr, "longctx: %d cases from %s (%d tokens, xxh64 %016llx)\n", r->n_cases, haystack_path(o->a), r->hay.n,
             (unsigned long long)r->hay.xxh64);
-    if (!has_arm(o, "FULL")) return 0;
+    if (!has_arm(o, RC_ARM_FULL)) return 0;
     for (int c = 0; c < r->n_cases; c++) {
         const rc_lctx_case *k = &r->cases[c];
         long need = 1L + k->n_ids + o->a->max_new + 1; /* as the loop checks it (recall_loop.h) */
@@ -258,7 +258,7 @@ static int longctx_run_arm(longctx_run *r, int a) {
     rc_recall_opts ro;
     cli_loop_opts(o->a, r->b, &ro);
     ro.turn_cap = o->a->max_new;
-    ro.arm = !strcmp(o->arms[a], "FULL") ? RC_ARM_FULL : !strcmp(o->arms[a], "SP") ? RC_ARM_SP : RC_ARM_RC_BGE;
+    ro.arm = (rc_arm)rc_arm_parse(o->arms[a], NULL); /* a label cli_add_arm took */
     rc_recall *rec = NULL;
     if (rc_recall_open(r->b, &ro, &rec, &r->err)) return cli_fail("longctx", &r->err);
     if (a == 0) cli_banner("longctx", rc_recall_simd_name(rec), rc_recall_threads(rec));
@@ -343,7 +343,7 @@ static int longctx_write_json(const longctx_run *r) {
                "\"trained_positions\": %d, "
                "\"ran\": %s",
             (unsigned long long)r->hay.xxh64, r->hay.n, (unsigned long long)o->a->seed, o->a->max_new,
-            cli_mode_name(o->a->loop.mode), cli_edge_name(o->a->loop.edge),
+            rc_mode_name(o->a->loop.mode), rc_edge_name(o->a->loop.edge),
             rc_kv_dtype_name((rc_kv_dtype)o->a->loop.kv), rc_numerics_name(o->a->loop.exec.numerics), r->ctx,
             r->trained, o->a->no_run ? "false" : "true");
     cli_put_build(f, r->b, o->a->loop.exec.numerics, o->a->loop.kv, o->a->loop.lm_screen);
@@ -383,9 +383,7 @@ int cli_longctx(const cli_args *given) {
     longctx_opts o;
     int rc = longctx_parse_lists(a, &o);
     if (rc) return rc;
-    int has_full = 0;
-    for (int k = 0; k < o.n_arms; k++) has_full |= !strcmp(o.arms[k], "FULL");
-    if (cli_ctx_needs_full(a, has_full)) return 2;
+    if (cli_ctx_needs_full(a, has_arm(&o, RC_ARM_FULL))) return 2;
     longctx_run r;
     memset(&r, 0, sizeof r);
     r.o = &o;

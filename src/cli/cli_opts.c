@@ -143,25 +143,32 @@ static int set_profile(const cli_opt *o, const char *val, cli_args *a) {
     return 0;
 }
 
+/* --mode, --edge, --arm: the names are the engine's (rc_mode_parse, recall_loop.h), and so is the
+ * message that refuses one. */
+static int set_named(const cli_opt *o, const char *val, cli_args *a, int (*parse)(const char *, recall_err *),
+                     int *field) {
+    recall_err e = {0};
+    const int v = parse(val, &e);
+    if (v < 0) return cli_usage_error(a->cmd, "%s: %s", o->name, e.msg);
+    *field = v;
+    return 0;
+}
+
 static int set_mode(const cli_opt *o, const char *val, cli_args *a) {
-    if (!strcmp(val, "faithful")) a->loop.mode = RC_MODE_FAITHFUL;
-    else if (!strcmp(val, "clean")) a->loop.mode = RC_MODE_CLEAN;
-    else return bad_value(o, val, a, "faithful or clean");
+    int v;
+    if (set_named(o, val, a, rc_mode_parse, &v)) return 2;
+    a->loop.mode = (rc_loop_mode)v;
     return 0;
 }
 
 static int set_edge(const cli_opt *o, const char *val, cli_args *a) {
-    if (!strcmp(val, "off")) a->loop.edge = RC_EDGE_OFF;
-    else if (!strcmp(val, "inject")) a->loop.edge = RC_EDGE_INJECT;
-    else return bad_value(o, val, a, "off or inject");
-    return 0;
+    return set_named(o, val, a, rc_edge_parse, &a->loop.edge);
 }
 
 static int set_arm(const cli_opt *o, const char *val, cli_args *a) {
-    if (!strcmp(val, "RC_bge")) a->loop.arm = RC_ARM_RC_BGE;
-    else if (!strcmp(val, "SP")) a->loop.arm = RC_ARM_SP;
-    else if (!strcmp(val, "FULL")) a->loop.arm = RC_ARM_FULL;
-    else return bad_value(o, val, a, "RC_bge, SP or FULL");
+    int v;
+    if (set_named(o, val, a, rc_arm_parse, &v)) return 2;
+    a->loop.arm = (rc_arm)v;
     return 0;
 }
 
@@ -802,9 +809,8 @@ int cli_parse(const cli_command *c, int argc, char **argv, cli_args *a) {
     if ((!isnan(a->threshold) && (a->threshold_file || a->calibrate)) || (a->threshold_file && a->calibrate))
         return cli_usage_error(c->name, "--threshold, --threshold-file and --calibrate each set the gate threshold: "
                                "give one");
-    if (a->loop.edge != RC_EDGE_OFF && a->loop.mode != RC_MODE_CLEAN) /* a check across two loop options */
-        return cli_usage_error(c->name, "--edge inject needs --mode clean: faithful mode reproduces the reference "
-                               "loop, whose rebuilds have no edge");
+    recall_err e = {0};
+    if (rc_recall_mode_check(&a->loop, &e)) return cli_usage_error(c->name, "%s", e.msg); /* across options */
     for (const char *r = c->required; r && *r;) {
         size_t l = strcspn(r, " ");
         int found = 0;

@@ -152,7 +152,7 @@ static int write_trace(const cli_args *a, const rc_blob *b, const rc_recall_opts
     FILE *f = cli_create("replay", &af, path);
     if (!f) return 1;
     fprintf(f, "{\"seed\": %ld, \"mode\": \"%s\", \"arm\": \"%s\", \"kv\": \"%s\", \"numerics\": \"%s\"",
-            problem, cli_mode_name(o->mode), cli_arm_name(o->arm), rc_kv_dtype_name((rc_kv_dtype)o->kv),
+            problem, rc_mode_name(o->mode), rc_arm_name(o->arm), rc_kv_dtype_name((rc_kv_dtype)o->kv),
             rc_numerics_name(o->exec.numerics));
     cli_put_build(f, b, o->exec.numerics, o->kv, a->loop.lm_screen);
     fputs(", \"threshold\": ", f);
@@ -162,7 +162,7 @@ static int write_trace(const cli_args *a, const rc_blob *b, const rc_recall_opts
         rc_json_put_str(f, a->threshold_file ? a->threshold_file : a->calibrate);
         fprintf(f, ", \"threshold_by\": \"%s\"", a->threshold_file ? "threshold file" : "calibrate");
     }
-    if (o->edge) fprintf(f, ", \"edge\": \"%s\"", cli_edge_name(o->edge)); /* only when on: see write_turn */
+    if (o->edge) fprintf(f, ", \"edge\": \"%s\"", rc_edge_name(o->edge)); /* only when on: see write_turn */
     fprintf(f, ", \"constants\": {\"RW\": %d, \"C\": %d, \"BLOCK\": %d, \"RECALL_K\": %d, \"TURN_CAP\": %d},\n",
             o->window, o->chunk, o->block, o->k, o->turn_cap);
     fputs("\"steps\": [", f);
@@ -205,7 +205,7 @@ int cli_replay(const cli_args *a) {
     rc = 1;
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
     fprintf(stderr, "replay: problem %ld, arm %s, simd %s, %d thread%s, profile %s, numerics %s, kv %s%s\n", a->problem,
-            cli_arm_name(o.arm), rc_recall_simd_name(r), rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s",
+            rc_arm_name(o.arm), rc_recall_simd_name(r), rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s",
             cli_profile_name(b, o.exec.numerics, o.kv, a->loop.lm_screen), rc_numerics_name(o.exec.numerics),
             rc_kv_dtype_name((rc_kv_dtype)o.kv), o.edge ? ", edge inject" : "");
     replay_view view = {r, o.arm == RC_ARM_FULL ? 0 : o.window, o.arm, o.threshold};

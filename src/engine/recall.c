@@ -94,13 +94,29 @@ void rc_recall_pooler_stats(const rc_recall *r, rc_pooler_stats *out) {
     else memset(out, 0, sizeof *out);
 }
 
-int rc_lm_screen_parse(const char *s) {
-    if (!s) return -1;
-    if (!strcmp(s, "auto")) return RC_LM_SCREEN_AUTO;
-    if (!strcmp(s, "on")) return RC_LM_SCREEN_ON;
-    if (!strcmp(s, "off")) return RC_LM_SCREEN_OFF;
+static const char *const MODE_NAMES[] = {"faithful", "clean"};
+static const char *const ARM_NAMES[] = {"RC_bge", "SP", "FULL"};
+static const char *const EDGE_NAMES[] = {"off", "inject"};
+
+/* s's index in names[0..n), else -1 with the message naming what was wanted. */
+static int name_index(const char *const *names, int n, const char *what, const char *want, const char *s,
+                      recall_err *err) {
+    for (int i = 0; s && i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    if (err) rc_fail(err, RECALL_E_ARG, "%s '%s': expected %s", what, s ? s : "", want);
     return -1;
 }
+
+int rc_mode_parse(const char *s, recall_err *err) { return name_index(MODE_NAMES, 2, "mode", RC_MODE_NAMES, s, err); }
+int rc_arm_parse(const char *s, recall_err *err) { return name_index(ARM_NAMES, 3, "arm", RC_ARM_NAMES, s, err); }
+int rc_edge_parse(const char *s, recall_err *err) { return name_index(EDGE_NAMES, 2, "edge", RC_EDGE_NAMES, s, err); }
+const char *rc_mode_name(int mode) { return (unsigned)mode < 2 ? MODE_NAMES[mode] : "?"; }
+const char *rc_arm_name(int arm) { return (unsigned)arm < 3 ? ARM_NAMES[arm] : "?"; }
+const char *rc_edge_name(int edge) { return (unsigned)edge < 2 ? EDGE_NAMES[edge] : "?"; }
+
+static const char *const SCREEN_NAMES[] = {"auto", "on", "off"}; /* RC_LM_SCREEN_* */
+int rc_lm_screen_parse(const char *s) { return name_index(SCREEN_NAMES, 3, NULL, NULL, s, NULL); }
+const char *rc_lm_screen_name(int m) { return (unsigned)m < 3 ? SCREEN_NAMES[m] : "?"; }
 
 /* Screening on or off (rc_recall_opts.lm_screen), and its buffers. */
 static recall_status open_screen(rc_recall *r, const rc_blob *b, recall_err *err) {
@@ -136,16 +152,25 @@ recall_status rc_recall_opts_check(const rc_recall_opts *o, recall_err *err) {
                        lim);
     if (o->draft < 0 || o->draft > RC_DRAFT_MAX)
         return rc_fail(err, RECALL_E_ARG, "recall: draft %d (0..%d)", o->draft, RC_DRAFT_MAX);
-    if ((unsigned)o->mode > RC_MODE_CLEAN || (unsigned)o->arm > RC_ARM_FULL)
-        return rc_fail(err, RECALL_E_ARG, "recall: mode %d / arm %d unknown", (int)o->mode, (int)o->arm);
+    RC_TRY(rc_recall_mode_check(o, err));
     RC_TRY(rc_kv_dtype_check(o->kv, err));
+    return rc_exec_opts_check(&o->exec, err);
+}
+
+recall_status rc_recall_mode_check(const rc_recall_opts *o, recall_err *err) {
+    if ((unsigned)o->mode > RC_MODE_CLEAN)
+        return rc_fail(err, RECALL_E_ARG, "mode %d unknown (faithful = %d, clean = %d)", (int)o->mode,
+                       RC_MODE_FAITHFUL, RC_MODE_CLEAN);
+    if ((unsigned)o->arm > RC_ARM_FULL)
+        return rc_fail(err, RECALL_E_ARG, "arm %d unknown (RC_bge = %d, SP = %d, FULL = %d)", (int)o->arm,
+                       RC_ARM_RC_BGE, RC_ARM_SP, RC_ARM_FULL);
     if (o->edge != RC_EDGE_OFF && o->edge != RC_EDGE_INJECT)
-        return rc_fail(err, RECALL_E_ARG, "recall: edge %d unknown (off = %d, inject = %d)", o->edge, RC_EDGE_OFF,
+        return rc_fail(err, RECALL_E_ARG, "edge %d unknown (off = %d, inject = %d)", o->edge, RC_EDGE_OFF,
                        RC_EDGE_INJECT);
     if (o->edge != RC_EDGE_OFF && o->mode == RC_MODE_FAITHFUL)
-        return rc_fail(err, RECALL_E_ARG, "recall: edge inject needs clean mode: faithful mode reproduces the "
-                       "reference loop, whose rebuilds have no edge");
-    return rc_exec_opts_check(&o->exec, err);
+        return rc_fail(err, RECALL_E_ARG, "edge inject needs clean mode: faithful mode (the default) reproduces "
+                       "the reference loop, whose rebuilds have no edge");
+    return RECALL_OK;
 }
 
 recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recall **out, recall_err *err) {

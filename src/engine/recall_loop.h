@@ -44,6 +44,20 @@ typedef enum { RC_ARM_RC_BGE = 0, RC_ARM_SP = 1, RC_ARM_FULL = 2 } rc_arm;
  * as relevant as what the fire injected. */
 typedef enum { RC_EDGE_OFF = 0, RC_EDGE_INJECT = 1 } rc_edge;
 
+/* The names of the mode, the arm and the edge, each parsed and printed here only (the CLI's --mode,
+ * --arm, --edge and arm lists, the harness's files, the traces); the lists of accepted names are
+ * the macros. A parser returns the value, or -1 with RECALL_E_ARG in err (when not NULL):
+ * "mode 'X': expected faithful or clean". A printer returns "?" for a value that is none. */
+#define RC_MODE_NAMES "faithful or clean"
+#define RC_ARM_NAMES "RC_bge, SP or FULL"
+#define RC_EDGE_NAMES "off or inject"
+int rc_mode_parse(const char *s, recall_err *err);
+int rc_arm_parse(const char *s, recall_err *err);
+int rc_edge_parse(const char *s, recall_err *err);
+const char *rc_mode_name(int mode);
+const char *rc_arm_name(int arm);
+const char *rc_edge_name(int edge);
+
 /* The loop's options: the one home of every knob the CLI, the public API and the loop share (the
  * CLI parses into cli_args.loop, api.c maps recall_loop_opts onto it in one place), documented
  * here and validated once (rc_recall_opts_check). */
@@ -169,6 +183,10 @@ void rc_recall_defaults(const rc_blob *b, rc_recall_opts *o);
  * and so does the public API before it estimates memory (recall_loop_open). The bounds keep every
  * product the size checks form inside int. */
 recall_status rc_recall_opts_check(const rc_recall_opts *o, recall_err *err);
+/* The part of it that judges mode, arm and edge (each known; edge inject only in clean mode), one
+ * message each. The CLI runs it as it parses, before anything runs; the rest of the check waits
+ * for the blob's defaults. */
+recall_status rc_recall_mode_check(const rc_recall_opts *o, recall_err *err);
 recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recall **out, recall_err *err);
 void rc_recall_close(rc_recall *r);
 /* Runs one turn for `feed` (the whole conversation so far, user turn included). */
@@ -195,8 +213,9 @@ typedef struct {
     double bytes, full_bytes; /* full_bytes: what the same picks read without screening */
 } rc_lm_stats;
 void rc_recall_lm_stats(const rc_recall *r, rc_lm_stats *out);
-/* "on|off|auto" -> RC_LM_SCREEN_*; -1 when unknown (CLI and environment parsing). */
+/* "on|off|auto" -> RC_LM_SCREEN_*; -1 when unknown (CLI and environment parsing); and back. */
 int rc_lm_screen_parse(const char *s);
+const char *rc_lm_screen_name(int m);
 /* The pooler's cache and scratch (pooler.h) after the latest rebuild; all zero on the FULL arm. */
 struct rc_pooler_stats;
 void rc_recall_pooler_stats(const rc_recall *r, struct rc_pooler_stats *out);

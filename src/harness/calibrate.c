@@ -223,7 +223,7 @@ void rc_calibration_write(FILE *f, const rc_blob *b, const rc_recall_opts *o, co
     fputs(", \"bge_weights\": ", f);
     rc_json_put_str(f, rc_blob_weights(b, "bert"));
     fprintf(f, ", \"numerics\": \"%s\", \"kv\": \"%s\", \"mode\": \"%s\",\n", rc_numerics_name(o->exec.numerics),
-            rc_kv_dtype_name((rc_kv_dtype)o->kv), o->mode == RC_MODE_CLEAN ? "clean" : "faithful");
+            rc_kv_dtype_name((rc_kv_dtype)o->kv), rc_mode_name(o->mode));
     fputs(" \"rule\": \"percentile of the gate scores at recall positions (a question turn from its keyword's end "
           "to the reply's restatement, the fact's turn evicted), every token scored on its own q, firing disabled: "
           "the rule the gate's thresh was trained with\",\n \"percentile\": ", f);

@@ -390,7 +390,8 @@ recall_status rc_eval_shard_parse(rc_eval_shard *s, const char *path, char *text
         if (!s->problems->items[i].is_int || s->problems->items[i].i < 0 || s->problems->items[i].i > MAX_INT)
             return refuse(err, path, "problems[%zu] is not a seed", i);
     const char *mode = str_at(s->root, "mode");
-    if (strcmp(mode, "faithful") && strcmp(mode, "clean")) return refuse(err, path, "mode \"%.40s\" is not faithful or clean", mode);
+    recall_err e = {0};
+    if (rc_mode_parse(mode, &e) < 0) return refuse(err, path, "%s", e.msg);
     if (!s->n_seeds || !s->arms->len || s->arms->len > (size_t)MAX_INT / s->problems->len ||
         (size_t)s->n_jobs != s->arms->len * s->problems->len)
         return refuse(err, path, "n_jobs %d is not arms (%zu) x problems (%zu)", s->n_jobs, s->arms->len,
