@@ -262,7 +262,25 @@ def make_example(model, pooler, bpe, e, q_turn, r, mode, eos_id, bos_id):
     ww = [0.0] * (len(win) - len(th) - len(tail) - 1) + w[-len(th) - len(tail) - 1:]  # the question's reply
     ex = layout_row(model, pooler, e, nd, inj, win, ww, bos_id)
     ex["aux"] = [(p - nd, t["kw"]) for p in range(max(t["kw_end"], nd), t["reply"][0] + len(th))]
+    ex["seal"] = seal_blocks(e)
     return ex
+
+
+def seal_blocks(e):
+    """The blocks a faithful loop seals that end inside a question turn (after the question's
+    keyword, up to the reply's end), each as (ids, rows): the block's ids on the archive's grid
+    and its rows from the keyword on. Sealed, such a block runs on its own, and its q there looks
+    like a recall position of the question it holds: the seal head (DEC seal_w) teaches the
+    decoder to make them differ. No random draw: the run's streams are unchanged."""
+    out = []
+    for t in e.turns:
+        if t["kind"] != "q":
+            continue
+        for a in range(0, len(e.ids) - BLOCK + 1, BLOCK):
+            b = a + BLOCK
+            if t["kw_end"] < b <= t["reply"][1]:
+                out.append((e.ids[a:b], list(range(max(0, t["kw_end"] - a), BLOCK))))
+    return out
 
 
 def evicted_at(end, r):
@@ -323,7 +341,8 @@ def row_tensors(model, ex):
 
 def full_example(e, bos_id, eos_id):
     aux = [(p, t["kw"]) for t in e.turns if t["kind"] == "q" and t.get("value") for p in range(t["kw_end"], t["value"][0])]
-    return {"pre": [bos_id], "sp": None, "inj": [], "win": list(e.ids) + [eos_id], "w": list(e.w) + [1.0], "aux": aux}
+    return {"pre": [bos_id], "sp": None, "inj": [], "win": list(e.ids) + [eos_id], "w": list(e.w) + [1.0], "aux": aux,
+            "seal": seal_blocks(e)}
 
 
 # ---- stage 4: the decoder -----------------------------------------------------------------------
@@ -390,6 +409,9 @@ DEC = dict(
     aux_w=0.0,          # > 0: in the tail, a keyword probe's loss (weight aux_w) on the gate layers' q at
                         # recall positions (aux_positions, KeywordProbe): the q the gate and the bridge read
                         # then says WHICH fact is asked for (the broad world's recipe: 0.3)
+    seal_w=0.0,         # > 0: in the tail, a seal head's loss (weight seal_w, SealHead): the gate layers' q
+                        # of a block run on its own (faithful mode's seal forward) must differ from the q at
+                        # a recall position in a conversation, so that a linear gate can tell them apart
 )
 
 
@@ -623,6 +645,48 @@ class KeywordProbe:
         return F.cross_entropy(s, torch.tensor([uniq.index(k) for k in kws]))
 
 
+class SealHead:
+    """A training-only head (never written out): a logistic score on the gate layers' q, positive
+    at recall positions in a conversation (aux_positions), negative on the rows of blocks run on
+    their own that hold a question (seal_blocks: what faithful mode's seal forward scores). Its
+    loss flows into the decoder through the blocks run on their own only, so that the gate
+    trained later can tell the two apart. Its own
+    generator draws its weights: the run's other random streams are unchanged."""
+
+    def __init__(self, seed):
+        g = torch.Generator().manual_seed(seed * 47 + 13)
+        qd = len(GATE_LAYERS) * QCFG["heads"] * QCFG["head_dim"]
+        self.w = (torch.randn(qd, generator=g) / math.sqrt(qd)).requires_grad_()
+        self.b = torch.zeros((), requires_grad=True)
+        self.opt = torch.optim.Adam([self.w, self.b], lr=1e-3)
+        self.last = (0, 0)
+
+    def state_dict(self):
+        return {"w": self.w.detach().clone(), "b": self.b.detach().clone(), "opt": self.opt.state_dict()}
+
+    def load_state_dict(self, st):
+        with torch.no_grad():
+            self.w.copy_(st["w"])
+            self.b.copy_(st["b"])
+        self.opt.load_state_dict(st["opt"])
+
+    def loss(self, model, qs, bs, ts, exs):
+        blocks = [blk for ex in exs for blk in ex.get("seal", ())][:16]
+        if not bs or not blocks:
+            return None
+        emb = model.embed_tokens
+        _, sq = model(torch.stack([emb(torch.tensor(ids)) for ids, _ in blocks]), q_layers=GATE_LAYERS)
+        neg = torch.cat([torch.cat([sq[l][i, rows] for l in GATE_LAYERS], -1) for i, (_, rows) in enumerate(blocks)], 0)
+        b, t = torch.tensor(bs), torch.tensor(ts)
+        # the conversation's side is a target only: the decoder is moved on the blocks run on their
+        # own, which a language model never sees, and keeps its q where the copy needs it
+        pos = torch.cat([qs[l][b, t] for l in GATE_LAYERS], -1).detach()
+        self.last = (len(pos), len(neg))
+        lp = F.binary_cross_entropy_with_logits(pos @ self.w + self.b, torch.ones(len(pos)))
+        ln = F.binary_cross_entropy_with_logits(neg @ self.w + self.b, torch.zeros(len(neg)))
+        return 0.5 * (lp + ln)
+
+
 def warm_cosine(peak, i, n, warm):
     """The learning rate at step i of n: a linear ramp over `warm` steps to `peak`, then a cosine
     from peak to 10 % of it."""
@@ -648,12 +712,15 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
     warm = max(1, int(steps * cfg["warm_frac"]))
     tok_seen, t_start, it0, ind_end = 0, time.time(), 0, (cfg["induction"] if not cfg["induction_stop"] else None)
     probe = KeywordProbe(model, bpe, seed) if cfg["aux_w"] > 0 else None
+    sealh = SealHead(seed) if cfg["seal_w"] > 0 else None
     if ckpt and os.path.exists(ckpt):
         st = torch.load(ckpt)
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["opt"])
         if probe is not None and "probe" in st:
             probe.load_state_dict(st["probe"])
+        if sealh is not None and "seal" in st:
+            sealh.load_state_dict(st["seal"])
         r.setstate(st["rng"])
         torch.set_rng_state(st["torch_rng"])
         it0, ind_end, tok_seen = st["it"], st["ind_end"], st["tok_seen"]
@@ -686,24 +753,32 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
             WT[WT == VALUE_W] = cfg["value_w"]
         sel = WT > 0
         use_probe = probe is not None and tail
-        logits, qs = model(X, select=sel, q_layers=GATE_LAYERS if use_probe else ())
+        use_seal = sealh is not None and tail
+        logits, qs = model(X, select=sel, q_layers=GATE_LAYERS if use_probe or use_seal else ())
         ce = F.cross_entropy(logits, TG[sel], reduction="none")
         loss = (ce * WT[sel]).sum() / WT.sum()
         aux = probe.loss(qs, *aux_positions(exs)) if use_probe else None
         if aux is not None:
             loss = loss + cfg["aux_w"] * aux
             probe.opt.zero_grad()
+        sl = sealh.loss(model, qs, *aux_positions(exs)[:2], exs) if use_seal else None
+        if sl is not None:
+            loss = loss + cfg["seal_w"] * sl
+            sealh.opt.zero_grad()
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if aux is not None:
             probe.opt.step()
+        if sl is not None:
+            sealh.opt.step()
         tok_seen += X.shape[0] * X.shape[1]
         if it % 25 == 0:
             log("decoder step %d loss %.4f lr %.2e rows %d x %d (%.0f tok/s)" %
                 (it, loss.item(), lr, X.shape[0], X.shape[1], tok_seen / (time.time() - t_start)) +
-                (" keyword probe %.3f (%d rows)" % (float(aux), len(probe.last)) if aux is not None else ""))
+                (" keyword probe %.3f (%d rows)" % (float(aux), len(probe.last)) if aux is not None else "") +
+                (" seal head %.3f (%d + %d rows)" % ((float(sl),) + sealh.last) if sl is not None else ""))
         it += 1
         if ind_end is None and (it >= cfg["induction"] or (it >= cfg["induction_min"] and it % 100 == 0)):
             ok, n = synthetic_eval(model, lambda m, rr, k: induction_rows(m, rr, k, int(cfg["induction_varied"]),
@@ -722,7 +797,8 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
             tmp = ckpt + ".tmp"
             torch.save(dict({"model": model.state_dict(), "opt": opt.state_dict(), "rng": r.getstate(),
                              "torch_rng": torch.get_rng_state(), "it": it, "ind_end": ind_end, "tok_seen": tok_seen},
-                            **({"probe": probe.state_dict()} if probe is not None else {})), tmp)
+                            **({"probe": probe.state_dict()} if probe is not None else {}),
+                            **({"seal": sealh.state_dict()} if sealh is not None else {})), tmp)
             os.replace(tmp, ckpt)
     log("decoder: %d steps (warm-up %d, world %d, tail %d)" % (it, ind_end, n_world, cfg["tail"]))
     if on_eval and every and it % every:
