@@ -82,7 +82,8 @@ extern const int8_t RC_Q8_NF4[16];
 extern const uint8_t RC_Q8_NF4_U8[16];
 
 typedef enum { RC_NUMERICS_EXACT = 0, RC_NUMERICS_Q8 = 1 } rc_numerics;
-/* "exact" | "q8" -> rc_numerics, -1 when unknown; and back. */
+/* "exact" | "q8" -> rc_numerics, -1 when unknown; and back. RC_NUMERICS_NAMES: the list a refusal names. */
+#define RC_NUMERICS_NAMES "exact or q8"
 int rc_numerics_parse(const char *s);
 const char *rc_numerics_name(int n);
 /* The one check of a numerics value (rc_exec_opts.numerics, pool.h, is the knob's one home):

@@ -298,8 +298,7 @@ recall_status cli_get_ids(const cli_args *a, int32_t **out, int *n, recall_err *
 const char *cli_ids_source(const cli_args *a) { return a->tokens_file ? a->tokens_file : "--ids"; }
 
 const char *cli_profile_name(const rc_blob *b, int numerics, int kv, int lm_screen) {
-    const char *env = getenv("RECALL_LM_SCREEN");
-    if (lm_screen == RC_LM_SCREEN_AUTO && env && rc_lm_screen_parse(env) >= 0) lm_screen = rc_lm_screen_parse(env);
+    if (rc_lm_screen_resolve(lm_screen) >= 0) lm_screen = rc_lm_screen_resolve(lm_screen);
     const int screen = lm_screen != RC_LM_SCREEN_OFF && rc_blob_find(b, RC_LM_SCREEN_Q) != NULL;
     if (numerics == RC_NUMERICS_Q8 && kv == RC_KV_DT_F16 && screen && !strcmp(rc_blob_weights(b, "qwen2"), "nf4") &&
         !strcmp(rc_blob_weights(b, "bert"), "nf4"))

@@ -160,10 +160,8 @@ static int eval_make_plan(const cli_args *a, eval_plan *p) {
  * is compared too). Adding such an option to eval: one entry here. */
 #define N_EVAL_OPTS 9
 static void eval_options(const cli_args *a, rc_eval_opt *o) {
-    const char *screen_env = getenv("RECALL_LM_SCREEN");
     int screen = a->loop.lm_screen;
-    if (screen == RC_LM_SCREEN_AUTO && screen_env && rc_lm_screen_parse(screen_env) >= 0)
-        screen = rc_lm_screen_parse(screen_env);
+    if (rc_lm_screen_resolve(screen) >= 0) screen = rc_lm_screen_resolve(screen);
     o[0] = (rc_eval_opt){"--ctx", 1, a->ctx, NULL};
     o[1] = (rc_eval_opt){"--draft", 1, a->loop.draft, NULL};
     o[2] = (rc_eval_opt){"--lm-head-screen", 0, 0, rc_lm_screen_name(screen)};

@@ -106,21 +106,21 @@ static int set_rope(const cli_opt *o, const char *val, cli_args *a) {
 
 static int set_screen(const cli_opt *o, const char *val, cli_args *a) {
     const int m = rc_lm_screen_parse(val);
-    if (m < 0) return bad_value(o, val, a, "on, off or auto");
+    if (m < 0) return bad_value(o, val, a, RC_LM_SCREEN_NAMES);
     a->loop.lm_screen = m;
     return 0;
 }
 
 static int set_kv(const cli_opt *o, const char *val, cli_args *a) {
     const int kv = rc_kv_dtype_parse(val);
-    if (kv < 0) return bad_value(o, val, a, "f32 or f16");
+    if (kv < 0) return bad_value(o, val, a, RC_KV_DTYPE_NAMES);
     a->loop.kv = kv;
     return 0;
 }
 
 static int set_numerics(const cli_opt *o, const char *val, cli_args *a) {
     const int n = rc_numerics_parse(val);
-    if (n < 0) return bad_value(o, val, a, "exact or q8");
+    if (n < 0) return bad_value(o, val, a, RC_NUMERICS_NAMES);
     a->loop.exec.numerics = n;
     return 0;
 }
@@ -301,7 +301,7 @@ static const cli_opt O_REFERENCE = {"--reference-schedule", NULL, NULL,
                                     "replayed from BOS); the default fast schedule gives the same bits",
                                     set_flag, F(loop.reference_schedule), NOLIM};
 static const cli_opt O_SCREEN = {"--lm-head-screen", NULL, "M",
-                                 "on, off or auto (default: RECALL_LM_SCREEN, else on when the blob\n"
+                                 RC_LM_SCREEN_NAMES " (default: RECALL_LM_SCREEN, else on when the blob\n"
                                  "has convert --lm-head-screen's int8 lm_head): greedy picks read it and\n"
                                  "recompute exactly only the rows that can win; the same tokens",
                                  set_screen, F(loop.lm_screen), NOLIM};

@@ -129,6 +129,7 @@ const float *rc_qwen2_gate_q(const rc_qwen2 *m);
 typedef enum { RC_KV_DT_F32 = 0, RC_KV_DT_F16 = 1 } rc_kv_dtype;
 const char *rc_kv_dtype_name(rc_kv_dtype t); /* "f32" / "f16" */
 int rc_kv_dtype_parse(const char *s);        /* "f32" / "f16" -> rc_kv_dtype; -1 otherwise */
+#define RC_KV_DTYPE_NAMES "f32 or f16"        /* the list a refusal names */
 /* The one check of a kv storage value (recall_open_opts.kv, rc_recall_opts.kv, rc_qwen2_set_kv_dtype):
  * RECALL_E_ARG "kv storage N unknown (f32 = 0, f16 = 1)" unless it is an rc_kv_dtype. */
 recall_status rc_kv_dtype_check(int kv, recall_err *err);

@@ -117,16 +117,16 @@ const char *rc_edge_name(int edge) { return (unsigned)edge < 2 ? EDGE_NAMES[edge
 static const char *const SCREEN_NAMES[] = {"auto", "on", "off"}; /* RC_LM_SCREEN_* */
 int rc_lm_screen_parse(const char *s) { return name_index(SCREEN_NAMES, 3, NULL, NULL, s, NULL); }
 const char *rc_lm_screen_name(int m) { return (unsigned)m < 3 ? SCREEN_NAMES[m] : "?"; }
+int rc_lm_screen_resolve(int mode) {
+    const char *env = getenv("RECALL_LM_SCREEN");
+    return mode == RC_LM_SCREEN_AUTO && env && *env ? rc_lm_screen_parse(env) : mode;
+}
 
 /* Screening on or off (rc_recall_opts.lm_screen), and its buffers. */
 static recall_status open_screen(rc_recall *r, const rc_blob *b, recall_err *err) {
-    int mode = r->o.lm_screen;
-    const char *env = getenv("RECALL_LM_SCREEN");
-    if (mode == RC_LM_SCREEN_AUTO && env && *env) {
-        mode = rc_lm_screen_parse(env);
-        if (mode < 0)
-            return rc_fail(err, RECALL_E_ARG, "RECALL_LM_SCREEN=%s: expected on, off or auto", env);
-    }
+    const int mode = rc_lm_screen_resolve(r->o.lm_screen);
+    if (mode < 0 && r->o.lm_screen == RC_LM_SCREEN_AUTO)
+        return rc_fail(err, RECALL_E_ARG, "RECALL_LM_SCREEN=%s: expected " RC_LM_SCREEN_NAMES, getenv("RECALL_LM_SCREEN"));
     if (mode == RC_LM_SCREEN_OFF) return RECALL_OK;
     if (mode < 0 || mode > RC_LM_SCREEN_OFF) return rc_fail(err, RECALL_E_ARG, "recall: lm_screen %d invalid", mode);
     RC_TRY(rc_lmscreen_open(b, r->ex, &r->scr, err));

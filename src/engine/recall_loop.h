@@ -214,8 +214,14 @@ typedef struct {
 } rc_lm_stats;
 void rc_recall_lm_stats(const rc_recall *r, rc_lm_stats *out);
 /* "on|off|auto" -> RC_LM_SCREEN_*; -1 when unknown (CLI and environment parsing); and back. */
+#define RC_LM_SCREEN_NAMES "on, off or auto"
 int rc_lm_screen_parse(const char *s);
 const char *rc_lm_screen_name(int m);
+/* The screening asked for, after the environment: RC_LM_SCREEN_AUTO takes RECALL_LM_SCREEN's value
+ * when it is set and not empty (-1 when that value is not one of RC_LM_SCREEN_NAMES: rc_recall_open
+ * refuses it); any other mode is returned as it is. The loop, `info` and eval records all read
+ * screening through this one function. */
+int rc_lm_screen_resolve(int mode);
 /* The pooler's cache and scratch (pooler.h) after the latest rebuild; all zero on the FULL arm. */
 struct rc_pooler_stats;
 void rc_recall_pooler_stats(const rc_recall *r, struct rc_pooler_stats *out);
