@@ -3,6 +3,8 @@
  * bitwise the same logits for every SIMD path, thread count and batch split (its own determinism),
  * different from exact but close to it, and the exact profile untouched by a q8 context beside it.
  * (Every kernel against the oracle, bitwise: tests/simd_selftest.c.) */
+#include "blob.h"
+#include "convert.h"
 #include "fixture.h"
 #include "nf4.h"
 #include "pool.h"
@@ -14,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static uint32_t lcg(uint32_t *s) {
     *s = *s * 1664525u + 1013904223u;
@@ -416,4 +419,149 @@ Test(q8_api, forward_and_loop) {
     free(a2);
     free(ref);
     free(x);
+}
+
+/* ---- attention kept exact under q8 (qwen2.h, RC_Q8_EXACT_KEY; convert --q8-exact) ------------- */
+
+Test(q8_exact, spec_parsed_checked_and_canonical) {
+    uint8_t mask[6];
+    char out[96];
+    recall_err err = {0};
+    const char *ok[][2] = {{"0-1:qkvo", "0-1:qkvo"}, {"1:vk,0:oqkv", "0:qkvo,1:kv"}, {"0:q,1:q,2:q", "0-2:q"},
+                           {"5:o,3-4:v", "3-4:v,5:o"}, {"2-2:k", "2:k"}};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        memset(mask, 0xee, sizeof mask);
+        cr_assert_eq(rc_q8_exact_parse(ok[i][0], 6, mask, &err), RECALL_OK, "%s: %s", ok[i][0], err.msg);
+        rc_q8_exact_format(mask, 6, out, sizeof out);
+        cr_expect_str_eq(out, ok[i][1], "%s", ok[i][0]);
+    }
+    cr_assert_eq(rc_q8_exact_parse("0:qk,4:o", 6, mask, &err), RECALL_OK);
+    const uint8_t want[6] = {RC_Q8X_Q | RC_Q8X_K, 0, 0, 0, RC_Q8X_O, 0};
+    cr_expect_eq(memcmp(mask, want, 6), 0);
+    const char *bad[][2] = {{"", "expected LAYER"}, {"6:q", "not a range of 0-5"}, {"2-1:q", "not a range"},
+                            {"0:x", "'x'"},        {"0:qq", "'q'"},             {"0:", "expected"},
+                            {"0:q,", "expected"},  {"0:q,0:k", "layer 0 named twice"}, {"0-2:q,1:v", "named twice"},
+                            {"-1:q", "expected"},  {"0:gate", "'g'"},           {" 0:q", "expected"},
+                            {"99999999999999999999:q", "not a range"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err = (recall_err){0};
+        cr_expect_eq(rc_q8_exact_parse(bad[i][0], 6, mask, &err), RECALL_E_ARG, "%s", bad[i][0]);
+        cr_expect(strstr(err.msg, bad[i][1]) != NULL, "%s: %s", bad[i][0], err.msg);
+        cr_expect(strstr(err.msg, bad[i][0]) != NULL, "names the text: %s", err.msg);
+    }
+}
+
+/* worldA converted with --q8-exact: the named matrices run exact under q8 (fewer bytes packed,
+ * logits closer to exact than plain q8 and still not exact), the same bits for every SIMD path and
+ * thread count; the exact profile does not read the key. */
+Test(q8_exact, blob_key_runs_those_matrices_exact, .timeout = 600) {
+    const char *path = "build/test_q8_exact_worldA_nf4.blob";
+    rc_convert_opts co = fixture_worldA_convert_opts("nf4", path);
+    co.q8_exact = "3:o,0-1:kvqo";
+    recall_err err = {0};
+    cr_assert_eq(rc_convert(&co, &err), RECALL_OK, "%s", err.msg);
+    rc_blob *bx = fixture_open(path), *b = fixture_open_worldA("nf4");
+    const rc_blob_kv *kv = rc_blob_kv_find(bx, RC_Q8_EXACT_KEY);
+    cr_assert_not_null(kv);
+    cr_expect_str_eq(kv->v.s, "0-1:qkvo,3:o", "stored in canonical form");
+    rc_exec *e0 = exec_q8("scalar", 1, RC_NUMERICS_Q8), *ee = exec_q8(NULL, 2, RC_NUMERICS_EXACT);
+    rc_qwen2 *mx = NULL, *m = NULL;
+    cr_assert_eq(rc_qwen2_open_ex(bx, 8, e0, &mx, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_qwen2_open_ex(b, 8, e0, &m, &err), RECALL_OK, "%s", err.msg);
+    cr_expect_str_eq(rc_qwen2_q8_exact(mx), "0-1:qkvo,3:o");
+    cr_expect_str_eq(rc_qwen2_q8_exact(m), "");
+    size_t bytes_x, bytes;
+    double secs;
+    rc_qwen2_q8_stats(mx, &bytes_x, &secs);
+    rc_qwen2_q8_stats(m, &bytes, &secs);
+    cr_expect_lt(bytes_x, bytes, "the exact matrices are not packed: %zu vs %zu", bytes_x, bytes);
+    const int V = rc_qwen2_cfg(m)->vocab;
+    rc_qwen2_close(mx);
+    rc_qwen2_close(m);
+    enum { T = 150 };
+    int32_t ids[T];
+    uint32_t s = 23;
+    for (int i = 0; i < T; i++) ids[i] = (int32_t)(lcg(&s) % (uint32_t)V);
+    const size_t n = (size_t)T * (size_t)V;
+    float *ref = nanbuf(n), *got = nanbuf(n), *plain = nanbuf(n), *ex = nanbuf(n), *exx = nanbuf(n);
+    run_logits(bx, e0, ids, T, 0, ref);
+    run_logits(b, e0, ids, T, 0, plain);
+    run_logits(b, ee, ids, T, 0, ex);
+    run_logits(bx, ee, ids, T, 0, exx);
+    cr_expect_eq(memcmp(ex, exx, n * sizeof(float)), 0, "the exact profile ignores the key");
+    const char *paths[] = {"scalar", "avx2", "avx512", "neon"};
+    int runs = 0;
+    for (int p = 0; p < 4; p++) {
+        if (!rc_simd_available((rc_simd_path)rc_simd_parse(paths[p]))) continue;
+        for (int th = 1; th <= 3; th += 2) {
+            rc_exec *e = exec_q8(paths[p], th, RC_NUMERICS_Q8);
+            for (int split = 0; split < 2; split++) {
+                for (size_t i = 0; i < n; i++) got[i] = NAN;
+                run_logits(bx, e, ids, T, split ? 100 : 0, got);
+                cr_expect_eq(memcmp(got, ref, n * sizeof(float)), 0, "%s x%d split %d", paths[p], th, split);
+                runs++;
+            }
+            rc_exec_close(e);
+        }
+    }
+    cr_expect_geq(runs, 4);
+    double dx = 0.0, dp = 0.0;
+    size_t same_as_exact = 0;
+    for (size_t i = 0; i < n; i++) {
+        dx += fabs((double)ref[i] - ex[i]);
+        dp += fabs((double)plain[i] - ex[i]);
+        same_as_exact += bits(ref[i]) == bits(ex[i]);
+    }
+    cr_log_info("mean |q8 - exact|: plain %.4g, with 0-1:qkvo,3:o exact %.4g", dp / (double)n, dx / (double)n);
+    cr_expect_lt(dx, dp, "keeping matrices exact brings q8 closer to exact (%.4g vs %.4g)", dx / n, dp / n);
+    cr_expect_lt(same_as_exact, n / 2, "the rest still runs q8");
+    rc_exec_close(e0);
+    rc_exec_close(ee);
+    free(ref);
+    free(got);
+    free(plain);
+    free(ex);
+    free(exx);
+    rc_blob_close(bx);
+    rc_blob_close(b);
+}
+
+/* The key is untrusted: a malformed value, a layer past the decoder's, or a number where a string is
+ * due fails the open naming the file and the key (under either profile), and the converter refuses a
+ * spec that does not fit the decoder without writing anything. */
+Test(q8_exact, hostile_key_and_bad_spec_refused) {
+    rc_blob *b = fixture_open_worldA("f32");
+    rc_exec *e = exec_q8(NULL, 1, RC_NUMERICS_EXACT);
+    const char *vals[][2] = {{"24:q", "not a range of 0-23"}, {"0:qz", "'z'"}, {"0:q,,1:k", "expected"}};
+    for (size_t i = 0; i < 3; i++) {
+        rc_blob_kv kv = {.type = RC_KV_STR};
+        snprintf(kv.key, sizeof kv.key, "%s", RC_Q8_EXACT_KEY);
+        snprintf(kv.v.s, sizeof kv.v.s, "%s", vals[i][0]);
+        kv.count = (uint32_t)strlen(kv.v.s);
+        recall_err err = {0};
+        cr_assert_eq(rc_blob_overlay_kv(b, &kv, &err), RECALL_OK, "%s", err.msg);
+        rc_qwen2 *m = NULL;
+        cr_expect_eq(rc_qwen2_open_ex(b, 8, e, &m, &err), RECALL_E_FORMAT, "%s", vals[i][0]);
+        cr_expect_null(m);
+        cr_expect(strstr(err.msg, RC_Q8_EXACT_KEY) && strstr(err.msg, vals[i][1]) && strstr(err.msg, "worldA"), "%s",
+                  err.msg);
+    }
+    rc_blob_kv num = {.type = RC_KV_I64, .count = 1};
+    snprintf(num.key, sizeof num.key, "%s", RC_Q8_EXACT_KEY);
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_overlay_kv(b, &num, &err), RECALL_OK, "%s", err.msg);
+    rc_qwen2 *m = NULL;
+    cr_expect_eq(rc_qwen2_open_ex(b, 8, e, &m, &err), RECALL_E_FORMAT);
+    cr_expect(strstr(err.msg, "not a string") != NULL, "%s", err.msg);
+    rc_exec_close(e);
+    rc_blob_close(b);
+
+    const char *out = "build/test_q8_exact_refused.blob";
+    remove(out);
+    rc_convert_opts co = fixture_worldA_convert_opts("f32", out);
+    co.q8_exact = "0-24:v";
+    err = (recall_err){0};
+    cr_expect_eq(rc_convert(&co, &err), RECALL_E_ARG);
+    cr_expect(strstr(err.msg, "--q8-exact") && strstr(err.msg, "24 layers"), "%s", err.msg);
+    cr_expect_neq(access(out, F_OK), 0, "nothing written");
 }

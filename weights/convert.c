@@ -450,6 +450,27 @@ static recall_status qwen2_tensors(conv *c, const char *dir, const qwen2_cfg *q)
     return s;
 }
 
+/* --q8-exact: checked against the decoder's layers, stored in canonical form (only when given: a
+ * blob converted without it keeps its bytes). */
+static recall_status q8_exact_key(conv *c, const qwen2_cfg *q) {
+    uint8_t *mask = malloc((size_t)q->layers);
+    if (!mask) return rc_fail(c->err, RECALL_E_NOMEM, "convert: out of memory");
+    recall_err e = {0};
+    char spec[8 * RC_KV_MAX_VALUES + 1];
+    recall_status s = rc_q8_exact_parse(c->o->q8_exact, (int)q->layers, mask, &e);
+    if (s) s = rc_fail(c->err, s, "convert: --q8-exact: %s (the decoder has %lld layers)", e.msg, (long long)q->layers);
+    else {
+        char full[16 * 1024];
+        rc_q8_exact_format(mask, (int)q->layers, full, sizeof full);
+        if (strlen(full) >= sizeof spec)
+            s = rc_fail(c->err, RECALL_E_ARG, "convert: --q8-exact: \"%s\" is longer than the %zu bytes a blob key "
+                        "holds", full, sizeof spec - 1);
+        else s = rc_writer_kv_str(c->w, RC_Q8_EXACT_KEY, full, c->err);
+    }
+    free(mask);
+    return s;
+}
+
 static recall_status qwen2_keys(conv *c, const qwen2_cfg *q) {
     RC_TRY(kv1(c, "qwen2.hidden", q->hidden));
     RC_TRY(kv1(c, "qwen2.layers", q->layers));
@@ -462,6 +483,7 @@ static recall_status qwen2_keys(conv *c, const qwen2_cfg *q) {
     RC_TRY(rc_writer_kv_f64(c->w, "qwen2.rms_eps", q->eps, c->err));
     RC_TRY(rc_writer_kv_f64(c->w, "qwen2.rope_theta", q->theta, c->err));
     RC_TRY(rc_writer_kv_str(c->w, "qwen2.weights", c->o->weights ? c->o->weights : "f32", c->err));
+    if (c->o->q8_exact) RC_TRY(q8_exact_key(c, q));
     const rc_rope_profile *p = &q->rope;
     if (p->type != RC_ROPE_YARN) return RECALL_OK; /* plain RoPE: no qwen2.rope.* keys (blob unchanged) */
     RC_TRY(rc_writer_kv_str(c->w, RC_ROPE_KEY_TYPE, "yarn", c->err));

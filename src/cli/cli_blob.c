@@ -29,6 +29,7 @@ int cli_convert(const cli_args *a) {
     o.pooler_heads = a->pooler_heads;
     o.tokenizers_only = a->tokenizers_only;
     o.lm_head_screen = a->store_screen;
+    o.q8_exact = a->q8_exact;
     o.out_path = a->out;
     o.progress = a->quiet ? NULL : on_progress;
     recall_err err = {0};
@@ -65,7 +66,7 @@ int cli_info(const cli_args *a) {
                        (long long)(4 * L * NKV * D));
             rc_qwen2 *m = NULL;
             if (ex->opts.numerics == RC_NUMERICS_Q8) { /* the profile's open cost: packing the decoder */
-                char line[192];
+                char line[320];
                 if (rc_qwen2_open_ex(b, 1, ex, &m, &xerr) == RECALL_OK) cli_numerics_describe(m, line, sizeof line);
                 else snprintf(line, sizeof line, "q8 unavailable (%.150s)", xerr.msg);
                 printf("  numerics %s\n", line);

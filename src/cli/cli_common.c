@@ -322,8 +322,9 @@ void cli_numerics_describe(const rc_qwen2 *m, char *buf, size_t n) {
     size_t bytes;
     double secs;
     rc_qwen2_q8_stats(m, &bytes, &secs);
-    snprintf(buf, n, "q8 (layer matrices int8: %.1f MB packed at open in %.2f s; lm_head, attention, norms exact)",
-             (double)bytes / 1e6, secs);
+    const char *x = rc_qwen2_q8_exact(m); /* the blob's --q8-exact, if any */
+    snprintf(buf, n, "q8 (layer matrices int8%s%s%s: %.1f MB packed at open in %.2f s; lm_head, attention, norms exact)",
+             *x ? " but " : "", x, *x ? " exact" : "", (double)bytes / 1e6, secs);
 }
 
 int cli_each_item(const char *list, size_t cap, int (*one)(void *ctx, const char *item), void *ctx) {

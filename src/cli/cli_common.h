@@ -58,7 +58,7 @@ typedef struct cli_args {
     int chunk, bos, per_position, scoring_rows;
     long decode_from; /* forward --decode-from; -1: none */
     /* convert */
-    const char *qwen2, *bge, *pooler, *gate, *bridge, *weights, *bge_weights;
+    const char *qwen2, *bge, *pooler, *gate, *bridge, *weights, *bge_weights, *q8_exact;
     int pooler_heads, tokenizers_only, store_screen, quiet;
     /* tokenize, detokenize, info */
     int use_bge, special, skip_special, no_tensors;

@@ -108,7 +108,7 @@ int cli_forward(const cli_args *a) {
     }
     if (forward_rows(m, ids, T, n0 < 0 || n0 > T ? T : (int)n0, logits, hid, q, &err)) goto out;
     {
-        char prof[256];
+        char prof[320];
         rc_rope_describe(&c->rope, c->max_pos, prof, sizeof prof);
         printf("context %d of %d trained positions, rope %s\n", rc_qwen2_max_ctx(m), c->trained_pos, prof);
         cli_numerics_describe(m, prof, sizeof prof);

@@ -270,7 +270,7 @@ int cli_score(const cli_args *a) {
                s.use_bos ? "replaced" : "off");
         printf("scoring rows per call %d, attention %s, kv %s\n", a->scoring_rows, kvp,
                rc_kv_dtype_name(rc_qwen2_kv_dtype(s.m)));
-        char num[192];
+        char num[320];
         cli_numerics_describe(s.m, num, sizeof num);
         printf("numerics %s\n", num);
         fflush(stdout);

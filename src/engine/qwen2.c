@@ -16,6 +16,7 @@
 #include "pool.h"
 #include "q8.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,8 @@ struct rc_qwen2 {
     q8_pack *q8;
     int q8_own;
     rc_q8act xa;
+    uint8_t *q8x;       /* [NL] RC_Q8X_* bits of the matrices q8 leaves exact (RC_Q8_EXACT_KEY), or NULL */
+    char q8x_spec[96];  /* their canonical SPEC */
     /* page-sparse decode (kv_pages.h), all NULL / 0 while kvp.page == 0 */
     rc_kv_pages_opts kvp;
     float *kmin, *kmax;    /* [ceil(cap / page)][NL][kvd]: elementwise key bounds per page */
@@ -109,7 +112,7 @@ void rc_qwen2_close(rc_qwen2 *m) {
     if (!m) return;
     if (m->q8_own) q8_pack_free(m->q8);
     rc_q8act_free(&m->xa);
-    RC_FREE(m->L, m->vecs, m->kc, m->vc, m->rope_cos, m->rope_sin, m->inv_freq, m->x, m->xn, m->q, m->k, m->v,
+    RC_FREE(m->q8x, m->L, m->vecs, m->kc, m->vc, m->rope_cos, m->rope_sin, m->inv_freq, m->x, m->xn, m->q, m->k, m->v,
             m->att, m->g, m->u, m->scores, m->gate_q);
     kv_pages_free(m);
     rc_exec_close(m->own_ex);
@@ -257,8 +260,91 @@ static double mono_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The q8 profile's packed weights of every decoder layer matrix (q8.h), packed on the context's
- * threads. A matrix q8 cannot take (columns not a multiple of 32) fails the open. */
+/* ---- attention kept exact under q8 (qwen2.h, RC_Q8_EXACT_KEY) ---------------------------- */
+
+static const char Q8X_LETTERS[] = "qkvo"; /* bit i of a mask: Q8_Q + i */
+
+recall_status rc_q8_exact_parse(const char *spec, int layers, uint8_t *mask, recall_err *err) {
+    memset(mask, 0, (size_t)layers);
+    const char *s = spec;
+    for (;;) {
+        char *end;
+        if (!isdigit((unsigned char)*s)) break;
+        const long a = strtol(s, &end, 10);
+        long b = a;
+        if (*end == '-') {
+            if (!isdigit((unsigned char)end[1])) break;
+            b = strtol(end + 1, &end, 10);
+        }
+        if (*end != ':') break;
+        if (b < a || b >= layers)
+            return rc_fail(err, RECALL_E_ARG, "q8 exact layers \"%s\": layers %ld-%ld are not a range of 0-%d", spec,
+                           a, b, layers - 1);
+        unsigned bits = 0;
+        for (s = end + 1; *s && *s != ','; s++) {
+            const char *p = strchr(Q8X_LETTERS, *s);
+            if (!p || (bits >> (p - Q8X_LETTERS) & 1u)) return rc_fail(err, RECALL_E_ARG,
+                    "q8 exact layers \"%s\": '%c' is not one more of the letters q, k, v, o", spec, *s);
+            bits |= 1u << (p - Q8X_LETTERS);
+        }
+        if (!bits) break;
+        for (long l = a; l <= b; l++) {
+            if (mask[l]) return rc_fail(err, RECALL_E_ARG, "q8 exact layers \"%s\": layer %ld named twice", spec, l);
+            mask[l] = (uint8_t)bits;
+        }
+        if (!*s) return RECALL_OK;
+        s++;
+    }
+    memset(mask, 0, (size_t)layers);
+    return rc_fail(err, RECALL_E_ARG, "q8 exact layers \"%s\": expected LAYER:LETTERS or FIRST-LAST:LETTERS, "
+                   "comma-separated, LETTERS from q, k, v, o (e.g. 0-1:qkvo)", spec);
+}
+
+void rc_q8_exact_format(const uint8_t *mask, int layers, char *out, size_t n) {
+    size_t k = 0;
+    if (n) out[0] = '\0';
+    for (int l = 0, e; l < layers; l = e + 1) {
+        for (e = l; e + 1 < layers && mask[e + 1] == mask[l];) e++;
+        if (!mask[l]) continue;
+        char item[48];
+        int len = e > l ? snprintf(item, sizeof item, "%s%d-%d:", k ? "," : "", l, e)
+                        : snprintf(item, sizeof item, "%s%d:", k ? "," : "", l);
+        for (int i = 0; i < 4; i++)
+            if (mask[l] >> i & 1) item[len++] = Q8X_LETTERS[i];
+        item[len] = '\0';
+        if (k + (size_t)len >= n) return; /* truncated: callers size out for the longest SPEC */
+        memcpy(out + k, item, (size_t)len + 1);
+        k += (size_t)len;
+    }
+}
+
+/* The blob's RC_Q8_EXACT_KEY, if any: untrusted like any other byte of it, so parsed and checked
+ * against the layer count before anything runs, under either profile. */
+static recall_status read_q8_exact(rc_qwen2 *m, const rc_blob *b, recall_err *err) {
+    const rc_blob_kv *kv = rc_blob_kv_find(b, RC_Q8_EXACT_KEY);
+    if (!kv) return RECALL_OK;
+    if (kv->type != RC_KV_STR)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: %s is not a string", rc_blob_path(b), RC_Q8_EXACT_KEY);
+    char spec[sizeof kv->v.s + 1];
+    memcpy(spec, kv->v.s, sizeof kv->v.s);
+    spec[sizeof kv->v.s] = '\0';
+    m->q8x = calloc((size_t)m->c.layers, 1);
+    if (!m->q8x) return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory");
+    recall_err e = {0};
+    if (rc_q8_exact_parse(spec, m->c.layers, m->q8x, &e))
+        return rc_fail(err, RECALL_E_FORMAT, "%s: %s: %s", rc_blob_path(b), RC_Q8_EXACT_KEY, e.msg);
+    rc_q8_exact_format(m->q8x, m->c.layers, m->q8x_spec, sizeof m->q8x_spec);
+    return RECALL_OK;
+}
+
+/* Layer l's matrix i (Q8_Q .. Q8_DOWN) stays exact under q8. */
+static int q8_exempt(const rc_qwen2 *m, int l, int i) { return m->q8x && i <= Q8_O && (m->q8x[l] >> i & 1); }
+
+const char *rc_qwen2_q8_exact(const rc_qwen2 *m) { return m->q8 && m->q8x ? m->q8x_spec : ""; }
+
+/* The q8 profile's packed weights of every decoder layer matrix (q8.h) but those kept exact,
+ * packed on the context's threads. A matrix q8 cannot take (columns not a multiple of 32) fails
+ * the open. */
 /* Layer l's matrix i (Q8_Q .. Q8_DOWN). */
 static const rc_mat *layer_mat(const rc_qwen2 *m, int l, int i) {
     const layer_w *w = &m->L[l];
@@ -279,6 +365,7 @@ static recall_status q8_pack_build(rc_qwen2 *m, const rc_blob *b, recall_err *er
     const double t0 = mono_seconds();
     p->n = NL * Q8_PER_LAYER;
     for (int i = 0; i < p->n; i++) {
+        if (q8_exempt(m, i / Q8_PER_LAYER, i % Q8_PER_LAYER)) continue; /* stays zeroed: never packed */
         recall_status st = rc_q8_shape(layer_mat(m, i / Q8_PER_LAYER, i % Q8_PER_LAYER), &p->mats[i], err);
         if (st) return rc_fail(err, st, "%s: qwen2 layer %d matrix %d (q8 profile): %s", rc_blob_path(b),
                                i / Q8_PER_LAYER, i % Q8_PER_LAYER, err ? err->msg : "");
@@ -289,6 +376,7 @@ static recall_status q8_pack_build(rc_qwen2 *m, const rc_blob *b, recall_err *er
     if (!p->arena) return rc_fail(err, RECALL_E_NOMEM, "qwen2: out of memory for the q8 weights (%zu bytes)", p->bytes);
     size_t off = 0;
     for (int i = 0; i < p->n; i++) {
+        if (q8_exempt(m, i / Q8_PER_LAYER, i % Q8_PER_LAYER)) continue;
         rc_q8_place(&p->mats[i], (uint8_t *)p->arena + off);
         off += rc_q8_bytes(&p->mats[i]);
         const rc_mat *w = layer_mat(m, i / Q8_PER_LAYER, i % Q8_PER_LAYER);
@@ -301,7 +389,10 @@ static recall_status q8_pack_build(rc_qwen2 *m, const rc_blob *b, recall_err *er
     return RECALL_OK;
 }
 
-static const rc_q8mat *q8_layer(const rc_qwen2 *m, int l, int i) { return &m->q8->mats[l * Q8_PER_LAYER + i]; }
+/* The packed matrix q8 multiplies by, or NULL for one it leaves exact. */
+static const rc_q8mat *q8_layer(const rc_qwen2 *m, int l, int i) {
+    return q8_exempt(m, l, i) ? NULL : &m->q8->mats[l * Q8_PER_LAYER + i];
+}
 
 /* base: NULL, or a context whose blob, execution context and q8 weights this one shares. */
 static recall_status open_ctx(const rc_blob *b, int max_ctx, const rc_exec *ex, const rc_qwen2 *base, rc_qwen2 **out,
@@ -331,6 +422,7 @@ static recall_status open_ctx(const rc_blob *b, int max_ctx, const rc_exec *ex, 
     m->scale = (float)(1.0 / sqrt((double)m->c.head_dim));
     m->chunk = ex->opts.numerics == RC_NUMERICS_Q8 ? RC_QWEN2_CHUNK_Q8 : RC_QWEN2_CHUNK;
     st = bind_weights(m, b, err);
+    if (!st) st = read_q8_exact(m, b, err);
     if (!st) st = alloc_scratch(m, err);
     if (!st && ex->opts.numerics == RC_NUMERICS_Q8) {
         if (base) m->q8 = base->q8; /* borrowed */
@@ -886,9 +978,18 @@ static void forward_chunk(rc_qwen2 *m, const rc_qwen2_fwd *f, int row0, int nr, 
             const rc_mm_part qkv[3] = {{&w->q, w->bq, m->q, (size_t)w->q.rows, q8 ? q8_layer(m, l, Q8_Q) : NULL},
                                        {&w->k, w->bk, m->k, (size_t)w->k.rows, q8 ? q8_layer(m, l, Q8_K) : NULL},
                                        {&w->v, w->bv, m->v, (size_t)w->v.rows, q8 ? q8_layer(m, l, Q8_V) : NULL}};
-            if (q8) {
-                rc_exec_q8_quant(m->ex, m->xn, (size_t)H, nr, q8_input(m, nr, H));
-                rc_exec_q8_matmul_parts(m->ex, qkv, 3, &m->xa, nr);
+            if (q8) { /* the parts q8 leaves exact (q8_layer NULL) run exact; each output is its own */
+                rc_mm_part pq[3], pe[3];
+                int nq = 0, ne = 0;
+                for (int i = 0; i < 3; i++) {
+                    if (qkv[i].q8) pq[nq++] = qkv[i];
+                    else pe[ne++] = qkv[i];
+                }
+                if (ne) rc_exec_matmul_parts(m->ex, pe, ne, m->xn, (size_t)H, nr);
+                if (nq) {
+                    rc_exec_q8_quant(m->ex, m->xn, (size_t)H, nr, q8_input(m, nr, H));
+                    rc_exec_q8_matmul_parts(m->ex, pq, nq, &m->xa, nr);
+                }
             } else {
                 rc_exec_matmul_parts(m->ex, qkv, 3, m->xn, (size_t)H, nr);
             }

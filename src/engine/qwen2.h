@@ -112,6 +112,26 @@ void rc_qwen2_close(rc_qwen2 *m);
  * (0 for a shared context's borrowed weights: counted once, by the owner... reported as the owner's). */
 int rc_qwen2_numerics(const rc_qwen2 *m);
 void rc_qwen2_q8_stats(const rc_qwen2 *m, size_t *bytes, double *seconds);
+
+/* Attention kept exact under q8 (blob key RC_Q8_EXACT_KEY, written by `recall convert --q8-exact
+ * SPEC`; docs/PROFILES.md, "Layers kept exact"). A model can be far more sensitive to rounding in
+ * a few matrices than in the rest: on the trained world the attention projections of its first two
+ * layers carry most of q8's distance to exact. The q8 profile computes the named matrices with the
+ * exact profile's kernels over the blob's own weights (those matrices are not packed) and every
+ * other layer matrix in q8, so the bits are still one function of the blob and the profile, the
+ * same for every SIMD path and thread count; without the key q8 is unchanged, and the exact
+ * profile never reads it.
+ * SPEC: comma-separated items LAYER:LETTERS or FIRST-LAST:LETTERS, LETTERS a set of q, k, v, o
+ * (the attention projections), each layer below `layers` and named once, e.g. "0-1:qkvo".
+ * mask[l] gets bit RC_Q8X_Q, _K, _V, _O of each named matrix (0 elsewhere); a malformed spec is
+ * RECALL_E_ARG naming the text. rc_q8_exact_format writes the canonical SPEC of a mask (layers
+ * in order, runs of equal sets joined, letters in qkvo order; "" when nothing is exact). */
+#define RC_Q8_EXACT_KEY "qwen2.q8.exact"
+enum { RC_Q8X_Q = 1, RC_Q8X_K = 2, RC_Q8X_V = 4, RC_Q8X_O = 8 };
+recall_status rc_q8_exact_parse(const char *spec, int layers, uint8_t *mask, recall_err *err);
+void rc_q8_exact_format(const uint8_t *mask, int layers, char *out, size_t n);
+/* The canonical SPEC this context keeps exact under q8 ("" for none, or under the exact profile). */
+const char *rc_qwen2_q8_exact(const rc_qwen2 *m);
 const rc_qwen2_config *rc_qwen2_cfg(const rc_qwen2 *m);
 
 recall_status rc_qwen2_forward(rc_qwen2 *m, const rc_qwen2_fwd *f, recall_err *err);
