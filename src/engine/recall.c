@@ -379,9 +379,10 @@ struct loop_state {
  * with a blob mapped from its file, clean pages that a later read faults in again from the file;
  * nothing for a blob held in memory). The results are the same bits; what changes is that the
  * process keeps resident only what the phase at hand reads (docs/MEMORY.md, "The device profile"):
- *   RELEASE_EMBED    the token embeddings' rows (the pooler embeds the whole evicted history at
- *                    every rebuild, a forward its rows): after the pooler, after a forward of more
- *                    than one row (a decode step's single rows wait for the next rebuild);
+ *   RELEASE_EMBED    the token embeddings' rows (the pooler embeds the evicted history past its
+ *                    cache at every rebuild, a forward its rows): after each tile the pooler
+ *                    embeds, after a forward of more than one row (a decode step's single rows
+ *                    wait for the next rebuild);
  *   RELEASE_BERT     the encoder's weights: after the BERT encodes of a fire (and of an edge span);
  *   RELEASE_LM_HEAD  lm_head and its int8 screen, which the decode steps read: when a rebuild
  *                    starts (its pooler and forward do not read them; its top-5 pick reads them
@@ -708,16 +709,31 @@ static recall_status rebuild_keys(loop_state *st, const layout *L, int fast, int
     return RECALL_OK;
 }
 
+/* The pooler's row source: the history's token embeddings, a tile at a time, whose mapped pages
+ * are released as soon as the tile is embedded (RELEASE_EMBED). Rows past the pooler's K/V cache
+ * (all of them with --pooler-cache 0) are read twice per pooler block at every rebuild; holding the
+ * pages of the whole evicted history between those reads would cost about as much resident memory
+ * as the cache saves. */
+typedef struct {
+    const rc_recall *r;
+    rc_qwen2_id_rows rows;
+} gist_source;
+static recall_status gist_embed_rows(void *ctx, int j0, int n, float *dst, recall_err *err) {
+    const gist_source *g = ctx;
+    const recall_status s = rc_qwen2_embed_rows((void *)&g->rows, j0, n, dst, err);
+    release_phase(g->r, RELEASE_EMBED);
+    return s;
+}
+
 /* SP rows j..n_sp-1 (H floats each) into dst: the pooler over the embeddings of kept = ids[0:nd],
  * embedded a tile at a time (pooler.h: memory flat in nd); the ids are the keys of its K/V cache. */
 static recall_status gist_rows(rc_recall *r, const int32_t *ids, int nd, int j, float *dst, recall_err *err) {
     const int H = r->H;
     float *sp = malloc((size_t)r->n_sp * H * sizeof *sp);
     if (!sp) return oom(err);
-    rc_qwen2_id_rows rows = {r->llm, ids};
-    const rc_pooler_src src = {rc_qwen2_embed_rows, &rows, ids};
+    gist_source rows = {r, {r->llm, ids}};
+    const rc_pooler_src src = {gist_embed_rows, &rows, ids};
     recall_status s = rc_pooler_run_src(r->pooler, &src, nd, sp, err);
-    release_phase(r, RELEASE_EMBED); /* the history's rows, all of them */
     if (!s) memcpy(dst, sp + (size_t)j * H, (size_t)(r->n_sp - j) * H * sizeof *dst);
     free(sp);
     return s;
