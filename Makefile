@@ -341,13 +341,16 @@ DEMO_PROBLEM ?= 0
 # What `make demo` runs and the page (make web) opens first: the trained world and its dialogue.
 DEMO_BLOB  = $(BUILD)/trained-f32.blob
 DEMO_BENCH = $(TRAINED)/demo_bench.json
-# world_blob(name, folder, weights): a bundled world converted like the real artifacts.
+# world_blob(name, folder, weights, more convert options): a bundled world converted like the
+# real artifacts. The trained world's first two layers' attention stays exact under --numerics q8
+# (docs/PROFILES.md, "Layers kept exact": measured on this world, the exact profile never reads it).
+TRAINED_Q8_EXACT = --q8-exact 0-1:qkvo
 define world_blob
 $(BUILD)/$(1)-$(3).blob: $(RECALL_BIN) $$(wildcard $(2)/*.* $(2)/qwen2/* $(2)/bge/*)
 	./$(RECALL_BIN) convert --qwen2 $(2)/qwen2 --bge $(2)/bge --pooler $(2)/pooler.pt \
-	  --gate $(2)/gate.npz --bridge $(2)/bge_head.npz --weights $(3) --quiet -o $$@
+	  --gate $(2)/gate.npz --bridge $(2)/bge_head.npz --weights $(3) $(4) --quiet -o $$@
 endef
-$(foreach w,f32 nf4,$(eval $(call world_blob,trained,$(TRAINED),$(w))) $(eval $(call world_blob,templated,$(TEMPLATED),$(w))))
+$(foreach w,f32 nf4,$(eval $(call world_blob,trained,$(TRAINED),$(w),$(TRAINED_Q8_EXACT))) $(eval $(call world_blob,templated,$(TEMPLATED),$(w))))
 # The README's first command: the trained world (docs/WORLD.md) converted like the real
 # artifacts, its demo chat (demo_bench.json: three facts a person tells, small talk, the questions)
 # replayed through the recall loop on the SP arm (no recall) and the RC_bge arm (recall), each
