@@ -11,8 +11,11 @@
  * (default 128) with its gate threshold at -1e30, so that every gate check fires: each fire
  * BERT-encodes the pending buffer and the sealed blocks it has not encoded yet (the fast
  * schedule's archive keys), scores them and injects two. --profile exact: --numerics exact,
- * f32 KV; device: q8 numerics, f16 KV (the blob's lm_head screen, if any, is used in both:
+ * f32 KV, the pooler's cache at the library's default; device: q8 numerics, f16 KV, no pooler
+ * cache (the CLI's --profile device; the blob's lm_head screen, if any, is used in both:
  * screening reads lm_head's int8 copy and recomputes only the rows that can win).
+ * --pooler-cache MB overrides the profile's cache: recall_loop_opts.pooler_cache_mb (0 = the
+ * library's default, 256 MiB; < 0 = none).
  *
  * Printed, one process per profile (peaks are the process's): the blob's bytes by part; after
  * the turn, the peak resident set (VmHWM) and the resident set by kind (file-backed: the blob
@@ -253,7 +256,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *path = argv[1], *text = "tests/golden/longctx/haystack.txt", *profile = "exact";
-    int history = 4096, decode = 128, threads = 2, cache_mb = 0, limits = 0, stages = 0, open_only = 0;
+    int history = 4096, decode = 128, threads = 2, cache_mb = INT_MIN, limits = 0, stages = 0, open_only = 0;
     for (int i = 2; i < argc; i += 2) {
         if (!strcmp(argv[i], "--limits") || !strcmp(argv[i], "--stages") || !strcmp(argv[i], "--open-only")) {
             limits |= !strcmp(argv[i], "--limits");
@@ -273,6 +276,7 @@ int main(int argc, char **argv) {
     }
     const int device = !strcmp(profile, "device");
     if (!device && strcmp(profile, "exact")) die("--profile: exact or device", NULL);
+    if (cache_mb == INT_MIN) cache_mb = device ? -1 : 0; /* the profile's pooler cache */
 
     /* the blob's tensor table: bytes by part (the mapping is closed again before the turn) */
     recall_err err = {0};

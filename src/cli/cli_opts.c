@@ -132,10 +132,12 @@ static int set_profile(const cli_opt *o, const char *val, cli_args *a) {
         a->loop.exec.numerics = RC_NUMERICS_Q8;
         a->loop.kv = RC_KV_DT_F16;
         a->loop.lm_screen = RC_LM_SCREEN_ON;
+        a->pooler_cache_mb = 0; /* off: memory flat in the history (docs/MEMORY.md); the same bits */
     } else if (!strcmp(val, "exact")) {
         a->loop.exec.numerics = RC_NUMERICS_EXACT;
         a->loop.kv = RC_KV_DT_F32;
         a->loop.lm_screen = RC_LM_SCREEN_AUTO;
+        a->pooler_cache_mb = -1; /* the default */
     } else {
         return bad_value(o, val, a, "exact or device");
     }
@@ -232,10 +234,11 @@ static const cli_opt O_NUMERICS = {"--numerics", NULL, "exact|q8",
                                    "distance to exact in docs/PROFILES.md; named in every output)",
                                    set_numerics, F(loop.exec.numerics), NOLIM};
 static const cli_opt O_PROFILE = {"--profile", NULL, "exact|device",
-                                  "device = --numerics q8 --kv f16 --lm-head-screen on, on a blob converted\n"
-                                  "with --weights nf4 --bge-weights nf4 --lm-head-screen (refused otherwise);\n"
-                                  "exact = --numerics exact --kv f32 (default). Later options override it;\n"
-                                  "every output names the profile that ran (docs/PROFILES.md)",
+                                  "device = --numerics q8 --kv f16 --lm-head-screen on --pooler-cache 0, on a\n"
+                                  "blob converted with --weights nf4 --bge-weights nf4 --lm-head-screen\n"
+                                  "(refused otherwise); exact = --numerics exact --kv f32 (default). Later\n"
+                                  "options override it; every output names the profile that ran\n"
+                                  "(docs/PROFILES.md)",
                                   set_profile, F(profile), NOLIM};
 static const cli_opt O_KV_PAGES = {"--kv-pages", NULL, "PAGE:BUDGET",
                                    "page-sparse decode attention (an approximation): each decode step\n"
