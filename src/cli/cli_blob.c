@@ -17,21 +17,12 @@ static void on_progress(void *ctx, const char *line) {
 }
 
 int cli_convert(const cli_args *a) {
-    rc_convert_opts o;
-    memset(&o, 0, sizeof o);
-    o.qwen2_dir = a->qwen2;
-    o.bge_dir = a->bge;
-    o.pooler_path = a->pooler;
-    o.gate_path = a->gate;
-    o.bridge_path = a->bridge;
-    o.weights = a->weights;
-    o.bge_weights = a->bge_weights;
-    o.pooler_heads = a->pooler_heads;
-    o.tokenizers_only = a->tokenizers_only;
-    o.lm_head_screen = a->store_screen;
-    o.q8_exact = a->q8_exact;
-    o.out_path = a->out;
-    o.progress = a->quiet ? NULL : on_progress;
+    const rc_convert_opts o = {.qwen2_dir = a->qwen2, .bge_dir = a->bge, .pooler_path = a->pooler,
+                               .gate_path = a->gate, .bridge_path = a->bridge, .weights = a->weights,
+                               .bge_weights = a->bge_weights, .pooler_heads = a->pooler_heads,
+                               .tokenizers_only = a->tokenizers_only, .lm_head_screen = a->store_screen,
+                               .q8_exact = a->q8_exact, .out_path = a->out,
+                               .progress = a->quiet ? NULL : on_progress};
     recall_err err = {0};
     if (rc_convert(&o, &err)) return cli_fail("convert", &err);
     fprintf(stderr, "wrote %s\n", o.out_path);

@@ -22,6 +22,7 @@ struct rc_recall {
     rc_qwen2 *llm;   /* the conversation: [BOS][SP][injected][window][chunk] */
     rc_qwen2 *seal;  /* faithful mode: standalone forward of each sealed block */
     rc_pooler *pooler;
+    rc_qwen2_id_rows gist_ids; /* the pooler's rows: the ids of the history it embeds (gist_rows) */
     rc_bert *bert;
     rc_heads *heads;
     rc_exec *ex;     /* kernels + thread pool shared by every model (RECALL_SIMD / RECALL_THREADS) */
@@ -381,8 +382,8 @@ struct loop_state {
  * process keeps resident only what the phase at hand reads (docs/MEMORY.md, "The device profile"):
  *   RELEASE_EMBED    the token embeddings' rows (the pooler embeds the evicted history past its
  *                    cache at every rebuild, a forward its rows): after each tile the pooler
- *                    embeds, after a forward of more than one row (a decode step's single rows
- *                    wait for the next rebuild);
+ *                    embeds (gist_embed_rows), after a forward of more than one row (a decode
+ *                    step's single rows wait for the next rebuild);
  *   RELEASE_BERT     the encoder's weights: after the BERT encodes of a fire (and of an edge span);
  *   RELEASE_LM_HEAD  lm_head and its int8 screen, which the decode steps read: when a rebuild
  *                    starts (its pooler and forward do not read them; its top-5 pick reads them
@@ -709,19 +710,15 @@ static recall_status rebuild_keys(loop_state *st, const layout *L, int fast, int
     return RECALL_OK;
 }
 
-/* The pooler's row source: the history's token embeddings, a tile at a time, whose mapped pages
- * are released as soon as the tile is embedded (RELEASE_EMBED). Rows past the pooler's K/V cache
- * (all of them with --pooler-cache 0) are read twice per pooler block at every rebuild; holding the
- * pages of the whole evicted history between those reads would cost about as much resident memory
- * as the cache saves. */
-typedef struct {
-    const rc_recall *r;
-    rc_qwen2_id_rows rows;
-} gist_source;
+/* The pooler's row source (ctx: the loop): the history's token embeddings (r->gist_ids), a tile
+ * at a time, whose mapped pages are released as soon as the tile is embedded. Rows past the
+ * pooler's K/V cache (all of them with --pooler-cache 0) are read twice per pooler block at every
+ * rebuild: holding the whole evicted history's pages between those reads would cost about what
+ * the cache saves. */
 static recall_status gist_embed_rows(void *ctx, int j0, int n, float *dst, recall_err *err) {
-    const gist_source *g = ctx;
-    const recall_status s = rc_qwen2_embed_rows((void *)&g->rows, j0, n, dst, err);
-    release_phase(g->r, RELEASE_EMBED);
+    const rc_recall *r = ctx;
+    const recall_status s = rc_qwen2_embed_rows((void *)&r->gist_ids, j0, n, dst, err);
+    release_phase(r, RELEASE_EMBED);
     return s;
 }
 
@@ -731,8 +728,8 @@ static recall_status gist_rows(rc_recall *r, const int32_t *ids, int nd, int j, 
     const int H = r->H;
     float *sp = malloc((size_t)r->n_sp * H * sizeof *sp);
     if (!sp) return oom(err);
-    gist_source rows = {r, {r->llm, ids}};
-    const rc_pooler_src src = {gist_embed_rows, &rows, ids};
+    r->gist_ids = (rc_qwen2_id_rows){r->llm, ids};
+    const rc_pooler_src src = {gist_embed_rows, r, ids};
     recall_status s = rc_pooler_run_src(r->pooler, &src, nd, sp, err);
     if (!s) memcpy(dst, sp + (size_t)j * H, (size_t)(r->n_sp - j) * H * sizeof *dst);
     free(sp);
