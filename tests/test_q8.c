@@ -515,6 +515,21 @@ Test(q8_exact, blob_key_runs_those_matrices_exact, .timeout = 600) {
     cr_log_info("mean |q8 - exact|: plain %.4g, with 0-1:qkvo,3:o exact %.4g", dp / (double)n, dx / (double)n);
     cr_expect_lt(dx, dp, "keeping matrices exact brings q8 closer to exact (%.4g vs %.4g)", dx / n, dp / n);
     cr_expect_lt(same_as_exact, n / 2, "the rest still runs q8");
+    /* named in the outputs that name the profile: a q8 replay trace carries the key, an exact one not */
+    const char *tr = "build/test_q8_exact_trace.json";
+    for (int q = 0; q < 2; q++) {
+        free(fixture_cmd(0, NULL, "./recall replay %s --bench tests/golden/recall_bench.json --problem 0 --arm SP %s "
+                         "--trace %s >/dev/null 2>&1", path, q ? "--numerics q8" : "", tr));
+        char *text = fixture_read(tr, NULL);
+        cr_expect_eq(strstr(text, "\"q8_exact\": \"0-1:qkvo,3:o\"") != NULL, q, "q8 %d: %.200s", q, text);
+        free(text);
+        free(fixture_cmd(0, NULL, "./recall eval %s --bench tests/golden/recall_bench.json --problems 0 --arms SP %s "
+                         "--json %s >/dev/null 2>&1", path, q ? "--numerics q8" : "", tr));
+        text = fixture_read(tr, NULL);
+        cr_expect_eq(strstr(text, "\"q8_exact\": \"0-1:qkvo,3:o\"") != NULL, q, "eval, q8 %d: %.200s", q, text);
+        free(text);
+    }
+    unlink(tr);
     rc_exec_close(e0);
     rc_exec_close(ee);
     free(ref);

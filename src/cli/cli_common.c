@@ -312,6 +312,11 @@ void cli_put_build(FILE *f, const rc_blob *b, int numerics, int kv, int lm_scree
     fputs(", \"bge_weights\": ", f);
     rc_json_put_str(f, rc_blob_weights(b, "bert"));
     fprintf(f, ", \"profile\": \"%s\"", cli_profile_name(b, numerics, kv, lm_screen));
+    const rc_blob_kv *x = rc_blob_kv_find(b, RC_Q8_EXACT_KEY); /* checked when the model opened */
+    if (numerics == RC_NUMERICS_Q8 && x && x->type == RC_KV_STR) { /* the layers q8 kept exact */
+        fputs(", \"q8_exact\": ", f);
+        rc_json_put_str(f, x->v.s);
+    }
 }
 
 void cli_numerics_describe(const rc_qwen2 *m, char *buf, size_t n) {

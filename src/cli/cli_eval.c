@@ -319,8 +319,11 @@ static int eval_json_start(eval_run *r) {
     }
     FILE *f = cli_create("eval", &r->jf, r->a->json);
     const rc_recall_opts *lo = &r->a->loop;
-    const char *const build[3] = {rc_blob_weights(r->b, "qwen2"), rc_blob_weights(r->b, "bert"),
-                                  cli_profile_name(r->b, lo->exec.numerics, lo->kv, lo->lm_screen)};
+    const rc_blob_kv *x = rc_blob_kv_find(r->b, RC_Q8_EXACT_KEY); /* checked when the model opened */
+    const char *const build[RC_EVAL_BUILD_KEYS] = {
+        rc_blob_weights(r->b, "qwen2"), rc_blob_weights(r->b, "bert"),
+        cli_profile_name(r->b, lo->exec.numerics, lo->kv, lo->lm_screen),
+        lo->exec.numerics == RC_NUMERICS_Q8 && x && x->type == RC_KV_STR ? x->v.s : NULL};
     if (f)
         rc_eval_json_head(f, r->a->pos[0], build, rc_mode_name(r->base.mode), p->seeds, p->n_seeds, opts,
                           N_EVAL_OPTS, r->a->shard ? &sh : NULL);

@@ -143,14 +143,14 @@ static void json_list(FILE *f, double *v, int n) {
 }
 
 /* the document's keys of rc_eval_json_head's build[] */
-static const char *const BUILD_KEYS[3] = {"weights", "bge_weights", "profile"};
+static const char *const BUILD_KEYS[RC_EVAL_BUILD_KEYS] = {"weights", "bge_weights", "profile", "q8_exact"};
 
-void rc_eval_json_head(FILE *f, const char *blob, const char *const build[3], const char *mode,
+void rc_eval_json_head(FILE *f, const char *blob, const char *const build[RC_EVAL_BUILD_KEYS], const char *mode,
                        const uint32_t *seeds, int n_seeds, const rc_eval_opt *opts, int n_opts,
                        const rc_eval_shard_info *sh) {
     fprintf(f, "{\"blob\": ");
     rc_json_put_str(f, blob);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < RC_EVAL_BUILD_KEYS; i++)
         if (build[i]) fprintf(f, ", \"%s\": ", BUILD_KEYS[i]), rc_json_put_str(f, build[i]);
     fprintf(f, ", \"mode\": \"%s\", \"problems\": [", mode);
     for (int i = 0; i < n_seeds; i++) fprintf(f, "%s%u", i ? ", " : "", seeds[i]);
@@ -599,8 +599,8 @@ recall_status rc_eval_merge_write(FILE *f, const rc_eval_shard *s, int n_files, 
                                        : rc_fail(err, RECALL_E_NOMEM, "eval merge: out of memory");
     if (!st) {
         for (int i = 0; i < P; i++) seeds[i] = (uint32_t)s[0].problems->items[i].i;
-        const char *build[3] = {NULL, NULL, NULL};
-        for (int i = 0; i < 3; i++) {
+        const char *build[RC_EVAL_BUILD_KEYS] = {NULL};
+        for (int i = 0; i < RC_EVAL_BUILD_KEYS; i++) {
             const json_value *v = json_get_type(s[0].root, BUILD_KEYS[i], JSON_STR);
             build[i] = v ? v->str : NULL;
         }

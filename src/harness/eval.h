@@ -123,13 +123,15 @@ typedef struct {
 } rc_eval_failure;
 
 /* The document in pieces: head, then per arm arm_head, its problems (rc_eval_json_problem,
- * separated by ",\n"), arm_tail; then end. sh is NULL for a whole run (or a merge). build[0..2]
- * name the blob's decoder and BERT storage and the profile that ran ("weights", "bge_weights":
- * rc_blob_weights; "profile": docs/PROFILES.md); a NULL entry is left out (a merge of shards
- * written before the keys existed). */
+ * separated by ",\n"), arm_tail; then end. sh is NULL for a whole run (or a merge). build[0..3]
+ * name the blob's decoder and BERT storage, the profile that ran and the layers q8 kept exact
+ * ("weights", "bge_weights": rc_blob_weights; "profile": docs/PROFILES.md; "q8_exact": the
+ * blob's qwen2.q8.exact when q8 ran); a NULL entry is left out (no such layers, or a merge of
+ * shards written before the keys existed). */
+#define RC_EVAL_BUILD_KEYS 4
 void rc_eval_json_str(FILE *f, const char *s);
 void rc_eval_json_num(FILE *f, double x); /* %.9g; non-finite as null */
-void rc_eval_json_head(FILE *f, const char *blob, const char *const build[3], const char *mode,
+void rc_eval_json_head(FILE *f, const char *blob, const char *const build[RC_EVAL_BUILD_KEYS], const char *mode,
                        const uint32_t *seeds, int n_seeds, const rc_eval_opt *opts, int n_opts,
                        const rc_eval_shard_info *sh);
 void rc_eval_json_arm_head(FILE *f, int a, const rc_eval_arm_info *arm);
