@@ -298,7 +298,8 @@ recall_status cli_get_ids(const cli_args *a, int32_t **out, int *n, recall_err *
 const char *cli_ids_source(const cli_args *a) { return a->tokens_file ? a->tokens_file : "--ids"; }
 
 const char *cli_profile_name(const rc_blob *b, int numerics, int kv, int lm_screen) {
-    if (rc_lm_screen_resolve(lm_screen) >= 0) lm_screen = rc_lm_screen_resolve(lm_screen);
+    const int asked = rc_lm_screen_resolve(lm_screen);
+    if (asked >= 0) lm_screen = asked;
     const int screen = lm_screen != RC_LM_SCREEN_OFF && rc_blob_find(b, RC_LM_SCREEN_Q) != NULL;
     if (numerics == RC_NUMERICS_Q8 && kv == RC_KV_DT_F16 && screen && !strcmp(rc_blob_weights(b, "qwen2"), "nf4") &&
         !strcmp(rc_blob_weights(b, "bert"), "nf4"))
@@ -312,11 +313,16 @@ void cli_put_build(FILE *f, const rc_blob *b, int numerics, int kv, int lm_scree
     fputs(", \"bge_weights\": ", f);
     rc_json_put_str(f, rc_blob_weights(b, "bert"));
     fprintf(f, ", \"profile\": \"%s\"", cli_profile_name(b, numerics, kv, lm_screen));
-    const rc_blob_kv *x = rc_blob_kv_find(b, RC_Q8_EXACT_KEY); /* checked when the model opened */
-    if (numerics == RC_NUMERICS_Q8 && x && x->type == RC_KV_STR) { /* the layers q8 kept exact */
+    const char *x = cli_q8_exact(b, numerics);
+    if (x) {
         fputs(", \"q8_exact\": ", f);
-        rc_json_put_str(f, x->v.s);
+        rc_json_put_str(f, x);
     }
+}
+
+const char *cli_q8_exact(const rc_blob *b, int numerics) {
+    const rc_blob_kv *x = rc_blob_kv_find(b, RC_Q8_EXACT_KEY);
+    return numerics == RC_NUMERICS_Q8 && x && x->type == RC_KV_STR ? x->v.s : NULL;
 }
 
 void cli_numerics_describe(const rc_qwen2 *m, char *buf, size_t n) {

@@ -140,9 +140,13 @@ void cli_numerics_describe(const struct rc_qwen2 *m, char *buf, size_t n);
  * with exact numerics and f32 KV (whatever the blob's storage); "custom" otherwise. lm_screen is the
  * --lm-head-screen setting (auto: RECALL_LM_SCREEN, else the blob's copy if it has one). */
 const char *cli_profile_name(const rc_blob *b, int numerics, int kv, int lm_screen);
+/* The layers whose attention q8 kept exact (the blob's qwen2.q8.exact, checked when its model
+ * opened) when the run used q8, else NULL: the "q8_exact" of traces and records. */
+const char *cli_q8_exact(const rc_blob *b, int numerics);
 /* Writes `, "weights": "<decoder storage>", "bge_weights": "<BERT storage>", "profile": "<name>"`
- * (rc_blob_weights, cli_profile_name) into a JSON object being written: every trace and record
- * names the blob's storage and the profile that ran. */
+ * (rc_blob_weights, cli_profile_name), and `, "q8_exact": "<spec>"` when cli_q8_exact gives one,
+ * into a JSON object being written: every trace and record names the blob's storage and the
+ * profile that ran. */
 void cli_put_build(FILE *f, const rc_blob *b, int numerics, int kv, int lm_screen);
 
 #endif

@@ -161,7 +161,8 @@ static int eval_make_plan(const cli_args *a, eval_plan *p) {
 #define N_EVAL_OPTS 9
 static void eval_options(const cli_args *a, rc_eval_opt *o) {
     int screen = a->loop.lm_screen;
-    if (rc_lm_screen_resolve(screen) >= 0) screen = rc_lm_screen_resolve(screen);
+    const int asked = rc_lm_screen_resolve(screen);
+    if (asked >= 0) screen = asked;
     o[0] = (rc_eval_opt){"--ctx", 1, a->ctx, NULL};
     o[1] = (rc_eval_opt){"--draft", 1, a->loop.draft, NULL};
     o[2] = (rc_eval_opt){"--lm-head-screen", 0, 0, rc_lm_screen_name(screen)};
@@ -319,11 +320,9 @@ static int eval_json_start(eval_run *r) {
     }
     FILE *f = cli_create("eval", &r->jf, r->a->json);
     const rc_recall_opts *lo = &r->a->loop;
-    const rc_blob_kv *x = rc_blob_kv_find(r->b, RC_Q8_EXACT_KEY); /* checked when the model opened */
-    const char *const build[RC_EVAL_BUILD_KEYS] = {
-        rc_blob_weights(r->b, "qwen2"), rc_blob_weights(r->b, "bert"),
-        cli_profile_name(r->b, lo->exec.numerics, lo->kv, lo->lm_screen),
-        lo->exec.numerics == RC_NUMERICS_Q8 && x && x->type == RC_KV_STR ? x->v.s : NULL};
+    const char *const build[RC_EVAL_BUILD_KEYS] = {rc_blob_weights(r->b, "qwen2"), rc_blob_weights(r->b, "bert"),
+                                                   cli_profile_name(r->b, lo->exec.numerics, lo->kv, lo->lm_screen),
+                                                   cli_q8_exact(r->b, lo->exec.numerics)};
     if (f)
         rc_eval_json_head(f, r->a->pos[0], build, rc_mode_name(r->base.mode), p->seeds, p->n_seeds, opts,
                           N_EVAL_OPTS, r->a->shard ? &sh : NULL);
