@@ -79,7 +79,7 @@ static const struct {
 static const char *sample(const char *name) {
     static const char *const v[][2] = {
         {"--threads", "2"}, {"--simd", "scalar"}, {"--ctx", "64"}, {"--rope-scaling", "yarn:2:4096"},
-        {"--kv-pages", "16:32"}, {"--kv-pages-random", "3"}, {"--mode", "clean"}, {"--edge", "inject"}, {"--arm", "SP"},
+        {"--kv-pages", "16:32"}, {"--kv-pages-random", "3"}, {"--mode", "clean"}, {"--edge", "inject"}, {"--span", "message"}, {"--arm", "SP"},
         {"--threshold", "-3"}, {"--hysteresis", "2"}, {"--floor", "-20"}, {"--max-turn-tokens", "5"},
         {"--draft", "4"}, {"--pooler-cache", "16"}, {"--kv", "f16"}, {"--numerics", "q8"}, {"--profile", "device"}, {"--lm-head-screen", "off"}, {"--pooler-heads", "4"}, {"--weights", "nf4"},
         {"--bge-weights", "nf4"},
@@ -104,6 +104,10 @@ static const char *companion(const char *cmd, const char *name) {
         {"chat", "--edge", "--mode clean"},
         {"eval", "--edge", "--mode clean"},
         {"longctx", "--edge", "--mode clean"},
+        {"replay", "--span", "--mode clean"}, /* and the widened span */
+        {"chat", "--span", "--mode clean"},
+        {"eval", "--span", "--mode clean"},
+        {"longctx", "--span", "--mode clean"},
         {"eval", "--ctx", "--arms FULL"},
         {"eval", "--shard", "--json build/nope-cli.json"},
         {"longctx", "--bench", "--task farfact"},

@@ -98,6 +98,7 @@ void rc_recall_pooler_stats(const rc_recall *r, rc_pooler_stats *out) {
 static const char *const MODE_NAMES[] = {"faithful", "clean"};
 static const char *const ARM_NAMES[] = {"RC_bge", "SP", "FULL"};
 static const char *const EDGE_NAMES[] = {"off", "inject"};
+static const char *const SPAN_NAMES[] = {"block", "message"};
 
 /* s's index in names[0..n), else -1 with the message naming what was wanted. */
 static int name_index(const char *const *names, int n, const char *what, const char *want, const char *s,
@@ -114,6 +115,8 @@ int rc_edge_parse(const char *s, recall_err *err) { return name_index(EDGE_NAMES
 const char *rc_mode_name(int mode) { return (unsigned)mode < 2 ? MODE_NAMES[mode] : "?"; }
 const char *rc_arm_name(int arm) { return (unsigned)arm < 3 ? ARM_NAMES[arm] : "?"; }
 const char *rc_edge_name(int edge) { return (unsigned)edge < 2 ? EDGE_NAMES[edge] : "?"; }
+int rc_span_parse(const char *s, recall_err *err) { return name_index(SPAN_NAMES, 2, "span", RC_SPAN_NAMES, s, err); }
+const char *rc_span_name(int span) { return (unsigned)span < 2 ? SPAN_NAMES[span] : "?"; }
 
 static const char *const SCREEN_NAMES[] = {"auto", "on", "off"}; /* RC_LM_SCREEN_* */
 int rc_lm_screen_parse(const char *s) { return name_index(SCREEN_NAMES, 3, NULL, NULL, s, NULL); }
@@ -171,6 +174,12 @@ recall_status rc_recall_mode_check(const rc_recall_opts *o, recall_err *err) {
     if (o->edge != RC_EDGE_OFF && o->mode == RC_MODE_FAITHFUL)
         return rc_fail(err, RECALL_E_ARG, "edge inject needs clean mode: faithful mode (the default) reproduces "
                        "the reference loop, whose rebuilds have no edge");
+    if (o->span != RC_SPAN_BLOCK && o->span != RC_SPAN_MESSAGE)
+        return rc_fail(err, RECALL_E_ARG, "span %d unknown (block = %d, message = %d)", o->span, RC_SPAN_BLOCK,
+                       RC_SPAN_MESSAGE);
+    if (o->span != RC_SPAN_BLOCK && o->mode == RC_MODE_FAITHFUL)
+        return rc_fail(err, RECALL_E_ARG, "span message needs clean mode: faithful mode (the default) reproduces "
+                       "the reference loop, which injects the sealed blocks as they are");
     return RECALL_OK;
 }
 
@@ -205,12 +214,13 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
             rc_pooler_set_cache(r->pooler, mb > (SIZE_MAX >> 20) ? SIZE_MAX : mb << 20);
     }
     const int edge = o->edge && o->arm == RC_ARM_RC_BGE ? 2 * o->block : 0; /* the edge span's rows */
-    int max_ctx = 1 + r->n_sp + o->k * o->block + edge + o->window + o->chunk;
+    const int inj = (o->span == RC_SPAN_MESSAGE ? 2 : 1) * o->block; /* a pick's most ids */
+    int max_ctx = 1 + r->n_sp + o->k * inj + edge + o->window + o->chunk;
     if (o->arm == RC_ARM_FULL) max_ctx = o->max_ctx > 0 ? o->max_ctx : max_pos; /* KV grows on demand */
     if (!s && o->arm != RC_ARM_FULL && max_ctx > max_pos) /* FULL: rc_qwen2_open names both */
         s = rc_fail(err, RECALL_E_LIMIT,
                     "recall: the loop needs %d positions (1 + %d SP + %d x %d injected + %s%d window + %d chunk) but "
-                    "the model was trained on %d", max_ctx, r->n_sp, o->k, o->block, edge ? "2 x block edge + " : "",
+                    "the model was trained on %d", max_ctx, r->n_sp, o->k, inj, edge ? "2 x block edge + " : "",
                     o->window, o->chunk, max_pos);
     if (!s) s = rc_qwen2_open_ex(b, max_ctx, r->ex, &r->llm, err);
     if (!s) s = rc_qwen2_set_kv_dtype(r->llm, (rc_kv_dtype)o->kv, err);
@@ -612,6 +622,33 @@ static recall_status keep_fire_query(rc_recall *r, loop_state *st, const rc_fire
     return RECALL_OK;
 }
 
+/* opts.span message: the chosen candidates' ids widened to the messages they cut. Candidate c
+ * holds gen[c * block : (c + 1) * block] (the pending buffer, c = n_blocks: up to the evicted end);
+ * each is extended backwards over ids that are not special tokens, then over the special token
+ * that opens its message (not EOS or BOS), and forwards up to the next special token, at most
+ * block / 2 ids each way and inside gen[0:absorbed]; spans are joined in order without repeats. */
+static recall_status widen_to_messages(const rc_recall *r, const loop_state *st, rc_retrieval *rv, recall_err *err) {
+    const int B = st->ar.block, half = B / 2, held = st->ar.n_blocks * B + st->ar.n_buf;
+    const int end = held < st->n_gen ? held : st->n_gen; /* the archive is gen[0:absorbed], in order */
+    int32_t *rid = malloc((size_t)(rv->ntop ? rv->ntop : 1) * 2 * B * sizeof *rid);
+    if (!rid) return oom(err);
+    int n = 0, last = 0;
+    for (int i = 0; i < rv->ntop; i++) {
+        int s = rv->top[i] * B, e = s + B < end ? s + B : end;
+        const int lo = s - half > 0 ? s - half : 0, hi = e + half < end ? e + half : end;
+        while (s > lo && !rc_bpe_is_special(r->bpe, st->gen[s - 1])) s--;
+        if (s > lo && st->gen[s - 1] != r->eos && st->gen[s - 1] != r->bos) s--;
+        while (e < hi && !rc_bpe_is_special(r->bpe, st->gen[e])) e++;
+        if (s < last) s = last;
+        for (int j = s; j < e; j++) rid[n++] = st->gen[j];
+        if (e > last) last = e;
+    }
+    free(rv->rid);
+    rv->rid = rid;
+    rv->nrid = n;
+    return RECALL_OK;
+}
+
 /* A fire: BERT-encode the candidates (sealed blocks once each on the fast schedule), bridge-score
  * them against the gate feature, take the top k; their ids replace any earlier injection unless
  * the floor holds them back. */
@@ -625,6 +662,13 @@ static recall_status fire(rc_recall *r, loop_state *st, int c0, float score, con
     int before = st->keys.encodes;
     RC_TRY(rc_retrieve_bge(&rt, &st->ar, r->gq, o->k, o->buf_min, fast ? &st->keys : NULL, &rv, err));
     release_phase(r, RELEASE_BERT);
+    if (o->span == RC_SPAN_MESSAGE) {
+        recall_status s = widen_to_messages(r, st, &rv, err);
+        if (s) {
+            rc_retrieval_free(&rv);
+            return s;
+        }
+    }
     turn->bert_encodes += fast ? st->keys.encodes - before : rv.ncand;
     rc_fire_rec *f = PUSH(turn, fires);
     if (!f) {

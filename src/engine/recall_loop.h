@@ -43,6 +43,10 @@ typedef enum { RC_ARM_RC_BGE = 0, RC_ARM_SP = 1, RC_ARM_FULL = 2 } rc_arm;
  * is alive, the text around the window's start to the injected text when the bridge head finds it
  * as relevant as what the fire injected. */
 typedef enum { RC_EDGE_OFF = 0, RC_EDGE_INJECT = 1 } rc_edge;
+/* What one pick injects (docs/LOOP.md, "Whole messages"): RC_SPAN_BLOCK the sealed block as it is
+ * (the reference), RC_SPAN_MESSAGE the block widened to the messages it cuts, so that a fact
+ * sealed half in one block and half in the next is injected whole. */
+typedef enum { RC_SPAN_BLOCK = 0, RC_SPAN_MESSAGE = 1 } rc_span;
 
 /* The names of the mode, the arm and the edge, each parsed and printed here only (the CLI's --mode,
  * --arm, --edge and arm lists, the harness's files, the traces); the lists of accepted names are
@@ -51,12 +55,15 @@ typedef enum { RC_EDGE_OFF = 0, RC_EDGE_INJECT = 1 } rc_edge;
 #define RC_MODE_NAMES "faithful or clean"
 #define RC_ARM_NAMES "RC_bge, SP or FULL"
 #define RC_EDGE_NAMES "off or inject"
+#define RC_SPAN_NAMES "block or message"
 int rc_mode_parse(const char *s, recall_err *err);
 int rc_arm_parse(const char *s, recall_err *err);
 int rc_edge_parse(const char *s, recall_err *err);
+int rc_span_parse(const char *s, recall_err *err);
 const char *rc_mode_name(int mode);
 const char *rc_arm_name(int arm);
 const char *rc_edge_name(int edge);
+const char *rc_span_name(int span);
 
 /* The loop's options: the one home of every knob the CLI, the public API and the loop share (the
  * CLI parses into cli_args.loop, api.c maps recall_loop_opts onto it in one place), documented
@@ -104,6 +111,14 @@ typedef struct {
      * runs [SP][injected][edge span][window]: a fact straddling the window's start is then whole
      * in the injected part while the reply is written. Up to 2 x block more positions. */
     int edge;
+    /* rc_span. RC_SPAN_BLOCK (0, default): a fire injects its top-k candidates as sealed (the
+     * reference). RC_SPAN_MESSAGE (clean mode only, refused in faithful mode like the edge): each
+     * chosen candidate's ids gen[s:e] are widened to the messages they cut, backwards to the
+     * special token that opens the message (kept) and forwards to the special token that ends it
+     * (not kept), at most block / 2 ids each way and never past the evicted history; overlapping
+     * spans are joined in order. The candidates and their scores are the reference's; only what
+     * is injected grows, by up to k x block positions. */
+    int span;
     /* Calibration (calibrate.h): 1 = also score the gate on the q of every token as it is run
      * (forced or generated; not the rebuilds' rows), each an RC_EV_SCORE event. The gate still
      * decides only at rebuilds, so nothing else changes. RC_bge arm only; 0 = off (default). */

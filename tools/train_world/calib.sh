@@ -7,13 +7,15 @@
 # startup, apart from the evaluated ones), then `recall eval` (faithful mode, the default) at the
 # gate file's threshold (FULL, SP, RC_bge) and with --threshold-file (RC_bge; FULL and SP never
 # read the gate). Prints answers.py's tables; the files stay in OUT_DIR. Re-run it on a retrained
-# world: the numbers belong to the world.
+# world: the numbers belong to the world. LOOP: more loop options for every eval (e.g.
+# LOOP="--mode clean --span message"; default none: faithful).
 set -e
 W=${1:-tests/golden/trained}
 O=${2:-build/calib-numbers}
 P=${3:-0-19}
 mkdir -p "$O"
-echo "== $W, eval problems $P ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
+CMODE=$(echo "$LOOP" | grep -o -- '--mode [a-z]*' || true) # calibrate in the mode the evals run
+echo "== $W, eval problems $P${LOOP:+, $LOOP} ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
 for q in f32 nf4; do
   ./recall convert --qwen2 "$W/qwen2" --bge "$W/bge" --pooler "$W/pooler.pt" --gate "$W/gate.npz" \
     --bridge "$W/bge_head.npz" --weights $q --quiet -o "$O/trained-$q.blob"
@@ -21,14 +23,14 @@ done
 for q in f32 nf4; do
   B="$O/trained-$q.blob"
   echo "== $q: recall calibrate --problems 1000-1009"
-  ./recall calibrate "$B" --bench "$W/eval_bench.json" --problems 1000-1009 --write "$O/threshold-$q.json" \
+  ./recall calibrate "$B" --bench "$W/eval_bench.json" --problems 1000-1009 $CMODE --write "$O/threshold-$q.json" \
     2>/dev/null | grep -E "recall positions|suggested threshold"
   echo "== $q: recall eval at the gate file's threshold"
-  ./recall eval "$B" --bench "$W/eval_bench.json" --problems "$P" --arms FULL,SP,RC_bge \
+  ./recall eval "$B" --bench "$W/eval_bench.json" --problems "$P" --arms FULL,SP,RC_bge $LOOP \
     --json "$O/eval-$q-file.json" >/dev/null 2>&1
   /usr/bin/python3 tools/train_world/answers.py "$O/eval-$q-file.json"
   echo "== $q: recall eval with --threshold-file $O/threshold-$q.json"
-  ./recall eval "$B" --bench "$W/eval_bench.json" --problems "$P" --arms RC_bge \
+  ./recall eval "$B" --bench "$W/eval_bench.json" --problems "$P" --arms RC_bge $LOOP \
     --threshold-file "$O/threshold-$q.json" --json "$O/eval-$q-calibrated.json" >/dev/null 2>&1
   /usr/bin/python3 tools/train_world/answers.py "$O/eval-$q-calibrated.json"
 done

@@ -8,12 +8,13 @@
 #   - recall eval, problems 0-19 of BENCH (60 questions): the benchmark, to show the option costs
 #     nothing where nothing straddles the edge (tools/train_world/answers.py's table)
 # The JSON files stay in OUT_DIR. Re-run it on a retrained world: the numbers belong to the world.
+# LOOP: more loop options for every run (e.g. LOOP="--span message"; default none).
 set -e
 B=${1:-build/trained-f32.blob}
 BENCH=${2:-tests/golden/trained/eval_bench.json}
 O=${3:-build/edge-numbers}
 mkdir -p "$O"
-echo "== $B, clean mode, RC_bge ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "== $B, clean mode${LOOP:+, $LOOP}, RC_bge ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "longctx needle, seeds 1-10: exact answers (gate fired)"
 printf '%-6s %-6s %-16s %-16s\n' len depth "--edge off" "--edge inject"
 for n in 256 384; do
@@ -22,7 +23,7 @@ for n in 256 384; do
     for e in off inject; do
       for s in 1 2 3 4 5 6 7 8 9 10; do
         ./recall longctx "$B" --task needle --len $n --depth $d --seed $s --max-new 64 --arms RC_bge --mode clean \
-          --edge $e --json "$O/longctx-$n-$d-$e-seed$s.json" >/dev/null 2>&1
+          --edge $e $LOOP --json "$O/longctx-$n-$d-$e-seed$s.json" >/dev/null 2>&1
       done
       c=$(/usr/bin/python3 - "$O" $n $d $e <<'EOF'
 import json, sys
@@ -42,7 +43,7 @@ EOF
 done
 for e in off inject; do
   echo "== recall eval, problems 0-19, --edge $e"
-  ./recall eval "$B" --bench "$BENCH" --problems 0-19 --arms RC_bge --mode clean --edge $e \
+  ./recall eval "$B" --bench "$BENCH" --problems 0-19 --arms RC_bge --mode clean --edge $e $LOOP \
     --json "$O/eval-$e.json" >/dev/null 2>&1
   /usr/bin/python3 tools/train_world/answers.py "$O/eval-$e.json"
 done

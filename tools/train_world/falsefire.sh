@@ -9,7 +9,8 @@
 #   :rFLOOR          inject only if the best bridge score reaches FLOOR; FLOOR is the 10th
 #                    percentile of the default run's best bridge scores in question turns
 # For each: exact answers, retrieved, and casual false-fires (probe turns with any fire, forced
-# history included, as the reference counts them), from tools/train_world/answers.py.
+# history included, as the reference counts them), from tools/train_world/answers.py. LOOP: more
+# loop options for every run (e.g. LOOP="--mode clean --span message"; default none: faithful).
 set -e
 B=${1:-build/trained-f32.blob}
 J=${2:-tests/golden/trained/eval_bench.json}
@@ -19,11 +20,11 @@ mkdir -p "$O"
 run() { # name, options...
   n=$1
   shift
-  ./recall eval "$B" --bench "$J" --problems "$P" --json "$O/$n.json" "$@" >/dev/null 2>"$O/$n.log"
+  ./recall eval "$B" --bench "$J" --problems "$P" --json "$O/$n.json" $LOOP "$@" >/dev/null 2>"$O/$n.log"
   printf '%-22s ' "$n"
   /usr/bin/python3 tools/train_world/answers.py "$O/$n.json" | sed -n 2p
 }
-echo "== $B, $J, problems $P, faithful ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "== $B, $J, problems $P, ${LOOP:-faithful} ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
 printf '%-22s %-8s %10s %14s %14s %14s %12s\n' setting arm questions recall_ok exact retrieved "probe fires"
 run default --arms RC_bge
 floor=$(/usr/bin/python3 - "$O/default.json" <<'EOF'

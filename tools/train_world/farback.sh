@@ -5,7 +5,8 @@
 # BLOB: a converted world (make build/trained-f32.blob, or recall convert on a retrained one);
 # BENCH: its eval_bench.json. OUT_DIR defaults to build/farback. Environment: DISTS (default
 # 512,2048,8192,32768), CASES per distance (default 12), SEED (0), THREADS (1), MODE (faithful),
-# SHARES (the fact shares to run, default "0.25 0": the benchmark's mix of other facts, then none).
+# SHARES (the fact shares to run, default "0.25 0": the benchmark's mix of other facts, then none),
+# LOOP (more loop options for every run, e.g. "--span message" with MODE=clean; default none).
 # Share 0.25 runs FULL, SP and RC_bge (FULL only where the chat fits the model's positions);
 # the other shares RC_bge only. Prints one table per share; the JSON records stay in OUT_DIR.
 set -e
@@ -27,8 +28,8 @@ for f in $SHARES; do
   arms=RC_bge
   [ "$f" = 0.25 ] && arms=FULL,SP,RC_bge
   echo "== recall longctx --task farfact: distances $DISTS, $CASES cases each, fact share $f, $MODE," \
-    "seed $SEED ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
+    "seed $SEED${LOOP:+, $LOOP} ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
   ./recall longctx "$B" --task farfact --bench "$J" --len "$DISTS" --cases "$CASES" --seed "$SEED" \
-    --fact-share "$f" --mode "$MODE" --arms "$arms" --threads "$THREADS" --json "$O/farfact-share$f.json" \
+    --fact-share "$f" --mode "$MODE" $LOOP --arms "$arms" --threads "$THREADS" --json "$O/farfact-share$f.json" \
     2>"$O/farfact-share$f.log"
 done

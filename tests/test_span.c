@@ -1,0 +1,249 @@
+/* test_span.c - what a fire injects (recall_loop.h rc_span, docs/LOOP.md "Whole messages") on the
+ * trained world (tests/golden/trained), clean mode, held-out benchmark problem 4:
+ *   whole      its first question asks for "the invoice city", a fact sealed across two blocks
+ *              ("... Important to note: the invoice city" | " is solaces. ..."). With the sealed
+ *              blocks (the default) the reply is "... the invoice city is unknown.</think>I don't
+ *              know."; with --span message the fire's blocks are widened to the messages they cut
+ *              and the reply is the value. Fast = reference schedule, bitwise.
+ *   rule       every fire of the problem injects exactly the ids this test's own reading of the
+ *              rule gives (the chosen candidates of the record, widened on the conversation's
+ *              ids); the candidates and their scores are those of the default run's first fire
+ *   refused    faithful mode refuses the option (library, public API, CLI), and so does an
+ *              unknown value
+ *   records    replay's trace, eval's options and longctx's file name it; a default trace has no
+ *              "span" key */
+#include "blob.h"
+#include "fixture.h"
+#include "json.h"
+#include "problems.h"
+#include "recall.h"
+#include "recall_loop.h"
+#include "tokenize_bpe.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define B FIXTURE_TRAINED
+#define PROBLEM 4
+#define PREAMBLE "<think>The user asks for a value that was stated earlier in our chat. I look back for it and copy " \
+                 "it exactly, character by character: the invoice city is "
+static const char *const reply_block = PREAMBLE "unknown.</think>I don't know.";
+static const char *const reply_message = PREAMBLE "solaces.</think> solaces";
+
+static void run_problem(rc_blob *b, int span, int reference, rc_problem_run *run) {
+    rc_bench *bench;
+    rc_problem p;
+    recall_err err = {0};
+    cr_assert_eq(rc_bench_load(B "/eval_bench.json", &bench, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_bench_problem(bench, PROBLEM, &p, &err), RECALL_OK, "%s", err.msg);
+    rc_recall_opts o;
+    rc_recall_defaults(b, &o);
+    o.mode = RC_MODE_CLEAN;
+    o.span = span;
+    o.reference_schedule = reference;
+    o.exec.threads = 1;
+    rc_recall *r;
+    cr_assert_eq(rc_recall_open(b, &o, &r, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(rc_run_problem(r, &p, NULL, NULL, NULL, run, &err), RECALL_OK, "%s", err.msg);
+    rc_recall_close(r);
+    rc_problem_free(&p);
+    rc_bench_free(bench);
+}
+
+static const rc_problem_turn *first_question(const rc_problem_run *run) {
+    for (int i = 0; i < run->n_turns; i++)
+        if (run->turns[i].kind == RC_STEP_Q) return &run->turns[i];
+    cr_assert_fail("problem %d has no question", PROBLEM);
+    return NULL;
+}
+
+static char *text_of(const rc_bpe *bpe, const int32_t *ids, int n) {
+    char *text;
+    size_t len;
+    recall_err err = {0};
+    cr_assert_eq(rc_bpe_decode(bpe, ids, (size_t)n, 0, &text, &len, &err), RECALL_OK, "%s", err.msg);
+    return text;
+}
+
+/* The rule as docs/LOOP.md states it, on the conversation's ids h[0:end] (the evicted history of
+ * the fire): candidate c is h[c*block : (c+1)*block] (the buffer: to end); back over ids that are
+ * not special, then over the special id that opens the message unless it is EOS or BOS; forward
+ * up to the next special id; at most block / 2 each way; joined in order without repeats. */
+static int widen(const rc_bpe *bpe, int bos, int eos, const int32_t *h, int end, int block, const int *top, int ntop,
+                 int32_t *out) {
+    int n = 0, last = 0;
+    for (int i = 0; i < ntop; i++) {
+        int s = top[i] * block, e = s + block < end ? s + block : end;
+        const int lo = s - block / 2 > 0 ? s - block / 2 : 0, hi = e + block / 2 < end ? e + block / 2 : end;
+        while (s > lo && !rc_bpe_is_special(bpe, h[s - 1])) s--;
+        if (s > lo && h[s - 1] != eos && h[s - 1] != bos) s--;
+        while (e < hi && !rc_bpe_is_special(bpe, h[e])) e++;
+        for (int j = s > last ? s : last; j < e; j++) out[n++] = h[j];
+        if (e > last) last = e;
+    }
+    return n;
+}
+
+Test(span, a_fact_sealed_across_two_blocks_comes_back_whole, .timeout = 300) {
+    rc_blob *b = fixture_open(fixture_trained_blob("f32"));
+    rc_bpe *bpe = fixture_blob_bpe(b);
+    rc_problem_run blk, msg, ref;
+    run_problem(b, RC_SPAN_BLOCK, 0, &blk);
+    run_problem(b, RC_SPAN_MESSAGE, 0, &msg);
+    run_problem(b, RC_SPAN_MESSAGE, 1, &ref);
+    const rc_problem_turn *qb = first_question(&blk), *qm = first_question(&msg);
+    char *tb = text_of(bpe, qb->turn.reply, qb->turn.n_reply), *tm = text_of(bpe, qm->turn.reply, qm->turn.n_reply);
+    cr_expect_str_eq(tb, reply_block);
+    cr_expect_str_eq(tm, reply_message);
+    /* the same first fire on both: the same candidates, scores and choice; only the ids grew, and
+     * only the widened ids hold the whole fact */
+    cr_assert_gt(qb->turn.n_fires, 0);
+    cr_assert_gt(qm->turn.n_fires, 0);
+    const rc_fire_rec *fb = &qb->turn.fires[0], *fm = &qm->turn.fires[0];
+    cr_expect_eq(fm->c0, fb->c0);
+    cr_assert_eq(fm->ncand, fb->ncand);
+    cr_expect_eq(memcmp(fm->bridge, fb->bridge, (size_t)fb->ncand * sizeof *fb->bridge), 0, "the same scores, bitwise");
+    cr_expect_eq(fm->ntop, fb->ntop);
+    cr_expect_eq(memcmp(fm->top, fb->top, sizeof fb->top), 0);
+    cr_expect_gt(fm->nrid, fb->nrid);
+    char *ib = text_of(bpe, fb->rid, fb->nrid), *im = text_of(bpe, fm->rid, fm->nrid);
+    cr_expect_null(strstr(ib, "the invoice city is solaces."), "%s", ib);
+    cr_expect(strstr(im, "the invoice city is solaces."), "%s", im);
+    /* both schedules compute the same bits, widened injections included */
+    fixture_expect_same_run(&msg, &ref, "span message fast vs reference, problem 4");
+    free(tb);
+    free(tm);
+    free(ib);
+    free(im);
+    rc_problem_run_free(&blk);
+    rc_problem_run_free(&msg);
+    rc_problem_run_free(&ref);
+    rc_bpe_free(bpe);
+    rc_blob_close(b);
+}
+
+Test(span, every_fire_injects_the_rule_s_ids, .timeout = 300) {
+    rc_blob *b = fixture_open(fixture_trained_blob("f32"));
+    rc_bpe *bpe = fixture_blob_bpe(b);
+    rc_recall_opts o;
+    rc_recall_defaults(b, &o);
+    int64_t v;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_get_i64(b, "tok.bos", &v, &err), RECALL_OK);
+    const int bos = (int)v;
+    cr_assert_eq(rc_blob_get_i64(b, "tok.eos", &v, &err), RECALL_OK);
+    const int eos = (int)v;
+    rc_problem_run run;
+    run_problem(b, RC_SPAN_MESSAGE, 0, &run);
+    int32_t *want = malloc((size_t)o.k * 2 * o.block * sizeof *want);
+    cr_assert(want);
+    int fires = 0, grown = 0;
+    for (int i = 0; i < run.n_turns; i++) {
+        const rc_turn *t = &run.turns[i].turn;
+        for (int f = 0; f < t->n_fires; f++) {
+            const rc_fire_rec *fr = &t->fires[f];
+            const int end = fr->c0 - o.window; /* what the window had evicted at the fire */
+            cr_assert_gt(end, 0);
+            cr_assert_eq(fr->ncand, end / o.block + (end % o.block >= o.buf_min), "fire at c0 %d", fr->c0);
+            const int n = widen(bpe, bos, eos, run.history, end, o.block, fr->top, fr->ntop, want);
+            cr_assert_eq(fr->nrid, n, "fire at c0 %d: %d ids injected, the rule gives %d", fr->c0, fr->nrid, n);
+            cr_expect_eq(memcmp(fr->rid, want, (size_t)n * sizeof *want), 0, "fire at c0 %d", fr->c0);
+            grown += n > fr->ntop * o.block;
+            fires++;
+        }
+    }
+    cr_expect_gt(fires, 5, "the problem's questions fire");
+    cr_expect_gt(grown, 0, "some fire widened its blocks");
+    free(want);
+    rc_problem_run_free(&run);
+    rc_bpe_free(bpe);
+    rc_blob_close(b);
+}
+
+Test(span, faithful_mode_and_unknown_values_refused, .timeout = 120) {
+    const char *path = fixture_trained_blob("f32");
+    cr_assert(path);
+    rc_blob *b = fixture_open(path);
+    rc_recall_opts o;
+    rc_recall_defaults(b, &o);
+    cr_expect_eq(o.span, RC_SPAN_BLOCK, "the sealed blocks by default");
+    o.span = RC_SPAN_MESSAGE; /* faithful is the default mode */
+    rc_recall *r = NULL;
+    recall_err err = {0};
+    cr_expect_eq(rc_recall_open(b, &o, &r, &err), RECALL_E_ARG);
+    cr_expect(strstr(err.msg, "span message needs clean mode"), "%s", err.msg);
+    o.mode = RC_MODE_CLEAN;
+    o.span = 5;
+    memset(&err, 0, sizeof err);
+    cr_expect_eq(rc_recall_open(b, &o, &r, &err), RECALL_E_ARG);
+    cr_expect(strstr(err.msg, "span 5 unknown"), "%s", err.msg);
+    rc_blob_close(b);
+    /* the public API */
+    recall_model *m = NULL;
+    memset(&err, 0, sizeof err);
+    cr_assert_eq(recall_open(path, NULL, &m, &err), RECALL_OK, "%s", err.msg);
+    recall_loop_opts lo;
+    recall_loop_opts_init(m, &lo);
+    cr_expect_eq(lo.span, RECALL_SPAN_BLOCK, "block by default");
+    lo.span = RECALL_SPAN_MESSAGE;
+    recall_loop *l = NULL;
+    cr_expect_eq(recall_loop_open(m, &lo, &l, &err), RECALL_E_ARG);
+    cr_expect(strstr(err.msg, "span message needs clean mode"), "%s", err.msg);
+    lo.mode = RECALL_MODE_CLEAN;
+    memset(&err, 0, sizeof err);
+    cr_expect_eq(recall_loop_open(m, &lo, &l, &err), RECALL_OK, "%s", err.msg);
+    recall_loop_close(l);
+    recall_close(m);
+    /* the CLI: a usage error before anything runs, in every command that takes --span */
+    const char *cmds[] = {"replay %s --bench " B "/eval_bench.json --problem 0 --trace build/nope.json",
+                          "eval %s --bench " B "/eval_bench.json --problems 0", "chat %s",
+                          "longctx %s --task needle --len 256"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char fmt[256];
+        snprintf(fmt, sizeof fmt, "./recall %s --span message </dev/null 2>&1", cmds[i]);
+        free(fixture_cmd(2, "span message needs clean mode", fmt, path)); /* the engine's one message */
+        snprintf(fmt, sizeof fmt, "./recall %s --mode clean --span turn </dev/null 2>&1", cmds[i]);
+        free(fixture_cmd(2, "--span: span 'turn': expected block or message", fmt, path));
+    }
+}
+
+Test(span, outputs_name_the_option, .timeout = 300) {
+    const char *path = fixture_trained_blob("f32");
+    cr_assert(path);
+    char on[128], off[128], lc[128], ev[128];
+    const int pid = (int)getpid();
+    snprintf(on, sizeof on, "build/span_%d_on.json", pid);
+    snprintf(off, sizeof off, "build/span_%d_off.json", pid);
+    snprintf(lc, sizeof lc, "build/span_%d_lc.json", pid);
+    snprintf(ev, sizeof ev, "build/span_%d_ev.json", pid);
+    free(fixture_cmd(0, NULL, "./recall replay %s --bench " B "/eval_bench.json --problem 4 --mode clean --span message "
+                     "--trace %s 2>&1", path, on));
+    free(fixture_cmd(0, NULL, "./recall replay %s --bench " B "/eval_bench.json --problem 4 --mode clean --trace %s 2>&1",
+                     path, off));
+    json_doc *d_on = fixture_json(on), *d_off = fixture_json(off);
+    const json_value *s = json_get_type(json_root(d_on), "span", JSON_STR);
+    cr_assert(s, "the trace names the option");
+    cr_expect_str_eq(s->str, "message");
+    cr_expect_null(json_get(json_root(d_off), "span"), "a default trace keeps its schema");
+    json_free(d_on);
+    json_free(d_off);
+    free(fixture_cmd(0, NULL, "./recall longctx %s --task needle --len 256 --depth 0.5 --seed 1 --max-new 64 --arms RC_bge "
+                     "--mode clean --span message --json %s 2>&1", path, lc));
+    json_doc *d = fixture_json(lc);
+    cr_expect_str_eq(json_get_type(json_root(d), "span", JSON_STR)->str, "message");
+    json_free(d);
+    free(fixture_cmd(0, NULL, "./recall eval %s --bench " B "/eval_bench.json --problems 0 --arms SP --mode clean --span "
+                     "message --json %s 2>&1", path, ev));
+    d = fixture_json(ev);
+    const json_value *opts = json_get_type(json_root(d), "options", JSON_OBJ);
+    cr_assert(opts);
+    cr_expect_str_eq(json_get_type(opts, "--span", JSON_STR)->str, "message");
+    json_free(d);
+    remove(on);
+    remove(off);
+    remove(lc);
+    remove(ev);
+}
