@@ -156,7 +156,7 @@ recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, floa
 typedef enum { RECALL_MODE_FAITHFUL = 0, RECALL_MODE_CLEAN = 1 } recall_mode;
 typedef enum { RECALL_ARM_RC_BGE = 0, RECALL_ARM_SP = 1, RECALL_ARM_FULL = 2 } recall_arm;
 /* recall_loop_opts.edge (since API version 4; docs/LOOP.md, "The window's edge"). */
-enum { RECALL_EDGE_OFF = 0, RECALL_EDGE_INJECT = 1 };
+enum { RECALL_EDGE_OFF = 0, RECALL_EDGE_INJECT = 1, RECALL_EDGE_MESSAGE = 2 };
 /* recall_loop_opts.span (since API version 5; docs/LOOP.md, "Whole messages"). */
 enum { RECALL_SPAN_BLOCK = 0, RECALL_SPAN_MESSAGE = 1 };
 
@@ -203,7 +203,10 @@ typedef struct {
      * injection is alive, the text around the window's start (the last block evicted and the
      * window's first block) is injected too when the bridge head scores it at least as high as
      * the weakest block the fire injected, so that a fact straddling the window's start stays
-     * whole while the reply is written. Up to 2 x block more positions. Since API version 4. */
+     * whole while the reply is written. Up to 2 x block more positions. Since API version 4.
+     * RECALL_EDGE_MESSAGE (clean mode only; since API version 5): the window starts where the
+     * message it would cut starts (at most 2 x block earlier), so a fact at the window's start
+     * stays whole in view while the reply is written. */
     int edge;
     /* What a fire injects: RECALL_SPAN_BLOCK (0, default, the reference: the chosen blocks as
      * sealed) or RECALL_SPAN_MESSAGE (clean mode only; RECALL_E_ARG in faithful mode): each chosen

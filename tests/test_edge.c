@@ -216,7 +216,7 @@ Test(edge, faithful_mode_and_unknown_values_refused, .timeout = 120) {
         snprintf(fmt, sizeof fmt, "./recall %s --edge inject </dev/null 2>&1", cmds[i]);
         free(fixture_cmd(2, "edge inject needs clean mode", fmt, path)); /* the engine's one message */
         snprintf(fmt, sizeof fmt, "./recall %s --mode clean --edge sideways </dev/null 2>&1", cmds[i]);
-        free(fixture_cmd(2, "--edge: edge 'sideways': expected off or inject", fmt, path));
+        free(fixture_cmd(2, "--edge: edge 'sideways': expected off, inject or message", fmt, path));
     }
     free(fixture_cmd(2, "--edge is not an option of calibrate", "./recall calibrate %s --bench " T
                      "/eval_bench.json --mode clean --edge inject 2>&1", path));

@@ -1,5 +1,6 @@
-/* test_span.c - what a fire injects (recall_loop.h rc_span, docs/LOOP.md "Whole messages") on the
- * trained world (tests/golden/trained), clean mode, held-out benchmark problem 4:
+/* test_span.c - whole messages (docs/LOOP.md "Whole messages"): what a fire injects (recall_loop.h
+ * rc_span) and where the window starts (rc_edge RC_EDGE_MESSAGE), on the trained world
+ * (tests/golden/trained), clean mode, held-out benchmark problem 4:
  *   whole      its first question asks for "the invoice city", a fact sealed across two blocks
  *              ("... Important to note: the invoice city" | " is solaces. ..."). With the sealed
  *              blocks (the default) the reply is "... the invoice city is unknown.</think>I don't
@@ -11,7 +12,10 @@
  *   refused    faithful mode refuses the option (library, public API, CLI), and so does an
  *              unknown value
  *   records    replay's trace, eval's options and longctx's file name it; a default trace has no
- *              "span" key */
+ *              "span" key
+ *   window     with --edge message every rebuild's window starts where this test's reading of the
+ *              rule puts it (the start of the message the window's start would cut, at most two
+ *              blocks back); fast = reference schedule, bitwise */
 #include "blob.h"
 #include "fixture.h"
 #include "json.h"
@@ -33,7 +37,7 @@
 static const char *const reply_block = PREAMBLE "unknown.</think>I don't know.";
 static const char *const reply_message = PREAMBLE "solaces.</think> solaces";
 
-static void run_problem(rc_blob *b, int span, int reference, rc_problem_run *run) {
+static void run_problem_edge(rc_blob *b, int span, int edge, int reference, rc_problem_run *run) {
     rc_bench *bench;
     rc_problem p;
     recall_err err = {0};
@@ -43,6 +47,7 @@ static void run_problem(rc_blob *b, int span, int reference, rc_problem_run *run
     rc_recall_defaults(b, &o);
     o.mode = RC_MODE_CLEAN;
     o.span = span;
+    o.edge = edge;
     o.reference_schedule = reference;
     o.exec.threads = 1;
     rc_recall *r;
@@ -51,6 +56,10 @@ static void run_problem(rc_blob *b, int span, int reference, rc_problem_run *run
     rc_recall_close(r);
     rc_problem_free(&p);
     rc_bench_free(bench);
+}
+
+static void run_problem(rc_blob *b, int span, int reference, rc_problem_run *run) {
+    run_problem_edge(b, span, RC_EDGE_OFF, reference, run);
 }
 
 static const rc_problem_turn *first_question(const rc_problem_run *run) {
@@ -246,4 +255,52 @@ Test(span, outputs_name_the_option, .timeout = 300) {
     remove(off);
     remove(lc);
     remove(ev);
+}
+
+/* The start of the message gen[nd - 1] | gen[nd] cuts, as docs/LOOP.md states it: back over ids
+ * that are not special, then over the special id that opens the message unless it is EOS or BOS,
+ * at most two blocks. */
+static int window_start(const rc_bpe *bpe, int bos, int eos, const int32_t *h, int nd, int block) {
+    const int lo = nd > 2 * block ? nd - 2 * block : 0;
+    int s = nd;
+    while (s > lo && !rc_bpe_is_special(bpe, h[s - 1])) s--;
+    if (s > lo && h[s - 1] != eos && h[s - 1] != bos) s--;
+    return s;
+}
+
+Test(span, edge_message_starts_the_window_at_the_message, .timeout = 300) {
+    rc_blob *b = fixture_open(fixture_trained_blob("f32"));
+    rc_bpe *bpe = fixture_blob_bpe(b);
+    rc_recall_opts o;
+    rc_recall_defaults(b, &o);
+    int64_t v;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_get_i64(b, "tok.bos", &v, &err), RECALL_OK);
+    const int bos = (int)v;
+    cr_assert_eq(rc_blob_get_i64(b, "tok.eos", &v, &err), RECALL_OK);
+    const int eos = (int)v;
+    rc_problem_run run, ref;
+    run_problem_edge(b, RC_SPAN_MESSAGE, RC_EDGE_MESSAGE, 0, &run);
+    run_problem_edge(b, RC_SPAN_MESSAGE, RC_EDGE_MESSAGE, 1, &ref);
+    int moved = 0, rebuilds = 0;
+    for (int i = 0; i < run.n_turns; i++) {
+        const rc_turn *t = &run.turns[i].turn;
+        for (int k = 0; k < t->n_rebuilds; k++) {
+            const rc_rebuild_rec *rb = &t->rebuilds[k];
+            const int nd = rb->c0 > o.window ? rb->c0 - o.window : 0;
+            const int want = nd ? rb->c0 - window_start(bpe, bos, eos, run.history, nd, o.block) : rb->c0;
+            cr_expect_eq(rb->window_len, want, "turn %d, rebuild at c0 %d: window %d, the rule gives %d", i, rb->c0,
+                         rb->window_len, want);
+            cr_expect_eq(rb->edge_len, 0);
+            moved += rb->window_len > o.window;
+            rebuilds++;
+        }
+    }
+    cr_expect_gt(moved, 10, "the window's start moved back at %d of %d rebuilds", moved, rebuilds);
+    cr_expect_lt(moved, rebuilds, "and not at every one");
+    fixture_expect_same_run(&run, &ref, "edge message fast vs reference, problem 4");
+    rc_problem_run_free(&run);
+    rc_problem_run_free(&ref);
+    rc_bpe_free(bpe);
+    rc_blob_close(b);
 }

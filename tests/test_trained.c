@@ -238,6 +238,8 @@ Test(templated, replay_shows_the_block_come_back, .timeout = 600) {
  * (three of the misses are facts sealed across two blocks: docs/LOOP.md, "Whole messages") */
 #define TRAINED_CLEAN_47_BLOCK 9
 #define TRAINED_CLEAN_47_MESSAGE 12
+/* the chat setting docs/WORLD.md recommends */
+#define WHOLE "--mode clean --span message --edge message"
 /* the same problems with the facts told and asked in phrasings never trained (eval_phrasing.json) */
 #define TRAINED_PHR_FULL_EXACT 9
 #define TRAINED_PHR_RC_EXACT 7
@@ -281,14 +283,14 @@ Test(trained, eval_answers_in_phrasings_never_trained, .timeout = 600) {
 }
 
 /* The text after the last </think> of a `recall chat` on the given lines (the last reply). */
-static char *chat_answer(const char *blob, const char *lines) {
+static char *chat_answer_opts(const char *blob, const char *opts, const char *lines) {
     char path[128], cmd[512], *out;
     snprintf(path, sizeof path, "build/ttrained_%d_chat.txt", (int)getpid());
     FILE *f = fopen(path, "w");
     cr_assert(f);
     fputs(lines, f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "./recall chat %s --threads 1 < %s 2>/dev/null", blob, path);
+    snprintf(cmd, sizeof cmd, "./recall chat %s --threads 1 %s < %s 2>/dev/null", blob, opts, path);
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
     unlink(path);
     const char *t = out, *p;
@@ -299,6 +301,7 @@ static char *chat_answer(const char *blob, const char *lines) {
     free(out);
     return ans;
 }
+static char *chat_answer(const char *blob, const char *lines) { return chat_answer_opts(blob, "", lines); }
 
 /* Facts typed as a person would (none from a bench file), asked with the fact in view and once
  * evicted: the value comes back exactly. The name list, "flight number", "password" and every
@@ -336,6 +339,34 @@ Test(trained, typed_facts_are_answered, .timeout = 600) {
         char *a = chat_answer(blob, typed[i].lines);
         cr_expect_str_eq(a, typed[i].want, "%s", typed[i].lines);
         free(a);
+    }
+}
+
+/* A fact at the window's edge: one casual line between the fact and its question, so the fact's
+ * first tokens leave the 96-token window while the reply is written. The reference loop does not
+ * answer ("I don't know." for the locker labels: the gate never fires, nothing was archived when
+ * the reply began; a garbled copy for the others); with whole
+ * messages (--mode clean --span message --edge message, docs/LOOP.md) the window starts where the
+ * fact's message starts and the value is copied. */
+Test(trained, a_fact_at_the_window_edge_is_answered_with_whole_messages, .timeout = 600) {
+    static const struct { const char *lines, *want; } edge[] = {
+        {"Important to note: the locker label is 4821.\nI have been thinking about the traffic a lot.\n"
+         "Quick \xe2\x80\x94 what was the locker label I mentioned? Just the value.\n", " 4821"},
+        {"Important to note: the locker label is 9045.\nI have been thinking about the traffic a lot.\n"
+         "Quick \xe2\x80\x94 what was the locker label I mentioned? Just the value.\n", " 9045"},
+        {"By the way, the wifi password is blue-otter-42.\nHow is your week going so far?\n"
+         "Can you remind me of my wifi password?\n", " blue-otter-42"},
+        {"Don't let me forget: the school trip date is 12 June.\nHow is your week going so far?\n"
+         "Which school trip date did I give you earlier?\n", " 12 June"},
+    };
+    const char *blob = fixture_trained_blob("f32");
+    cr_assert(blob);
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
+        char *a = chat_answer(blob, edge[i].lines), *w = chat_answer_opts(blob, WHOLE, edge[i].lines);
+        cr_expect_str_neq(a, edge[i].want, "%s", edge[i].lines);
+        cr_expect_str_eq(w, edge[i].want, "%s", edge[i].lines);
+        free(a);
+        free(w);
     }
 }
 

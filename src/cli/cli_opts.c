@@ -266,11 +266,13 @@ static const cli_opt O_MODE = {"--mode", NULL, "M",
                                "faithful (default: the reference loop, seal forward included) or clean",
                                set_mode, F(loop.mode), NOLIM};
 static const cli_opt O_EDGE = {"--edge", NULL, "E",
-                               "off (default) or inject (--mode clean only): while an injection is\n"
-                               "alive, each rebuild also injects the text around the window's start\n"
-                               "(the last block evicted, the window's first) if the bridge head scores\n"
-                               "it as high as the fire's weakest injected block, so that a fact\n"
-                               "straddling the window's edge is whole; up to 2 x block more positions",
+                               "off (default), inject or message (--mode clean only). inject: while\n"
+                               "an injection is alive, each rebuild also injects the text around the\n"
+                               "window's start (the last block evicted, the window's first) if the\n"
+                               "bridge head scores it as high as the fire's weakest injected block.\n"
+                               "message: the window starts where the message it would cut starts (at\n"
+                               "most 2 x block earlier). Either way a fact straddling the window's\n"
+                               "edge is whole; up to 2 x block more positions",
                                set_edge, F(loop.edge), NOLIM};
 static const cli_opt O_SPAN = {"--span", NULL, "S",
                                "block (default) or message (--mode clean only): each block a fire\n"

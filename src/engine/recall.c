@@ -97,7 +97,7 @@ void rc_recall_pooler_stats(const rc_recall *r, rc_pooler_stats *out) {
 
 static const char *const MODE_NAMES[] = {"faithful", "clean"};
 static const char *const ARM_NAMES[] = {"RC_bge", "SP", "FULL"};
-static const char *const EDGE_NAMES[] = {"off", "inject"};
+static const char *const EDGE_NAMES[] = {"off", "inject", "message"};
 static const char *const SPAN_NAMES[] = {"block", "message"};
 
 /* s's index in names[0..n), else -1 with the message naming what was wanted. */
@@ -111,10 +111,10 @@ static int name_index(const char *const *names, int n, const char *what, const c
 
 int rc_mode_parse(const char *s, recall_err *err) { return name_index(MODE_NAMES, 2, "mode", RC_MODE_NAMES, s, err); }
 int rc_arm_parse(const char *s, recall_err *err) { return name_index(ARM_NAMES, 3, "arm", RC_ARM_NAMES, s, err); }
-int rc_edge_parse(const char *s, recall_err *err) { return name_index(EDGE_NAMES, 2, "edge", RC_EDGE_NAMES, s, err); }
+int rc_edge_parse(const char *s, recall_err *err) { return name_index(EDGE_NAMES, 3, "edge", RC_EDGE_NAMES, s, err); }
 const char *rc_mode_name(int mode) { return (unsigned)mode < 2 ? MODE_NAMES[mode] : "?"; }
 const char *rc_arm_name(int arm) { return (unsigned)arm < 3 ? ARM_NAMES[arm] : "?"; }
-const char *rc_edge_name(int edge) { return (unsigned)edge < 2 ? EDGE_NAMES[edge] : "?"; }
+const char *rc_edge_name(int edge) { return (unsigned)edge < 3 ? EDGE_NAMES[edge] : "?"; }
 int rc_span_parse(const char *s, recall_err *err) { return name_index(SPAN_NAMES, 2, "span", RC_SPAN_NAMES, s, err); }
 const char *rc_span_name(int span) { return (unsigned)span < 2 ? SPAN_NAMES[span] : "?"; }
 
@@ -168,12 +168,12 @@ recall_status rc_recall_mode_check(const rc_recall_opts *o, recall_err *err) {
     if ((unsigned)o->arm > RC_ARM_FULL)
         return rc_fail(err, RECALL_E_ARG, "arm %d unknown (RC_bge = %d, SP = %d, FULL = %d)", (int)o->arm,
                        RC_ARM_RC_BGE, RC_ARM_SP, RC_ARM_FULL);
-    if (o->edge != RC_EDGE_OFF && o->edge != RC_EDGE_INJECT)
-        return rc_fail(err, RECALL_E_ARG, "edge %d unknown (off = %d, inject = %d)", o->edge, RC_EDGE_OFF,
-                       RC_EDGE_INJECT);
+    if (o->edge != RC_EDGE_OFF && o->edge != RC_EDGE_INJECT && o->edge != RC_EDGE_MESSAGE)
+        return rc_fail(err, RECALL_E_ARG, "edge %d unknown (off = %d, inject = %d, message = %d)", o->edge,
+                       RC_EDGE_OFF, RC_EDGE_INJECT, RC_EDGE_MESSAGE);
     if (o->edge != RC_EDGE_OFF && o->mode == RC_MODE_FAITHFUL)
-        return rc_fail(err, RECALL_E_ARG, "edge inject needs clean mode: faithful mode (the default) reproduces "
-                       "the reference loop, whose rebuilds have no edge");
+        return rc_fail(err, RECALL_E_ARG, "edge %s needs clean mode: faithful mode (the default) reproduces "
+                       "the reference loop, whose rebuilds have no edge", rc_edge_name(o->edge));
     if (o->span != RC_SPAN_BLOCK && o->span != RC_SPAN_MESSAGE)
         return rc_fail(err, RECALL_E_ARG, "span %d unknown (block = %d, message = %d)", o->span, RC_SPAN_BLOCK,
                        RC_SPAN_MESSAGE);
@@ -213,14 +213,17 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
         if (o->pooler_cache_mb >= 0 && !o->reference_schedule)
             rc_pooler_set_cache(r->pooler, mb > (SIZE_MAX >> 20) ? SIZE_MAX : mb << 20);
     }
-    const int edge = o->edge && o->arm == RC_ARM_RC_BGE ? 2 * o->block : 0; /* the edge span's rows */
+    const int edge = o->arm == RC_ARM_FULL ? 0 /* the edge span's rows, or the window's start moved back */
+                     : (o->edge == RC_EDGE_INJECT && o->arm == RC_ARM_RC_BGE) || o->edge == RC_EDGE_MESSAGE
+                         ? 2 * o->block : 0;
     const int inj = (o->span == RC_SPAN_MESSAGE ? 2 : 1) * o->block; /* a pick's most ids */
     int max_ctx = 1 + r->n_sp + o->k * inj + edge + o->window + o->chunk;
     if (o->arm == RC_ARM_FULL) max_ctx = o->max_ctx > 0 ? o->max_ctx : max_pos; /* KV grows on demand */
     if (!s && o->arm != RC_ARM_FULL && max_ctx > max_pos) /* FULL: rc_qwen2_open names both */
         s = rc_fail(err, RECALL_E_LIMIT,
                     "recall: the loop needs %d positions (1 + %d SP + %d x %d injected + %s%d window + %d chunk) but "
-                    "the model was trained on %d", max_ctx, r->n_sp, o->k, inj, edge ? "2 x block edge + " : "",
+                    "the model was trained on %d", max_ctx, r->n_sp, o->k, inj,
+                    edge ? "2 x block edge + " : "",
                     o->window, o->chunk, max_pos);
     if (!s) s = rc_qwen2_open_ex(b, max_ctx, r->ex, &r->llm, err);
     if (!s) s = rc_qwen2_set_kv_dtype(r->llm, (rc_kv_dtype)o->kv, err);
@@ -622,6 +625,20 @@ static recall_status keep_fire_query(rc_recall *r, loop_state *st, const rc_fire
     return RECALL_OK;
 }
 
+/* The message that gen[s - 1] | gen[s] cuts starts at: back over ids that are not special tokens,
+ * then over the special token that opens the message (not EOS or BOS, which close the one
+ * before), never below lo. And it ends (exclusive) at the next special token from e, never past
+ * hi. (opts.span and opts.edge message, docs/LOOP.md.) */
+static int message_start(const rc_recall *r, const int32_t *gen, int s, int lo) {
+    while (s > lo && !rc_bpe_is_special(r->bpe, gen[s - 1])) s--;
+    if (s > lo && gen[s - 1] != r->eos && gen[s - 1] != r->bos) s--;
+    return s;
+}
+static int message_end(const rc_recall *r, const int32_t *gen, int e, int hi) {
+    while (e < hi && !rc_bpe_is_special(r->bpe, gen[e])) e++;
+    return e;
+}
+
 /* opts.span message: the chosen candidates' ids widened to the messages they cut. Candidate c
  * holds gen[c * block : (c + 1) * block] (the pending buffer, c = n_blocks: up to the evicted end);
  * each is extended backwards over ids that are not special tokens, then over the special token
@@ -634,11 +651,9 @@ static recall_status widen_to_messages(const rc_recall *r, const loop_state *st,
     if (!rid) return oom(err);
     int n = 0, last = 0;
     for (int i = 0; i < rv->ntop; i++) {
-        int s = rv->top[i] * B, e = s + B < end ? s + B : end;
-        const int lo = s - half > 0 ? s - half : 0, hi = e + half < end ? e + half : end;
-        while (s > lo && !rc_bpe_is_special(r->bpe, st->gen[s - 1])) s--;
-        if (s > lo && st->gen[s - 1] != r->eos && st->gen[s - 1] != r->bos) s--;
-        while (e < hi && !rc_bpe_is_special(r->bpe, st->gen[e])) e++;
+        const int s0 = rv->top[i] * B, e0 = s0 + B < end ? s0 + B : end;
+        int s = message_start(r, st->gen, s0, s0 - half > 0 ? s0 - half : 0);
+        const int e = message_end(r, st->gen, e0, e0 + half < end ? e0 + half : end);
         if (s < last) s = last;
         for (int j = s; j < e; j++) rid[n++] = st->gen[j];
         if (e > last) last = e;
@@ -826,6 +841,11 @@ static recall_status rebuild_layout(rc_recall *r, loop_state *st, int c0, int R,
                                     recall_err *err) {
     *L = (layout){c0, c0 - R, 0, 0, 0, R};
     if (L->nd > 0 && r->o.arm != RC_ARM_FULL) L->n_sp = r->n_sp;
+    if (r->o.edge == RC_EDGE_MESSAGE && L->nd > 0) { /* the window starts where the message it cuts does */
+        const int B2 = 2 * r->o.block;
+        L->R = c0 - message_start(r, st->gen, L->nd, L->nd > B2 ? L->nd - B2 : 0);
+        return RECALL_OK;
+    }
     if (r->o.edge != RC_EDGE_INJECT || st->nrid == 0 || L->nd == 0) return RECALL_OK;
     const int B = r->o.block, e0 = L->nd > B ? L->nd - B : 0, ne = (R > B ? L->nd + B : c0) - e0;
     const rc_retriever rt = {r->bpe, r->wp, r->bert, r->heads, rc_bert_cfg(r->bert)->max_seq};
@@ -854,7 +874,7 @@ static recall_status rebuild(rc_recall *r, loop_state *st, int c0, int R, const 
     rb->c0 = c0;
     rb->has_sp = n_sp > 0;
     rb->inj_len = st->nrid;
-    rb->window_len = R;
+    rb->window_len = L.R;
     rb->edge_len = L.ne;
     int keep = 0;
     RC_TRY(rebuild_keys(st, &L, !r->o.reference_schedule, &keep, err));

@@ -41,8 +41,9 @@ typedef enum { RC_MODE_FAITHFUL = 0, RC_MODE_CLEAN = 1 } rc_loop_mode;
 typedef enum { RC_ARM_RC_BGE = 0, RC_ARM_SP = 1, RC_ARM_FULL = 2 } rc_arm;
 /* The window's edge (docs/LOOP.md, "The window's edge"): RC_EDGE_INJECT adds, while an injection
  * is alive, the text around the window's start to the injected text when the bridge head finds it
- * as relevant as what the fire injected. */
-typedef enum { RC_EDGE_OFF = 0, RC_EDGE_INJECT = 1 } rc_edge;
+ * as relevant as what the fire injected; RC_EDGE_MESSAGE starts the window where the message it
+ * would cut starts. */
+typedef enum { RC_EDGE_OFF = 0, RC_EDGE_INJECT = 1, RC_EDGE_MESSAGE = 2 } rc_edge;
 /* What one pick injects (docs/LOOP.md, "Whole messages"): RC_SPAN_BLOCK the sealed block as it is
  * (the reference), RC_SPAN_MESSAGE the block widened to the messages it cuts, so that a fact
  * sealed half in one block and half in the next is injected whole. */
@@ -54,7 +55,7 @@ typedef enum { RC_SPAN_BLOCK = 0, RC_SPAN_MESSAGE = 1 } rc_span;
  * "mode 'X': expected faithful or clean". A printer returns "?" for a value that is none. */
 #define RC_MODE_NAMES "faithful or clean"
 #define RC_ARM_NAMES "RC_bge, SP or FULL"
-#define RC_EDGE_NAMES "off or inject"
+#define RC_EDGE_NAMES "off, inject or message"
 #define RC_SPAN_NAMES "block or message"
 int rc_mode_parse(const char *s, recall_err *err);
 int rc_arm_parse(const char *s, recall_err *err);
@@ -109,7 +110,13 @@ typedef struct {
      * (the last block evicted and the window's first block) against the query of the fire that
      * made the injection, and if it reaches the score of the weakest candidate that fire injected,
      * runs [SP][injected][edge span][window]: a fact straddling the window's start is then whole
-     * in the injected part while the reply is written. Up to 2 x block more positions. */
+     * in the injected part while the reply is written. Up to 2 x block more positions.
+     * RC_EDGE_MESSAGE (clean mode only, likewise): the window never starts inside a message: at
+     * every rebuild its start nd moves back to the start of the message it would cut (the rule of
+     * opts.span: back over ids that are not special tokens, then over the special token that opens
+     * the message), at most 2 x block; the gist and the archive still end at nd. A fact whose
+     * message the window's start reaches stays whole in view while the reply is written. Up to
+     * 2 x block more positions. */
     int edge;
     /* rc_span. RC_SPAN_BLOCK (0, default): a fire injects its top-k candidates as sealed (the
      * reference). RC_SPAN_MESSAGE (clean mode only, refused in faithful mode like the edge): each

@@ -4,10 +4,11 @@
 #   sh tools/train_world/typed.sh [BLOB] [CHAT OPTIONS...]
 # TYPED_SET=2: twenty more facts, each told and asked in words the world's phrasing grammar
 # never generates (world_broad.py), with keywords and values of their own.
-# For each fact two chats: "in view" (the fact, then the question) and "evicted" (the fact, six
-# casual lines, then the question: with the world's 96-token window the fact has scrolled out and
-# only recall can bring it back). Prints a Markdown table: the fact, the question, the reply after
-# the last </think> in each chat, and whether it is the value. docs/WORLD.md holds a run of it.
+# For each fact three chats: "in view" (the fact, then the question), "at the edge" (the fact, one
+# casual line, then the question: the fact leaves the world's 96-token window while the reply is
+# written) and "evicted" (the fact, six casual lines, then the question: the fact has scrolled out
+# and only recall can bring it back). Prints a Markdown table: the fact, the question, the reply
+# after the last </think> in each chat, and whether it is the value. docs/WORLD.md holds runs of it.
 B=${1:-build/trained-f32.blob}
 [ $# -gt 0 ] && shift
 CASUAL='How is your week going so far?
@@ -19,9 +20,10 @@ I tried a new recipe for lentil soup and it turned out great.'
 reply() { # stdin: the chat's lines
   timeout 60 ./recall chat "$B" "$@" 2>/dev/null | tail -n 1 | sed 's/.*<\/think>//' | cut -c1-48
 }
-echo "| fact typed | question | fact in view | | fact evicted (6 casual lines between) | |"
-echo "|---|---|---|---|---|---|"
+echo "| fact typed | question | fact in view | | at the edge (1 casual line between) | | fact evicted (6 casual lines between) | |"
+echo "|---|---|---|---|---|---|---|---|"
 n_in=0
+n_ed=0
 n_ev=0
 facts() {
   if [ "${TYPED_SET:-1}" = 2 ]; then cat <<'FACTS'
@@ -73,13 +75,16 @@ FACTS
 facts | {
 while IFS='|' read -r val fact q; do
   a=$(printf '%s\n%s\n' "$fact" "$q" | reply "$@")
+  e=$(printf '%s\n%s\n%s\n' "$fact" "$(echo "$CASUAL" | head -n 1)" "$q" | reply "$@")
   b=$(printf '%s\n%s\n%s\n' "$fact" "$CASUAL" "$q" | reply "$@")
   ok_a=no
+  ok_e=no
   ok_b=no
   [ "$(echo "$a" | sed 's/^ *//; s/ *$//')" = "$val" ] && ok_a=yes && n_in=$((n_in + 1))
+  [ "$(echo "$e" | sed 's/^ *//; s/ *$//')" = "$val" ] && ok_e=yes && n_ed=$((n_ed + 1))
   [ "$(echo "$b" | sed 's/^ *//; s/ *$//')" = "$val" ] && ok_b=yes && n_ev=$((n_ev + 1))
-  echo "| $fact | $q | \`$a\` | $ok_a | \`$b\` | $ok_b |"
+  echo "| $fact | $q | \`$a\` | $ok_a | \`$e\` | $ok_e | \`$b\` | $ok_b |"
 done
 echo
-echo "value answered exactly: fact in view $n_in/20, fact evicted $n_ev/20 (blob $B${*:+, options $*}, set ${TYPED_SET:-1})"
+echo "value answered exactly: fact in view $n_in/20, at the edge $n_ed/20, fact evicted $n_ev/20 (blob $B${*:+, options $*}, set ${TYPED_SET:-1})"
 }
