@@ -1,8 +1,13 @@
 /* test_nf4.c - NF4 quantiser rules (docs/NUMERICS.md, "NF4") and the NF4 dot through a synthetic blob
- * (row-straddling blocks, nibble order). The golden bytes of worldA are in test_models.c. */
+ * (row-straddling blocks, nibble order). The golden bytes of worldA are in test_models.c. And
+ * `convert --nf4-keep`: the named attention projections of an nf4 blob stored in bf16. */
 #include "blob.h"
+#include "convert.h"
+#include "fixture.h"
+#include "json.h"
 #include "nf4.h"
 #include "ops.h"
+#include "qwen2.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -80,4 +85,70 @@ Test(nf4_dot, synthetic_blob_row_straddles_blocks) {
     cr_assert_eq(rc_blob_vec(b, "m", 5, v, &err), RECALL_E_SHAPE);
     rc_blob_close(b);
     unlink(path);
+}
+
+/* worldA converted with --weights nf4 --nf4-keep: the named projections are the bf16 blob's bytes,
+ * every other matrix the nf4 blob's; the key holds the canonical SPEC, and eval names it. */
+Test(nf4_keep, named_projections_stored_as_bf16, .timeout = 300) {
+    const char *path = "build/test_nf4_keep_worldA.blob";
+    rc_convert_opts co = fixture_worldA_convert_opts("nf4", path);
+    co.nf4_keep = "1:v,0:vq";
+    recall_err err = {0};
+    cr_assert_eq(rc_convert(&co, &err), RECALL_OK, "%s", err.msg);
+    rc_blob *bk = fixture_open(path), *bn = fixture_open_worldA("nf4"), *bb = fixture_open_worldA("bf16");
+    const rc_blob_kv *kv = rc_blob_kv_find(bk, RC_NF4_KEEP_KEY);
+    cr_assert_not_null(kv);
+    cr_expect_str_eq(kv->v.s, "0:qv,1:v", "stored in canonical form");
+    cr_expect_null(rc_blob_kv_find(bn, RC_NF4_KEEP_KEY), "a blob converted without it keeps its bytes");
+    int kept = 0, nf4 = 0;
+    for (size_t i = 0; i < rc_blob_n_tensors(bk); i++) {
+        const rc_tensor *t = rc_blob_tensor_at(bk, i);
+        const int want = strstr(t->name, "layers.0.self_attn.q_proj.weight") ||
+                         strstr(t->name, "layers.0.self_attn.v_proj.weight") ||
+                         strstr(t->name, "layers.1.self_attn.v_proj.weight");
+        const rc_tensor *ref = rc_blob_find(want ? bb : bn, t->name);
+        cr_assert_not_null(ref, "%s", t->name);
+        cr_expect_eq(t->dtype, ref->dtype, "%s", t->name);
+        cr_expect_eq(t->nbytes, ref->nbytes, "%s", t->name);
+        cr_expect_eq(memcmp(t->data, ref->data, t->nbytes), 0, "%s: the bytes of the %s blob", t->name,
+                     want ? "bf16" : "nf4");
+        kept += want && t->dtype == RC_DT_BF16;
+        nf4 += t->dtype == RC_DT_NF4;
+    }
+    cr_expect_eq(kept, 3);
+    cr_expect_gt(nf4, 0);
+    rc_blob_close(bk);
+    rc_blob_close(bn);
+    rc_blob_close(bb);
+    char ev[128];
+    snprintf(ev, sizeof ev, "build/test_nf4_keep_%d.json", (int)getpid());
+    free(fixture_cmd(0, NULL, "./recall eval %s --bench tests/golden/recall_bench.json --problems 0 --arms SP --json %s 2>&1",
+                     path, ev));
+    json_doc *d = fixture_json(ev);
+    const json_value *k = json_get_type(json_root(d), "nf4_keep", JSON_STR);
+    cr_assert(k, "eval names the kept projections");
+    cr_expect_str_eq(k->str, "0:qv,1:v");
+    json_free(d);
+    remove(ev);
+}
+
+Test(nf4_keep, without_nf4_or_with_a_bad_spec_refused) {
+    const char *out = "build/test_nf4_keep_refused.blob";
+    remove(out);
+    rc_convert_opts co = fixture_worldA_convert_opts("f32", out);
+    co.nf4_keep = "0:v";
+    recall_err err = {0};
+    cr_expect_eq(rc_convert(&co, &err), RECALL_E_ARG);
+    cr_expect(strstr(err.msg, "--nf4-keep 0:v needs --weights nf4"), "%s", err.msg);
+    cr_expect_neq(access(out, F_OK), 0, "nothing written");
+    co = fixture_worldA_convert_opts("nf4", out);
+    co.nf4_keep = "0-24:v";
+    err = (recall_err){0};
+    cr_expect_eq(rc_convert(&co, &err), RECALL_E_ARG);
+    cr_expect(strstr(err.msg, "--nf4-keep") && strstr(err.msg, "layers"), "%s", err.msg);
+    cr_expect_neq(access(out, F_OK), 0, "nothing written");
+    co.nf4_keep = "0:x";
+    err = (recall_err){0};
+    cr_expect_eq(rc_convert(&co, &err), RECALL_E_ARG);
+    cr_expect_neq(access(out, F_OK), 0, "nothing written");
 }

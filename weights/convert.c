@@ -47,6 +47,7 @@ typedef struct {
     rc_blob_writer *w;
     recall_err *err;
     int n_done, n_total;
+    uint8_t *nf4_keep; /* [layers] RC_Q8X_* bits of the attention projections --nf4-keep stores in bf16 */
 } conv;
 
 static void progress(conv *c, const char *fmt, const char *a, const char *b) {
@@ -426,18 +427,19 @@ static recall_status qwen2_tensors(conv *c, const char *dir, const qwen2_cfg *q)
     } while (0)
     PUT("model.embed_tokens.weight", emb, 2, V, H);
     for (int64_t l = 0; l < q->layers && !s; l++) {
-        const struct { const char *n; int lin; int64_t r, k; } mats[] = {
-            {"self_attn.q_proj.weight", 1, H, H},   {"self_attn.q_proj.bias", 0, H, 0},
-            {"self_attn.k_proj.weight", 1, KV, H},  {"self_attn.k_proj.bias", 0, KV, 0},
-            {"self_attn.v_proj.weight", 1, KV, H},  {"self_attn.v_proj.bias", 0, KV, 0},
-            {"self_attn.o_proj.weight", 1, H, H},   {"input_layernorm.weight", 0, H, 0},
-            {"post_attention_layernorm.weight", 0, H, 0}, {"mlp.gate_proj.weight", 1, F, H},
-            {"mlp.up_proj.weight", 1, F, H},        {"mlp.down_proj.weight", 1, H, F},
+        /* lin: a Linear weight; its RC_Q8X_* bit for --nf4-keep (0: not an attention projection) */
+        const struct { const char *n; int lin, bit; int64_t r, k; } mats[] = {
+            {"self_attn.q_proj.weight", 1, RC_Q8X_Q, H, H},  {"self_attn.q_proj.bias", 0, 0, H, 0},
+            {"self_attn.k_proj.weight", 1, RC_Q8X_K, KV, H}, {"self_attn.k_proj.bias", 0, 0, KV, 0},
+            {"self_attn.v_proj.weight", 1, RC_Q8X_V, KV, H}, {"self_attn.v_proj.bias", 0, 0, KV, 0},
+            {"self_attn.o_proj.weight", 1, RC_Q8X_O, H, H},  {"input_layernorm.weight", 0, 0, H, 0},
+            {"post_attention_layernorm.weight", 0, 0, H, 0}, {"mlp.gate_proj.weight", 1, 0, F, H},
+            {"mlp.up_proj.weight", 1, 0, F, H},              {"mlp.down_proj.weight", 1, 0, H, F},
         };
         for (size_t i = 0; i < sizeof mats / sizeof mats[0] && !s; i++) {
             snprintf(src, sizeof src, "model.layers.%lld.%s", (long long)l, mats[i].n);
             if (mats[i].lin)
-                PUT(src, lin, 2, mats[i].r, mats[i].k);
+                PUT(src, c->nf4_keep && (c->nf4_keep[l] & mats[i].bit) ? ST_BF16 : lin, 2, mats[i].r, mats[i].k);
             else
                 PUT(src, ST_F32, 1, mats[i].r);
         }
@@ -450,24 +452,27 @@ static recall_status qwen2_tensors(conv *c, const char *dir, const qwen2_cfg *q)
     return s;
 }
 
-/* --q8-exact: checked against the decoder's layers, stored in canonical form (only when given: a
- * blob converted without it keeps its bytes). */
-static recall_status q8_exact_key(conv *c, const qwen2_cfg *q) {
+/* --q8-exact and --nf4-keep: SPEC (qwen2.h) checked against the decoder's layers, stored as `key`
+ * in canonical form (only when given: a blob converted without it keeps its bytes); *mask_out, if
+ * not NULL, keeps the layers' bits. */
+static recall_status attention_spec_key(conv *c, const qwen2_cfg *q, const char *flag, const char *spec_in,
+                                        const char *key, uint8_t **mask_out) {
     uint8_t *mask = malloc((size_t)q->layers);
     if (!mask) return rc_fail(c->err, RECALL_E_NOMEM, "convert: out of memory");
     recall_err e = {0};
     char spec[8 * RC_KV_MAX_VALUES + 1];
-    recall_status s = rc_q8_exact_parse(c->o->q8_exact, (int)q->layers, mask, &e);
-    if (s) s = rc_fail(c->err, s, "convert: --q8-exact: %s (the decoder has %lld layers)", e.msg, (long long)q->layers);
+    recall_status s = rc_q8_exact_parse(spec_in, (int)q->layers, mask, &e);
+    if (s) s = rc_fail(c->err, s, "convert: %s: %s (the decoder has %lld layers)", flag, e.msg, (long long)q->layers);
     else {
         char full[16 * 1024];
         rc_q8_exact_format(mask, (int)q->layers, full, sizeof full);
         if (strlen(full) >= sizeof spec)
-            s = rc_fail(c->err, RECALL_E_ARG, "convert: --q8-exact: \"%s\" is longer than the %zu bytes a blob key "
-                        "holds", full, sizeof spec - 1);
-        else s = rc_writer_kv_str(c->w, RC_Q8_EXACT_KEY, full, c->err);
+            s = rc_fail(c->err, RECALL_E_ARG, "convert: %s: \"%s\" is longer than the %zu bytes a blob key holds",
+                        flag, full, sizeof spec - 1);
+        else s = rc_writer_kv_str(c->w, key, full, c->err);
     }
-    free(mask);
+    if (!s && mask_out) *mask_out = mask;
+    else free(mask);
     return s;
 }
 
@@ -483,7 +488,9 @@ static recall_status qwen2_keys(conv *c, const qwen2_cfg *q) {
     RC_TRY(rc_writer_kv_f64(c->w, "qwen2.rms_eps", q->eps, c->err));
     RC_TRY(rc_writer_kv_f64(c->w, "qwen2.rope_theta", q->theta, c->err));
     RC_TRY(rc_writer_kv_str(c->w, "qwen2.weights", c->o->weights ? c->o->weights : "f32", c->err));
-    if (c->o->q8_exact) RC_TRY(q8_exact_key(c, q));
+    if (c->o->q8_exact) RC_TRY(attention_spec_key(c, q, "--q8-exact", c->o->q8_exact, RC_Q8_EXACT_KEY, NULL));
+    if (c->o->nf4_keep)
+        RC_TRY(attention_spec_key(c, q, "--nf4-keep", c->o->nf4_keep, RC_NF4_KEEP_KEY, &c->nf4_keep));
     const rc_rope_profile *p = &q->rope;
     if (p->type != RC_ROPE_YARN) return RECALL_OK; /* plain RoPE: no qwen2.rope.* keys (blob unchanged) */
     RC_TRY(rc_writer_kv_str(c->w, RC_ROPE_KEY_TYPE, "yarn", c->err));
@@ -1064,7 +1071,9 @@ recall_status rc_convert(const rc_convert_opts *o, recall_err *err) {
     const char *bm = o->bge_weights ? o->bge_weights : "f32";
     if (strcmp(bm, "f32") && strcmp(bm, "bf16") && strcmp(bm, "nf4"))
         return rc_fail(err, RECALL_E_ARG, "--bge-weights %s: expected f32, bf16 or nf4", bm);
-    conv c = {o, NULL, err, 0, 0};
+    if (o->nf4_keep && strcmp(wm, "nf4"))
+        return rc_fail(err, RECALL_E_ARG, "--nf4-keep %s needs --weights nf4 (the decoder is %s)", o->nf4_keep, wm);
+    conv c = {o, NULL, err, 0, 0, NULL};
     RC_TRY(rc_writer_new(&c.w, err));
     recall_status s = RECALL_OK;
     RC_TRY(rc_writer_kv_str(c.w, "blob.kind", o->tokenizers_only ? "tokenizers" : "recall", err));
@@ -1103,5 +1112,6 @@ recall_status rc_convert(const rc_convert_opts *o, recall_err *err) {
     if (!s) progress(&c, "writing %s%s", o->out_path, "");
     if (!s) s = rc_writer_write(c.w, o->out_path, NULL, NULL, err);
     rc_writer_free(c.w);
+    free(c.nf4_keep);
     return s;
 }

@@ -26,6 +26,8 @@ typedef struct {
     int lm_head_screen;     /* also write the int8 copy of lm_head for screening (src/engine/lm_screen.h) */
     const char *q8_exact;   /* NULL, or the attention q8 keeps exact (qwen2.h, RC_Q8_EXACT_KEY): its
                              * canonical SPEC is stored, checked against the decoder's layers */
+    const char *nf4_keep;   /* NULL, or (with weights "nf4") the attention projections stored in bf16
+                             * instead of NF4 (qwen2.h, RC_NF4_KEEP_KEY; the same SPEC grammar) */
     const char *out_path;
     /* Progress lines ("[12/339] qwen2.model.layers.3.mlp.up_proj.weight nf4"), may be NULL. */
     void (*progress)(void *ctx, const char *line);

@@ -21,7 +21,7 @@ int cli_convert(const cli_args *a) {
                                .gate_path = a->gate, .bridge_path = a->bridge, .weights = a->weights,
                                .bge_weights = a->bge_weights, .pooler_heads = a->pooler_heads,
                                .tokenizers_only = a->tokenizers_only, .lm_head_screen = a->store_screen,
-                               .q8_exact = a->q8_exact, .out_path = a->out,
+                               .q8_exact = a->q8_exact, .nf4_keep = a->nf4_keep, .out_path = a->out,
                                .progress = a->quiet ? NULL : on_progress};
     recall_err err = {0};
     if (rc_convert(&o, &err)) return cli_fail("convert", &err);

@@ -318,6 +318,15 @@ void cli_put_build(FILE *f, const rc_blob *b, int numerics, int kv, int lm_scree
         fputs(", \"q8_exact\": ", f);
         rc_json_put_str(f, x);
     }
+    if ((x = cli_nf4_keep(b))) {
+        fputs(", \"nf4_keep\": ", f);
+        rc_json_put_str(f, x);
+    }
+}
+
+const char *cli_nf4_keep(const rc_blob *b) {
+    const rc_blob_kv *x = rc_blob_kv_find(b, RC_NF4_KEEP_KEY);
+    return x && x->type == RC_KV_STR ? x->v.s : NULL;
 }
 
 const char *cli_q8_exact(const rc_blob *b, int numerics) {

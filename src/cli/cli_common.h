@@ -58,7 +58,7 @@ typedef struct cli_args {
     int chunk, bos, per_position, scoring_rows;
     long decode_from; /* forward --decode-from; -1: none */
     /* convert */
-    const char *qwen2, *bge, *pooler, *gate, *bridge, *weights, *bge_weights, *q8_exact;
+    const char *qwen2, *bge, *pooler, *gate, *bridge, *weights, *bge_weights, *q8_exact, *nf4_keep;
     int pooler_heads, tokenizers_only, store_screen, quiet;
     /* tokenize, detokenize, info */
     int use_bge, special, skip_special, no_tensors;
@@ -143,6 +143,9 @@ const char *cli_profile_name(const rc_blob *b, int numerics, int kv, int lm_scre
 /* The layers whose attention q8 kept exact (the blob's qwen2.q8.exact, checked when its model
  * opened) when the run used q8, else NULL: the "q8_exact" of traces and records. */
 const char *cli_q8_exact(const rc_blob *b, int numerics);
+/* The blob's qwen2.nf4.keep (the attention projections an nf4 blob stores in bf16), else NULL:
+ * the "nf4_keep" of traces and records. */
+const char *cli_nf4_keep(const rc_blob *b);
 /* Writes `, "weights": "<decoder storage>", "bge_weights": "<BERT storage>", "profile": "<name>"`
  * (rc_blob_weights, cli_profile_name), and `, "q8_exact": "<spec>"` when cli_q8_exact gives one,
  * into a JSON object being written: every trace and record names the blob's storage and the

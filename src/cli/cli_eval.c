@@ -323,7 +323,7 @@ static int eval_json_start(eval_run *r) {
     const rc_recall_opts *lo = &r->a->loop;
     const char *const build[RC_EVAL_BUILD_KEYS] = {rc_blob_weights(r->b, "qwen2"), rc_blob_weights(r->b, "bert"),
                                                    cli_profile_name(r->b, lo->exec.numerics, lo->kv, lo->lm_screen),
-                                                   cli_q8_exact(r->b, lo->exec.numerics)};
+                                                   cli_q8_exact(r->b, lo->exec.numerics), cli_nf4_keep(r->b)};
     if (f)
         rc_eval_json_head(f, r->a->pos[0], build, rc_mode_name(r->base.mode), p->seeds, p->n_seeds, opts,
                           N_EVAL_OPTS, r->a->shard ? &sh : NULL);

@@ -363,6 +363,11 @@ static const cli_opt O_Q8_EXACT = {"--q8-exact", NULL, "SPEC",
                                    "FIRST-LAST:LETTERS, comma-separated, LETTERS from q, k, v, o (e.g.\n"
                                    "0-1:qkvo); stored in the blob, read by --numerics q8 only",
                                    set_str, F(q8_exact), NOLIM};
+static const cli_opt O_NF4_KEEP = {"--nf4-keep", NULL, "SPEC",
+                                   "with --weights nf4: attention projections stored in bf16 instead of\n"
+                                   "NF4, as --q8-exact names them (e.g. 0-3:v: every layer's v_proj on a\n"
+                                   "four-layer model); stored in the blob, each tensor read as stored",
+                                   set_str, F(nf4_keep), NOLIM};
 static const cli_opt O_TOKENIZERS_ONLY = {"--tokenizers-only", NULL, NULL,
                                           "write only the two tokenizers (the folders need no weights)", set_flag,
                                           F(tokenizers_only), NOLIM};
@@ -370,7 +375,7 @@ static const cli_opt O_OUT = {"-o", "--out", "OUT", "output path; written to OUT
                               F(out), NOLIM};
 static const cli_opt O_QUIET = {"--quiet", NULL, NULL, "no progress lines", set_flag, F(quiet), NOLIM};
 static const cli_opt *const CONVERT_OPTS[] = {&O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE,
-                                              &O_WEIGHTS, &O_BGE_WEIGHTS, &O_POOLER_HEADS, &O_STORE_SCREEN, &O_Q8_EXACT,
+                                              &O_WEIGHTS, &O_BGE_WEIGHTS, &O_POOLER_HEADS, &O_STORE_SCREEN, &O_Q8_EXACT, &O_NF4_KEEP,
                                               &O_TOKENIZERS_ONLY, &O_OUT, &O_QUIET, NULL};
 
 static const cli_opt O_NO_TENSORS = {"--no-tensors", NULL, NULL, "leave out the tensor table", set_flag,
@@ -602,7 +607,7 @@ const cli_opt *const cli_all_opts[] = {
     &O_THREADS, &O_SIMD, &O_HUGEPAGES, &O_CTX_FWD, &O_CTX_FULL, &O_ROPE, &O_KV_PAGES, &O_KV_RANDOM, &O_KV, &O_NUMERICS, &O_PROFILE, &O_IDS,
     &O_TOKENS_FILE, &O_BENCH, &O_MODE, &O_EDGE, &O_SPAN, &O_ARM, &O_THRESHOLD, &O_THRESHOLD_FILE, &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_TURN_CAP,
     &O_DRAFT, &O_REFERENCE, &O_SCREEN, &O_POOLER_CACHE, &O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE, &O_WEIGHTS, &O_BGE_WEIGHTS,
-    &O_POOLER_HEADS, &O_STORE_SCREEN, &O_Q8_EXACT, &O_TOKENIZERS_ONLY, &O_OUT, &O_QUIET, &O_NO_TENSORS, &O_USE_BGE, &O_SPECIAL,
+    &O_POOLER_HEADS, &O_STORE_SCREEN, &O_Q8_EXACT, &O_NF4_KEEP, &O_TOKENIZERS_ONLY, &O_OUT, &O_QUIET, &O_NO_TENSORS, &O_USE_BGE, &O_SPECIAL,
     &O_TEXT_FILE, &O_SKIP_SPECIAL, &O_DUMP_FWD, &O_DECODE_FROM, &O_CHUNK, &O_BOS, &O_PER_POSITION, &O_JSON_SCORE,
     &O_SCORING_ROWS, &O_EMBED_FILE, &O_DUMP_EMBED, &O_DUMP_POOL, &O_Q, &O_EMB, &O_PROBLEM, &O_TRACE_OUT,
     &O_SESSION, &O_TRACE_LIVE, &O_PROBLEMS, &O_EVAL_ARMS, &O_JSON_EVAL, &O_SHARD, &O_JSON_MERGE, &O_PERCENTILE, &O_SVG, &O_WRITE,

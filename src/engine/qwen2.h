@@ -127,6 +127,10 @@ void rc_qwen2_q8_stats(const rc_qwen2 *m, size_t *bytes, double *seconds);
  * RECALL_E_ARG naming the text. rc_q8_exact_format writes the canonical SPEC of a mask (layers
  * in order, runs of equal sets joined, letters in qkvo order; "" when nothing is exact). */
 #define RC_Q8_EXACT_KEY "qwen2.q8.exact"
+/* A blob converted with `--weights nf4 --nf4-keep SPEC` (the same SPEC grammar) stores the named
+ * attention projections in bf16 instead of NF4 and names them in this key (canonical SPEC); the
+ * engine reads each tensor's own dtype, so the key only tells what was kept (info, outputs). */
+#define RC_NF4_KEEP_KEY "qwen2.nf4.keep"
 enum { RC_Q8X_Q = 1, RC_Q8X_K = 2, RC_Q8X_V = 4, RC_Q8X_O = 8 };
 recall_status rc_q8_exact_parse(const char *spec, int layers, uint8_t *mask, recall_err *err);
 void rc_q8_exact_format(const uint8_t *mask, int layers, char *out, size_t n);

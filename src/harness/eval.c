@@ -143,7 +143,8 @@ static void json_list(FILE *f, double *v, int n) {
 }
 
 /* the document's keys of rc_eval_json_head's build[] */
-static const char *const BUILD_KEYS[RC_EVAL_BUILD_KEYS] = {"weights", "bge_weights", "profile", "q8_exact"};
+static const char *const BUILD_KEYS[RC_EVAL_BUILD_KEYS] = {"weights", "bge_weights", "profile", "q8_exact",
+                                                           "nf4_keep"};
 
 void rc_eval_json_head(FILE *f, const char *blob, const char *const build[RC_EVAL_BUILD_KEYS], const char *mode,
                        const uint32_t *seeds, int n_seeds, const rc_eval_opt *opts, int n_opts,

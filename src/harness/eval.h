@@ -123,12 +123,13 @@ typedef struct {
 } rc_eval_failure;
 
 /* The document in pieces: head, then per arm arm_head, its problems (rc_eval_json_problem,
- * separated by ",\n"), arm_tail; then end. sh is NULL for a whole run (or a merge). build[0..3]
- * name the blob's decoder and BERT storage, the profile that ran and the layers q8 kept exact
+ * separated by ",\n"), arm_tail; then end. sh is NULL for a whole run (or a merge). build[0..4]
+ * name the blob's decoder and BERT storage, the profile that ran, the layers q8 kept exact and the
+ * attention projections an nf4 blob keeps in bf16
  * ("weights", "bge_weights": rc_blob_weights; "profile": docs/PROFILES.md; "q8_exact": the
- * blob's qwen2.q8.exact when q8 ran); a NULL entry is left out (no such layers, or a merge of
- * shards written before the keys existed). */
-#define RC_EVAL_BUILD_KEYS 4
+ * blob's qwen2.q8.exact when q8 ran; "nf4_keep": its qwen2.nf4.keep); a NULL entry is left out
+ * (no such layers, or a merge of shards written before the keys existed). */
+#define RC_EVAL_BUILD_KEYS 5
 void rc_eval_json_str(FILE *f, const char *s);
 void rc_eval_json_num(FILE *f, double x); /* %.9g; non-finite as null */
 void rc_eval_json_head(FILE *f, const char *blob, const char *const build[RC_EVAL_BUILD_KEYS], const char *mode,

@@ -8,17 +8,19 @@
 # gate file's threshold (FULL, SP, RC_bge) and with --threshold-file (RC_bge; FULL and SP never
 # read the gate). Prints answers.py's tables; the files stay in OUT_DIR. Re-run it on a retrained
 # world: the numbers belong to the world. LOOP: more loop options for every eval (e.g.
-# LOOP="--mode clean --span message"; default none: faithful).
+# LOOP="--mode clean --span message"; default none: faithful). NF4_KEEP: the nf4 blob's
+# --nf4-keep SPEC (e.g. 0-3:v; default none).
 set -e
 W=${1:-tests/golden/trained}
 O=${2:-build/calib-numbers}
 P=${3:-0-19}
 mkdir -p "$O"
 CMODE=$(echo "$LOOP" | grep -o -- '--mode [a-z]*' || true) # calibrate in the mode the evals run
-echo "== $W, eval problems $P${LOOP:+, $LOOP} ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "== $W, eval problems $P${LOOP:+, $LOOP}${NF4_KEEP:+, nf4 --nf4-keep $NF4_KEEP} ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
 for q in f32 nf4; do
   ./recall convert --qwen2 "$W/qwen2" --bge "$W/bge" --pooler "$W/pooler.pt" --gate "$W/gate.npz" \
-    --bridge "$W/bge_head.npz" --weights $q --quiet -o "$O/trained-$q.blob"
+    --bridge "$W/bge_head.npz" --weights $q $([ $q = nf4 ] && [ -n "$NF4_KEEP" ] && echo --nf4-keep "$NF4_KEEP") \
+    --quiet -o "$O/trained-$q.blob"
 done
 for q in f32 nf4; do
   B="$O/trained-$q.blob"
