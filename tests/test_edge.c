@@ -9,7 +9,7 @@
  *              injected, so every record is the option-off run's (only the span's BERT encodes
  *              are added)
  *   refused    faithful mode refuses the option (library, public API, CLI), and so does an
- *              unknown value
+ *              unknown value; the same for --edge message and --span message (test_span.c)
  *   records    replay's trace names the option and each rebuild's edge span; a default trace has
  *              neither key; longctx and eval name it too */
 #include "blob.h"
@@ -174,50 +174,77 @@ Test(edge, unrelated_recent_text_stays_out, .timeout = 300) {
     rc_blob_close(b);
 }
 
+/* The loop options faithful mode refuses (the reference has none of them): each set through the
+ * library's options, the public API's and the command line, with the value that is unknown. */
+static const struct {
+    const char *flag, *value, *bad, *refused, *unknown;
+    int edge, span, bad_num;
+} clean_only[] = {
+    {"--edge", "inject", "sideways", "edge inject needs clean mode", "--edge: edge 'sideways': expected off, inject "
+     "or message", RC_EDGE_INJECT, RC_SPAN_BLOCK, 7},
+    {"--edge", "message", NULL, "edge message needs clean mode", NULL, RC_EDGE_MESSAGE, RC_SPAN_BLOCK, 0},
+    {"--span", "message", "turn", "span message needs clean mode", "--span: span 'turn': expected block or message",
+     RC_EDGE_OFF, RC_SPAN_MESSAGE, 5},
+};
+
 Test(edge, faithful_mode_and_unknown_values_refused, .timeout = 120) {
     const char *path = fixture_templated_blob("f32");
     cr_assert(path);
     rc_blob *b = fixture_open(path);
-    rc_recall_opts o;
-    rc_recall_defaults(b, &o);
-    o.edge = RC_EDGE_INJECT; /* faithful is the default mode */
-    rc_recall *r = NULL;
-    recall_err err = {0};
-    cr_expect_eq(rc_recall_open(b, &o, &r, &err), RECALL_E_ARG);
-    cr_expect(strstr(err.msg, "needs clean mode"), "%s", err.msg);
-    o.mode = RC_MODE_CLEAN;
-    o.edge = 7;
-    memset(&err, 0, sizeof err); /* an error keeps its first message */
-    cr_expect_eq(rc_recall_open(b, &o, &r, &err), RECALL_E_ARG);
-    cr_expect(strstr(err.msg, "edge 7 unknown"), "%s", err.msg);
-    rc_blob_close(b);
-    /* the public API */
     recall_model *m = NULL;
-    memset(&err, 0, sizeof err);
+    recall_err err = {0};
     cr_assert_eq(recall_open(path, NULL, &m, &err), RECALL_OK, "%s", err.msg);
-    recall_loop_opts lo;
-    recall_loop_opts_init(m, &lo);
-    cr_expect_eq(lo.edge, RECALL_EDGE_OFF, "off by default");
-    lo.edge = RECALL_EDGE_INJECT;
-    recall_loop *l = NULL;
-    cr_expect_eq(recall_loop_open(m, &lo, &l, &err), RECALL_E_ARG);
-    cr_expect(strstr(err.msg, "needs clean mode"), "%s", err.msg);
-    lo.mode = RECALL_MODE_CLEAN;
-    memset(&err, 0, sizeof err);
-    cr_expect_eq(recall_loop_open(m, &lo, &l, &err), RECALL_OK, "%s", err.msg);
-    recall_loop_close(l);
-    recall_close(m);
-    /* the CLI: a usage error before anything runs, in every command that takes --edge */
     const char *cmds[] = {"replay %s --bench " T "/eval_bench.json --problem 0 --trace build/nope.json",
                           "eval %s --bench " T "/eval_bench.json --problems 0", "chat %s",
                           "longctx %s --task needle --len 256"};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
-        char fmt[256];
-        snprintf(fmt, sizeof fmt, "./recall %s --edge inject </dev/null 2>&1", cmds[i]);
-        free(fixture_cmd(2, "edge inject needs clean mode", fmt, path)); /* the engine's one message */
-        snprintf(fmt, sizeof fmt, "./recall %s --mode clean --edge sideways </dev/null 2>&1", cmds[i]);
-        free(fixture_cmd(2, "--edge: edge 'sideways': expected off, inject or message", fmt, path));
+    for (size_t c = 0; c < sizeof clean_only / sizeof clean_only[0]; c++) {
+        /* the library: faithful (the default mode) refuses it, clean mode an unknown value */
+        rc_recall_opts o;
+        rc_recall_defaults(b, &o);
+        cr_expect(o.edge == RC_EDGE_OFF && o.span == RC_SPAN_BLOCK, "off by default");
+        o.edge = clean_only[c].edge;
+        o.span = clean_only[c].span;
+        rc_recall *r = NULL;
+        memset(&err, 0, sizeof err); /* an error keeps its first message */
+        cr_expect_eq(rc_recall_open(b, &o, &r, &err), RECALL_E_ARG);
+        cr_expect(strstr(err.msg, clean_only[c].refused), "%s", err.msg);
+        if (clean_only[c].bad_num) {
+            o.mode = RC_MODE_CLEAN;
+            *(clean_only[c].edge != RC_EDGE_OFF ? &o.edge : &o.span) = clean_only[c].bad_num;
+            char want[64];
+            snprintf(want, sizeof want, "%s %d unknown", clean_only[c].flag + 2, clean_only[c].bad_num);
+            memset(&err, 0, sizeof err);
+            cr_expect_eq(rc_recall_open(b, &o, &r, &err), RECALL_E_ARG);
+            cr_expect(strstr(err.msg, want), "%s (wanted '%s')", err.msg, want);
+        }
+        /* the public API */
+        recall_loop_opts lo;
+        recall_loop_opts_init(m, &lo);
+        cr_expect(lo.edge == RECALL_EDGE_OFF && lo.span == RECALL_SPAN_BLOCK, "off by default");
+        lo.edge = clean_only[c].edge;
+        lo.span = clean_only[c].span;
+        recall_loop *l = NULL;
+        memset(&err, 0, sizeof err);
+        cr_expect_eq(recall_loop_open(m, &lo, &l, &err), RECALL_E_ARG);
+        cr_expect(strstr(err.msg, clean_only[c].refused), "%s", err.msg);
+        lo.mode = RECALL_MODE_CLEAN;
+        memset(&err, 0, sizeof err);
+        cr_expect_eq(recall_loop_open(m, &lo, &l, &err), RECALL_OK, "%s", err.msg);
+        recall_loop_close(l);
+        /* the CLI: a usage error before anything runs, in every command that takes the option */
+        for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+            char fmt[256];
+            snprintf(fmt, sizeof fmt, "./recall %s %s %s </dev/null 2>&1", cmds[i], clean_only[c].flag,
+                     clean_only[c].value);
+            free(fixture_cmd(2, clean_only[c].refused, fmt, path)); /* the engine's one message */
+            if (!clean_only[c].bad) continue;
+            snprintf(fmt, sizeof fmt, "./recall %s --mode clean %s %s </dev/null 2>&1", cmds[i], clean_only[c].flag,
+                     clean_only[c].bad);
+            free(fixture_cmd(2, clean_only[c].unknown, fmt, path));
+        }
     }
+    recall_close(m);
+    rc_blob_close(b);
     free(fixture_cmd(2, "--edge is not an option of calibrate", "./recall calibrate %s --bench " T
                      "/eval_bench.json --mode clean --edge inject 2>&1", path));
 }

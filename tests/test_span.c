@@ -9,8 +9,7 @@
  *   rule       every fire of the problem injects exactly the ids this test's own reading of the
  *              rule gives (the chosen candidates of the record, widened on the conversation's
  *              ids); the candidates and their scores are those of the default run's first fire
- *   refused    faithful mode refuses the option (library, public API, CLI), and so does an
- *              unknown value
+ *   refused    (test_edge.c, with the edge's values) faithful mode refuses the option
  *   records    replay's trace, eval's options and longctx's file name it; a default trace has no
  *              "span" key
  *   window     with --edge message every rebuild's window starts where this test's reading of the
@@ -60,6 +59,15 @@ static void run_problem_edge(rc_blob *b, int span, int edge, int reference, rc_p
 
 static void run_problem(rc_blob *b, int span, int reference, rc_problem_run *run) {
     run_problem_edge(b, span, RC_EDGE_OFF, reference, run);
+}
+
+static void bos_eos(const rc_blob *b, int *bos, int *eos) {
+    int64_t v;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_get_i64(b, "tok.bos", &v, &err), RECALL_OK);
+    *bos = (int)v;
+    cr_assert_eq(rc_blob_get_i64(b, "tok.eos", &v, &err), RECALL_OK);
+    *eos = (int)v;
 }
 
 static const rc_problem_turn *first_question(const rc_problem_run *run) {
@@ -139,12 +147,8 @@ Test(span, every_fire_injects_the_rule_s_ids, .timeout = 300) {
     rc_bpe *bpe = fixture_blob_bpe(b);
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
-    int64_t v;
-    recall_err err = {0};
-    cr_assert_eq(rc_blob_get_i64(b, "tok.bos", &v, &err), RECALL_OK);
-    const int bos = (int)v;
-    cr_assert_eq(rc_blob_get_i64(b, "tok.eos", &v, &err), RECALL_OK);
-    const int eos = (int)v;
+    int bos, eos;
+    bos_eos(b, &bos, &eos);
     rc_problem_run run;
     run_problem(b, RC_SPAN_MESSAGE, 0, &run);
     int32_t *want = malloc((size_t)o.k * 2 * o.block * sizeof *want);
@@ -170,53 +174,6 @@ Test(span, every_fire_injects_the_rule_s_ids, .timeout = 300) {
     rc_problem_run_free(&run);
     rc_bpe_free(bpe);
     rc_blob_close(b);
-}
-
-Test(span, faithful_mode_and_unknown_values_refused, .timeout = 120) {
-    const char *path = fixture_trained_blob("f32");
-    cr_assert(path);
-    rc_blob *b = fixture_open(path);
-    rc_recall_opts o;
-    rc_recall_defaults(b, &o);
-    cr_expect_eq(o.span, RC_SPAN_BLOCK, "the sealed blocks by default");
-    o.span = RC_SPAN_MESSAGE; /* faithful is the default mode */
-    rc_recall *r = NULL;
-    recall_err err = {0};
-    cr_expect_eq(rc_recall_open(b, &o, &r, &err), RECALL_E_ARG);
-    cr_expect(strstr(err.msg, "span message needs clean mode"), "%s", err.msg);
-    o.mode = RC_MODE_CLEAN;
-    o.span = 5;
-    memset(&err, 0, sizeof err);
-    cr_expect_eq(rc_recall_open(b, &o, &r, &err), RECALL_E_ARG);
-    cr_expect(strstr(err.msg, "span 5 unknown"), "%s", err.msg);
-    rc_blob_close(b);
-    /* the public API */
-    recall_model *m = NULL;
-    memset(&err, 0, sizeof err);
-    cr_assert_eq(recall_open(path, NULL, &m, &err), RECALL_OK, "%s", err.msg);
-    recall_loop_opts lo;
-    recall_loop_opts_init(m, &lo);
-    cr_expect_eq(lo.span, RECALL_SPAN_BLOCK, "block by default");
-    lo.span = RECALL_SPAN_MESSAGE;
-    recall_loop *l = NULL;
-    cr_expect_eq(recall_loop_open(m, &lo, &l, &err), RECALL_E_ARG);
-    cr_expect(strstr(err.msg, "span message needs clean mode"), "%s", err.msg);
-    lo.mode = RECALL_MODE_CLEAN;
-    memset(&err, 0, sizeof err);
-    cr_expect_eq(recall_loop_open(m, &lo, &l, &err), RECALL_OK, "%s", err.msg);
-    recall_loop_close(l);
-    recall_close(m);
-    /* the CLI: a usage error before anything runs, in every command that takes --span */
-    const char *cmds[] = {"replay %s --bench " B "/eval_bench.json --problem 0 --trace build/nope.json",
-                          "eval %s --bench " B "/eval_bench.json --problems 0", "chat %s",
-                          "longctx %s --task needle --len 256"};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
-        char fmt[256];
-        snprintf(fmt, sizeof fmt, "./recall %s --span message </dev/null 2>&1", cmds[i]);
-        free(fixture_cmd(2, "span message needs clean mode", fmt, path)); /* the engine's one message */
-        snprintf(fmt, sizeof fmt, "./recall %s --mode clean --span turn </dev/null 2>&1", cmds[i]);
-        free(fixture_cmd(2, "--span: span 'turn': expected block or message", fmt, path));
-    }
 }
 
 Test(span, outputs_name_the_option, .timeout = 300) {
@@ -273,12 +230,8 @@ Test(span, edge_message_starts_the_window_at_the_message, .timeout = 300) {
     rc_bpe *bpe = fixture_blob_bpe(b);
     rc_recall_opts o;
     rc_recall_defaults(b, &o);
-    int64_t v;
-    recall_err err = {0};
-    cr_assert_eq(rc_blob_get_i64(b, "tok.bos", &v, &err), RECALL_OK);
-    const int bos = (int)v;
-    cr_assert_eq(rc_blob_get_i64(b, "tok.eos", &v, &err), RECALL_OK);
-    const int eos = (int)v;
+    int bos, eos;
+    bos_eos(b, &bos, &eos);
     rc_problem_run run, ref;
     run_problem_edge(b, RC_SPAN_MESSAGE, RC_EDGE_MESSAGE, 0, &run);
     run_problem_edge(b, RC_SPAN_MESSAGE, RC_EDGE_MESSAGE, 1, &ref);
