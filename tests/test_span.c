@@ -61,13 +61,29 @@ static void run_problem(rc_blob *b, int span, int reference, rc_problem_run *run
     run_problem_edge(b, span, RC_EDGE_OFF, reference, run);
 }
 
-static void bos_eos(const rc_blob *b, int *bos, int *eos) {
+/* The trained world's blob, its tokenizer, its loop defaults and its BOS / EOS ids. */
+typedef struct {
+    rc_blob *b;
+    rc_bpe *bpe;
+    rc_recall_opts o;
+    int bos, eos;
+} world;
+
+static void world_open(world *w) {
+    w->b = fixture_open(fixture_trained_blob("f32"));
+    w->bpe = fixture_blob_bpe(w->b);
+    rc_recall_defaults(w->b, &w->o);
     int64_t v;
     recall_err err = {0};
-    cr_assert_eq(rc_blob_get_i64(b, "tok.bos", &v, &err), RECALL_OK);
-    *bos = (int)v;
-    cr_assert_eq(rc_blob_get_i64(b, "tok.eos", &v, &err), RECALL_OK);
-    *eos = (int)v;
+    cr_assert_eq(rc_blob_get_i64(w->b, "tok.bos", &v, &err), RECALL_OK);
+    w->bos = (int)v;
+    cr_assert_eq(rc_blob_get_i64(w->b, "tok.eos", &v, &err), RECALL_OK);
+    w->eos = (int)v;
+}
+
+static void world_close(world *w) {
+    rc_bpe_free(w->bpe);
+    rc_blob_close(w->b);
 }
 
 static const rc_problem_turn *first_question(const rc_problem_run *run) {
@@ -143,28 +159,24 @@ Test(span, a_fact_sealed_across_two_blocks_comes_back_whole, .timeout = 300) {
 }
 
 Test(span, every_fire_injects_the_rule_s_ids, .timeout = 300) {
-    rc_blob *b = fixture_open(fixture_trained_blob("f32"));
-    rc_bpe *bpe = fixture_blob_bpe(b);
-    rc_recall_opts o;
-    rc_recall_defaults(b, &o);
-    int bos, eos;
-    bos_eos(b, &bos, &eos);
+    world w;
+    world_open(&w);
     rc_problem_run run;
-    run_problem(b, RC_SPAN_MESSAGE, 0, &run);
-    int32_t *want = malloc((size_t)o.k * 2 * o.block * sizeof *want);
+    run_problem(w.b, RC_SPAN_MESSAGE, 0, &run);
+    int32_t *want = malloc((size_t)w.o.k * 2 * w.o.block * sizeof *want);
     cr_assert(want);
     int fires = 0, grown = 0;
     for (int i = 0; i < run.n_turns; i++) {
         const rc_turn *t = &run.turns[i].turn;
         for (int f = 0; f < t->n_fires; f++) {
             const rc_fire_rec *fr = &t->fires[f];
-            const int end = fr->c0 - o.window; /* what the window had evicted at the fire */
+            const int end = fr->c0 - w.o.window; /* what the window had evicted at the fire */
             cr_assert_gt(end, 0);
-            cr_assert_eq(fr->ncand, end / o.block + (end % o.block >= o.buf_min), "fire at c0 %d", fr->c0);
-            const int n = widen(bpe, bos, eos, run.history, end, o.block, fr->top, fr->ntop, want);
+            cr_assert_eq(fr->ncand, end / w.o.block + (end % w.o.block >= w.o.buf_min), "fire at c0 %d", fr->c0);
+            const int n = widen(w.bpe, w.bos, w.eos, run.history, end, w.o.block, fr->top, fr->ntop, want);
             cr_assert_eq(fr->nrid, n, "fire at c0 %d: %d ids injected, the rule gives %d", fr->c0, fr->nrid, n);
             cr_expect_eq(memcmp(fr->rid, want, (size_t)n * sizeof *want), 0, "fire at c0 %d", fr->c0);
-            grown += n > fr->ntop * o.block;
+            grown += n > fr->ntop * w.o.block;
             fires++;
         }
     }
@@ -172,8 +184,7 @@ Test(span, every_fire_injects_the_rule_s_ids, .timeout = 300) {
     cr_expect_gt(grown, 0, "some fire widened its blocks");
     free(want);
     rc_problem_run_free(&run);
-    rc_bpe_free(bpe);
-    rc_blob_close(b);
+    world_close(&w);
 }
 
 Test(span, outputs_name_the_option, .timeout = 300) {
@@ -226,26 +237,22 @@ static int window_start(const rc_bpe *bpe, int bos, int eos, const int32_t *h, i
 }
 
 Test(span, edge_message_starts_the_window_at_the_message, .timeout = 300) {
-    rc_blob *b = fixture_open(fixture_trained_blob("f32"));
-    rc_bpe *bpe = fixture_blob_bpe(b);
-    rc_recall_opts o;
-    rc_recall_defaults(b, &o);
-    int bos, eos;
-    bos_eos(b, &bos, &eos);
+    world w;
+    world_open(&w);
     rc_problem_run run, ref;
-    run_problem_edge(b, RC_SPAN_MESSAGE, RC_EDGE_MESSAGE, 0, &run);
-    run_problem_edge(b, RC_SPAN_MESSAGE, RC_EDGE_MESSAGE, 1, &ref);
+    run_problem_edge(w.b, RC_SPAN_MESSAGE, RC_EDGE_MESSAGE, 0, &run);
+    run_problem_edge(w.b, RC_SPAN_MESSAGE, RC_EDGE_MESSAGE, 1, &ref);
     int moved = 0, rebuilds = 0;
     for (int i = 0; i < run.n_turns; i++) {
         const rc_turn *t = &run.turns[i].turn;
         for (int k = 0; k < t->n_rebuilds; k++) {
             const rc_rebuild_rec *rb = &t->rebuilds[k];
-            const int nd = rb->c0 > o.window ? rb->c0 - o.window : 0;
-            const int want = nd ? rb->c0 - window_start(bpe, bos, eos, run.history, nd, o.block) : rb->c0;
+            const int nd = rb->c0 > w.o.window ? rb->c0 - w.o.window : 0;
+            const int want = nd ? rb->c0 - window_start(w.bpe, w.bos, w.eos, run.history, nd, w.o.block) : rb->c0;
             cr_expect_eq(rb->window_len, want, "turn %d, rebuild at c0 %d: window %d, the rule gives %d", i, rb->c0,
                          rb->window_len, want);
             cr_expect_eq(rb->edge_len, 0);
-            moved += rb->window_len > o.window;
+            moved += rb->window_len > w.o.window;
             rebuilds++;
         }
     }
@@ -254,6 +261,5 @@ Test(span, edge_message_starts_the_window_at_the_message, .timeout = 300) {
     fixture_expect_same_run(&run, &ref, "edge message fast vs reference, problem 4");
     rc_problem_run_free(&run);
     rc_problem_run_free(&ref);
-    rc_bpe_free(bpe);
-    rc_blob_close(b);
+    world_close(&w);
 }
