@@ -249,25 +249,50 @@ Test(edge, faithful_mode_and_unknown_values_refused, .timeout = 120) {
                      "/eval_bench.json --mode clean --edge inject 2>&1", path));
 }
 
+/* What the outputs say of an option that is on: replay's trace, longctx's file and eval's options
+ * name it (key: the trace's and longctx's key); a default trace has no such key. */
+static void expect_outputs_name(const char *path, const char *flag, const char *value, const char *key,
+                                const json_value *r_off) {
+    char on[128], lc[128], ev[128];
+    const int pid = (int)getpid();
+    snprintf(on, sizeof on, "build/edge_%d_%s_on.json", pid, key);
+    snprintf(lc, sizeof lc, "build/edge_%d_%s_lc.json", pid, key);
+    snprintf(ev, sizeof ev, "build/edge_%d_%s_ev.json", pid, key);
+    const char *cmds[][2] = {
+        {"replay %s --bench " T "/eval_bench.json --problem 0 --trace %s", on},
+        {"longctx %s --task needle --len 256 --depth 0.9 --seed 1 --max-new 64 --arms RC_bge --json %s", lc},
+        {"eval %s --bench " T "/eval_bench.json --problems 0 --arms SP --json %s", ev},
+    };
+    for (int i = 0; i < 3; i++) {
+        char fmt[512];
+        snprintf(fmt, sizeof fmt, "./recall %s --mode clean %s %s 2>&1", cmds[i][0], flag, value);
+        free(fixture_cmd(0, NULL, fmt, path, cmds[i][1]));
+        json_doc *d = fixture_json(cmds[i][1]);
+        const json_value *o = i < 2 ? json_root(d) : json_get_type(json_root(d), "options", JSON_OBJ);
+        const json_value *v = o ? json_get_type(o, i < 2 ? key : flag, JSON_STR) : NULL;
+        cr_assert(v, "%s names %s", cmds[i][0], flag);
+        cr_expect_str_eq(v->str, value);
+        json_free(d);
+        remove(cmds[i][1]);
+    }
+    cr_expect_null(json_get(r_off, key), "a default trace keeps its schema");
+}
+
 Test(edge, outputs_name_the_option, .timeout = 300) {
     const char *path = fixture_templated_blob("f32");
     cr_assert(path);
-    char on[128], off[128], lc[128], ev[128];
+    char on[128], off[128], lc[128];
     const int pid = (int)getpid();
     snprintf(on, sizeof on, "build/edge_%d_on.json", pid);
     snprintf(off, sizeof off, "build/edge_%d_off.json", pid);
     snprintf(lc, sizeof lc, "build/edge_%d_lc.json", pid);
-    snprintf(ev, sizeof ev, "build/edge_%d_ev.json", pid);
     free(fixture_cmd(0, NULL, "./recall replay %s --bench " T "/eval_bench.json --problem 0 --mode clean --edge inject "
                      "--trace %s 2>&1", path, on));
     free(fixture_cmd(0, NULL, "./recall replay %s --bench " T "/eval_bench.json --problem 0 --mode clean --trace %s 2>&1",
                      path, off));
     json_doc *d_on = fixture_json(on), *d_off = fixture_json(off);
     const json_value *r_on = json_root(d_on), *r_off = json_root(d_off);
-    const json_value *e = json_get_type(r_on, "edge", JSON_STR);
-    cr_assert(e, "the trace names the option");
-    cr_expect_str_eq(e->str, "inject");
-    cr_expect_null(json_get(r_off, "edge"), "a default trace keeps its schema");
+    /* each rebuild's edge span, listed only with the edge on */
     const json_value *turns = json_get_type(r_on, "turns", JSON_ARR), *turns_off = json_get_type(r_off, "turns", JSON_ARR);
     cr_assert(turns && turns_off && turns->len > 0);
     for (size_t i = 0; i < turns->len; i++) {
@@ -277,24 +302,19 @@ Test(edge, outputs_name_the_option, .timeout = 300) {
         cr_expect_null(json_get(&turns_off->items[i], "rebuild_edge"));
     }
     json_free(d_on);
-    json_free(d_off);
     free(fixture_cmd(0, NULL, "./recall longctx %s --task needle --len 256 --depth 0.9 --seed 1 --max-new 64 --arms RC_bge "
                      "--mode clean --edge inject --json %s 2>&1", path, lc));
     json_doc *d = fixture_json(lc);
-    cr_expect_str_eq(json_get_type(json_root(d), "edge", JSON_STR)->str, "inject");
     const json_value *c0 = &json_get_type(json_root(d), "cases", JSON_ARR)->items[0];
     cr_expect_str_eq(json_get_type(json_get_type(json_get_type(c0, "arms", JSON_OBJ), "RC_bge", JSON_OBJ), "answer",
                                    JSON_STR)->str, NEEDLE_VALUE);
     json_free(d);
-    free(fixture_cmd(0, NULL, "./recall eval %s --bench " T "/eval_bench.json --problems 0 --arms SP --mode clean --edge "
-                     "inject --json %s 2>&1", path, ev));
-    d = fixture_json(ev);
-    const json_value *opts = json_get_type(json_root(d), "options", JSON_OBJ);
-    cr_assert(opts);
-    cr_expect_str_eq(json_get_type(opts, "--edge", JSON_STR)->str, "inject");
-    json_free(d);
+    /* every output names each clean-only option */
+    expect_outputs_name(path, "--edge", "inject", "edge", r_off);
+    expect_outputs_name(path, "--edge", "message", "edge", r_off);
+    expect_outputs_name(path, "--span", "message", "span", r_off);
+    json_free(d_off);
     remove(on);
     remove(off);
     remove(lc);
-    remove(ev);
 }

@@ -10,8 +10,8 @@
  *              rule gives (the chosen candidates of the record, widened on the conversation's
  *              ids); the candidates and their scores are those of the default run's first fire
  *   refused    (test_edge.c, with the edge's values) faithful mode refuses the option
- *   records    replay's trace, eval's options and longctx's file name it; a default trace has no
- *              "span" key
+ *   records    (test_edge.c) replay's trace, eval's options and longctx's file name it; a default
+ *              trace has no "span" key
  *   window     with --edge message every rebuild's window starts where this test's reading of the
  *              rule puts it (the start of the message the window's start would cut, at most two
  *              blocks back); fast = reference schedule, bitwise */
@@ -185,44 +185,6 @@ Test(span, every_fire_injects_the_rule_s_ids, .timeout = 300) {
     free(want);
     rc_problem_run_free(&run);
     world_close(&w);
-}
-
-Test(span, outputs_name_the_option, .timeout = 300) {
-    const char *path = fixture_trained_blob("f32");
-    cr_assert(path);
-    char on[128], off[128], lc[128], ev[128];
-    const int pid = (int)getpid();
-    snprintf(on, sizeof on, "build/span_%d_on.json", pid);
-    snprintf(off, sizeof off, "build/span_%d_off.json", pid);
-    snprintf(lc, sizeof lc, "build/span_%d_lc.json", pid);
-    snprintf(ev, sizeof ev, "build/span_%d_ev.json", pid);
-    free(fixture_cmd(0, NULL, "./recall replay %s --bench " B "/eval_bench.json --problem 4 --mode clean --span message "
-                     "--trace %s 2>&1", path, on));
-    free(fixture_cmd(0, NULL, "./recall replay %s --bench " B "/eval_bench.json --problem 4 --mode clean --trace %s 2>&1",
-                     path, off));
-    json_doc *d_on = fixture_json(on), *d_off = fixture_json(off);
-    const json_value *s = json_get_type(json_root(d_on), "span", JSON_STR);
-    cr_assert(s, "the trace names the option");
-    cr_expect_str_eq(s->str, "message");
-    cr_expect_null(json_get(json_root(d_off), "span"), "a default trace keeps its schema");
-    json_free(d_on);
-    json_free(d_off);
-    free(fixture_cmd(0, NULL, "./recall longctx %s --task needle --len 256 --depth 0.5 --seed 1 --max-new 64 --arms RC_bge "
-                     "--mode clean --span message --json %s 2>&1", path, lc));
-    json_doc *d = fixture_json(lc);
-    cr_expect_str_eq(json_get_type(json_root(d), "span", JSON_STR)->str, "message");
-    json_free(d);
-    free(fixture_cmd(0, NULL, "./recall eval %s --bench " B "/eval_bench.json --problems 0 --arms SP --mode clean --span "
-                     "message --json %s 2>&1", path, ev));
-    d = fixture_json(ev);
-    const json_value *opts = json_get_type(json_root(d), "options", JSON_OBJ);
-    cr_assert(opts);
-    cr_expect_str_eq(json_get_type(opts, "--span", JSON_STR)->str, "message");
-    json_free(d);
-    remove(on);
-    remove(off);
-    remove(lc);
-    remove(ev);
 }
 
 /* The start of the message gen[nd - 1] | gen[nd] cuts, as docs/LOOP.md states it: back over ids
