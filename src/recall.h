@@ -50,7 +50,7 @@
 extern "C" {
 #endif
 
-#define RECALL_API_VERSION 5 /* 2: struct_size in the option structs; 3: pooler_cache_mb, kv, numerics; 4: edge; 5: span */
+#define RECALL_API_VERSION 5 /* 2: struct_size in the option structs; 3: pooler_cache_mb, kv, numerics; 4: edge; 5: span, rerank */
 
 /* Numerics profiles (recall_open_opts.numerics, recall_loop_opts.numerics). */
 enum { RECALL_NUMERICS_EXACT = 0, RECALL_NUMERICS_Q8 = 1 };
@@ -156,9 +156,11 @@ recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, floa
 typedef enum { RECALL_MODE_FAITHFUL = 0, RECALL_MODE_CLEAN = 1 } recall_mode;
 typedef enum { RECALL_ARM_RC_BGE = 0, RECALL_ARM_SP = 1, RECALL_ARM_FULL = 2 } recall_arm;
 /* recall_loop_opts.edge (since API version 4; docs/LOOP.md, "The window's edge"). */
-enum { RECALL_EDGE_OFF = 0, RECALL_EDGE_INJECT = 1, RECALL_EDGE_MESSAGE = 2 };
-/* recall_loop_opts.span (since API version 5; docs/LOOP.md, "Whole messages"). */
-enum { RECALL_SPAN_BLOCK = 0, RECALL_SPAN_MESSAGE = 1 };
+enum { RECALL_EDGE_OFF = 0, RECALL_EDGE_INJECT = 1, RECALL_EDGE_EXCHANGE = 2 };
+/* recall_loop_opts.span (since API version 5; docs/LOOP.md, "Whole exchanges"). */
+enum { RECALL_SPAN_BLOCK = 0, RECALL_SPAN_EXCHANGE = 1 };
+/* recall_loop_opts.rerank (since API version 5; docs/LOOP.md, "Words the user asked in"). */
+enum { RECALL_RERANK_OFF = 0, RECALL_RERANK_WORDS = 1 };
 
 typedef struct {
     size_t struct_size; /* sizeof this struct as the caller was compiled: recall_loop_opts_init sets it */
@@ -204,16 +206,21 @@ typedef struct {
      * window's first block) is injected too when the bridge head scores it at least as high as
      * the weakest block the fire injected, so that a fact straddling the window's start stays
      * whole while the reply is written. Up to 2 x block more positions. Since API version 4.
-     * RECALL_EDGE_MESSAGE (clean mode only; since API version 5): the window starts where the
+     * RECALL_EDGE_EXCHANGE (clean mode only; since API version 5): the window starts where the
      * message it would cut starts (at most 2 x block earlier), so a fact at the window's start
      * stays whole in view while the reply is written. */
     int edge;
     /* What a fire injects: RECALL_SPAN_BLOCK (0, default, the reference: the chosen blocks as
-     * sealed) or RECALL_SPAN_MESSAGE (clean mode only; RECALL_E_ARG in faithful mode): each chosen
+     * sealed) or RECALL_SPAN_EXCHANGE (clean mode only; RECALL_E_ARG in faithful mode): each chosen
      * block widened to the messages it cuts (up to block / 2 ids each way, inside the evicted
      * history), so that a fact sealed across two blocks is injected whole. The choice of blocks
      * is the same. Up to k x block more positions. Since API version 5. */
     int span;
+    /* How a fire chooses: RECALL_RERANK_OFF (0, default, the reference: the bridge head's top k)
+     * or RECALL_RERANK_WORDS (clean mode only; RECALL_E_ARG in faithful mode): the top k of the
+     * bridge head's ranking fused with a ranking by the words of the user's message being
+     * answered. Since API version 5. */
+    int rerank;
     /* New fields go here, at the end; zero must mean the default. */
 } recall_loop_opts;
 

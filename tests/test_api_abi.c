@@ -24,7 +24,7 @@
 /* Bytes past the last field this library knows: the end of the fields declared in recall.h. */
 #define OPEN_END (offsetof(recall_open_opts, numerics) + sizeof(int))
 #define OPEN_MIN (offsetof(recall_open_opts, rope_scaling) + sizeof(const char *))
-#define LOOP_END (offsetof(recall_loop_opts, span) + sizeof(int))
+#define LOOP_END (offsetof(recall_loop_opts, rerank) + sizeof(int))
 /* The first layout of API version 2: no caller's struct is smaller. */
 #define LOOP_MIN (offsetof(recall_loop_opts, draft) + sizeof(int))
 

@@ -79,7 +79,7 @@ static const struct {
 static const char *sample(const char *name) {
     static const char *const v[][2] = {
         {"--threads", "2"}, {"--simd", "scalar"}, {"--ctx", "64"}, {"--rope-scaling", "yarn:2:4096"},
-        {"--kv-pages", "16:32"}, {"--kv-pages-random", "3"}, {"--mode", "clean"}, {"--edge", "inject"}, {"--span", "message"}, {"--arm", "SP"},
+        {"--kv-pages", "16:32"}, {"--kv-pages-random", "3"}, {"--mode", "clean"}, {"--edge", "inject"}, {"--span", "exchange"}, {"--rerank", "words"}, {"--arm", "SP"},
         {"--threshold", "-3"}, {"--hysteresis", "2"}, {"--floor", "-20"}, {"--max-turn-tokens", "5"},
         {"--draft", "4"}, {"--pooler-cache", "16"}, {"--kv", "f16"}, {"--numerics", "q8"}, {"--profile", "device"}, {"--lm-head-screen", "off"}, {"--pooler-heads", "4"}, {"--weights", "nf4"},
         {"--bge-weights", "nf4"},
@@ -108,6 +108,10 @@ static const char *companion(const char *cmd, const char *name) {
         {"chat", "--span", "--mode clean"},
         {"eval", "--span", "--mode clean"},
         {"longctx", "--span", "--mode clean"},
+        {"replay", "--rerank", "--mode clean"},
+        {"chat", "--rerank", "--mode clean"},
+        {"eval", "--rerank", "--mode clean"},
+        {"longctx", "--rerank", "--mode clean"},
         {"eval", "--ctx", "--arms FULL"},
         {"eval", "--shard", "--json build/nope-cli.json"},
         {"longctx", "--bench", "--task farfact"},

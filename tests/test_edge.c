@@ -9,7 +9,7 @@
  *              injected, so every record is the option-off run's (only the span's BERT encodes
  *              are added)
  *   refused    faithful mode refuses the option (library, public API, CLI), and so does an
- *              unknown value; the same for --edge message and --span message (test_span.c)
+ *              unknown value; the same for --edge exchange and --span exchange (test_span.c)
  *   records    replay's trace names the option and each rebuild's edge span; a default trace has
  *              neither key; longctx and eval name it too */
 #include "blob.h"
@@ -178,13 +178,15 @@ Test(edge, unrelated_recent_text_stays_out, .timeout = 300) {
  * library's options, the public API's and the command line, with the value that is unknown. */
 static const struct {
     const char *flag, *value, *bad, *refused, *unknown;
-    int edge, span, bad_num;
+    int edge, span, rerank, bad_num;
 } clean_only[] = {
     {"--edge", "inject", "sideways", "edge inject needs clean mode", "--edge: edge 'sideways': expected off, inject "
-     "or message", RC_EDGE_INJECT, RC_SPAN_BLOCK, 7},
-    {"--edge", "message", NULL, "edge message needs clean mode", NULL, RC_EDGE_MESSAGE, RC_SPAN_BLOCK, 0},
-    {"--span", "message", "turn", "span message needs clean mode", "--span: span 'turn': expected block or message",
-     RC_EDGE_OFF, RC_SPAN_MESSAGE, 5},
+     "or exchange", RC_EDGE_INJECT, RC_SPAN_BLOCK, 0, 7},
+    {"--edge", "exchange", NULL, "edge exchange needs clean mode", NULL, RC_EDGE_EXCHANGE, RC_SPAN_BLOCK, 0, 0},
+    {"--span", "exchange", "turn", "span exchange needs clean mode", "--span: span 'turn': expected block or exchange",
+     RC_EDGE_OFF, RC_SPAN_EXCHANGE, 0, 5},
+    {"--rerank", "words", "bm25", "rerank words needs clean mode", "--rerank: rerank 'bm25': expected off or words",
+     RC_EDGE_OFF, RC_SPAN_BLOCK, RC_RERANK_WORDS, 3},
 };
 
 Test(edge, faithful_mode_and_unknown_values_refused, .timeout = 120) {
@@ -201,16 +203,19 @@ Test(edge, faithful_mode_and_unknown_values_refused, .timeout = 120) {
         /* the library: faithful (the default mode) refuses it, clean mode an unknown value */
         rc_recall_opts o;
         rc_recall_defaults(b, &o);
-        cr_expect(o.edge == RC_EDGE_OFF && o.span == RC_SPAN_BLOCK, "off by default");
+        cr_expect(o.edge == RC_EDGE_OFF && o.span == RC_SPAN_BLOCK && o.rerank == RC_RERANK_OFF, "off by default");
         o.edge = clean_only[c].edge;
         o.span = clean_only[c].span;
+        o.rerank = clean_only[c].rerank;
         rc_recall *r = NULL;
         memset(&err, 0, sizeof err); /* an error keeps its first message */
         cr_expect_eq(rc_recall_open(b, &o, &r, &err), RECALL_E_ARG);
         cr_expect(strstr(err.msg, clean_only[c].refused), "%s", err.msg);
         if (clean_only[c].bad_num) {
             o.mode = RC_MODE_CLEAN;
-            *(clean_only[c].edge != RC_EDGE_OFF ? &o.edge : &o.span) = clean_only[c].bad_num;
+            *(clean_only[c].edge != RC_EDGE_OFF   ? &o.edge
+              : clean_only[c].span != RC_SPAN_BLOCK ? &o.span
+                                                    : &o.rerank) = clean_only[c].bad_num;
             char want[64];
             snprintf(want, sizeof want, "%s %d unknown", clean_only[c].flag + 2, clean_only[c].bad_num);
             memset(&err, 0, sizeof err);
@@ -220,9 +225,11 @@ Test(edge, faithful_mode_and_unknown_values_refused, .timeout = 120) {
         /* the public API */
         recall_loop_opts lo;
         recall_loop_opts_init(m, &lo);
-        cr_expect(lo.edge == RECALL_EDGE_OFF && lo.span == RECALL_SPAN_BLOCK, "off by default");
+        cr_expect(lo.edge == RECALL_EDGE_OFF && lo.span == RECALL_SPAN_BLOCK && lo.rerank == RECALL_RERANK_OFF,
+                  "off by default");
         lo.edge = clean_only[c].edge;
         lo.span = clean_only[c].span;
+        lo.rerank = clean_only[c].rerank;
         recall_loop *l = NULL;
         memset(&err, 0, sizeof err);
         cr_expect_eq(recall_loop_open(m, &lo, &l, &err), RECALL_E_ARG);
@@ -311,8 +318,9 @@ Test(edge, outputs_name_the_option, .timeout = 300) {
     json_free(d);
     /* every output names each clean-only option */
     expect_outputs_name(path, "--edge", "inject", "edge", r_off);
-    expect_outputs_name(path, "--edge", "message", "edge", r_off);
-    expect_outputs_name(path, "--span", "message", "span", r_off);
+    expect_outputs_name(path, "--edge", "exchange", "edge", r_off);
+    expect_outputs_name(path, "--span", "exchange", "span", r_off);
+    expect_outputs_name(path, "--rerank", "words", "rerank", r_off);
     json_free(d_off);
     remove(on);
     remove(off);

@@ -255,7 +255,7 @@ Test(eval_shard, every_option_that_changes_bits_must_match, .timeout = 900) {
     expect_field(path, "\"options\"", "{\"--ctx\": 0, \"--draft\": 0, \"--lm-head-screen\": \"auto\", "
                                       "\"--rope-scaling\": null, \"--kv\": \"f32\", \"--numerics\": \"exact\", "
                                       "\"--edge\": \"off\", \"--fire-once\": 0, \"--hysteresis\": 0, "
-                                      "\"--span\": \"block\"}");
+                                      "\"--span\": \"block\", \"--rerank\": \"off\"}");
     snprintf(files, sizeof files, "%s/s1.json %s/s2.json %s/s3.json", d, d, d);
     char out[300];
     snprintf(out, sizeof out, "%s/m.json", d);

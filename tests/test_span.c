@@ -1,10 +1,10 @@
-/* test_span.c - whole messages (docs/LOOP.md "Whole messages"): what a fire injects (recall_loop.h
- * rc_span) and where the window starts (rc_edge RC_EDGE_MESSAGE), on the trained world
+/* test_span.c - whole exchanges (docs/LOOP.md "Whole exchanges"): what a fire injects (recall_loop.h
+ * rc_span) and where the window starts (rc_edge RC_EDGE_EXCHANGE), on the trained world
  * (tests/golden/trained), clean mode, held-out benchmark problem 4:
  *   whole      its first question asks for "the invoice city", a fact sealed across two blocks
  *              ("... Important to note: the invoice city" | " is solaces. ..."). With the sealed
  *              blocks (the default) the reply is "... the invoice city is unknown.</think>I don't
- *              know."; with --span message the fire's blocks are widened to the messages they cut
+ *              know."; with --span exchange the fire's blocks are widened to the exchanges they cut
  *              and the reply is the value. Fast = reference schedule, bitwise.
  *   rule       every fire of the problem injects exactly the ids this test's own reading of the
  *              rule gives (the chosen candidates of the record, widened on the conversation's
@@ -12,8 +12,8 @@
  *   refused    (test_edge.c, with the edge's values) faithful mode refuses the option
  *   records    (test_edge.c) replay's trace, eval's options and longctx's file name it; a default
  *              trace has no "span" key
- *   window     with --edge message every rebuild's window starts where this test's reading of the
- *              rule puts it (the start of the message the window's start would cut, at most two
+ *   window     with --edge exchange every rebuild's window starts where this test's reading of the
+ *              rule puts it (the start of the exchange the window's start would cut, at most two
  *              blocks back); fast = reference schedule, bitwise */
 #include "blob.h"
 #include "fixture.h"
@@ -21,9 +21,11 @@
 #include "problems.h"
 #include "recall.h"
 #include "recall_loop.h"
+#include "retriever.h" /* RC_MAX_K */
 #include "tokenize_bpe.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +36,9 @@
 #define PREAMBLE "<think>The user asks for a value that was stated earlier in our chat. I look back for it and copy " \
                  "it exactly, character by character: the invoice city is "
 static const char *const reply_block = PREAMBLE "unknown.</think>I don't know.";
-static const char *const reply_message = PREAMBLE "solaces.</think> solaces";
+static const char *const reply_exchange = PREAMBLE "solaces.</think> solaces";
 
-static void run_problem_edge(rc_blob *b, int span, int edge, int reference, rc_problem_run *run) {
+static void run_problem_opts(rc_blob *b, int span, int edge, int rerank, int reference, rc_problem_run *run) {
     rc_bench *bench;
     rc_problem p;
     recall_err err = {0};
@@ -47,6 +49,7 @@ static void run_problem_edge(rc_blob *b, int span, int edge, int reference, rc_p
     o.mode = RC_MODE_CLEAN;
     o.span = span;
     o.edge = edge;
+    o.rerank = rerank;
     o.reference_schedule = reference;
     o.exec.threads = 1;
     rc_recall *r;
@@ -58,7 +61,7 @@ static void run_problem_edge(rc_blob *b, int span, int edge, int reference, rc_p
 }
 
 static void run_problem(rc_blob *b, int span, int reference, rc_problem_run *run) {
-    run_problem_edge(b, span, RC_EDGE_OFF, reference, run);
+    run_problem_opts(b, span, RC_EDGE_OFF, RC_RERANK_OFF, reference, run);
 }
 
 /* The trained world's blob, its tokenizer, its loop defaults and its BOS / EOS ids. */
@@ -102,18 +105,16 @@ static char *text_of(const rc_bpe *bpe, const int32_t *ids, int n) {
 }
 
 /* The rule as docs/LOOP.md states it, on the conversation's ids h[0:end] (the evicted history of
- * the fire): candidate c is h[c*block : (c+1)*block] (the buffer: to end); back over ids that are
- * not special, then over the special id that opens the message unless it is EOS or BOS; forward
- * up to the next special id; at most block / 2 each way; joined in order without repeats. */
-static int widen(const rc_bpe *bpe, int bos, int eos, const int32_t *h, int end, int block, const int *top, int ntop,
-                 int32_t *out) {
+ * the fire): candidate c is h[c*block : (c+1)*block] (the buffer: to end); back to just after the
+ * EOS before it, forward to the EOS after it; at most block / 2 each way; joined in order without
+ * repeats. */
+static int widen(int eos, const int32_t *h, int end, int block, const int *top, int ntop, int32_t *out) {
     int n = 0, last = 0;
     for (int i = 0; i < ntop; i++) {
         int s = top[i] * block, e = s + block < end ? s + block : end;
         const int lo = s - block / 2 > 0 ? s - block / 2 : 0, hi = e + block / 2 < end ? e + block / 2 : end;
-        while (s > lo && !rc_bpe_is_special(bpe, h[s - 1])) s--;
-        if (s > lo && h[s - 1] != eos && h[s - 1] != bos) s--;
-        while (e < hi && !rc_bpe_is_special(bpe, h[e])) e++;
+        while (s > lo && h[s - 1] != eos) s--;
+        while (e < hi && h[e] != eos) e++;
         for (int j = s > last ? s : last; j < e; j++) out[n++] = h[j];
         if (e > last) last = e;
     }
@@ -125,12 +126,12 @@ Test(span, a_fact_sealed_across_two_blocks_comes_back_whole, .timeout = 300) {
     rc_bpe *bpe = fixture_blob_bpe(b);
     rc_problem_run blk, msg, ref;
     run_problem(b, RC_SPAN_BLOCK, 0, &blk);
-    run_problem(b, RC_SPAN_MESSAGE, 0, &msg);
-    run_problem(b, RC_SPAN_MESSAGE, 1, &ref);
+    run_problem(b, RC_SPAN_EXCHANGE, 0, &msg);
+    run_problem(b, RC_SPAN_EXCHANGE, 1, &ref);
     const rc_problem_turn *qb = first_question(&blk), *qm = first_question(&msg);
     char *tb = text_of(bpe, qb->turn.reply, qb->turn.n_reply), *tm = text_of(bpe, qm->turn.reply, qm->turn.n_reply);
     cr_expect_str_eq(tb, reply_block);
-    cr_expect_str_eq(tm, reply_message);
+    cr_expect_str_eq(tm, reply_exchange);
     /* the same first fire on both: the same candidates, scores and choice; only the ids grew, and
      * only the widened ids hold the whole fact */
     cr_assert_gt(qb->turn.n_fires, 0);
@@ -146,7 +147,7 @@ Test(span, a_fact_sealed_across_two_blocks_comes_back_whole, .timeout = 300) {
     cr_expect_null(strstr(ib, "the invoice city is solaces."), "%s", ib);
     cr_expect(strstr(im, "the invoice city is solaces."), "%s", im);
     /* both schedules compute the same bits, widened injections included */
-    fixture_expect_same_run(&msg, &ref, "span message fast vs reference, problem 4");
+    fixture_expect_same_run(&msg, &ref, "span exchange fast vs reference, problem 4");
     free(tb);
     free(tm);
     free(ib);
@@ -162,7 +163,7 @@ Test(span, every_fire_injects_the_rule_s_ids, .timeout = 300) {
     world w;
     world_open(&w);
     rc_problem_run run;
-    run_problem(w.b, RC_SPAN_MESSAGE, 0, &run);
+    run_problem(w.b, RC_SPAN_EXCHANGE, 0, &run);
     int32_t *want = malloc((size_t)w.o.k * 2 * w.o.block * sizeof *want);
     cr_assert(want);
     int fires = 0, grown = 0;
@@ -173,7 +174,7 @@ Test(span, every_fire_injects_the_rule_s_ids, .timeout = 300) {
             const int end = fr->c0 - w.o.window; /* what the window had evicted at the fire */
             cr_assert_gt(end, 0);
             cr_assert_eq(fr->ncand, end / w.o.block + (end % w.o.block >= w.o.buf_min), "fire at c0 %d", fr->c0);
-            const int n = widen(w.bpe, w.bos, w.eos, run.history, end, w.o.block, fr->top, fr->ntop, want);
+            const int n = widen(w.eos, run.history, end, w.o.block, fr->top, fr->ntop, want);
             cr_assert_eq(fr->nrid, n, "fire at c0 %d: %d ids injected, the rule gives %d", fr->c0, fr->nrid, n);
             cr_expect_eq(memcmp(fr->rid, want, (size_t)n * sizeof *want), 0, "fire at c0 %d", fr->c0);
             grown += n > fr->ntop * w.o.block;
@@ -187,30 +188,28 @@ Test(span, every_fire_injects_the_rule_s_ids, .timeout = 300) {
     world_close(&w);
 }
 
-/* The start of the message gen[nd - 1] | gen[nd] cuts, as docs/LOOP.md states it: back over ids
- * that are not special, then over the special id that opens the message unless it is EOS or BOS,
- * at most two blocks. */
-static int window_start(const rc_bpe *bpe, int bos, int eos, const int32_t *h, int nd, int block) {
+/* The start of the exchange gen[nd - 1] | gen[nd] cuts, as docs/LOOP.md states it: just after the
+ * EOS before nd, at most two blocks back. */
+static int window_start(int eos, const int32_t *h, int nd, int block) {
     const int lo = nd > 2 * block ? nd - 2 * block : 0;
     int s = nd;
-    while (s > lo && !rc_bpe_is_special(bpe, h[s - 1])) s--;
-    if (s > lo && h[s - 1] != eos && h[s - 1] != bos) s--;
+    while (s > lo && h[s - 1] != eos) s--;
     return s;
 }
 
-Test(span, edge_message_starts_the_window_at_the_message, .timeout = 300) {
+Test(span, edge_exchange_starts_the_window_at_the_exchange, .timeout = 300) {
     world w;
     world_open(&w);
     rc_problem_run run, ref;
-    run_problem_edge(w.b, RC_SPAN_MESSAGE, RC_EDGE_MESSAGE, 0, &run);
-    run_problem_edge(w.b, RC_SPAN_MESSAGE, RC_EDGE_MESSAGE, 1, &ref);
+    run_problem_opts(w.b, RC_SPAN_EXCHANGE, RC_EDGE_EXCHANGE, RC_RERANK_OFF, 0, &run);
+    run_problem_opts(w.b, RC_SPAN_EXCHANGE, RC_EDGE_EXCHANGE, RC_RERANK_OFF, 1, &ref);
     int moved = 0, rebuilds = 0;
     for (int i = 0; i < run.n_turns; i++) {
         const rc_turn *t = &run.turns[i].turn;
         for (int k = 0; k < t->n_rebuilds; k++) {
             const rc_rebuild_rec *rb = &t->rebuilds[k];
             const int nd = rb->c0 > w.o.window ? rb->c0 - w.o.window : 0;
-            const int want = nd ? rb->c0 - window_start(w.bpe, w.bos, w.eos, run.history, nd, w.o.block) : rb->c0;
+            const int want = nd ? rb->c0 - window_start(w.eos, run.history, nd, w.o.block) : rb->c0;
             cr_expect_eq(rb->window_len, want, "turn %d, rebuild at c0 %d: window %d, the rule gives %d", i, rb->c0,
                          rb->window_len, want);
             cr_expect_eq(rb->edge_len, 0);
@@ -220,8 +219,149 @@ Test(span, edge_message_starts_the_window_at_the_message, .timeout = 300) {
     }
     cr_expect_gt(moved, 10, "the window's start moved back at %d of %d rebuilds", moved, rebuilds);
     cr_expect_lt(moved, rebuilds, "and not at every one");
-    fixture_expect_same_run(&run, &ref, "edge message fast vs reference, problem 4");
+    fixture_expect_same_run(&run, &ref, "edge exchange fast vs reference, problem 4");
     rc_problem_run_free(&run);
     rc_problem_run_free(&ref);
     world_close(&w);
+}
+
+/* ---- --rerank words (docs/LOOP.md, "Words the user asked in") ---------------------------------- */
+
+typedef struct {
+    int c;
+    double k1, k2;
+} rank_row;
+
+static int rank_cmp(const void *x, const void *y) {
+    const rank_row *a = x, *b = y;
+    if (a->k1 != b->k1) return a->k1 > b->k1 ? -1 : 1;
+    if (a->k2 != b->k2) return a->k2 > b->k2 ? -1 : 1;
+    return (a->c > b->c) - (a->c < b->c);
+}
+
+static int has_id(const int32_t *ids, int n, int32_t id) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] == id) return 1;
+    return 0;
+}
+
+/* The rule as docs/LOOP.md states it: the candidates of a fire at c0 (blocks of h[0:end], the
+ * buffer when it holds buf_min ids), the query (after the last tok.user in h[0:c0] up to
+ * tok.assistant), the words (its distinct ids that are not added tokens), each weighted
+ * log(ncand / df), a candidate's score the sum over the words it holds, ranks by bridge and by
+ * words, fused 1/(60 + rank) each; the top k, ascending. */
+static int rerank_rule(const rc_bpe *bpe, int user, int assistant, const int32_t *h, int c0, int end, int block,
+                       int buf_min, const float *bridge, int ncand, int k, int *top) {
+    int u = c0 - 1;
+    while (u >= 0 && h[u] != user) u--;
+    cr_assert_geq(u, 0, "a user's message before the fire");
+    int q1 = u + 1;
+    while (q1 < c0 && h[q1] != assistant) q1++;
+    cr_assert_eq(ncand, end / block + (end % block >= buf_min));
+    int32_t words[512];
+    int nw = 0;
+    for (int i = u + 1; i < q1 && nw < 512; i++)
+        if (!rc_bpe_is_added(bpe, h[i]) && !has_id(words, nw, h[i])) words[nw++] = h[i];
+    double lex[1024] = {0};
+    cr_assert_leq(ncand, 1024);
+    for (int w = 0; w < nw; w++) {
+        int df = 0;
+        for (int c = 0; c < ncand; c++) {
+            const int s = c * block, n = (s + block < end ? s + block : end) - s;
+            df += has_id(h + s, n, words[w]);
+        }
+        if (!df) continue;
+        for (int c = 0; c < ncand; c++) {
+            const int s = c * block, n = (s + block < end ? s + block : end) - s;
+            if (has_id(h + s, n, words[w])) lex[c] += log((double)ncand / (double)df);
+        }
+    }
+    rank_row r[1024];
+    int rb[1024];
+    for (int c = 0; c < ncand; c++) r[c] = (rank_row){c, bridge[c], 0};
+    qsort(r, (size_t)ncand, sizeof *r, rank_cmp);
+    for (int i = 0; i < ncand; i++) rb[r[i].c] = i + 1;
+    for (int c = 0; c < ncand; c++) r[c] = (rank_row){c, lex[c], bridge[c]};
+    qsort(r, (size_t)ncand, sizeof *r, rank_cmp);
+    double fused[1024];
+    for (int i = 0; i < ncand; i++) fused[r[i].c] = 1.0 / (60.0 + rb[r[i].c]) + 1.0 / (60.0 + (i + 1));
+    for (int c = 0; c < ncand; c++) r[c] = (rank_row){c, fused[c], bridge[c]};
+    qsort(r, (size_t)ncand, sizeof *r, rank_cmp);
+    const int kk = k < ncand ? k : ncand;
+    for (int i = 0; i < kk; i++) top[i] = r[i].c;
+    for (int i = 1; i < kk; i++)
+        for (int j = i; j > 0 && top[j] < top[j - 1]; j--) {
+            const int t = top[j];
+            top[j] = top[j - 1];
+            top[j - 1] = t;
+        }
+    return kk;
+}
+
+Test(span, rerank_words_chooses_as_the_rule_says, .timeout = 300) {
+    world w;
+    world_open(&w);
+    int64_t v;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_get_i64(w.b, "tok.user", &v, &err), RECALL_OK);
+    const int user = (int)v;
+    cr_assert_eq(rc_blob_get_i64(w.b, "tok.assistant", &v, &err), RECALL_OK);
+    const int assistant = (int)v;
+    rc_problem_run run, plain, ref;
+    run_problem_opts(w.b, RC_SPAN_BLOCK, RC_EDGE_OFF, RC_RERANK_WORDS, 0, &run);
+    run_problem_opts(w.b, RC_SPAN_BLOCK, RC_EDGE_OFF, RC_RERANK_OFF, 0, &plain);
+    run_problem_opts(w.b, RC_SPAN_BLOCK, RC_EDGE_OFF, RC_RERANK_WORDS, 1, &ref);
+    int fires = 0, moved = 0;
+    for (int i = 0; i < run.n_turns; i++) {
+        const rc_turn *t = &run.turns[i].turn;
+        for (int f = 0; f < t->n_fires; f++) {
+            const rc_fire_rec *fr = &t->fires[f];
+            int top[RC_MAX_K];
+            const int n = rerank_rule(w.bpe, user, assistant, run.history, fr->c0, fr->c0 - w.o.window, w.o.block,
+                                      w.o.buf_min, fr->bridge, fr->ncand, w.o.k, top);
+            cr_assert_eq(fr->ntop, n, "fire at c0 %d", fr->c0);
+            cr_expect_eq(memcmp(fr->top, top, (size_t)n * sizeof *top), 0, "fire at c0 %d: the rule's choice", fr->c0);
+            /* the bridge head's own choice, for comparison: its top k by score */
+            int best[RC_MAX_K], nb = 0;
+            for (int c = 0; c < fr->ncand && nb < n; c++) {
+                int above = 0;
+                for (int d = 0; d < fr->ncand; d++)
+                    above += fr->bridge[d] > fr->bridge[c] || (fr->bridge[d] == fr->bridge[c] && d < c);
+                if (above < n) best[nb++] = c;
+            }
+            moved += nb != n || memcmp(best, top, (size_t)n * sizeof *top) != 0;
+            fires++;
+        }
+    }
+    cr_expect_gt(fires, 5, "the problem's questions fire");
+    cr_expect_gt(moved, 0, "the words changed some fire's choice");
+    fixture_expect_same_run(&run, &ref, "rerank words fast vs reference, problem 4");
+    rc_problem_run_free(&run);
+    rc_problem_run_free(&plain);
+    rc_problem_run_free(&ref);
+    world_close(&w);
+}
+
+/* Far back (longctx farfact, 2,048 tokens, seed 0, a quarter of the filler other facts): case 6's
+ * "safe combination" is answered "I don't know." with the bridge head's choice and "4:45 pm" with
+ * --rerank words (the setting docs/WORLD.md recommends, with and without it). */
+Test(span, rerank_words_answers_a_fact_far_back, .timeout = 300) {
+    const char *path = fixture_trained_blob("f32");
+    cr_assert(path);
+    const char *want[2] = {"I don't know.", "4:45 pm"};
+    for (int i = 0; i < 2; i++) {
+        char out[128];
+        snprintf(out, sizeof out, "build/span_%d_far%d.json", (int)getpid(), i);
+        free(fixture_cmd(0, NULL, "./recall longctx %s --task farfact --bench " B "/eval_bench.json --len 2048 --cases 7 "
+                         "--seed 0 --fact-share 0.25 --arms RC_bge --mode clean --span exchange --edge exchange --rerank %s "
+                         "--threads 1 --json %s 2>&1", path, i ? "words" : "off", out));
+        json_doc *d = fixture_json(out);
+        const json_value *recs = json_get_type(json_root(d), "records", JSON_ARR);
+        cr_assert(recs && recs->len == 7);
+        const json_value *r = &recs->items[6];
+        cr_expect_str_eq(json_get_type(r, "kw", JSON_STR)->str, "safe combination");
+        cr_expect_str_eq(json_get_type(r, "answer", JSON_STR)->str, want[i]);
+        json_free(d);
+        remove(out);
+    }
 }

@@ -234,12 +234,12 @@ Test(templated, replay_shows_the_block_come_back, .timeout = 600) {
 /* the same problems in clean mode (the chat setting's loop): RC_bge exact (the world before the
  * keyword index answered 7: its bridge could not tell which fact was asked) */
 #define TRAINED_CLEAN_RC_EXACT 10
-/* held-out problems 4-7, clean mode, RC_bge exact with the sealed blocks and with --span message
- * (three of the misses are facts sealed across two blocks: docs/LOOP.md, "Whole messages") */
+/* held-out problems 4-7, clean mode, RC_bge exact with the sealed blocks and with --span exchange
+ * (three of the misses are facts sealed across two blocks: docs/LOOP.md, "Whole exchanges") */
 #define TRAINED_CLEAN_47_BLOCK 9
 #define TRAINED_CLEAN_47_MESSAGE 12
 /* the chat setting docs/WORLD.md recommends */
-#define WHOLE "--mode clean --span message --edge message"
+#define WHOLE "--mode clean --span exchange --edge exchange"
 /* the same problems with the facts told and asked in phrasings never trained (eval_phrasing.json) */
 #define TRAINED_PHR_FULL_EXACT 9
 #define TRAINED_PHR_RC_EXACT 7
@@ -270,7 +270,7 @@ Test(trained, whole_messages_answer_facts_sealed_across_blocks, .timeout = 600) 
     json_doc *doc = eval_world(fixture_trained_blob("f32"), B "/eval_bench.json", "4-7", "RC_bge", "clean");
     cr_expect_eq(arm_exact(doc, 0, "RC_bge"), TRAINED_CLEAN_47_BLOCK);
     json_free(doc);
-    doc = eval_world(fixture_trained_blob("f32"), B "/eval_bench.json", "4-7", "RC_bge", "clean --span message");
+    doc = eval_world(fixture_trained_blob("f32"), B "/eval_bench.json", "4-7", "RC_bge", "clean --span exchange");
     cr_expect_eq(arm_exact(doc, 0, "RC_bge"), TRAINED_CLEAN_47_MESSAGE);
     json_free(doc);
 }
@@ -346,7 +346,7 @@ Test(trained, typed_facts_are_answered, .timeout = 600) {
  * first tokens leave the 96-token window while the reply is written. The reference loop does not
  * answer ("I don't know." for the locker labels: the gate never fires, nothing was archived when
  * the reply began; a garbled copy for the others); with whole
- * messages (--mode clean --span message --edge message, docs/LOOP.md) the window starts where the
+ * messages (--mode clean --span exchange --edge exchange, docs/LOOP.md) the window starts where the
  * fact's message starts and the value is copied. */
 Test(trained, a_fact_at_the_window_edge_is_answered_with_whole_messages, .timeout = 600) {
     static const struct { const char *lines, *want; } edge[] = {

@@ -67,7 +67,8 @@ function loadSession() {
 
 function describeLoop() {
   const l = state.loop;
-  return `${state.blob} · arm ${state.arm} · window ${l.window}, block ${l.block}, gate threshold ${l.threshold.toFixed(4)}`;
+  // the loop's setting is web_api.c's (web_loop_open): the chat setting docs/WORLD.md recommends
+  return `${state.blob} · arm ${state.arm} · clean mode, whole exchanges · window ${l.window}, block ${l.block}, gate threshold ${l.threshold.toFixed(4)}`;
 }
 
 let firstReady = true;

@@ -54,7 +54,7 @@ function nativeTurns(stderr) {
   for (const line of stderr.split('\n')) {
     let m;
     if (line.startsWith('[trace] turn done')) turns.push([]);
-    else if ((m = line.match(/^\[trace\] rebuild c0=(\d+) sp=(\d) injected=(\d+) window=(\d+)$/)))
+    else if ((m = line.match(/^\[trace\] rebuild c0=(\d+) sp=(\d) injected=(\d+) window=(\d+)( edge=\d+)?$/)))
       turns[turns.length - 1].push(`rebuild ${m[1]} ${m[2]} ${m[3]} ${m[4]}`);
     else if ((m = line.match(/^\[trace\] gate c0=(\d+) score=(\S+?)( FIRE)?$/)))
       turns[turns.length - 1].push(`gate ${m[1]} ${m[2]}${m[3] ? ' fire' : ''}`);
@@ -81,7 +81,8 @@ const dialogue = [
   bench.question_user.replace('{kw}', kw),
 ];
 const session = join(work, 'native.rcs');
-const common = ['--simd', 'scalar', '--threads', '1', '--trace'];
+// the page's loop runs the chat setting docs/WORLD.md recommends (web_api.c, web_loop_open)
+const common = ['--simd', 'scalar', '--threads', '1', '--trace', '--mode', 'clean', '--span', 'exchange', '--edge', 'exchange'];
 const nat = run(['chat', opt.blob, ...common, '--session', session], dialogue.join('\n') + '\n');
 const natReplies = nat.stdout.split('\n').slice(0, dialogue.length);
 const natEvents = nativeTurns(nat.stderr);

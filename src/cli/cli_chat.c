@@ -341,9 +341,10 @@ int cli_chat(const cli_args *a) {
     c.cs.edge = a->loop.edge != RC_EDGE_OFF;
     const int threads = rc_recall_threads(c.r);
     if (a->trace_live)
-        fprintf(stderr, "[trace] simd %s, %d thread%s, kv %s%s%s\n", rc_recall_simd_name(c.r), threads,
-                threads == 1 ? "" : "s", rc_kv_dtype_name((rc_kv_dtype)a->loop.kv), c.cs.edge ? ", edge inject" : "",
-                a->loop.span ? ", span message" : "");
+        fprintf(stderr, "[trace] simd %s, %d thread%s, kv %s%s%s%s%s\n", rc_recall_simd_name(c.r), threads,
+                threads == 1 ? "" : "s", rc_kv_dtype_name((rc_kv_dtype)a->loop.kv), c.cs.edge ? ", edge " : "",
+                c.cs.edge ? rc_edge_name(a->loop.edge) : "", a->loop.span ? ", span exchange" : "",
+                a->loop.rerank ? ", rerank words" : "");
     const int tty = isatty(STDIN_FILENO);
     if (tty)
         fprintf(stderr, "recall chat: %s, %s session (%zu tokens), simd %s, %d thread%s; end with Ctrl-D\n", a->pos[0],

@@ -158,7 +158,7 @@ static int eval_make_plan(const cli_args *a, eval_plan *p) {
  * measured and is not already in the document (arms, mode and problems are). Screening is
  * recorded as asked, after RECALL_LM_SCREEN ("auto" then depends only on the blob, whose checksum
  * is compared too). Adding such an option to eval: one entry here. */
-#define N_EVAL_OPTS 10
+#define N_EVAL_OPTS 11
 static void eval_options(const cli_args *a, rc_eval_opt *o) {
     int screen = a->loop.lm_screen;
     const int asked = rc_lm_screen_resolve(screen);
@@ -173,6 +173,7 @@ static void eval_options(const cli_args *a, rc_eval_opt *o) {
     o[7] = (rc_eval_opt){"--fire-once", 1, a->loop.fire_once, NULL};
     o[8] = (rc_eval_opt){"--hysteresis", 1, a->loop.hysteresis, NULL};
     o[9] = (rc_eval_opt){"--span", 0, 0, rc_span_name(a->loop.span)};
+    o[10] = (rc_eval_opt){"--rerank", 0, 0, rc_rerank_name(a->loop.rerank)};
 }
 
 typedef struct {
@@ -353,6 +354,7 @@ static int eval_execute(const cli_args *a, const eval_plan *p) {
     if (!rc && a->loop.exec.numerics) fprintf(stderr, "eval: numerics %s\n", rc_numerics_name(a->loop.exec.numerics));
     if (!rc && a->loop.edge) fprintf(stderr, "eval: edge %s\n", rc_edge_name(a->loop.edge));
     if (!rc && a->loop.span) fprintf(stderr, "eval: span %s\n", rc_span_name(a->loop.span));
+    if (!rc && a->loop.rerank) fprintf(stderr, "eval: rerank %s\n", rc_rerank_name(a->loop.rerank));
     for (int k = 0; !rc && k < p->n_arms; k++) rc = eval_run_arm(&r, k);
     if (!rc) {
         print_table(r.info, r.tally, p->n_arms);

@@ -253,10 +253,10 @@ static void ff_record(FILE *f, const ff_run *r, int c, int a, int first) {
     const rc_ff_case *k = &r->cases[c];
     const ff_res *x = &r->res[(size_t)c * MAX_ARMS + a];
     const int nd = k->q_first > r->geo.window ? k->q_first - r->geo.window : 0;
-    fprintf(f, "%s\n{\"arm\": \"%s\", \"mode\": \"%s\", \"edge\": \"%s\", \"span\": \"%s\", \"numerics\": \"%s\", "
-               "\"kv\": \"%s\", \"distance\": %d, \"case\": %d",
+    fprintf(f, "%s\n{\"arm\": \"%s\", \"mode\": \"%s\", \"edge\": \"%s\", \"span\": \"%s\", \"rerank\": \"%s\", "
+               "\"numerics\": \"%s\", \"kv\": \"%s\", \"distance\": %d, \"case\": %d",
             first ? "" : ",", r->arms[a], rc_mode_name(r->a->loop.mode), rc_edge_name(r->a->loop.edge),
-            rc_span_name(r->a->loop.span),
+            rc_span_name(r->a->loop.span), rc_rerank_name(r->a->loop.rerank),
             rc_numerics_name(r->a->loop.exec.numerics), rc_kv_dtype_name((rc_kv_dtype)r->a->loop.kv), k->spec.dist,
             k->spec.index);
     fputs(", \"kw\": ", f), rc_json_put_str(f, k->kw);
@@ -301,11 +301,12 @@ static int ff_write_json(const ff_run *r) {
     rc_json_put_str(f, a->bench);
     fprintf(f, ", \"bench_xxh64\": \"%016llx\", \"seed\": %llu, \"cases_per_distance\": %d, \"fact_share\": %.17g, "
                "\"max_new\": %d, "
-               "\"mode\": \"%s\", \"edge\": \"%s\", \"span\": \"%s\", \"kv\": \"%s\", \"numerics\": \"%s\", "
-               "\"context\": %d, "
+               "\"mode\": \"%s\", \"edge\": \"%s\", \"span\": \"%s\", \"rerank\": \"%s\", \"kv\": \"%s\", "
+               "\"numerics\": \"%s\", \"context\": %d, "
                "\"trained_positions\": %d, \"window\": %d, \"block\": %d, \"buf_min\": %d, \"threshold\": ",
             (unsigned long long)r->bench_xxh64, (unsigned long long)a->seed, r->n_per, r->share, r->max_new,
             rc_mode_name(a->loop.mode), rc_edge_name(a->loop.edge), rc_span_name(a->loop.span),
+            rc_rerank_name(a->loop.rerank),
             rc_kv_dtype_name((rc_kv_dtype)a->loop.kv),
             rc_numerics_name(a->loop.exec.numerics), r->ctx, r->trained, r->geo.window, r->geo.block, r->geo.buf_min);
     rc_json_put_num(f, r->geo.threshold);

@@ -169,6 +169,9 @@ static int set_edge(const cli_opt *o, const char *val, cli_args *a) {
 static int set_span(const cli_opt *o, const char *val, cli_args *a) {
     return set_named(o, val, a, rc_span_parse, &a->loop.span);
 }
+static int set_rerank(const cli_opt *o, const char *val, cli_args *a) {
+    return set_named(o, val, a, rc_rerank_parse, &a->loop.rerank);
+}
 
 static int set_arm(const cli_opt *o, const char *val, cli_args *a) {
     int v;
@@ -266,20 +269,26 @@ static const cli_opt O_MODE = {"--mode", NULL, "M",
                                "faithful (default: the reference loop, seal forward included) or clean",
                                set_mode, F(loop.mode), NOLIM};
 static const cli_opt O_EDGE = {"--edge", NULL, "E",
-                               "off (default), inject or message (--mode clean only). inject: while\n"
+                               "off (default), inject or exchange (--mode clean only). inject: while\n"
                                "an injection is alive, each rebuild also injects the text around the\n"
                                "window's start (the last block evicted, the window's first) if the\n"
                                "bridge head scores it as high as the fire's weakest injected block.\n"
-                               "message: the window starts where the message it would cut starts (at\n"
-                               "most 2 x block earlier). Either way a fact straddling the window's\n"
-                               "edge is whole; up to 2 x block more positions",
+                               "exchange: the window starts where the exchange it would cut starts\n"
+                               "(after the EOS that closed the one before, at most 2 x block earlier).\n"
+                               "Either way a fact straddling the window's edge is whole; up to 2 x\n"
+                               "block more positions",
                                set_edge, F(loop.edge), NOLIM};
 static const cli_opt O_SPAN = {"--span", NULL, "S",
-                               "block (default) or message (--mode clean only): each block a fire\n"
-                               "injects is widened to the messages it cuts (up to half a block each\n"
-                               "way), so that a fact sealed across two blocks comes back whole; up to\n"
-                               "k x block more positions",
+                               "block (default) or exchange (--mode clean only): each block a fire\n"
+                               "injects is widened to the exchanges it cuts (a user's message and the\n"
+                               "reply, closed by EOS; up to half a block each way), so that a fact\n"
+                               "sealed across two blocks comes back whole; up to k x block more positions",
                                set_span, F(loop.span), NOLIM};
+static const cli_opt O_RERANK = {"--rerank", NULL, "R",
+                                 "off (default) or words (--mode clean only): a fire takes the top k of\n"
+                                 "the bridge head's ranking fused with a ranking by the words of the\n"
+                                 "user's message being answered (reciprocal rank fusion)",
+                                 set_rerank, F(loop.rerank), NOLIM};
 static const cli_opt O_ARM = {"--arm", NULL, "A", "RC_bge (default: recall), SP (no recall) or FULL (no eviction)",
                               set_arm, F(loop.arm), NOLIM};
 static const cli_opt O_THRESHOLD = {"--threshold", NULL, "T", "gate threshold (default: the gate file's thresh)",
@@ -325,7 +334,7 @@ static const cli_opt O_POOLER_CACHE = {"--pooler-cache", NULL, "MB",
                                       "0 = off); the same bits at any size",
                                       set_int, F(pooler_cache_mb), 0, 1 << 30};
 #define LOOP_OPTS                                                                                                    \
-    &O_MODE, &O_EDGE, &O_SPAN, &O_ARM, &O_THRESHOLD, &O_THRESHOLD_FILE, &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_DRAFT, &O_SCREEN, &O_POOLER_CACHE, &O_KV,   \
+    &O_MODE, &O_EDGE, &O_SPAN, &O_RERANK, &O_ARM, &O_THRESHOLD, &O_THRESHOLD_FILE, &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_DRAFT, &O_SCREEN, &O_POOLER_CACHE, &O_KV,   \
         &O_NUMERICS, &O_PROFILE
 
 /* ---- convert, info, verify --------------------------------------------------------------------- */
@@ -504,7 +513,7 @@ static const cli_opt O_SHARD = {"--shard", NULL, "K/N",
                                 "j = arm index * number of problems + problem index (the order of one\n"
                                 "run); needs --json, which then also records what --merge checks",
                                 set_str, F(shard), NOLIM};
-static const cli_opt *const EVAL_OPTS[] = {&O_BENCH,  &O_PROBLEMS, &O_EVAL_ARMS, &O_MODE, &O_EDGE, &O_SPAN, &O_THRESHOLD_FILE,
+static const cli_opt *const EVAL_OPTS[] = {&O_BENCH,  &O_PROBLEMS, &O_EVAL_ARMS, &O_MODE, &O_EDGE, &O_SPAN, &O_RERANK, &O_THRESHOLD_FILE,
                                            &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_JSON_EVAL,
                                            &O_SHARD,  &O_DRAFT,    &O_SCREEN,    &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_PROFILE, &O_CTX_FULL, &O_ROPE,
                                            EXEC_OPTS, NULL};
@@ -585,7 +594,7 @@ static const cli_opt O_NO_RUN = {"--no-run", NULL, NULL, "build and check the ca
                                  set_flag, F(no_run), NOLIM};
 static const cli_opt *const LONGCTX_OPTS[] = {&O_TASK,   &O_LEN,   &O_DEPTH,   &O_SEED,      &O_LCTX_ARMS, &O_CASES, &O_FACT_SHARE, &O_BENCH_FF,
                                               &O_MAX_NEW, &O_JSON_LCTX, &O_HAYSTACK, &O_PROMPTS, &O_NO_RUN,
-                                              &O_MODE,  &O_EDGE, &O_SPAN, &O_SCREEN, &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_PROFILE, &O_CTX_FULL, &O_ROPE,    EXEC_OPTS, NULL};
+                                              &O_MODE,  &O_EDGE, &O_SPAN, &O_RERANK, &O_SCREEN, &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_PROFILE, &O_CTX_FULL, &O_ROPE,    EXEC_OPTS, NULL};
 
 /* ---- trace-svg, compare --------------------------------------------------------------------- */
 
@@ -605,7 +614,7 @@ static const cli_opt *const COMPARE_OPTS[] = {&O_JSON_CMP, &O_CMP_THRESHOLD, NUL
 
 const cli_opt *const cli_all_opts[] = {
     &O_THREADS, &O_SIMD, &O_HUGEPAGES, &O_CTX_FWD, &O_CTX_FULL, &O_ROPE, &O_KV_PAGES, &O_KV_RANDOM, &O_KV, &O_NUMERICS, &O_PROFILE, &O_IDS,
-    &O_TOKENS_FILE, &O_BENCH, &O_MODE, &O_EDGE, &O_SPAN, &O_ARM, &O_THRESHOLD, &O_THRESHOLD_FILE, &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_TURN_CAP,
+    &O_TOKENS_FILE, &O_BENCH, &O_MODE, &O_EDGE, &O_SPAN, &O_RERANK, &O_ARM, &O_THRESHOLD, &O_THRESHOLD_FILE, &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_TURN_CAP,
     &O_DRAFT, &O_REFERENCE, &O_SCREEN, &O_POOLER_CACHE, &O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE, &O_WEIGHTS, &O_BGE_WEIGHTS,
     &O_POOLER_HEADS, &O_STORE_SCREEN, &O_Q8_EXACT, &O_NF4_KEEP, &O_TOKENIZERS_ONLY, &O_OUT, &O_QUIET, &O_NO_TENSORS, &O_USE_BGE, &O_SPECIAL,
     &O_TEXT_FILE, &O_SKIP_SPECIAL, &O_DUMP_FWD, &O_DECODE_FROM, &O_CHUNK, &O_BOS, &O_PER_POSITION, &O_JSON_SCORE,

@@ -164,6 +164,7 @@ static int write_trace(const cli_args *a, const rc_blob *b, const rc_recall_opts
     }
     if (o->edge) fprintf(f, ", \"edge\": \"%s\"", rc_edge_name(o->edge)); /* only when on: see write_turn */
     if (o->span) fprintf(f, ", \"span\": \"%s\"", rc_span_name(o->span)); /* only when on */
+    if (o->rerank) fprintf(f, ", \"rerank\": \"%s\"", rc_rerank_name(o->rerank));
     fprintf(f, ", \"constants\": {\"RW\": %d, \"C\": %d, \"BLOCK\": %d, \"RECALL_K\": %d, \"TURN_CAP\": %d},\n",
             o->window, o->chunk, o->block, o->k, o->turn_cap);
     fputs("\"steps\": [", f);
@@ -205,10 +206,11 @@ int cli_replay(const cli_args *a) {
     if ((rc = cli_loop_threshold(a, b, &o))) goto out;
     rc = 1;
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
-    fprintf(stderr, "replay: problem %ld, arm %s, simd %s, %d thread%s, profile %s, numerics %s, kv %s%s%s\n", a->problem,
+    fprintf(stderr, "replay: problem %ld, arm %s, simd %s, %d thread%s, profile %s, numerics %s, kv %s%s%s%s%s\n", a->problem,
             rc_arm_name(o.arm), rc_recall_simd_name(r), rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s",
             cli_profile_name(b, o.exec.numerics, o.kv, a->loop.lm_screen), rc_numerics_name(o.exec.numerics),
-            rc_kv_dtype_name((rc_kv_dtype)o.kv), o.edge ? ", edge inject" : "", o.span ? ", span message" : "");
+            rc_kv_dtype_name((rc_kv_dtype)o.kv), o.edge ? ", edge " : "", o.edge ? rc_edge_name(o.edge) : "",
+            o.span ? ", span exchange" : "", o.rerank ? ", rerank words" : "");
     replay_view view = {r, o.arm == RC_ARM_FULL ? 0 : o.window, o.arm, o.threshold};
     if (rc_run_problem(r, &p, NULL, on_turn, &view, &run, &err)) goto fail;
     rc_lm_stats lm;

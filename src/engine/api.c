@@ -166,7 +166,7 @@ static recall_status reserve(recall_model *m, uint64_t bytes, const char *what, 
 #define OPEN_OPTS_MIN (offsetof(recall_open_opts, rope_scaling) + sizeof(const char *))
 #define LOOP_OPTS_MIN (offsetof(recall_loop_opts, draft) + sizeof(int))
 #define OPEN_OPTS_END (offsetof(recall_open_opts, numerics) + sizeof(int))
-#define LOOP_OPTS_END (offsetof(recall_loop_opts, span) + sizeof(int))
+#define LOOP_OPTS_END (offsetof(recall_loop_opts, rerank) + sizeof(int))
 
 /* *out (holding the defaults, struct_size its own) takes the caller's known fields. */
 static recall_status take_sized(const void *caller, size_t min, size_t end, void *out, const char *what,
@@ -465,7 +465,7 @@ recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, floa
     X(threshold, threshold) X(fire_once, fire_once) X(hysteresis, hysteresis) X(use_floor, use_floor)     \
     X(floor, floor) X(reference_schedule, reference_schedule) X(threads, exec.threads) X(simd, exec.simd)  \
     X(max_ctx, max_ctx) X(draft, draft)
-#define LOOP_FIELDS(X) LOOP_FIELDS_V1(X) X(kv, kv) X(numerics, exec.numerics) X(edge, edge) X(span, span)
+#define LOOP_FIELDS(X) LOOP_FIELDS_V1(X) X(kv, kv) X(numerics, exec.numerics) X(edge, edge) X(span, span) X(rerank, rerank)
 
 void recall_loop_opts_init2(const recall_model *m, recall_loop_opts *caller, size_t struct_size) {
     recall_loop_opts d;
@@ -499,9 +499,9 @@ static recall_status loop_estimate(const recall_model *m, const rc_recall_opts *
     int64_t n_sp = o->arm == RC_ARM_FULL ? 0 : cfg_i64(m->blob, "pooler.n_sp", 0);
     if (n_sp < 0 || n_sp > lim) n_sp = lim;
     const int64_t edge = o->arm == RC_ARM_FULL ? 0 /* the edge span, or the window's start moved back */
-                         : (o->edge == RC_EDGE_INJECT && o->arm == RC_ARM_RC_BGE) || o->edge == RC_EDGE_MESSAGE
+                         : (o->edge == RC_EDGE_INJECT && o->arm == RC_ARM_RC_BGE) || o->edge == RC_EDGE_EXCHANGE
                          ? 2 * (int64_t)o->block : 0;
-    const int64_t inj = (o->span == RC_SPAN_MESSAGE ? 2 : 1) * (int64_t)o->block; /* a pick's most ids */
+    const int64_t inj = (o->span == RC_SPAN_EXCHANGE ? 2 : 1) * (int64_t)o->block; /* a pick's most ids */
     int64_t ctx = 1 + n_sp + (int64_t)o->k * inj + edge + o->window + o->chunk;
     if (o->max_ctx < 0 || o->max_ctx > m->info.max_pos) /* REQ-CTX-001: before anything is allocated */
         return rc_fail(err, o->max_ctx < 0 ? RECALL_E_ARG : RECALL_E_LIMIT,

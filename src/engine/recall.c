@@ -29,6 +29,7 @@ struct rc_recall {
     rc_bpe *bpe;
     rc_wp *wp;
     int H, V, bos, eos, n_sp, gate_dim;
+    int user, assistant; /* opts.rerank: tok.user and tok.assistant, around a user's message */
     float *last, *prime_last, *gq; /* [V], [V], [gate_dim] */
     rc_lmscreen *scr;              /* lm_head screening (lm_screen.h), or NULL: picks read `last` */
     float *last_h, *prime_h;       /* with screening: the final-normed rows the picks read, [H] each */
@@ -97,8 +98,9 @@ void rc_recall_pooler_stats(const rc_recall *r, rc_pooler_stats *out) {
 
 static const char *const MODE_NAMES[] = {"faithful", "clean"};
 static const char *const ARM_NAMES[] = {"RC_bge", "SP", "FULL"};
-static const char *const EDGE_NAMES[] = {"off", "inject", "message"};
-static const char *const SPAN_NAMES[] = {"block", "message"};
+static const char *const EDGE_NAMES[] = {"off", "inject", "exchange"};
+static const char *const SPAN_NAMES[] = {"block", "exchange"};
+static const char *const RERANK_NAMES[] = {"off", "words"};
 
 /* s's index in names[0..n), else -1 with the message naming what was wanted. */
 static int name_index(const char *const *names, int n, const char *what, const char *want, const char *s,
@@ -117,6 +119,10 @@ const char *rc_arm_name(int arm) { return (unsigned)arm < 3 ? ARM_NAMES[arm] : "
 const char *rc_edge_name(int edge) { return (unsigned)edge < 3 ? EDGE_NAMES[edge] : "?"; }
 int rc_span_parse(const char *s, recall_err *err) { return name_index(SPAN_NAMES, 2, "span", RC_SPAN_NAMES, s, err); }
 const char *rc_span_name(int span) { return (unsigned)span < 2 ? SPAN_NAMES[span] : "?"; }
+int rc_rerank_parse(const char *s, recall_err *err) {
+    return name_index(RERANK_NAMES, 2, "rerank", RC_RERANK_NAMES, s, err);
+}
+const char *rc_rerank_name(int rerank) { return (unsigned)rerank < 2 ? RERANK_NAMES[rerank] : "?"; }
 
 static const char *const SCREEN_NAMES[] = {"auto", "on", "off"}; /* RC_LM_SCREEN_* */
 int rc_lm_screen_parse(const char *s) { return name_index(SCREEN_NAMES, 3, NULL, NULL, s, NULL); }
@@ -168,18 +174,38 @@ recall_status rc_recall_mode_check(const rc_recall_opts *o, recall_err *err) {
     if ((unsigned)o->arm > RC_ARM_FULL)
         return rc_fail(err, RECALL_E_ARG, "arm %d unknown (RC_bge = %d, SP = %d, FULL = %d)", (int)o->arm,
                        RC_ARM_RC_BGE, RC_ARM_SP, RC_ARM_FULL);
-    if (o->edge != RC_EDGE_OFF && o->edge != RC_EDGE_INJECT && o->edge != RC_EDGE_MESSAGE)
+    if (o->edge != RC_EDGE_OFF && o->edge != RC_EDGE_INJECT && o->edge != RC_EDGE_EXCHANGE)
         return rc_fail(err, RECALL_E_ARG, "edge %d unknown (off = %d, inject = %d, message = %d)", o->edge,
-                       RC_EDGE_OFF, RC_EDGE_INJECT, RC_EDGE_MESSAGE);
+                       RC_EDGE_OFF, RC_EDGE_INJECT, RC_EDGE_EXCHANGE);
     if (o->edge != RC_EDGE_OFF && o->mode == RC_MODE_FAITHFUL)
         return rc_fail(err, RECALL_E_ARG, "edge %s needs clean mode: faithful mode (the default) reproduces "
                        "the reference loop, whose rebuilds have no edge", rc_edge_name(o->edge));
-    if (o->span != RC_SPAN_BLOCK && o->span != RC_SPAN_MESSAGE)
+    if (o->span != RC_SPAN_BLOCK && o->span != RC_SPAN_EXCHANGE)
         return rc_fail(err, RECALL_E_ARG, "span %d unknown (block = %d, message = %d)", o->span, RC_SPAN_BLOCK,
-                       RC_SPAN_MESSAGE);
+                       RC_SPAN_EXCHANGE);
     if (o->span != RC_SPAN_BLOCK && o->mode == RC_MODE_FAITHFUL)
-        return rc_fail(err, RECALL_E_ARG, "span message needs clean mode: faithful mode (the default) reproduces "
+        return rc_fail(err, RECALL_E_ARG, "span exchange needs clean mode: faithful mode (the default) reproduces "
                        "the reference loop, which injects the sealed blocks as they are");
+    if (o->rerank != RC_RERANK_OFF && o->rerank != RC_RERANK_WORDS)
+        return rc_fail(err, RECALL_E_ARG, "rerank %d unknown (off = %d, words = %d)", o->rerank, RC_RERANK_OFF,
+                       RC_RERANK_WORDS);
+    if (o->rerank != RC_RERANK_OFF && o->mode == RC_MODE_FAITHFUL)
+        return rc_fail(err, RECALL_E_ARG, "rerank words needs clean mode: faithful mode (the default) reproduces "
+                       "the reference loop, which injects the bridge head's top k");
+    return RECALL_OK;
+}
+
+/* opts.rerank: the chat template's markers around a user's message (the blob's tok.user and
+ * tok.assistant, the ids the converter stores). */
+static recall_status user_markers(rc_recall *r, const rc_blob *b, recall_err *err) {
+    int64_t u = 0, a = 0;
+    RC_TRY(rc_blob_get_i64(b, "tok.user", &u, err));
+    RC_TRY(rc_blob_get_i64(b, "tok.assistant", &a, err));
+    if (u < 0 || u >= r->V || a < 0 || a >= r->V)
+        return rc_fail(err, RECALL_E_FORMAT, "%s: tok.user %lld / tok.assistant %lld outside the vocab (%d)",
+                       rc_blob_path(b), (long long)u, (long long)a, r->V);
+    r->user = (int)u;
+    r->assistant = (int)a;
     return RECALL_OK;
 }
 
@@ -214,9 +240,9 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
             rc_pooler_set_cache(r->pooler, mb > (SIZE_MAX >> 20) ? SIZE_MAX : mb << 20);
     }
     const int edge = o->arm == RC_ARM_FULL ? 0 /* the edge span's rows, or the window's start moved back */
-                     : (o->edge == RC_EDGE_INJECT && o->arm == RC_ARM_RC_BGE) || o->edge == RC_EDGE_MESSAGE
+                     : (o->edge == RC_EDGE_INJECT && o->arm == RC_ARM_RC_BGE) || o->edge == RC_EDGE_EXCHANGE
                          ? 2 * o->block : 0;
-    const int inj = (o->span == RC_SPAN_MESSAGE ? 2 : 1) * o->block; /* a pick's most ids */
+    const int inj = (o->span == RC_SPAN_EXCHANGE ? 2 : 1) * o->block; /* a pick's most ids */
     int max_ctx = 1 + r->n_sp + o->k * inj + edge + o->window + o->chunk;
     if (o->arm == RC_ARM_FULL) max_ctx = o->max_ctx > 0 ? o->max_ctx : max_pos; /* KV grows on demand */
     if (!s && o->arm != RC_ARM_FULL && max_ctx > max_pos) /* FULL: rc_qwen2_open names both */
@@ -234,6 +260,7 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
             s = rc_fail(err, RECALL_E_FORMAT, "%s: tok.bos %d / tok.eos %d outside the vocab (%d)", rc_blob_path(b),
                         r->bos, r->eos, r->V);
     }
+    if (!s && o->rerank) s = user_markers(r, b, err);
     if (!s && o->arm == RC_ARM_RC_BGE) {
         size_t size;
         const void *sec = rc_blob_section(b, RC_SECT_TOK_WORDPIECE, &size);
@@ -625,26 +652,24 @@ static recall_status keep_fire_query(rc_recall *r, loop_state *st, const rc_fire
     return RECALL_OK;
 }
 
-/* The message that gen[s - 1] | gen[s] cuts starts at: back over ids that are not special tokens,
- * then over the special token that opens the message (not EOS or BOS, which close the one
- * before), never below lo. And it ends (exclusive) at the next special token from e, never past
- * hi. (opts.span and opts.edge message, docs/LOOP.md.) */
-static int message_start(const rc_recall *r, const int32_t *gen, int s, int lo) {
-    while (s > lo && !rc_bpe_is_special(r->bpe, gen[s - 1])) s--;
-    if (s > lo && gen[s - 1] != r->eos && gen[s - 1] != r->bos) s--;
+/* The exchange that gen[s - 1] | gen[s] cuts (a user's message and the reply to it: the chat
+ * template closes each with EOS) starts just after the EOS before s, never below lo, and ends
+ * (exclusive) at the EOS from e on, never past hi. (opts.span and opts.edge exchange, docs/LOOP.md.) */
+static int exchange_start(const rc_recall *r, const int32_t *gen, int s, int lo) {
+    while (s > lo && gen[s - 1] != r->eos) s--;
     return s;
 }
-static int message_end(const rc_recall *r, const int32_t *gen, int e, int hi) {
-    while (e < hi && !rc_bpe_is_special(r->bpe, gen[e])) e++;
+static int exchange_end(const rc_recall *r, const int32_t *gen, int e, int hi) {
+    while (e < hi && gen[e] != r->eos) e++;
     return e;
 }
 
-/* opts.span message: the chosen candidates' ids widened to the messages they cut. Candidate c
+/* opts.span exchange: the chosen candidates' ids widened to the exchanges they cut. Candidate c
  * holds gen[c * block : (c + 1) * block] (the pending buffer, c = n_blocks: up to the evicted end);
- * each is extended backwards over ids that are not special tokens, then over the special token
- * that opens its message (not EOS or BOS), and forwards up to the next special token, at most
- * block / 2 ids each way and inside gen[0:absorbed]; spans are joined in order without repeats. */
-static recall_status widen_to_messages(const rc_recall *r, const loop_state *st, rc_retrieval *rv, recall_err *err) {
+ * each is extended backwards to the start of its exchange and forwards to the EOS that ends it, at
+ * most block / 2 ids each way and inside gen[0:absorbed]; spans are joined in order without
+ * repeats. */
+static recall_status widen_to_exchanges(const rc_recall *r, const loop_state *st, rc_retrieval *rv, recall_err *err) {
     const int B = st->ar.block, half = B / 2, held = st->ar.n_blocks * B + st->ar.n_buf;
     const int end = held < st->n_gen ? held : st->n_gen; /* the archive is gen[0:absorbed], in order */
     int32_t *rid = malloc((size_t)(rv->ntop ? rv->ntop : 1) * 2 * B * sizeof *rid);
@@ -652,8 +677,8 @@ static recall_status widen_to_messages(const rc_recall *r, const loop_state *st,
     int n = 0, last = 0;
     for (int i = 0; i < rv->ntop; i++) {
         const int s0 = rv->top[i] * B, e0 = s0 + B < end ? s0 + B : end;
-        int s = message_start(r, st->gen, s0, s0 - half > 0 ? s0 - half : 0);
-        const int e = message_end(r, st->gen, e0, e0 + half < end ? e0 + half : end);
+        int s = exchange_start(r, st->gen, s0, s0 - half > 0 ? s0 - half : 0);
+        const int e = exchange_end(r, st->gen, e0, e0 + half < end ? e0 + half : end);
         if (s < last) s = last;
         for (int j = s; j < e; j++) rid[n++] = st->gen[j];
         if (e > last) last = e;
@@ -662,6 +687,16 @@ static recall_status widen_to_messages(const rc_recall *r, const loop_state *st,
     rv->rid = rid;
     rv->nrid = n;
     return RECALL_OK;
+}
+
+/* opts.rerank: the user's message being answered, gen[*q0:*q1]: after the last tok.user marker in
+ * gen[0:c0], up to the tok.assistant marker that follows it (or c0); empty when there is none. */
+static void users_message(const rc_recall *r, const loop_state *st, int c0, int *q0, int *q1) {
+    int u = c0 - 1;
+    while (u >= 0 && st->gen[u] != r->user) u--;
+    *q0 = *q1 = u + 1;
+    if (u < 0) return;
+    while (*q1 < c0 && st->gen[*q1] != r->assistant) (*q1)++;
 }
 
 /* A fire: BERT-encode the candidates (sealed blocks once each on the fast schedule), bridge-score
@@ -677,8 +712,18 @@ static recall_status fire(rc_recall *r, loop_state *st, int c0, float score, con
     int before = st->keys.encodes;
     RC_TRY(rc_retrieve_bge(&rt, &st->ar, r->gq, o->k, o->buf_min, fast ? &st->keys : NULL, &rv, err));
     release_phase(r, RELEASE_BERT);
-    if (o->span == RC_SPAN_MESSAGE) {
-        recall_status s = widen_to_messages(r, st, &rv, err);
+    if (o->rerank == RC_RERANK_WORDS) {
+        int q0, q1;
+        users_message(r, st, c0, &q0, &q1);
+        recall_status s = q1 > q0 ? rc_retrieve_rerank_words(&st->ar, r->bpe, st->gen + q0, q1 - q0, o->k, &rv, err)
+                                  : RECALL_OK;
+        if (s) {
+            rc_retrieval_free(&rv);
+            return s;
+        }
+    }
+    if (o->span == RC_SPAN_EXCHANGE) {
+        recall_status s = widen_to_exchanges(r, st, &rv, err);
         if (s) {
             rc_retrieval_free(&rv);
             return s;
@@ -841,9 +886,9 @@ static recall_status rebuild_layout(rc_recall *r, loop_state *st, int c0, int R,
                                     recall_err *err) {
     *L = (layout){c0, c0 - R, 0, 0, 0, R};
     if (L->nd > 0 && r->o.arm != RC_ARM_FULL) L->n_sp = r->n_sp;
-    if (r->o.edge == RC_EDGE_MESSAGE && L->nd > 0) { /* the window starts where the message it cuts does */
+    if (r->o.edge == RC_EDGE_EXCHANGE && L->nd > 0) { /* the window starts where the message it cuts does */
         const int B2 = 2 * r->o.block;
-        L->R = c0 - message_start(r, st->gen, L->nd, L->nd > B2 ? L->nd - B2 : 0);
+        L->R = c0 - exchange_start(r, st->gen, L->nd, L->nd > B2 ? L->nd - B2 : 0);
         return RECALL_OK;
     }
     if (r->o.edge != RC_EDGE_INJECT || st->nrid == 0 || L->nd == 0) return RECALL_OK;

@@ -41,13 +41,17 @@ typedef enum { RC_MODE_FAITHFUL = 0, RC_MODE_CLEAN = 1 } rc_loop_mode;
 typedef enum { RC_ARM_RC_BGE = 0, RC_ARM_SP = 1, RC_ARM_FULL = 2 } rc_arm;
 /* The window's edge (docs/LOOP.md, "The window's edge"): RC_EDGE_INJECT adds, while an injection
  * is alive, the text around the window's start to the injected text when the bridge head finds it
- * as relevant as what the fire injected; RC_EDGE_MESSAGE starts the window where the message it
+ * as relevant as what the fire injected; RC_EDGE_EXCHANGE starts the window where the message it
  * would cut starts. */
-typedef enum { RC_EDGE_OFF = 0, RC_EDGE_INJECT = 1, RC_EDGE_MESSAGE = 2 } rc_edge;
-/* What one pick injects (docs/LOOP.md, "Whole messages"): RC_SPAN_BLOCK the sealed block as it is
- * (the reference), RC_SPAN_MESSAGE the block widened to the messages it cuts, so that a fact
+typedef enum { RC_EDGE_OFF = 0, RC_EDGE_INJECT = 1, RC_EDGE_EXCHANGE = 2 } rc_edge;
+/* What one pick injects (docs/LOOP.md, "Whole exchanges"): RC_SPAN_BLOCK the sealed block as it is
+ * (the reference), RC_SPAN_EXCHANGE the block widened to the messages it cuts, so that a fact
  * sealed half in one block and half in the next is injected whole. */
-typedef enum { RC_SPAN_BLOCK = 0, RC_SPAN_MESSAGE = 1 } rc_span;
+typedef enum { RC_SPAN_BLOCK = 0, RC_SPAN_EXCHANGE = 1 } rc_span;
+/* How a fire chooses (docs/LOOP.md, "Words the user asked in"): RC_RERANK_OFF by the bridge head
+ * (the reference), RC_RERANK_WORDS by the bridge's ranking fused with the words of the user's
+ * message being answered (retriever.h rc_retrieve_rerank_words). */
+typedef enum { RC_RERANK_OFF = 0, RC_RERANK_WORDS = 1 } rc_rerank;
 
 /* The names of the mode, the arm and the edge, each parsed and printed here only (the CLI's --mode,
  * --arm, --edge and arm lists, the harness's files, the traces); the lists of accepted names are
@@ -55,16 +59,19 @@ typedef enum { RC_SPAN_BLOCK = 0, RC_SPAN_MESSAGE = 1 } rc_span;
  * "mode 'X': expected faithful or clean". A printer returns "?" for a value that is none. */
 #define RC_MODE_NAMES "faithful or clean"
 #define RC_ARM_NAMES "RC_bge, SP or FULL"
-#define RC_EDGE_NAMES "off, inject or message"
-#define RC_SPAN_NAMES "block or message"
+#define RC_EDGE_NAMES "off, inject or exchange"
+#define RC_SPAN_NAMES "block or exchange"
+#define RC_RERANK_NAMES "off or words"
 int rc_mode_parse(const char *s, recall_err *err);
 int rc_arm_parse(const char *s, recall_err *err);
 int rc_edge_parse(const char *s, recall_err *err);
 int rc_span_parse(const char *s, recall_err *err);
+int rc_rerank_parse(const char *s, recall_err *err);
 const char *rc_mode_name(int mode);
 const char *rc_arm_name(int arm);
 const char *rc_edge_name(int edge);
 const char *rc_span_name(int span);
+const char *rc_rerank_name(int rerank);
 
 /* The loop's options: the one home of every knob the CLI, the public API and the loop share (the
  * CLI parses into cli_args.loop, api.c maps recall_loop_opts onto it in one place), documented
@@ -111,7 +118,7 @@ typedef struct {
      * made the injection, and if it reaches the score of the weakest candidate that fire injected,
      * runs [SP][injected][edge span][window]: a fact straddling the window's start is then whole
      * in the injected part while the reply is written. Up to 2 x block more positions.
-     * RC_EDGE_MESSAGE (clean mode only, likewise): the window never starts inside a message: at
+     * RC_EDGE_EXCHANGE (clean mode only, likewise): the window never starts inside a message: at
      * every rebuild its start nd moves back to the start of the message it would cut (the rule of
      * opts.span: back over ids that are not special tokens, then over the special token that opens
      * the message), at most 2 x block; the gist and the archive still end at nd. A fact whose
@@ -119,13 +126,19 @@ typedef struct {
      * 2 x block more positions. */
     int edge;
     /* rc_span. RC_SPAN_BLOCK (0, default): a fire injects its top-k candidates as sealed (the
-     * reference). RC_SPAN_MESSAGE (clean mode only, refused in faithful mode like the edge): each
+     * reference). RC_SPAN_EXCHANGE (clean mode only, refused in faithful mode like the edge): each
      * chosen candidate's ids gen[s:e] are widened to the messages they cut, backwards to the
      * special token that opens the message (kept) and forwards to the special token that ends it
      * (not kept), at most block / 2 ids each way and never past the evicted history; overlapping
      * spans are joined in order. The candidates and their scores are the reference's; only what
      * is injected grows, by up to k x block positions. */
     int span;
+    /* rc_rerank. RC_RERANK_OFF (0, default): a fire takes the bridge head's top k (the
+     * reference). RC_RERANK_WORDS (clean mode only, refused in faithful mode like the edge): the
+     * top k of the bridge's ranking fused with a ranking by the words of the user's message being
+     * answered (the last <｜User｜> message in gen[0:c0]; rc_retrieve_rerank_words); the
+     * candidates and their bridge scores are the reference's, the records keep them. */
+    int rerank;
     /* Calibration (calibrate.h): 1 = also score the gate on the q of every token as it is run
      * (forced or generated; not the rebuilds' rows), each an RC_EV_SCORE event. The gate still
      * decides only at rebuilds, so nothing else changes. RC_bge arm only; 0 = off (default). */

@@ -1,6 +1,7 @@
 /* retriever.c - ids-only block archive and BGE-on-demand retrieval (retriever.h). */
 #include "retriever.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,35 @@ static void candidate(const rc_archive *a, int i, const int32_t **ids, int *n) {
         *ids = a->buf;
         *n = a->n_buf;
     }
+}
+
+/* out->top sorted ascending (chronological), out->rid = the chosen candidates' ids in that order. */
+static recall_status chosen_ids(const rc_archive *a, rc_retrieval *out, recall_err *err) {
+    for (int i = 1; i < out->ntop; i++)
+        for (int j = i; j > 0 && out->top[j] < out->top[j - 1]; j--) {
+            int t = out->top[j];
+            out->top[j] = out->top[j - 1];
+            out->top[j - 1] = t;
+        }
+    int total = 0;
+    for (int i = 0; i < out->ntop; i++) {
+        const int32_t *ids;
+        int n;
+        candidate(a, out->top[i], &ids, &n);
+        total += n;
+    }
+    free(out->rid);
+    out->nrid = 0;
+    out->rid = malloc((size_t)(total ? total : 1) * sizeof *out->rid);
+    if (!out->rid) return rc_fail(err, RECALL_E_NOMEM, "retriever: out of memory");
+    for (int i = 0; i < out->ntop; i++) {
+        const int32_t *ids;
+        int n;
+        candidate(a, out->top[i], &ids, &n);
+        memcpy(out->rid + out->nrid, ids, (size_t)n * sizeof *ids);
+        out->nrid += n;
+    }
+    return RECALL_OK;
 }
 
 void rc_key_cache_free(rc_key_cache *c) {
@@ -152,31 +182,7 @@ recall_status rc_retrieve_bge(const rc_retriever *rt, const rc_archive *a, const
         for (int i = 0; i < kk; i++) out->top[i] = sel[i];
         out->ntop = kk;
     }
-    for (int i = 1; i < out->ntop; i++) /* ascending = chronological */
-        for (int j = i; j > 0 && out->top[j] < out->top[j - 1]; j--) {
-            int t = out->top[j];
-            out->top[j] = out->top[j - 1];
-            out->top[j - 1] = t;
-        }
-    int total = 0;
-    for (int i = 0; i < out->ntop; i++) {
-        const int32_t *ids;
-        int n;
-        candidate(a, out->top[i], &ids, &n);
-        total += n;
-    }
-    out->rid = malloc((size_t)(total ? total : 1) * sizeof *out->rid);
-    if (!out->rid) {
-        s = rc_fail(err, RECALL_E_NOMEM, "retriever: out of memory");
-        goto done;
-    }
-    for (int i = 0; i < out->ntop; i++) {
-        const int32_t *ids;
-        int n;
-        candidate(a, out->top[i], &ids, &n);
-        memcpy(out->rid + out->nrid, ids, (size_t)n * sizeof *ids);
-        out->nrid += n;
-    }
+    s = chosen_ids(a, out, err);
 done:
     free(qz);
     free(kz);
@@ -200,4 +206,78 @@ recall_status rc_retrieve_score(const rc_retriever *rt, const float *f, const in
     free(kz);
     free(e);
     return s;
+}
+
+/* ---- opts.rerank words: the bridge's ranking fused with the words the user asked in ---------- */
+
+typedef struct {
+    int c;
+    double key1, key2; /* sort keys, both descending; then c ascending */
+} ranked;
+
+static int by_keys(const void *x, const void *y) {
+    const ranked *a = x, *b = y;
+    if (a->key1 != b->key1) return a->key1 > b->key1 ? -1 : 1;
+    if (a->key2 != b->key2) return a->key2 > b->key2 ? -1 : 1;
+    return (a->c > b->c) - (a->c < b->c);
+}
+
+static int holds(const int32_t *ids, int n, int32_t id) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] == id) return 1;
+    return 0;
+}
+
+recall_status rc_retrieve_rerank_words(const rc_archive *a, const rc_bpe *bpe, const int32_t *q, int nq, int k,
+                                       rc_retrieval *rv, recall_err *err) {
+    const int nc = rv->ncand;
+    if (k > RC_MAX_K) k = RC_MAX_K;
+    if (k > nc) k = nc;
+    if (nc == 0 || k == 0) return RECALL_OK;
+    int32_t *words = malloc((size_t)(nq ? nq : 1) * sizeof *words);
+    double *lex = calloc((size_t)nc, sizeof *lex);
+    ranked *r = malloc((size_t)nc * sizeof *r);
+    int *rank_b = malloc((size_t)nc * sizeof *rank_b);
+    if (!words || !lex || !r || !rank_b) {
+        free(words), free(lex), free(r), free(rank_b);
+        return rc_fail(err, RECALL_E_NOMEM, "retriever: out of memory");
+    }
+    /* the query's distinct ids that are not special tokens, in order of first appearance */
+    int nw = 0;
+    for (int i = 0; i < nq; i++)
+        if (!rc_bpe_is_added(bpe, q[i]) && !holds(words, nw, q[i])) words[nw++] = q[i];
+    /* each word's weight: log(candidates / candidates holding it); a candidate's score: the sum
+     * of the weights of the words it holds, added in the query's order */
+    for (int w = 0; w < nw; w++) {
+        int df = 0;
+        for (int c = 0; c < nc; c++) {
+            const int32_t *ids;
+            int n;
+            candidate(a, c, &ids, &n);
+            df += holds(ids, n, words[w]);
+        }
+        if (df == 0) continue;
+        const double idf = log((double)nc / (double)df);
+        for (int c = 0; c < nc; c++) {
+            const int32_t *ids;
+            int n;
+            candidate(a, c, &ids, &n);
+            if (holds(ids, n, words[w])) lex[c] += idf;
+        }
+    }
+    /* ranks (1 = first): the bridge's, then the words' (ties: the bridge's order); fused by
+     * reciprocal rank, 1 / (60 + rank) each, ties by bridge score, then the earlier candidate */
+    for (int c = 0; c < nc; c++) r[c] = (ranked){c, isnan(rv->bridge[c]) ? INFINITY : rv->bridge[c], 0.0};
+    qsort(r, (size_t)nc, sizeof *r, by_keys);
+    for (int i = 0; i < nc; i++) rank_b[r[i].c] = i + 1;
+    for (int c = 0; c < nc; c++) r[c] = (ranked){c, lex[c], isnan(rv->bridge[c]) ? INFINITY : rv->bridge[c]};
+    qsort(r, (size_t)nc, sizeof *r, by_keys);
+    double *fused = lex; /* reused: the words' scores are not needed past their ranks */
+    for (int i = 0; i < nc; i++) fused[r[i].c] = 1.0 / (60.0 + rank_b[r[i].c]) + 1.0 / (60.0 + (i + 1));
+    for (int c = 0; c < nc; c++) r[c] = (ranked){c, fused[c], isnan(rv->bridge[c]) ? INFINITY : rv->bridge[c]};
+    qsort(r, (size_t)nc, sizeof *r, by_keys);
+    rv->ntop = k;
+    for (int i = 0; i < k; i++) rv->top[i] = r[i].c;
+    free(words), free(lex), free(r), free(rank_b);
+    return chosen_ids(a, rv, err);
 }

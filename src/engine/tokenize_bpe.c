@@ -1252,4 +1252,8 @@ int rc_bpe_is_special(const rc_bpe *t, int32_t id) {
     return t && id >= 0 && (uint32_t)id < t->n_ids && t->tok_kind[id] == KIND_SPECIAL;
 }
 
+int rc_bpe_is_added(const rc_bpe *t, int32_t id) {
+    return t && id >= 0 && (uint32_t)id < t->n_ids && t->tok_kind[id] >= KIND_ADDED;
+}
+
 size_t rc_bpe_vocab_size(const rc_bpe *t) { return t ? t->n_ids : 0; }

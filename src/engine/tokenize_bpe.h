@@ -48,6 +48,9 @@ int32_t rc_bpe_token_id(const rc_bpe *t, const char *token_string); /* -1 if abs
 /* Token string (byte-level form for model tokens) or NULL; *len gets its byte length. */
 const char *rc_bpe_token_str(const rc_bpe *t, int32_t id, size_t *len);
 int rc_bpe_is_special(const rc_bpe *t, int32_t id);
+/* 1 for any added token (tokenizer.json's added_tokens, special or not: "<｜User｜>",
+ * "<｜Assistant｜>", "<think>" as well as BOS / EOS): the chat template's markers. */
+int rc_bpe_is_added(const rc_bpe *t, int32_t id);
 size_t rc_bpe_vocab_size(const rc_bpe *t); /* max id + 1 */
 
 #endif

@@ -8,7 +8,7 @@
 # gate file's threshold (FULL, SP, RC_bge) and with --threshold-file (RC_bge; FULL and SP never
 # read the gate). Prints answers.py's tables; the files stay in OUT_DIR. Re-run it on a retrained
 # world: the numbers belong to the world. LOOP: more loop options for every eval (e.g.
-# LOOP="--mode clean --span message"; default none: faithful). NF4_KEEP: the nf4 blob's
+# LOOP="--mode clean --span exchange"; default none: faithful). NF4_KEEP: the nf4 blob's
 # --nf4-keep SPEC (e.g. 0-3:v; default none).
 set -e
 W=${1:-tests/golden/trained}

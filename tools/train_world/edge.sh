@@ -8,7 +8,7 @@
 #   - recall eval, problems 0-19 of BENCH (60 questions): the benchmark, to show the option costs
 #     nothing where nothing straddles the edge (tools/train_world/answers.py's table)
 # The JSON files stay in OUT_DIR. Re-run it on a retrained world: the numbers belong to the world.
-# LOOP: more loop options for every run (e.g. LOOP="--span message"; default none).
+# LOOP: more loop options for every run (e.g. LOOP="--span exchange"; default none).
 set -e
 B=${1:-build/trained-f32.blob}
 BENCH=${2:-tests/golden/trained/eval_bench.json}
@@ -16,7 +16,7 @@ O=${3:-build/edge-numbers}
 mkdir -p "$O"
 echo "== $B, clean mode${LOOP:+, $LOOP}, RC_bge ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "longctx needle, seeds 1-10: exact answers (gate fired)"
-printf '%-6s %-6s %-16s %-16s %-16s\n' len depth "--edge off" "--edge inject" "--edge message"
+printf '%-6s %-6s %-16s %-16s %-16s\n' len depth "--edge off" "--edge inject" "--edge exchange"
 for n in 256 384; do
   for d in 0.1 0.5 0.9; do
     line=$(printf '%-6s %-6s' $n $d)

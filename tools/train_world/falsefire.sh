@@ -10,7 +10,7 @@
 #                    percentile of the default run's best bridge scores in question turns
 # For each: exact answers, retrieved, and casual false-fires (probe turns with any fire, forced
 # history included, as the reference counts them), from tools/train_world/answers.py. LOOP: more
-# loop options for every run (e.g. LOOP="--mode clean --span message"; default none: faithful).
+# loop options for every run (e.g. LOOP="--mode clean --span exchange"; default none: faithful).
 set -e
 B=${1:-build/trained-f32.blob}
 J=${2:-tests/golden/trained/eval_bench.json}

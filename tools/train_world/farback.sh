@@ -6,7 +6,7 @@
 # BENCH: its eval_bench.json. OUT_DIR defaults to build/farback. Environment: DISTS (default
 # 512,2048,8192,32768), CASES per distance (default 12), SEED (0), THREADS (1), MODE (faithful),
 # SHARES (the fact shares to run, default "0.25 0": the benchmark's mix of other facts, then none),
-# LOOP (more loop options for every run, e.g. "--span message" with MODE=clean; default none).
+# LOOP (more loop options for every run, e.g. "--span exchange" with MODE=clean; default none).
 # Share 0.25 runs FULL, SP and RC_bge (FULL only where the chat fits the model's positions);
 # the other shares RC_bge only. Prints one table per share; the JSON records stay in OUT_DIR.
 set -e
