@@ -207,12 +207,13 @@ typedef struct {
      * the weakest block the fire injected, so that a fact straddling the window's start stays
      * whole while the reply is written. Up to 2 x block more positions. Since API version 4.
      * RECALL_EDGE_EXCHANGE (clean mode only; since API version 5): the window starts where the
-     * message it would cut starts (at most 2 x block earlier), so a fact at the window's start
-     * stays whole in view while the reply is written. */
+     * exchange it would cut starts (after the EOS that closed the one before, at most 2 x block
+     * earlier), so a fact at the window's start stays whole in view while the reply is written. */
     int edge;
     /* What a fire injects: RECALL_SPAN_BLOCK (0, default, the reference: the chosen blocks as
      * sealed) or RECALL_SPAN_EXCHANGE (clean mode only; RECALL_E_ARG in faithful mode): each chosen
-     * block widened to the messages it cuts (up to block / 2 ids each way, inside the evicted
+     * block widened to the exchanges it cuts (a user's message and the reply, closed by EOS; up to
+     * block / 2 ids each way, inside the evicted
      * history), so that a fact sealed across two blocks is injected whole. The choice of blocks
      * is the same. Up to k x block more positions. Since API version 5. */
     int span;

@@ -68,7 +68,7 @@ function loadSession() {
 function describeLoop() {
   const l = state.loop;
   // the loop's setting is web_api.c's (web_loop_open): the chat setting docs/WORLD.md recommends
-  return `${state.blob} · arm ${state.arm} · clean mode, whole exchanges · window ${l.window}, block ${l.block}, gate threshold ${l.threshold.toFixed(4)}`;
+  return `${state.blob} · arm ${state.arm} · clean mode, whole exchanges, the question's words · window ${l.window}, block ${l.block}, gate threshold ${l.threshold.toFixed(4)}`;
 }
 
 let firstReady = true;

@@ -41,11 +41,12 @@ typedef enum { RC_MODE_FAITHFUL = 0, RC_MODE_CLEAN = 1 } rc_loop_mode;
 typedef enum { RC_ARM_RC_BGE = 0, RC_ARM_SP = 1, RC_ARM_FULL = 2 } rc_arm;
 /* The window's edge (docs/LOOP.md, "The window's edge"): RC_EDGE_INJECT adds, while an injection
  * is alive, the text around the window's start to the injected text when the bridge head finds it
- * as relevant as what the fire injected; RC_EDGE_EXCHANGE starts the window where the message it
- * would cut starts. */
+ * as relevant as what the fire injected; RC_EDGE_EXCHANGE starts the window where the exchange
+ * it would cut starts. */
 typedef enum { RC_EDGE_OFF = 0, RC_EDGE_INJECT = 1, RC_EDGE_EXCHANGE = 2 } rc_edge;
 /* What one pick injects (docs/LOOP.md, "Whole exchanges"): RC_SPAN_BLOCK the sealed block as it is
- * (the reference), RC_SPAN_EXCHANGE the block widened to the messages it cuts, so that a fact
+ * (the reference), RC_SPAN_EXCHANGE the block widened to the exchanges it cuts (a user's message
+ * and the reply, closed by EOS), so that a fact
  * sealed half in one block and half in the next is injected whole. */
 typedef enum { RC_SPAN_BLOCK = 0, RC_SPAN_EXCHANGE = 1 } rc_span;
 /* How a fire chooses (docs/LOOP.md, "Words the user asked in"): RC_RERANK_OFF by the bridge head
@@ -118,19 +119,17 @@ typedef struct {
      * made the injection, and if it reaches the score of the weakest candidate that fire injected,
      * runs [SP][injected][edge span][window]: a fact straddling the window's start is then whole
      * in the injected part while the reply is written. Up to 2 x block more positions.
-     * RC_EDGE_EXCHANGE (clean mode only, likewise): the window never starts inside a message: at
-     * every rebuild its start nd moves back to the start of the message it would cut (the rule of
-     * opts.span: back over ids that are not special tokens, then over the special token that opens
-     * the message), at most 2 x block; the gist and the archive still end at nd. A fact whose
-     * message the window's start reaches stays whole in view while the reply is written. Up to
-     * 2 x block more positions. */
+     * RC_EDGE_EXCHANGE (clean mode only, likewise): the window never starts inside an exchange (a
+     * user's message and the reply, closed by EOS): at every rebuild its start nd moves back to
+     * just after the EOS before it, at most 2 x block; the gist and the archive still end at nd. A
+     * fact whose exchange the window's start reaches stays whole in view while the reply is
+     * written. Up to 2 x block more positions. */
     int edge;
     /* rc_span. RC_SPAN_BLOCK (0, default): a fire injects its top-k candidates as sealed (the
      * reference). RC_SPAN_EXCHANGE (clean mode only, refused in faithful mode like the edge): each
-     * chosen candidate's ids gen[s:e] are widened to the messages they cut, backwards to the
-     * special token that opens the message (kept) and forwards to the special token that ends it
-     * (not kept), at most block / 2 ids each way and never past the evicted history; overlapping
-     * spans are joined in order. The candidates and their scores are the reference's; only what
+     * chosen candidate's ids gen[s:e] are widened to the exchanges they cut, backwards to just
+     * after the EOS before s and forwards to the EOS at or after e (not kept), at most block / 2
+     * ids each way and never past the evicted history; overlapping spans are joined in order. The candidates and their scores are the reference's; only what
      * is injected grows, by up to k x block positions. */
     int span;
     /* rc_rerank. RC_RERANK_OFF (0, default): a fire takes the bridge head's top k (the
