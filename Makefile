@@ -346,7 +346,7 @@ DEMO_BENCH = $(TRAINED)/demo_bench.json
 # (docs/PROFILES.md, "Layers kept exact": measured on this world, the exact profile never reads it).
 TRAINED_Q8_EXACT = --q8-exact 0-1:qkvo
 # Its nf4 blob keeps every layer's v_proj in bf16 (docs/NUMERICS.md, "NF4": the copy is read from
-# the value rows; measured on this world, nf4 RC_bge 85 -> 92 of 102 against f32's 94).
+# the value rows; measured on this world, nf4 RC_bge 82 -> 91 of 102 against f32's 93).
 TRAINED_NF4_KEEP = --nf4-keep 0-3:v
 define world_blob
 $(BUILD)/$(1)-$(3).blob: $(RECALL_BIN) $$(wildcard $(2)/*.* $(2)/qwen2/* $(2)/bge/*)

@@ -239,7 +239,7 @@ Test(templated, replay_shows_the_block_come_back, .timeout = 600) {
 #define TRAINED_CLEAN_47_BLOCK 9
 #define TRAINED_CLEAN_47_MESSAGE 12
 /* the chat setting docs/WORLD.md recommends */
-#define WHOLE "--mode clean --span exchange --edge exchange"
+#define WHOLE "--mode clean --span exchange --edge exchange --rerank words"
 /* the same problems with the facts told and asked in phrasings never trained (eval_phrasing.json) */
 #define TRAINED_PHR_FULL_EXACT 9
 #define TRAINED_PHR_RC_EXACT 7
@@ -266,7 +266,7 @@ Test(trained, eval_answers_held_out_facts_in_clean_mode, .timeout = 600) {
     json_free(doc);
 }
 
-Test(trained, whole_messages_answer_facts_sealed_across_blocks, .timeout = 600) {
+Test(trained, whole_exchanges_answer_facts_sealed_across_blocks, .timeout = 600) {
     json_doc *doc = eval_world(fixture_trained_blob("f32"), B "/eval_bench.json", "4-7", "RC_bge", "clean");
     cr_expect_eq(arm_exact(doc, 0, "RC_bge"), TRAINED_CLEAN_47_BLOCK);
     json_free(doc);
@@ -345,10 +345,10 @@ Test(trained, typed_facts_are_answered, .timeout = 600) {
 /* A fact at the window's edge: one casual line between the fact and its question, so the fact's
  * first tokens leave the 96-token window while the reply is written. The reference loop does not
  * answer ("I don't know." for the locker labels: the gate never fires, nothing was archived when
- * the reply began; a garbled copy for the others); with whole
- * messages (--mode clean --span exchange --edge exchange, docs/LOOP.md) the window starts where the
- * fact's message starts and the value is copied. */
-Test(trained, a_fact_at_the_window_edge_is_answered_with_whole_messages, .timeout = 600) {
+ * the reply began; a garbled copy for the others); in the recommended
+ * setting (WHOLE, docs/LOOP.md) the window starts where the fact's exchange starts and the value is
+ * copied. */
+Test(trained, a_fact_at_the_window_edge_is_answered_in_the_recommended_setting, .timeout = 600) {
     static const struct { const char *lines, *want; } edge[] = {
         {"Important to note: the locker label is 4821.\nI have been thinking about the traffic a lot.\n"
          "Quick \xe2\x80\x94 what was the locker label I mentioned? Just the value.\n", " 4821"},
