@@ -174,24 +174,25 @@ recall_status rc_recall_mode_check(const rc_recall_opts *o, recall_err *err) {
     if ((unsigned)o->arm > RC_ARM_FULL)
         return rc_fail(err, RECALL_E_ARG, "arm %d unknown (RC_bge = %d, SP = %d, FULL = %d)", (int)o->arm,
                        RC_ARM_RC_BGE, RC_ARM_SP, RC_ARM_FULL);
-    if (o->edge != RC_EDGE_OFF && o->edge != RC_EDGE_INJECT && o->edge != RC_EDGE_EXCHANGE)
-        return rc_fail(err, RECALL_E_ARG, "edge %d unknown (off = %d, inject = %d, message = %d)", o->edge,
-                       RC_EDGE_OFF, RC_EDGE_INJECT, RC_EDGE_EXCHANGE);
-    if (o->edge != RC_EDGE_OFF && o->mode == RC_MODE_FAITHFUL)
-        return rc_fail(err, RECALL_E_ARG, "edge %s needs clean mode: faithful mode (the default) reproduces "
-                       "the reference loop, whose rebuilds have no edge", rc_edge_name(o->edge));
-    if (o->span != RC_SPAN_BLOCK && o->span != RC_SPAN_EXCHANGE)
-        return rc_fail(err, RECALL_E_ARG, "span %d unknown (block = %d, message = %d)", o->span, RC_SPAN_BLOCK,
-                       RC_SPAN_EXCHANGE);
-    if (o->span != RC_SPAN_BLOCK && o->mode == RC_MODE_FAITHFUL)
-        return rc_fail(err, RECALL_E_ARG, "span exchange needs clean mode: faithful mode (the default) reproduces "
-                       "the reference loop, which injects the sealed blocks as they are");
-    if (o->rerank != RC_RERANK_OFF && o->rerank != RC_RERANK_WORDS)
-        return rc_fail(err, RECALL_E_ARG, "rerank %d unknown (off = %d, words = %d)", o->rerank, RC_RERANK_OFF,
-                       RC_RERANK_WORDS);
-    if (o->rerank != RC_RERANK_OFF && o->mode == RC_MODE_FAITHFUL)
-        return rc_fail(err, RECALL_E_ARG, "rerank words needs clean mode: faithful mode (the default) reproduces "
-                       "the reference loop, which injects the bridge head's top k");
+    /* the options only clean mode takes: the reference loop has none of them */
+    const struct {
+        const char *what, *names, *reference;
+        int value, last;
+        const char *(*name)(int);
+    } clean_only[] = {
+        {"edge", RC_EDGE_NAMES, "whose rebuilds have no edge", o->edge, RC_EDGE_EXCHANGE, rc_edge_name},
+        {"span", RC_SPAN_NAMES, "which injects the sealed blocks as they are", o->span, RC_SPAN_EXCHANGE, rc_span_name},
+        {"rerank", RC_RERANK_NAMES, "which injects the bridge head's top k", o->rerank, RC_RERANK_WORDS, rc_rerank_name},
+    };
+    for (size_t i = 0; i < sizeof clean_only / sizeof clean_only[0]; i++) {
+        const int v = clean_only[i].value;
+        if (v < 0 || v > clean_only[i].last)
+            return rc_fail(err, RECALL_E_ARG, "%s %d unknown (0..%d: %s)", clean_only[i].what, v, clean_only[i].last,
+                           clean_only[i].names);
+        if (v && o->mode == RC_MODE_FAITHFUL)
+            return rc_fail(err, RECALL_E_ARG, "%s %s needs clean mode: faithful mode (the default) reproduces the "
+                           "reference loop, %s", clean_only[i].what, clean_only[i].name(v), clean_only[i].reference);
+    }
     return RECALL_OK;
 }
 

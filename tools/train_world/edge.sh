@@ -20,7 +20,7 @@ printf '%-6s %-6s %-16s %-16s %-16s\n' len depth "--edge off" "--edge inject" "-
 for n in 256 384; do
   for d in 0.1 0.5 0.9; do
     line=$(printf '%-6s %-6s' $n $d)
-    for e in off inject message; do
+    for e in off inject exchange; do
       for s in 1 2 3 4 5 6 7 8 9 10; do
         ./recall longctx "$B" --task needle --len $n --depth $d --seed $s --max-new 64 --arms RC_bge --mode clean \
           --edge $e $LOOP --json "$O/longctx-$n-$d-$e-seed$s.json" >/dev/null 2>&1
@@ -41,7 +41,7 @@ EOF
     echo "$line"
   done
 done
-for e in off inject message; do
+for e in off inject exchange; do
   echo "== recall eval, problems 0-19, --edge $e"
   ./recall eval "$B" --bench "$BENCH" --problems 0-19 --arms RC_bge --mode clean --edge $e $LOOP \
     --json "$O/eval-$e.json" >/dev/null 2>&1
