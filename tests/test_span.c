@@ -21,6 +21,7 @@
 #include "problems.h"
 #include "recall.h"
 #include "recall_loop.h"
+#include "ops.h"       /* rc_log_d */
 #include "retriever.h" /* RC_MAX_K */
 #include "tokenize_bpe.h"
 
@@ -273,7 +274,7 @@ static int rerank_rule(const rc_bpe *bpe, int user, int assistant, const int32_t
         if (!df) continue;
         for (int c = 0; c < ncand; c++) {
             const int s = c * block, n = (s + block < end ? s + block : end) - s;
-            if (has_id(h + s, n, words[w])) lex[c] += log((double)ncand / (double)df);
+            if (has_id(h + s, n, words[w])) lex[c] += rc_log_d((double)ncand / (double)df);
         }
     }
     rank_row r[1024];

@@ -1,6 +1,8 @@
 /* retriever.c - ids-only block archive and BGE-on-demand retrieval (retriever.h). */
 #include "retriever.h"
 
+#include "ops.h" /* rc_log_d */
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,7 +259,7 @@ recall_status rc_retrieve_rerank_words(const rc_archive *a, const rc_bpe *bpe, c
             df += holds(ids, n, words[w]);
         }
         if (df == 0) continue;
-        const double idf = log((double)nc / (double)df);
+        const double idf = rc_log_d((double)nc / (double)df); /* the project's log: the same bits on every libm */
         for (int c = 0; c < nc; c++) {
             const int32_t *ids;
             int n;

@@ -86,7 +86,7 @@ recall_status rc_retrieve_score(const rc_retriever *rt, const float *f, const in
  * bridge scores as rc_retrieve_bge computed them) chosen again, top k, by the bridge's ranking
  * fused with a ranking by the words of the query q[0:nq] (the user's message being answered):
  *   words    the distinct ids of q that are not special tokens
- *   weight   log(ncand / the candidates holding the word), in double
+ *   weight   log(ncand / the candidates holding the word), in double (rc_log_d: no libm)
  *   lexical  per candidate, the sum of the weights of the words it holds (in the query's order)
  *   ranks    by bridge score (ties: earlier candidate first), by lexical score (ties: bridge
  *            score, then earlier candidate); 1 = first
