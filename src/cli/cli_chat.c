@@ -338,12 +338,12 @@ int cli_chat(const cli_args *a) {
     }
     c.cs.bpe = rc_recall_bpe(c.r);
     c.cs.trace = a->trace_live;
-    c.cs.edge = a->loop.edge != RC_EDGE_OFF;
+    c.cs.edge = a->loop.edge == RC_EDGE_INJECT; /* rebuild lines give the edge span (edge exchange has none) */
     const int threads = rc_recall_threads(c.r);
     if (a->trace_live)
         fprintf(stderr, "[trace] simd %s, %d thread%s, kv %s%s%s%s%s\n", rc_recall_simd_name(c.r), threads,
-                threads == 1 ? "" : "s", rc_kv_dtype_name((rc_kv_dtype)a->loop.kv), c.cs.edge ? ", edge " : "",
-                c.cs.edge ? rc_edge_name(a->loop.edge) : "", a->loop.span ? ", span exchange" : "",
+                threads == 1 ? "" : "s", rc_kv_dtype_name((rc_kv_dtype)a->loop.kv), a->loop.edge ? ", edge " : "",
+                a->loop.edge ? rc_edge_name(a->loop.edge) : "", a->loop.span ? ", span exchange" : "",
                 a->loop.rerank ? ", rerank words" : "");
     const int tty = isatty(STDIN_FILENO);
     if (tty)

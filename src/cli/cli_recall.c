@@ -181,7 +181,7 @@ static int write_trace(const cli_args *a, const rc_blob *b, const rc_recall_opts
     fputs("],\n\"turns\": [\n", f);
     for (int i = 0; i < run->n_turns; i++) {
         if (i) fputs(",\n", f);
-        write_turn(f, bpe, &run->turns[i], o->edge != RC_EDGE_OFF);
+        write_turn(f, bpe, &run->turns[i], o->edge == RC_EDGE_INJECT); /* the only edge with a span */
     }
     fputs("],\n\"final_history\": ", f);
     rc_json_put_ids(f, run->history, run->n_history);

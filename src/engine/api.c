@@ -498,11 +498,7 @@ static recall_status loop_estimate(const recall_model *m, const rc_recall_opts *
     const int lim = 1 << 20;
     int64_t n_sp = o->arm == RC_ARM_FULL ? 0 : cfg_i64(m->blob, "pooler.n_sp", 0);
     if (n_sp < 0 || n_sp > lim) n_sp = lim;
-    const int64_t edge = o->arm == RC_ARM_FULL ? 0 /* the edge span, or the window's start moved back */
-                         : (o->edge == RC_EDGE_INJECT && o->arm == RC_ARM_RC_BGE) || o->edge == RC_EDGE_EXCHANGE
-                         ? 2 * (int64_t)o->block : 0;
-    const int64_t inj = (o->span == RC_SPAN_EXCHANGE ? 2 : 1) * (int64_t)o->block; /* a pick's most ids */
-    int64_t ctx = 1 + n_sp + (int64_t)o->k * inj + edge + o->window + o->chunk;
+    int64_t ctx = rc_recall_positions(o, n_sp); /* the same positions rc_recall_open sizes */
     if (o->max_ctx < 0 || o->max_ctx > m->info.max_pos) /* REQ-CTX-001: before anything is allocated */
         return rc_fail(err, o->max_ctx < 0 ? RECALL_E_ARG : RECALL_E_LIMIT,
                        "recall_loop_open: a context of %d positions was requested but the model was trained on %d",

@@ -196,6 +196,14 @@ recall_status rc_recall_mode_check(const rc_recall_opts *o, recall_err *err) {
     return RECALL_OK;
 }
 
+int64_t rc_recall_positions(const rc_recall_opts *o, int64_t n_sp) {
+    const int64_t edge = (o->edge == RC_EDGE_INJECT && o->arm == RC_ARM_RC_BGE) || o->edge == RC_EDGE_EXCHANGE
+                             ? 2 * (int64_t)o->block
+                             : 0;
+    const int64_t inj = (o->span == RC_SPAN_EXCHANGE ? 2 : 1) * (int64_t)o->block; /* a pick's most ids */
+    return 1 + n_sp + (int64_t)o->k * inj + edge + o->window + o->chunk;
+}
+
 /* opts.rerank: the chat template's markers around a user's message (the blob's tok.user and
  * tok.assistant, the ids the converter stores). */
 static recall_status user_markers(rc_recall *r, const rc_blob *b, recall_err *err) {
@@ -240,18 +248,16 @@ recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recal
         if (o->pooler_cache_mb >= 0 && !o->reference_schedule)
             rc_pooler_set_cache(r->pooler, mb > (SIZE_MAX >> 20) ? SIZE_MAX : mb << 20);
     }
-    const int edge = o->arm == RC_ARM_FULL ? 0 /* the edge span's rows, or the window's start moved back */
-                     : (o->edge == RC_EDGE_INJECT && o->arm == RC_ARM_RC_BGE) || o->edge == RC_EDGE_EXCHANGE
-                         ? 2 * o->block : 0;
-    const int inj = (o->span == RC_SPAN_EXCHANGE ? 2 : 1) * o->block; /* a pick's most ids */
-    int max_ctx = 1 + r->n_sp + o->k * inj + edge + o->window + o->chunk;
+    /* the bounds of rc_recall_opts_check keep this inside int */
+    int max_ctx = (int)rc_recall_positions(o, r->n_sp);
+    const int inj = (o->span == RC_SPAN_EXCHANGE ? 2 : 1) * o->block, /* a pick's most ids */
+        edge = max_ctx - (1 + r->n_sp + o->k * inj + o->window + o->chunk);
     if (o->arm == RC_ARM_FULL) max_ctx = o->max_ctx > 0 ? o->max_ctx : max_pos; /* KV grows on demand */
     if (!s && o->arm != RC_ARM_FULL && max_ctx > max_pos) /* FULL: rc_qwen2_open names both */
         s = rc_fail(err, RECALL_E_LIMIT,
-                    "recall: the loop needs %d positions (1 + %d SP + %d x %d injected + %s%d window + %d chunk) but "
-                    "the model was trained on %d", max_ctx, r->n_sp, o->k, inj,
-                    edge ? "2 x block edge + " : "",
-                    o->window, o->chunk, max_pos);
+                    "recall: the loop needs %d positions (1 + %d SP + %d x %d injected + %d edge + %d window + %d "
+                    "chunk) but the model was trained on %d",
+                    max_ctx, r->n_sp, o->k, inj, edge, o->window, o->chunk, max_pos);
     if (!s) s = rc_qwen2_open_ex(b, max_ctx, r->ex, &r->llm, err);
     if (!s) s = rc_qwen2_set_kv_dtype(r->llm, (rc_kv_dtype)o->kv, err);
     if (!s) {
@@ -887,7 +893,7 @@ static recall_status rebuild_layout(rc_recall *r, loop_state *st, int c0, int R,
                                     recall_err *err) {
     *L = (layout){c0, c0 - R, 0, 0, 0, R};
     if (L->nd > 0 && r->o.arm != RC_ARM_FULL) L->n_sp = r->n_sp;
-    if (r->o.edge == RC_EDGE_EXCHANGE && L->nd > 0) { /* the window starts where the message it cuts does */
+    if (r->o.edge == RC_EDGE_EXCHANGE && L->nd > 0) { /* the window starts where the exchange it cuts does */
         const int B2 = 2 * r->o.block;
         L->R = c0 - exchange_start(r, st->gen, L->nd, L->nd > B2 ? L->nd - B2 : 0);
         return RECALL_OK;

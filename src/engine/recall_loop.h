@@ -221,6 +221,10 @@ recall_status rc_recall_opts_check(const rc_recall_opts *o, recall_err *err);
  * message each. The CLI runs it as it parses, before anything runs; the rest of the check waits
  * for the blob's defaults. */
 recall_status rc_recall_mode_check(const rc_recall_opts *o, recall_err *err);
+/* The positions a recall-arm loop of checked options runs in: BOS, the n_sp soft tokens, k picks
+ * (a block each, two with span exchange), the edge's rows (2 x block with edge inject on RC_bge or
+ * edge exchange), the window and a chunk. The FULL arm's context is its instance context instead. */
+int64_t rc_recall_positions(const rc_recall_opts *o, int64_t n_sp);
 recall_status rc_recall_open(const rc_blob *b, const rc_recall_opts *o, rc_recall **out, recall_err *err);
 void rc_recall_close(rc_recall *r);
 /* Runs one turn for `feed` (the whole conversation so far, user turn included). */

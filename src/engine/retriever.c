@@ -244,7 +244,7 @@ recall_status rc_retrieve_rerank_words(const rc_archive *a, const rc_bpe *bpe, c
         free(words), free(lex), free(r), free(rank_b);
         return rc_fail(err, RECALL_E_NOMEM, "retriever: out of memory");
     }
-    /* the query's distinct ids that are not special tokens, in order of first appearance */
+    /* the query's distinct ids that are not added tokens, in order of first appearance */
     int nw = 0;
     for (int i = 0; i < nq; i++)
         if (!rc_bpe_is_added(bpe, q[i]) && !holds(words, nw, q[i])) words[nw++] = q[i];
@@ -268,15 +268,18 @@ recall_status rc_retrieve_rerank_words(const rc_archive *a, const rc_bpe *bpe, c
         }
     }
     /* ranks (1 = first): the bridge's, then the words' (ties: the bridge's order); fused by
-     * reciprocal rank, 1 / (60 + rank) each, ties by bridge score, then the earlier candidate */
-    for (int c = 0; c < nc; c++) r[c] = (ranked){c, isnan(rv->bridge[c]) ? INFINITY : rv->bridge[c], 0.0};
+     * reciprocal rank, 1 / (60 + rank) each, ties by bridge score, then the earlier candidate.
+     * A NaN bridge score sorts first, as torch.topk takes it. */
+#define BRIDGE(c) (isnan(rv->bridge[c]) ? INFINITY : (double)rv->bridge[c])
+    for (int c = 0; c < nc; c++) r[c] = (ranked){c, BRIDGE(c), 0.0};
     qsort(r, (size_t)nc, sizeof *r, by_keys);
     for (int i = 0; i < nc; i++) rank_b[r[i].c] = i + 1;
-    for (int c = 0; c < nc; c++) r[c] = (ranked){c, lex[c], isnan(rv->bridge[c]) ? INFINITY : rv->bridge[c]};
+    for (int c = 0; c < nc; c++) r[c] = (ranked){c, lex[c], BRIDGE(c)};
     qsort(r, (size_t)nc, sizeof *r, by_keys);
     double *fused = lex; /* reused: the words' scores are not needed past their ranks */
     for (int i = 0; i < nc; i++) fused[r[i].c] = 1.0 / (60.0 + rank_b[r[i].c]) + 1.0 / (60.0 + (i + 1));
-    for (int c = 0; c < nc; c++) r[c] = (ranked){c, fused[c], isnan(rv->bridge[c]) ? INFINITY : rv->bridge[c]};
+    for (int c = 0; c < nc; c++) r[c] = (ranked){c, fused[c], BRIDGE(c)};
+#undef BRIDGE
     qsort(r, (size_t)nc, sizeof *r, by_keys);
     rv->ntop = k;
     for (int i = 0; i < k; i++) rv->top[i] = r[i].c;
