@@ -219,8 +219,8 @@ typedef struct {
     int span;
     /* How a fire chooses: RECALL_RERANK_OFF (0, default, the reference: the bridge head's top k)
      * or RECALL_RERANK_WORDS (clean mode only; RECALL_E_ARG in faithful mode): the top k of the
-     * bridge head's ranking fused with a ranking by the words of the user's message being
-     * answered. Since API version 5. */
+     * bridge head's scores added to a score by the words of the user's message being answered
+     * (each scaled to [0, 1] over the candidates). Since API version 5. */
     int rerank;
     /* New fields go here, at the end; zero must mean the default. */
 } recall_loop_opts;

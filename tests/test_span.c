@@ -14,7 +14,10 @@
  *              trace has no "span" key
  *   window     with --edge exchange every rebuild's window starts where this test's reading of the
  *              rule puts it (the start of the exchange the window's start would cut, at most two
- *              blocks back); fast = reference schedule, bitwise */
+ *              blocks back); fast = reference schedule, bitwise
+ *   rerank     with --rerank words every fire's choice is this test's reading of the rule (the
+ *              bridge and word scores scaled and added), some differing from the bridge head's; far
+ *              back, two cases (2,048 and 8,192 tokens) answered only with it */
 #include "blob.h"
 #include "fixture.h"
 #include "json.h"
@@ -249,8 +252,8 @@ static int has_id(const int32_t *ids, int n, int32_t id) {
 /* The rule as docs/LOOP.md states it: the candidates of a fire at c0 (blocks of h[0:end], the
  * buffer when it holds buf_min ids), the query (after the last tok.user in h[0:c0] up to
  * tok.assistant), the words (its distinct ids that are not added tokens), each weighted
- * log(ncand / df), a candidate's score the sum over the words it holds, ranks by bridge and by
- * words, fused 1/(60 + rank) each; the top k, ascending. */
+ * log(ncand / df), a candidate's score the sum over the words it holds; the bridge and word
+ * scores each scaled to [0, 1] (min-max over the candidates) and added; the top k, ascending. */
 static int rerank_rule(const rc_bpe *bpe, int user, int assistant, const int32_t *h, int c0, int end, int block,
                        int buf_min, const float *bridge, int ncand, int k, int *top) {
     int u = c0 - 1;
@@ -277,16 +280,22 @@ static int rerank_rule(const rc_bpe *bpe, int user, int assistant, const int32_t
             if (has_id(h + s, n, words[w])) lex[c] += rc_log_d((double)ncand / (double)df);
         }
     }
+    /* min-max over the candidates, each score; a NaN bridge score counts as the greatest */
+    double blo = INFINITY, bhi = -INFINITY, llo = INFINITY, lhi = -INFINITY;
+    for (int c = 0; c < ncand; c++) {
+        const double b = isnan(bridge[c]) ? INFINITY : bridge[c];
+        if (isfinite(b) && b < blo) blo = b;
+        if (isfinite(b) && b > bhi) bhi = b;
+        if (lex[c] < llo) llo = lex[c];
+        if (lex[c] > lhi) lhi = lex[c];
+    }
     rank_row r[1024];
-    int rb[1024];
-    for (int c = 0; c < ncand; c++) r[c] = (rank_row){c, bridge[c], 0};
-    qsort(r, (size_t)ncand, sizeof *r, rank_cmp);
-    for (int i = 0; i < ncand; i++) rb[r[i].c] = i + 1;
-    for (int c = 0; c < ncand; c++) r[c] = (rank_row){c, lex[c], bridge[c]};
-    qsort(r, (size_t)ncand, sizeof *r, rank_cmp);
-    double fused[1024];
-    for (int i = 0; i < ncand; i++) fused[r[i].c] = 1.0 / (60.0 + rb[r[i].c]) + 1.0 / (60.0 + (i + 1));
-    for (int c = 0; c < ncand; c++) r[c] = (rank_row){c, fused[c], bridge[c]};
+    for (int c = 0; c < ncand; c++) {
+        const double b = isnan(bridge[c]) ? INFINITY : bridge[c];
+        const double bn = isinf(b) ? (b > 0) : bhi > blo ? (b - blo) / (bhi - blo) : 0.0;
+        const double ln = lhi > llo ? (lex[c] - llo) / (lhi - llo) : 0.0;
+        r[c] = (rank_row){c, bn + ln, b};
+    }
     qsort(r, (size_t)ncand, sizeof *r, rank_cmp);
     const int kk = k < ncand ? k : ncand;
     for (int i = 0; i < kk; i++) top[i] = r[i].c;
@@ -343,26 +352,35 @@ Test(span, rerank_words_chooses_as_the_rule_says, .timeout = 300) {
     world_close(&w);
 }
 
-/* Far back (longctx farfact, 2,048 tokens, seed 0, a quarter of the filler other facts): case 6's
- * "safe combination" is answered "I don't know." with the bridge head's choice and "4:45 pm" with
- * --rerank words (the setting docs/WORLD.md recommends, with and without it). */
-Test(span, rerank_words_answers_a_fact_far_back, .timeout = 300) {
+/* Far back (longctx farfact, seed 0, a quarter of the filler other facts), in the setting
+ * docs/WORLD.md recommends with and without --rerank words: at 2,048 tokens case 6's "safe
+ * combination" is answered "I don't know." with the bridge head's choice and "4:45 pm" with the
+ * words; at 8,192 tokens case 3's "mom's flight number" (its block the bridge's 29th of 256)
+ * "I don't know." and "51380" (the words' score scaled beside the bridge's: a rank fusion,
+ * 1/(60 + rank) each, chose two other blocks and answered "I don't know." too). */
+Test(span, rerank_words_answers_a_fact_far_back, .timeout = 600) {
     const char *path = fixture_trained_blob("f32");
     cr_assert(path);
-    const char *want[2] = {"I don't know.", "4:45 pm"};
-    for (int i = 0; i < 2; i++) {
-        char out[128];
-        snprintf(out, sizeof out, "build/span_%d_far%d.json", (int)getpid(), i);
-        free(fixture_cmd(0, NULL, "./recall longctx %s --task farfact --bench " B "/eval_bench.json --len 2048 --cases 7 "
-                         "--seed 0 --fact-share 0.25 --arms RC_bge --mode clean --span exchange --edge exchange --rerank %s "
-                         "--threads 1 --json %s 2>&1", path, i ? "words" : "off", out));
-        json_doc *d = fixture_json(out);
-        const json_value *recs = json_get_type(json_root(d), "records", JSON_ARR);
-        cr_assert(recs && recs->len == 7);
-        const json_value *r = &recs->items[6];
-        cr_expect_str_eq(json_get_type(r, "kw", JSON_STR)->str, "safe combination");
-        cr_expect_str_eq(json_get_type(r, "answer", JSON_STR)->str, want[i]);
-        json_free(d);
-        remove(out);
-    }
+    static const struct {
+        int len, cases;
+        const char *kw, *want[2];
+    } far[] = {{2048, 7, "safe combination", {"I don't know.", "4:45 pm"}},
+               {8192, 4, "mom's flight number", {"I don't know.", "51380"}}};
+    for (size_t f = 0; f < sizeof far / sizeof *far; f++)
+        for (int i = 0; i < 2; i++) {
+            char out[128];
+            snprintf(out, sizeof out, "build/span_%d_far%d.json", (int)getpid(), i);
+            free(fixture_cmd(0, NULL, "./recall longctx %s --task farfact --bench " B "/eval_bench.json --len %d --cases %d "
+                             "--seed 0 --fact-share 0.25 --arms RC_bge --mode clean --span exchange --edge exchange "
+                             "--rerank %s --threads 2 --json %s 2>&1", path, far[f].len, far[f].cases, i ? "words" : "off", out));
+            json_doc *d = fixture_json(out);
+            const json_value *recs = json_get_type(json_root(d), "records", JSON_ARR);
+            cr_assert(recs && recs->len == (size_t)far[f].cases);
+            const json_value *r = &recs->items[far[f].cases - 1];
+            cr_expect_str_eq(json_get_type(r, "kw", JSON_STR)->str, far[f].kw);
+            cr_expect_str_eq(json_get_type(r, "answer", JSON_STR)->str, far[f].want[i], "%d tokens, --rerank %s",
+                             far[f].len, i ? "words" : "off");
+            json_free(d);
+            remove(out);
+        }
 }

@@ -286,8 +286,8 @@ static const cli_opt O_SPAN = {"--span", NULL, "S",
                                set_span, F(loop.span), NOLIM};
 static const cli_opt O_RERANK = {"--rerank", NULL, "R",
                                  "off (default) or words (--mode clean only): a fire takes the top k of\n"
-                                 "the bridge head's ranking fused with a ranking by the words of the\n"
-                                 "user's message being answered (reciprocal rank fusion)",
+                                 "the bridge head's scores added to a score by the words of the user's\n"
+                                 "message being answered, each scaled to [0, 1] over the candidates",
                                  set_rerank, F(loop.rerank), NOLIM};
 static const cli_opt O_ARM = {"--arm", NULL, "A", "RC_bge (default: recall), SP (no recall) or FULL (no eviction)",
                               set_arm, F(loop.arm), NOLIM};

@@ -50,7 +50,7 @@ typedef enum { RC_EDGE_OFF = 0, RC_EDGE_INJECT = 1, RC_EDGE_EXCHANGE = 2 } rc_ed
  * sealed half in one block and half in the next is injected whole. */
 typedef enum { RC_SPAN_BLOCK = 0, RC_SPAN_EXCHANGE = 1 } rc_span;
 /* How a fire chooses (docs/LOOP.md, "Words the user asked in"): RC_RERANK_OFF by the bridge head
- * (the reference), RC_RERANK_WORDS by the bridge's ranking fused with the words of the user's
+ * (the reference), RC_RERANK_WORDS by the bridge's scores fused with the words of the user's
  * message being answered (retriever.h rc_retrieve_rerank_words). */
 typedef enum { RC_RERANK_OFF = 0, RC_RERANK_WORDS = 1 } rc_rerank;
 
@@ -134,8 +134,8 @@ typedef struct {
     int span;
     /* rc_rerank. RC_RERANK_OFF (0, default): a fire takes the bridge head's top k (the
      * reference). RC_RERANK_WORDS (clean mode only, refused in faithful mode like the edge): the
-     * top k of the bridge's ranking fused with a ranking by the words of the user's message being
-     * answered (the last <｜User｜> message in gen[0:c0]; rc_retrieve_rerank_words); the
+     * top k of the bridge's scores added to a score by the words of the user's message being
+     * answered, each scaled to [0, 1] over the candidates (the last <｜User｜> message in gen[0:c0]; rc_retrieve_rerank_words); the
      * candidates and their bridge scores are the reference's, the records keep them. */
     int rerank;
     /* Calibration (calibrate.h): 1 = also score the gate on the q of every token as it is run

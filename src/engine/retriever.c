@@ -210,7 +210,7 @@ recall_status rc_retrieve_score(const rc_retriever *rt, const float *f, const in
     return s;
 }
 
-/* ---- opts.rerank words: the bridge's ranking fused with the words the user asked in ---------- */
+/* ---- opts.rerank words: the bridge's scores fused with the words the user asked in ----------- */
 
 typedef struct {
     int c;
@@ -239,9 +239,8 @@ recall_status rc_retrieve_rerank_words(const rc_archive *a, const rc_bpe *bpe, c
     int32_t *words = malloc((size_t)(nq ? nq : 1) * sizeof *words);
     double *lex = calloc((size_t)nc, sizeof *lex);
     ranked *r = malloc((size_t)nc * sizeof *r);
-    int *rank_b = malloc((size_t)nc * sizeof *rank_b);
-    if (!words || !lex || !r || !rank_b) {
-        free(words), free(lex), free(r), free(rank_b);
+    if (!words || !lex || !r) {
+        free(words), free(lex), free(r);
         return rc_fail(err, RECALL_E_NOMEM, "retriever: out of memory");
     }
     /* the query's distinct ids that are not added tokens, in order of first appearance */
@@ -267,22 +266,27 @@ recall_status rc_retrieve_rerank_words(const rc_archive *a, const rc_bpe *bpe, c
             if (holds(ids, n, words[w])) lex[c] += idf;
         }
     }
-    /* ranks (1 = first): the bridge's, then the words' (ties: the bridge's order); fused by
-     * reciprocal rank, 1 / (60 + rank) each, ties by bridge score, then the earlier candidate.
-     * A NaN bridge score sorts first, as torch.topk takes it. */
+    /* fused: each score scaled to [0, 1] over the candidates (min-max), then added; a score that
+     * sets apart one block among hundreds (the question's rare words) then counts as much as the
+     * bridge's, where ranks would flatten it. A NaN bridge score (torch.topk takes it as the
+     * greatest) and +inf scale to 1, -inf to 0; ties: bridge score, then the earlier candidate. */
 #define BRIDGE(c) (isnan(rv->bridge[c]) ? INFINITY : (double)rv->bridge[c])
-    for (int c = 0; c < nc; c++) r[c] = (ranked){c, BRIDGE(c), 0.0};
-    qsort(r, (size_t)nc, sizeof *r, by_keys);
-    for (int i = 0; i < nc; i++) rank_b[r[i].c] = i + 1;
-    for (int c = 0; c < nc; c++) r[c] = (ranked){c, lex[c], BRIDGE(c)};
-    qsort(r, (size_t)nc, sizeof *r, by_keys);
-    double *fused = lex; /* reused: the words' scores are not needed past their ranks */
-    for (int i = 0; i < nc; i++) fused[r[i].c] = 1.0 / (60.0 + rank_b[r[i].c]) + 1.0 / (60.0 + (i + 1));
-    for (int c = 0; c < nc; c++) r[c] = (ranked){c, fused[c], BRIDGE(c)};
+    double blo = INFINITY, bhi = -INFINITY, llo = INFINITY, lhi = -INFINITY;
+    for (int c = 0; c < nc; c++) {
+        const double b = BRIDGE(c);
+        if (isfinite(b)) blo = b < blo ? b : blo, bhi = b > bhi ? b : bhi;
+        llo = lex[c] < llo ? lex[c] : llo, lhi = lex[c] > lhi ? lex[c] : lhi;
+    }
+    for (int c = 0; c < nc; c++) {
+        const double b = BRIDGE(c);
+        const double bn = !isfinite(b) ? (b > 0 ? 1.0 : 0.0) : bhi > blo ? (b - blo) / (bhi - blo) : 0.0;
+        const double ln = lhi > llo ? (lex[c] - llo) / (lhi - llo) : 0.0;
+        r[c] = (ranked){c, bn + ln, b};
+    }
 #undef BRIDGE
     qsort(r, (size_t)nc, sizeof *r, by_keys);
     rv->ntop = k;
     for (int i = 0; i < k; i++) rv->top[i] = r[i].c;
-    free(words), free(lex), free(r), free(rank_b);
+    free(words), free(lex), free(r);
     return chosen_ids(a, rv, err);
 }

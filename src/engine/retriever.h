@@ -83,14 +83,14 @@ recall_status rc_retrieve_score(const rc_retriever *rt, const float *f, const in
                                 recall_err *err);
 
 /* The loop's opts.rerank words (docs/LOOP.md, "Words the user asked in"): rv's candidates (its
- * bridge scores as rc_retrieve_bge computed them) chosen again, top k, by the bridge's ranking
- * fused with a ranking by the words of the query q[0:nq] (the user's message being answered):
+ * bridge scores as rc_retrieve_bge computed them) chosen again, top k, by the bridge's score
+ * fused with a score by the words of the query q[0:nq] (the user's message being answered):
  *   words    the distinct ids of q that are not special tokens
  *   weight   log(ncand / the candidates holding the word), in double (rc_log_d: no libm)
  *   lexical  per candidate, the sum of the weights of the words it holds (in the query's order)
- *   ranks    by bridge score (ties: earlier candidate first), by lexical score (ties: bridge
- *            score, then earlier candidate); 1 = first
- *   fused    1 / (60 + bridge rank) + 1 / (60 + lexical rank)  (reciprocal rank fusion)
+ *   fused    per candidate, its bridge score and its lexical score each scaled to [0, 1] over
+ *            the candidates (min-max: (x - min) / (max - min), 0 where max = min; a NaN or +inf
+ *            bridge score scales to 1, -inf to 0), added (score fusion, CombSUM)
  * top = the k highest fused (ties: bridge score, then earlier), re-sorted ascending; rid rebuilt.
  * rv->bridge is left as it was. Deterministic: no threads, one order. */
 recall_status rc_retrieve_rerank_words(const rc_archive *a, const rc_bpe *bpe, const int32_t *q, int nq, int k,
