@@ -16,7 +16,8 @@
  *              rule puts it (the start of the exchange the window's start would cut, at most two
  *              blocks back); fast = reference schedule, bitwise
  *   rerank     with --rerank words every fire's choice is this test's reading of the rule (the
- *              bridge and word scores scaled and added), some differing from the bridge head's; far
+ *              bridge and word scores scaled and added), some differing from the bridge head's; on a
+ *              handmade archive the choice a rank fusion would not make, NaN and no-word cases; far
  *              back, two cases (2,048 and 8,192 tokens) answered only with it */
 #include "blob.h"
 #include "fixture.h"
@@ -349,6 +350,49 @@ Test(span, rerank_words_chooses_as_the_rule_says, .timeout = 300) {
     rc_problem_run_free(&run);
     rc_problem_run_free(&plain);
     rc_problem_run_free(&ref);
+    world_close(&w);
+}
+
+/* The rule on a handmade archive of six 4-id blocks, the query one word held by block 0 only:
+ * its word score scales to 1, every other block's to 0. Bridge scores 0, 10, 9.9, 9.8, 9.7, 9.6:
+ * block 0 (1 + 0) ties block 1 (0 + 1), the tie goes to the bridge score: {0, 1}. A rank fusion,
+ * 1/(60 + rank) each, would take {1, 2} (block 0 the bridge's last). A NaN bridge score counts as
+ * the greatest (as torch.topk takes it): block 5 NaN scales to 1 and sorts first among the ties:
+ * {1, 5}. No query word in any block: the bridge's own order. */
+Test(span, rerank_words_scales_scores_on_a_handmade_archive) {
+    world w;
+    world_open(&w);
+    rc_archive a;
+    rc_archive_init(&a, 4);
+    recall_err err = {0};
+    int32_t ids[24];
+    for (int i = 0; i < 24; i++) ids[i] = 300 + i;
+    ids[1] = 500; /* the query's word, in block 0 only */
+    cr_assert_eq(rc_archive_push(&a, ids, 24, &err), RECALL_OK);
+    for (int i = 0; i < 6; i++) cr_assert(rc_archive_seal(&a, &err));
+    cr_assert(!rc_bpe_is_added(w.bpe, 500) && !rc_bpe_is_added(w.bpe, 700));
+    static const struct {
+        int32_t word;
+        float b5;
+        int want[2];
+    } cases[] = {{500, 9.6f, {0, 1}}, {500, NAN, {1, 5}}, {700, 9.6f, {1, 2}}};
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        rc_retrieval rv = {0};
+        rv.ncand = 6;
+        rv.bridge = malloc(6 * sizeof *rv.bridge);
+        cr_assert(rv.bridge);
+        const float b[6] = {0.0f, 10.0f, 9.9f, 9.8f, 9.7f, cases[t].b5};
+        memcpy(rv.bridge, b, sizeof b);
+        const int32_t q[3] = {w.bos, cases[t].word, w.eos}; /* added tokens are not words */
+        cr_assert_eq(rc_retrieve_rerank_words(&a, w.bpe, q, 3, 2, &rv, &err), RECALL_OK, "%s", err.msg);
+        cr_assert_eq(rv.ntop, 2);
+        cr_expect(rv.top[0] == cases[t].want[0] && rv.top[1] == cases[t].want[1], "case %zu: top {%d, %d}, want {%d, %d}",
+                  t, rv.top[0], rv.top[1], cases[t].want[0], cases[t].want[1]);
+        cr_expect_eq(rv.nrid, 8, "the chosen blocks' ids");
+        cr_expect_eq(rv.rid[0], ids[cases[t].want[0] * 4]);
+        rc_retrieval_free(&rv);
+    }
+    rc_archive_free(&a);
     world_close(&w);
 }
 
