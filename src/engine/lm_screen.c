@@ -459,6 +459,7 @@ recall_status rc_lmscreen_pick(rc_lmscreen *s, const float *h, int k, rc_lm_pick
     float *x = s->logits; /* x[j]: exact logit of cand[j] */
     for (int j = 0; j < n; j++) {
         x[j] = rc_lmscreen_exact(s, h, s->cand[j]);
+        if (j % RC_BLOB_RELEASE_ROWS == RC_BLOB_RELEASE_ROWS - 1) release_lm_head(s); /* blob.h */
         if (!isfinite(x[j])) return pick_full(s, h, k, out);
         if (b1 < 0 || x[j] > x[b1]) b1 = j;
     }

@@ -828,8 +828,12 @@ static recall_status rebuild_keys(loop_state *st, const layout *L, int fast, int
  * the cache saves. */
 static recall_status gist_embed_rows(void *ctx, int j0, int n, float *dst, recall_err *err) {
     const rc_recall *r = ctx;
-    const recall_status s = rc_qwen2_embed_rows((void *)&r->gist_ids, j0, n, dst, err);
-    release_phase(r, RELEASE_EMBED);
+    recall_status s = RECALL_OK;
+    for (int i = 0; i < n && !s; i += RC_BLOB_RELEASE_ROWS) { /* blob.h: rows at random, released often */
+        const int m = n - i < RC_BLOB_RELEASE_ROWS ? n - i : RC_BLOB_RELEASE_ROWS;
+        s = rc_qwen2_embed_rows((void *)&r->gist_ids, j0 + i, m, dst + (size_t)i * r->H, err);
+        release_phase(r, RELEASE_EMBED);
+    }
     return s;
 }
 

@@ -196,6 +196,11 @@ void rc_blob_release(const rc_blob *b, const void *p, size_t n);
 /* rc_blob_release of every tensor whose name starts with prefix ("qwen2.model.embed_tokens.",
  * "bert.", ...): the recall loop drops the pages a phase of it read once that phase is over. */
 void rc_blob_release_prefix(const rc_blob *b, const char *prefix);
+/* Rows read at random from a file-mapped table (token embeddings, the lm_head rows a screened pick
+ * recomputes) are released every RC_BLOB_RELEASE_ROWS rows, not once per phase: a kernel that maps
+ * whole page-cache folios (up to 2 MiB) around a touched page would otherwise keep about a folio
+ * per row mapped until the phase ends (docs/MEMORY.md, "Folios"). */
+#define RC_BLOB_RELEASE_ROWS 16
 /* Bytes of the tensors whose names start with prefix (e.g. "bert."), and their count (may be NULL). */
 size_t rc_blob_prefix_bytes(const rc_blob *b, const char *prefix, size_t *n_tensors);
 
