@@ -12,7 +12,10 @@ every figure from ./recall (docs/NUMERICS.md, "The BERT encoder at 4 bits"):
      tools/train_world/answers.py.
 
     /usr/bin/python3 tools/bge_nf4_measure.py [--world tests/golden/trained] [--problems 0-33]
-        [--synth-f32 BLOB --synth-nf4 BLOB] [--out build/bge-nf4]
+        [--synth-f32 BLOB --synth-nf4 BLOB] [--out build/bge-nf4] [--loop "OPTIONS"]
+
+--loop passes loop options to every replay and eval (e.g. the recommended chat setting, "--mode clean
+--span exchange --edge exchange --rerank words"); by default the reference's faithful loop.
 
 Both blobs of a world share the decoder (f32) and differ only in the encoder. Needs ./recall,
 Debian's python3-numpy. Single-threaded runs (the bits do not depend on it)."""
@@ -69,13 +72,13 @@ def fires(trace):
     return out
 
 
-def picks(bench, blob_a, blob_b, probs, tmp):
+def picks(bench, blob_a, blob_b, probs, tmp, loop):
     same = total = diverged = 0
     for p in probs:
         fa, fb = [], []
         for blob, acc in ((blob_a, fa), (blob_b, fb)):
             tr = os.path.join(tmp, "trace.json")
-            run(["./recall", "replay", blob, "--bench", bench, "--problem", str(p), "--threads", "1", "--trace", tr])
+            run(["./recall", "replay", blob, "--bench", bench, "--problem", str(p), "--threads", "1", "--trace", tr] + loop)
             acc.extend(fires(tr))
         for x, y in zip(fa, fb):
             total += 1
@@ -93,9 +96,9 @@ def picks(bench, blob_a, blob_b, probs, tmp):
         same, total, diverged, len(probs))
 
 
-def evaluate(blob, bench, spec, out):
+def evaluate(blob, bench, spec, out, loop):
     run(["./recall", "eval", blob, "--bench", bench, "--problems", spec, "--arms", "FULL,SP,RC_bge",
-         "--threads", "1", "--json", out])
+         "--threads", "1", "--json", out] + loop)
     return run(["/usr/bin/python3", "tools/train_world/answers.py", out]).decode()
 
 
@@ -106,7 +109,9 @@ def main():
     ap.add_argument("--synth-f32")
     ap.add_argument("--synth-nf4")
     ap.add_argument("--out", default="build/bge-nf4")
+    ap.add_argument("--loop", default="", help="loop options for every replay and eval")
     a = ap.parse_args()
+    loop = a.loop.split()
     os.makedirs(a.out, exist_ok=True)
     f32, nf4 = os.path.join(a.out, "world-bge-f32.blob"), os.path.join(a.out, "world-bge-nf4.blob")
     convert(a.world, "f32", f32)
@@ -118,11 +123,11 @@ def main():
     lines = [l for l in open(os.path.join(a.world, "corpus_sample.txt"), encoding="utf-8").read().split("\n") if l.strip()]
     print("trained world:", cosines(f32, nf4, lines, a.out))
     bench = os.path.join(a.world, "eval_bench.json")
-    print("trained world, RC_bge fires, problems %s:" % a.problems)
-    print(" ", picks(bench, f32, nf4, problems(a.problems), a.out))
+    print("trained world, RC_bge fires, problems %s%s:" % (a.problems, ", " + a.loop if loop else ""))
+    print(" ", picks(bench, f32, nf4, problems(a.problems), a.out, loop))
     for name, blob in (("f32 encoder", f32), ("nf4 encoder", nf4)):
         print("eval, %s:" % name)
-        sys.stdout.write(evaluate(blob, bench, a.problems, os.path.join(a.out, "eval-%s.json" % name.split()[0])))
+        sys.stdout.write(evaluate(blob, bench, a.problems, os.path.join(a.out, "eval-%s.json" % name.split()[0]), loop))
         sys.stdout.flush()
 
 
