@@ -22,8 +22,11 @@
  * pages the turn touched, by part, read from /proc/self/pagemap over the blob's mapping;
  * anonymous: the q8 packed decoder, the KV caches, the pooler's cache and scratch, the rest);
  * what recall_loop_open declares for max_memory (the estimate the limit is checked against);
- * the turn's wall time, rebuilds, fires and tokens. The conversation's ids are the same for
- * both profiles (they depend only on the tokenizer).
+ * the turn's wall time, rebuilds, fires and tokens, the wall time spent in fires (from each gate event
+ * that fired to its fire event: the BERT encodes, the bridge scoring, the top-k), and a digest of the
+ * turn (FNV-1a over every event's values and the reply: the same bits give the same digest on every
+ * host and SIMD path; tools/cross_device.sh compares it under qemu-aarch64). The conversation's ids
+ * are the same for both profiles (they depend only on the tokenizer).
  *
  * --stages: a line per stage (after recall_open, the conversation's tokenization, recall_loop_open,
  * then at the turn's events: rebuilds 1-3 and every 16th, fires 1-2, tokens 1 and 64, the end): the
@@ -154,10 +157,28 @@ static void stage(const char *what) {
 
 typedef struct {
     int tokens, rebuilds, fires, injected;
+    uint64_t digest; /* FNV-1a over every event's values and the reply: the same bits on every host */
+    double t_gate, fire_s; /* wall time from each gate event that fired to its fire event: BERT + scoring */
 } counts;
+
+static void mix(uint64_t *h, const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++) *h = (*h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+}
+
+/* What an event says, not how fast: the pooler cache's reuse count is left out. */
+static void mix_event(uint64_t *h, const recall_event *ev) {
+    const int32_t v[] = {(int32_t)ev->kind, ev->token, ev->c0, ev->fired, ev->injected, ev->n_candidates, ev->n_ids,
+                         ev->has_sp, ev->inj_len, ev->window_len};
+    mix(h, v, sizeof v);
+    mix(h, &ev->score, sizeof ev->score);
+    if (ev->ids && ev->n_ids > 0) mix(h, ev->ids, (size_t)ev->n_ids * sizeof *ev->ids);
+}
 
 static int on_event(void *ctx, const recall_event *ev) {
     counts *c = ctx;
+    mix_event(&c->digest, ev);
+    if (ev->kind == RECALL_EV_GATE && ev->fired) c->t_gate = bench_now_s();
+    if (ev->kind == RECALL_EV_FIRE) c->fire_s += bench_now_s() - c->t_gate;
     char what[64];
     if (ev->kind == RECALL_EV_TOKEN && (c->tokens == 0 || c->tokens == 63)) {
         snprintf(what, sizeof what, "token %d", c->tokens + 1);
@@ -343,12 +364,14 @@ int main(int argc, char **argv) {
         free(rg);
         return 0;
     }
-    counts c = {0};
+    counts c = {.digest = 0xcbf29ce484222325ull};
     recall_reply rep;
     const double t0 = bench_now_s(), c0 = bench_cpu_s();
     if (recall_turn(l, feed, n_feed, on_event, &c, &rep, &err)) die("turn", &err);
     const double wall = bench_now_s() - t0, cpu = bench_cpu_s() - c0;
     stage("end of the turn");
+    mix(&c.digest, rep.ids, rep.n_ids * sizeof *rep.ids);
+    mix(&c.digest, &rep.min_margin, sizeof rep.min_margin);
 
     const double hwm = bench_status_mib("VmHWM:"), peak = hwm > g_peak ? hwm : g_peak, rss = bench_status_mib("VmRSS:");
     const double anon = bench_status_mib("RssAnon:"), file = bench_status_mib("RssFile:");
@@ -358,7 +381,8 @@ int main(int argc, char **argv) {
     printf("bench_device: %s (%s), profile %s (numerics %s, kv %s), %d threads\n", path, weights, profile,
            device ? "q8" : "exact", device ? "f16" : "f32", threads);
     printf("turn: %zu-token conversation, %d tokens decoded, %d rebuilds, %d fires (%d injected); %.1f s wall, "
-           "%.1f s CPU\n", n_feed, c.tokens, c.rebuilds, c.fires, c.injected, wall, cpu);
+           "%.1f s CPU; in fires (BERT encodes, scoring) %.2f s wall\n", n_feed, c.tokens, c.rebuilds, c.fires,
+           c.injected, wall, cpu, c.fire_s);
     printf("blob: %llu bytes (%.1f MB)\n", (unsigned long long)file_size, file_size / 1e6);
     printf("  %-22s %12s %12s\n", "part", "in the blob", "touched");
     for (int p = 0; p < N_PARTS; p++)
@@ -371,9 +395,10 @@ int main(int argc, char **argv) {
     printf("declared for max_memory (recall_loop_open's estimate: KV caches, q8 pack, scratch, BERT, tokenizer): "
            "%.1f MiB\n", need / 1048576.0);
     printf("result: profile=%s feed=%zu decoded=%d rebuilds=%d fires=%d wall_s=%.1f cpu_s=%.1f peak_rss_mib=%.1f "
-           "rss_mib=%.1f file_mib=%.1f anon_mib=%.1f touched_mib=%.1f declared_mib=%.1f blob_mb=%.1f\n",
+           "rss_mib=%.1f file_mib=%.1f anon_mib=%.1f touched_mib=%.1f declared_mib=%.1f blob_mb=%.1f "
+           "fire_s=%.2f digest=%016llx\n",
            profile, n_feed, c.tokens, c.rebuilds, c.fires, wall, cpu, peak, rss, file, anon, touched_all / 1048576.0,
-           need / 1048576.0, file_size / 1e6);
+           need / 1048576.0, file_size / 1e6, c.fire_s, (unsigned long long)c.digest);
     recall_reply_free(l, &rep);
     recall_loop_close(l);
     recall_close(m);
