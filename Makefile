@@ -95,7 +95,7 @@ PHONY_EXTRA = demo-worldA train-world train-world-check train-world-templated tr
   bench-farback bench-device \
   soak soak-lsan \
   bench-tok bench-kv-pages bench-draft test-sbs
-.PHONY: all help test layers demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 shared install api-example \
+.PHONY: all help test layers demo clean fuzz-smoke synth bench $(PHONY_EXTRA) cross-test-aarch64 cross-bench-device shared install api-example \
   abi-check cli-doc \
   test-nothreads test-nommap asan ubsan tsan sanitize cross-test cross-test-armhf cross-test-riscv64 \
   cross-test-s390x fuzz fuzz-merge fuzz-seeds $(NEED_TARGETS)
@@ -137,6 +137,8 @@ help:
 	@echo "  synth-copy  the same shapes with a model that copies (bench-draft's copy-heavy case)"
 	@echo "  bench       kernel + model benchmarks (checked bitwise vs scalar) on the synth blob"
 	@echo "  cross-test-aarch64  NEON kernels vs scalar, the kv-pages and screening suites: cross gcc + qemu"
+	@echo "  cross-bench-device  the device turn (shortened: CROSS_DEVICE_ARGS) natively and on NEON under qemu:"
+	@echo "              the same digest, the peak within qemu's own memory (about two hours)"
 	@echo "  fuzz-smoke  build the libFuzzer targets with clang + ASan/UBSan and run each briefly"
 	@echo "  fuzz        every fuzz target for FUZZ_TIME seconds (default 600) on its committed corpus"
 	@echo "  fuzz-merge  fold the inputs the fuzz runs found (new coverage only) into fuzz/corpus/"
@@ -636,6 +638,19 @@ cross-test-s390x: need-cross-s390x $(BUILD)/worldA-f32.blob
 	  if [ $$rc -ne 0 ] && echo "$$out" | grep -q "big-endian hosts are not supported"; then \
 	    echo "s390x: blob refused with the byte-order message (as promised)"; \
 	  else echo "s390x: expected a refusal naming the byte order (exit $$rc)"; exit 1; fi
+# The device profile's real-shape recall turn (bench/bench_device.c) on NEON under qemu-aarch64, the
+# same turn natively: the same digest of every event and the reply, the peak within qemu's own memory
+# (tools/cross_device.sh). qemu runs it 400x slower than this host, so the turn is shortened:
+# CROSS_DEVICE_ARGS (default a 665-token conversation, 11 rebuilds, 2 fires with their BERT encodes,
+# 4 decoded tokens: 16 s natively, about two hours under qemu; the 4k turn would take days).
+CROSS_DEVICE_ARGS ?= --history 640 --decode 4 --threads 1
+cross-bench-device: need-cross-aarch64 $(BUILD)/bench_device $(DEVICE_BLOB)
+	$(call CROSS_BUILD_LIB,aarch64,aarch64-linux-gnu)
+	aarch64-linux-gnu-gcc $(CSTD) $(OPT) $(WARN) $(FPFLAGS) $(DEFS) $(INC) -o $(CROSS_BUILD)/aarch64/bench_device \
+	  bench/bench_device.c $(CROSS_BUILD)/aarch64/librecall_harness.a $(CROSS_BUILD)/aarch64/librecall_convert.a \
+	  $(CROSS_BUILD)/aarch64/librecall.a $(LDLIBS)
+	sh tools/cross_device.sh ./$(BUILD)/bench_device $(CROSS_BUILD)/aarch64/bench_device $(DEVICE_BLOB) \
+	  $(CROSS_DEVICE_ARGS)
 cross-test: cross-test-aarch64 cross-test-armhf cross-test-riscv64 cross-test-s390x
 
 FUZZ_CC    ?= clang
