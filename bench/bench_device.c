@@ -40,6 +40,7 @@
  */
 #include "bench_util.h"
 #include "blob.h"
+#include "bytes.h"
 #include "recall.h"
 
 #include <fcntl.h>
@@ -161,17 +162,13 @@ typedef struct {
     double t_gate, fire_s; /* wall time from each gate event that fired to its fire event: BERT + scoring */
 } counts;
 
-static void mix(uint64_t *h, const void *p, size_t n) {
-    for (size_t i = 0; i < n; i++) *h = (*h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
-}
-
 /* What an event says, not how fast: the pooler cache's reuse count is left out. */
 static void mix_event(uint64_t *h, const recall_event *ev) {
     const int32_t v[] = {(int32_t)ev->kind, ev->token, ev->c0, ev->fired, ev->injected, ev->n_candidates, ev->n_ids,
                          ev->has_sp, ev->inj_len, ev->window_len};
-    mix(h, v, sizeof v);
-    mix(h, &ev->score, sizeof ev->score);
-    if (ev->ids && ev->n_ids > 0) mix(h, ev->ids, (size_t)ev->n_ids * sizeof *ev->ids);
+    *h = rc_fnv1a_more(*h, v, sizeof v);
+    *h = rc_fnv1a_more(*h, &ev->score, sizeof ev->score);
+    if (ev->ids && ev->n_ids > 0) *h = rc_fnv1a_more(*h, ev->ids, (size_t)ev->n_ids * sizeof *ev->ids);
 }
 
 static int on_event(void *ctx, const recall_event *ev) {
@@ -364,14 +361,14 @@ int main(int argc, char **argv) {
         free(rg);
         return 0;
     }
-    counts c = {.digest = 0xcbf29ce484222325ull};
+    counts c = {.digest = RC_FNV1A_OFFSET};
     recall_reply rep;
     const double t0 = bench_now_s(), c0 = bench_cpu_s();
     if (recall_turn(l, feed, n_feed, on_event, &c, &rep, &err)) die("turn", &err);
     const double wall = bench_now_s() - t0, cpu = bench_cpu_s() - c0;
     stage("end of the turn");
-    mix(&c.digest, rep.ids, rep.n_ids * sizeof *rep.ids);
-    mix(&c.digest, &rep.min_margin, sizeof rep.min_margin);
+    c.digest = rc_fnv1a_more(c.digest, rep.ids, rep.n_ids * sizeof *rep.ids);
+    c.digest = rc_fnv1a_more(c.digest, &rep.min_margin, sizeof rep.min_margin);
 
     const double hwm = bench_status_mib("VmHWM:"), peak = hwm > g_peak ? hwm : g_peak, rss = bench_status_mib("VmRSS:");
     const double anon = bench_status_mib("RssAnon:"), file = bench_status_mib("RssFile:");
