@@ -16,7 +16,8 @@ compares). Stages:
      so the SP arm is the no-recall baseline.
   4. decoder: from layer matrices at std 1/sqrt(hidden) and embeddings at std 1, 1,500 steps of
      synthetic repeats at varied distances (repeat_rows: they form the induction copy every
-     answer needs; docs/WORLD.md), then 3,500 steps (the templated world: 3,000) on the layouts
+     answer needs; docs/WORLD.md; with --vocab realistic on a decoder of 1,024 ids that is then
+     extended to the BPE's 4,096: extend_vocab), then 3,500 steps (the templated world: 3,000) on the layouts
      the loop builds: the whole dialogue (FULL), and [BOS][SP over the evicted prefix][injected
      blocks][window] at contiguous positions (RC/SP), where it copies a value from an injected
      block or says "I don't know" when it has none; the trained world then 800 tail steps whose
@@ -366,9 +367,12 @@ def sample_needle(r, bpe, hay_pieces, lo, hi):
 
 
 # The trained world (--world broad, world_broad.py): its tokenizers' sizes and what it changes in DEC.
-# The decoder keeps the templated world's 1,024 ids: over 4,096 ids (3,800 merges) the warm-up formed
-# no copy in 1,700 steps, nor when it drew from the first 960 ids (docs/WORLD.md); at 1,024 ids the
-# warm-up is the templated world's own, step for step, and forms its copy around step 1,300.
+# The decoder keeps the templated world's 1,024 ids (760 merges). Over 4,096 ids (3,800 merges) the
+# warm-up formed no copy in 1,700 steps, nor when it drew from the first 960 ids (docs/WORLD.md);
+# REALISTIC_VOCAB (--vocab realistic) runs the warm-up on 1,024 ids and then extends the decoder to
+# 4,096 (extend_vocab), with a batch of repeats over every id every tenth world step: the copy carries
+# over, but that world's tail costs it more than it costs this one (docs/WORLD.md, "A realistic
+# vocabulary"), so it is not yet the recipe.
 # gate_dialogues: the gate's and the bridge's training dialogues (the first broad world's 48 left the
 # bridge at 36/61 held-out hits, falling from 44 as it overfitted).
 # tail: 800 steps after the world's cosine that teach the rebuilt context to answer small talk as
@@ -379,6 +383,7 @@ def sample_needle(r, bpe, hay_pieces, lo, hi):
 # recall position.
 BROAD = dict(merges=760, wp_size=8000, wp_pieces=0.25, dec=dict(induction=1500, tail=800, aux_w=0.3), gate_dialogues=240,
              bert_lex="decoder", bridge_rows="all", bert_init="index")
+REALISTIC_VOCAB = dict(merges=3800, dec=dict(warm_vocab=1024, repeat_every=10))
 
 # The decoder's training schedule. probe.py varies these on short runs (docs/WORLD.md, "How the
 # copy was learned"); the defaults are the recipe.
@@ -399,6 +404,10 @@ DEC = dict(
     induction_n_rows=32,  # rows per synthetic-repeat step
     induction_min=1000, # the warm-up's earliest end (see train_decoder)
     induction_stop=0,   # > 0: the warm-up ends once this share of held-out repeats is copied (0: always `induction`)
+    warm_vocab=0,       # > 0: the warm-up runs on a decoder of this many ids (its repeats over the first
+                        # warm_vocab - 64), which is then extended to the BPE's vocabulary (extend_vocab)
+    repeat_every=0,     # > 0: after the warm-up, every repeat_every-th step is a synthetic-repeat batch over
+                        # every plain id of the BPE (so an id no training text holds stays copyable)
     keyed=0,            # then `keyed` steps of synthetic keyed lookups only (keyed_rows)
     keyed_every=0,      # after those, every keyed_every-th step is a keyed-lookup batch (0: none)
     phase_lr=1,         # 1: the warm-up at lr constant (50 steps' ramp), then a cosine from world_lr over the rest
@@ -456,18 +465,18 @@ def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, e
     return exs
 
 
-def repeat_rows(r, n, T=96, V=960, Lmin=6, Lmax=24, distinct=True):
+def repeat_rows(r, n, T=96, V=960, Lmin=6, Lmax=24, distinct=True, lo=0):
     """n rows of T ids in which one random sequence (Lmin-Lmax ids, all different when distinct)
-    recurs after random filler (0-16 ids) until the row is full: several repeats a row, each at
+    recurs after random filler (0-16 ids) until the row is full (ids lo..V-1): several repeats a row, each at
     no fixed distance. Returns (rows, weights): weight 1 on a repeat's ids but its first (the id
     after the filler cannot be predicted), 0 elsewhere. induction_probe.py's rows."""
     rows, wts = [], []
     for _ in range(n):
         L = r.randint(Lmin, Lmax)
-        seq = r.sample(range(V), L) if distinct else [r.randrange(V) for _ in range(L)]
+        seq = r.sample(range(lo, V), L) if distinct else [r.randrange(lo, V) for _ in range(L)]
         row, w, first = [], [], True
         while len(row) < T:
-            f = [r.randrange(V) for _ in range(r.randint(0, 16))]
+            f = [r.randrange(lo, V) for _ in range(r.randint(0, 16))]
             row += f + seq
             w += [0] * len(f) + ([0] * L if first else [0] + [1] * (L - 1))
             first = False
@@ -693,6 +702,44 @@ def warm_cosine(peak, i, n, warm):
     return peak * min(1.0, (i + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * i / n)))
 
 
+def extend_vocab(model, V, used, seed):
+    """Grow the decoder's embeddings and lm_head from the warm-up's vocabulary to V ids. The
+    warm-up drew its repeats from ids 0..used-1 only, so rows from `used` on carry nothing: each
+    becomes a new random identity, drawn from a Gaussian with the trained rows' mean and covariance
+    (the copy formed on such identities), and its lm_head row is what a ridge fit of the trained
+    lm_head rows on the trained embeddings predicts for it (the copy's readout of that identity).
+    Seeded: the same run gives the same rows."""
+    g = torch.Generator().manual_seed(seed * 41 + 9)
+    with torch.no_grad():
+        E = model.embed_tokens.weight.detach().double()
+        Wl = model.lm_head.weight.detach().double()
+        H = E.shape[1]
+        Eu, Wu = E[:used], Wl[:used]
+        mu = Eu.mean(0)
+        C = (Eu - mu).T @ (Eu - mu) / (used - 1)
+        L = torch.linalg.cholesky(C + 1e-6 * torch.eye(H, dtype=torch.float64))
+        En = torch.cat([Eu, mu + torch.randn(V - used, H, generator=g, dtype=torch.float64) @ L.T])
+        Xa = torch.cat([Eu, torch.ones(used, 1, dtype=torch.float64)], 1)
+        M = torch.linalg.solve(Xa.T @ Xa + 1e-3 * used * torch.eye(H + 1, dtype=torch.float64), Xa.T @ Wu)
+        Wn = torch.cat([Wu, torch.cat([En[used:], torch.ones(V - used, 1, dtype=torch.float64)], 1) @ M])
+        emb = torch.nn.Embedding(V, H)
+        emb.weight.copy_(En.float())
+        head = torch.nn.Linear(H, V, bias=False)
+        head.weight.copy_(Wn.float())
+    model.embed_tokens, model.lm_head = emb, head
+    model.cfg = dict(model.cfg, vocab=V)
+
+
+def regrow_optimizer(opt, model):
+    """A new AdamW over the model's parameters (after extend_vocab), keeping the moments of every
+    parameter that did not change."""
+    new = torch.optim.AdamW(model.parameters(), lr=opt.param_groups[0]["lr"], betas=(0.9, 0.98), weight_decay=0.01)
+    for p in model.parameters():
+        if p in opt.state:
+            new.state[p] = opt.state[p]
+    return new
+
+
 def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None, every=0, on_eval=None, ckpt=None):
     """AdamW on the weighted next-token loss; on_eval(it) is called every `every` steps.
 
@@ -713,8 +760,14 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
     tok_seen, t_start, it0, ind_end = 0, time.time(), 0, (cfg["induction"] if not cfg["induction_stop"] else None)
     probe = KeywordProbe(model, bpe, seed) if cfg["aux_w"] > 0 else None
     sealh = SealHead(seed) if cfg["seal_w"] > 0 else None
+    n_plain = len(bpe.vocab)  # the BPE's ids but the added special strings
+    wv = cfg["warm_vocab"]
+    alpha = cfg["induction_alpha"] or (wv - 64 if wv else 0)  # the warm-up's repeats: ids 0..alpha-1 (0: all)
     if ckpt and os.path.exists(ckpt):
         st = torch.load(ckpt)
+        if st["model"]["embed_tokens.weight"].shape[0] != model.embed_tokens.weight.shape[0]:
+            extend_vocab(model, st["model"]["embed_tokens.weight"].shape[0], wv - 64, seed)
+            opt = regrow_optimizer(opt, model)
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["opt"])
         if probe is not None and "probe" in st:
@@ -740,8 +793,9 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
         for g in opt.param_groups:
             g["lr"] = lr
         if warming:
-            X, TG, WT = induction_rows(model, r, cfg["induction_n_rows"], int(cfg["induction_varied"]),
-                                       cfg["induction_alpha"])
+            X, TG, WT = induction_rows(model, r, cfg["induction_n_rows"], int(cfg["induction_varied"]), alpha)
+        elif cfg["repeat_every"] and not tail and (it - ind_end) % cfg["repeat_every"] == cfg["repeat_every"] - 1:
+            X, TG, WT = pad_rows(model, *repeat_rows(r, cfg["induction_n_rows"], V=n_plain))
         elif it < ind_end + cfg["keyed"] or (
                 cfg["keyed_every"] and (it - ind_end - cfg["keyed"]) % cfg["keyed_every"] == 0):
             X, TG, WT = keyed_rows(model, r, bpe)
@@ -781,25 +835,38 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
                 (" seal head %.3f (%d + %d rows)" % ((float(sl),) + sealh.last) if sl is not None else ""))
         it += 1
         if ind_end is None and (it >= cfg["induction"] or (it >= cfg["induction_min"] and it % 100 == 0)):
-            ok, n = synthetic_eval(model, lambda m, rr, k: induction_rows(m, rr, k, int(cfg["induction_varied"]),
-                                                                          cfg["induction_alpha"]), seed=4243, n_rows=32)
+            ok, n = synthetic_eval(model, lambda m, rr, k: induction_rows(m, rr, k, int(cfg["induction_varied"]), alpha),
+                                   seed=4243, n_rows=32)
             log("warm-up step %d: held-out repeats %d/%d (%.1f %%)" % (it, ok, n, 100.0 * ok / n))
-            if cfg["induction_alpha"]:
+            if cfg["induction_alpha"] and not wv:
                 ok2, n2 = synthetic_eval(model, lambda m, rr, k: induction_rows(m, rr, k, int(cfg["induction_varied"])),
                                          seed=4243, n_rows=32)
                 log("warm-up step %d: held-out repeats over the whole vocabulary %d/%d" % (it, ok2, n2))
             if ok >= cfg["induction_stop"] * n or it >= cfg["induction"]:
                 ind_end = it
                 log("warm-up ends at step %d; %d world steps follow" % (it, n_world))
+        if wv and ind_end is not None and it >= ind_end and model.embed_tokens.weight.shape[0] < QCFG["vocab"]:
+            extend_vocab(model, QCFG["vocab"], wv - 64, seed)
+            opt = regrow_optimizer(opt, model)
+            ok, n = synthetic_eval(model, lambda m, rr, k: pad_rows(m, *repeat_rows(rr, k, V=n_plain)),
+                                   seed=4244, n_rows=32)
+            ok3, n3 = synthetic_eval(model, lambda m, rr, k: pad_rows(m, *repeat_rows(rr, k, V=n_plain, lo=wv)),
+                                     seed=4245, n_rows=32)
+            log("decoder extended from %d to %d ids: held-out repeats over every plain id %d/%d, over the new "
+                "ids only %d/%d" % (wv, QCFG["vocab"], ok, n, ok3, n3))
         if on_eval and every and it % every == 0:
             on_eval(it)
-        if ckpt and (it % 250 == 0 or (ind_end is not None and it == ind_end + n_world + cfg["tail"])):
-            tmp = ckpt + ".tmp"
-            torch.save(dict({"model": model.state_dict(), "opt": opt.state_dict(), "rng": r.getstate(),
-                             "torch_rng": torch.get_rng_state(), "it": it, "ind_end": ind_end, "tok_seen": tok_seen},
-                            **({"probe": probe.state_dict()} if probe is not None else {}),
-                            **({"seal": sealh.state_dict()} if sealh is not None else {})), tmp)
-            os.replace(tmp, ckpt)
+        world_end = ind_end is not None and it == ind_end + n_world and cfg["tail"] > 0
+        if ckpt and (it % 250 == 0 or world_end or (ind_end is not None and it == ind_end + n_world + cfg["tail"])):
+            state = dict({"model": model.state_dict(), "opt": opt.state_dict(), "rng": r.getstate(),
+                          "torch_rng": torch.get_rng_state(), "it": it, "ind_end": ind_end, "tok_seen": tok_seen},
+                         **({"probe": probe.state_dict()} if probe is not None else {}),
+                         **({"seal": sealh.state_dict()} if sealh is not None else {}))
+            # the world's end is also kept as OUT.ckpt.world: a run given it as --ckpt tries another
+            # tail without the world's steps again
+            for path in (ckpt,) + ((ckpt + ".world",) if world_end else ()):
+                torch.save(state, path + ".tmp")
+                os.replace(path + ".tmp", path)
     log("decoder: %d steps (warm-up %d, world %d, tail %d)" % (it, ind_end, n_world, cfg["tail"]))
     if on_eval and every and it % every:
         on_eval(it)
@@ -1142,6 +1209,9 @@ def main():
                     help="broad: the trained world (world_broad.py: broad English, many kinds of value, phrasings, "
                          "held-out words; docs/WORLD.md); templated: the first world, tests/golden/templated (the "
                          "benchmark's keywords and templates)")
+    ap.add_argument("--vocab", default="small", choices=["small", "realistic"], help="--world broad: the decoder's "
+                    "BPE: small (760 merges, 1,024 ids: the committed world) or realistic (3,800 merges, 4,096 ids; the "
+                    "warm-up on 1,024 ids, then extended: REALISTIC_VOCAB, docs/WORLD.md)")
     ap.add_argument("--eval-every", type=int, default=0, help="log held-out copy accuracy every N decoder steps")
     ap.add_argument("--gate-dialogues", type=int, default=None, help="dialogues the gate and the bridge learn "
                     "from (default 48; --world broad: 240)")
@@ -1188,12 +1258,17 @@ def main():
     broad = args.world == "broad"
     if args.steps is None:
         args.steps = 5000 if broad else 4500
+    if broad and args.vocab == "realistic":
+        BROAD["merges"] = REALISTIC_VOCAB["merges"]
     W, hay, texts, bpe, hay_pieces, ids_ = build_corpus(args.seed, repo, broad)
 
     # 3. pooler (random, fixed), 4. decoder
     QCFG.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.qcfg)})
     torch.manual_seed(args.seed)
-    model = nets.Qwen2(QCFG)
+    cfg = dict(BROAD["dec"], **(REALISTIC_VOCAB["dec"] if args.vocab == "realistic" else {})) if broad else {}
+    cfg.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.set)})
+    # with DEC warm_vocab the warm-up's decoder has fewer ids; train_decoder extends it
+    model = nets.Qwen2(dict(QCFG, vocab=cfg.get("warm_vocab") or QCFG["vocab"]))
     pooler = nets.AttnPoolSP(QCFG["hidden"], N_SP, POOLER["heads"], POOLER["blocks"], POOLER["ffn"])
     for p in pooler.parameters():
         p.requires_grad_(False)
@@ -1202,10 +1277,12 @@ def main():
         sd = read_safetensors(os.path.join(args.init, "qwen2", "model.safetensors"))
         model.load_state_dict({k[len("model."):] if k.startswith("model.") else k: v for k, v in sd.items()})
         log("decoder: continuing from %s" % args.init)
-    cfg = dict(BROAD["dec"]) if broad else {}
-    cfg.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.set)})
 
     def on_eval(it):
+        if model.embed_tokens.weight.shape[0] < QCFG["vocab"]:  # the warm-up's smaller vocabulary (DEC warm_vocab)
+            log("held-out copy at step %d: not checked (the warm-up's decoder has %d ids)" % (
+                it, model.embed_tokens.weight.shape[0]))
+            return
         res = copy_eval(model, pooler, W, bpe, ids_, n=8)
         log("held-out copy at step %d: " % it + "  ".join("%s %d/%d" % (k, v[0], v[1]) for k, v in res.items()))
 
@@ -1460,8 +1537,9 @@ def main():
         f.write("\n\n".join(texts[:40]))
 
     n_files = manifest.write(out)
-    if os.path.exists(ckpt) and not args.keep_ckpt:
-        os.remove(ckpt)
+    for path in (ckpt, ckpt + ".world"):
+        if os.path.exists(path) and not args.keep_ckpt:
+            os.remove(path)
     log("wrote %d files to %s (MANIFEST.xxh64)" % (n_files, out))
 
 
