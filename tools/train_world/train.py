@@ -371,8 +371,8 @@ def sample_needle(r, bpe, hay_pieces, lo, hi):
 # warm-up formed no copy in 1,700 steps, nor when it drew from the first 960 ids (docs/WORLD.md);
 # REALISTIC_VOCAB (--vocab realistic) runs the warm-up on 1,024 ids and then extends the decoder to
 # 4,096 (extend_vocab), with a batch of repeats over every id every tenth world step: the copy carries
-# over, but that world's tail costs it more than it costs this one (docs/WORLD.md, "A realistic
-# vocabulary"), so it is not yet the recipe.
+# over, but its tail costs that world more than it costs this one (without the keyword probe, aux_w=0:
+# FULL 82 %; docs/WORLD.md, "A realistic vocabulary"), so it is not yet the recipe.
 # gate_dialogues: the gate's and the bridge's training dialogues (the first broad world's 48 left the
 # bridge at 36/61 held-out hits, falling from 44 as it overfitted).
 # tail: 800 steps after the world's cosine that teach the rebuilt context to answer small talk as
