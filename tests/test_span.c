@@ -40,6 +40,8 @@
 #define PROBLEM 4
 #define FACT_KW "invoice city" /* its first question's fact, sealed across two blocks */
 #define FACT_VAL "solaces"
+#define STR_(x) #x
+#define STR(x) STR_(x)
 #define PREAMBLE "<think>The user asks for a value that was stated earlier in our chat. I look back for it and copy " \
                  "it exactly, character by character: the " FACT_KW " is "
 static const char *const reply_block = PREAMBLE "unknown.</think>I don't know.";
@@ -154,7 +156,7 @@ Test(span, a_fact_sealed_across_two_blocks_comes_back_whole, .timeout = 300) {
     cr_expect_null(strstr(ib, "the " FACT_KW " is " FACT_VAL "."), "%s", ib);
     cr_expect(strstr(im, "the " FACT_KW " is " FACT_VAL "."), "%s", im);
     /* both schedules compute the same bits, widened injections included */
-    fixture_expect_same_run(&msg, &ref, "span exchange fast vs reference, the problem");
+    fixture_expect_same_run(&msg, &ref, "span exchange fast vs reference, problem " STR(PROBLEM));
     free(tb);
     free(tm);
     free(ib);
@@ -226,7 +228,7 @@ Test(span, edge_exchange_starts_the_window_at_the_exchange, .timeout = 300) {
     }
     cr_expect_gt(moved, 10, "the window's start moved back at %d of %d rebuilds", moved, rebuilds);
     cr_expect_lt(moved, rebuilds, "and not at every one");
-    fixture_expect_same_run(&run, &ref, "edge exchange fast vs reference, the problem");
+    fixture_expect_same_run(&run, &ref, "edge exchange fast vs reference, problem " STR(PROBLEM));
     rc_problem_run_free(&run);
     rc_problem_run_free(&ref);
     world_close(&w);
@@ -348,7 +350,7 @@ Test(span, rerank_words_chooses_as_the_rule_says, .timeout = 300) {
     }
     cr_expect_gt(fires, 5, "the problem's questions fire");
     cr_expect_gt(moved, 0, "the words changed some fire's choice");
-    fixture_expect_same_run(&run, &ref, "rerank words fast vs reference, the problem");
+    fixture_expect_same_run(&run, &ref, "rerank words fast vs reference, problem " STR(PROBLEM));
     rc_problem_run_free(&run);
     rc_problem_run_free(&plain);
     rc_problem_run_free(&ref);

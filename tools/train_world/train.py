@@ -765,7 +765,7 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
     alpha = cfg["induction_alpha"] or (wv - 64 if wv else 0)  # the warm-up's repeats: ids 0..alpha-1 (0: all)
     if ckpt and os.path.exists(ckpt):
         st = torch.load(ckpt)
-        if st["model"]["embed_tokens.weight"].shape[0] != model.embed_tokens.weight.shape[0]:
+        if wv and st["model"]["embed_tokens.weight"].shape[0] != model.embed_tokens.weight.shape[0]:
             extend_vocab(model, st["model"]["embed_tokens.weight"].shape[0], wv - 64, seed)
             opt = regrow_optimizer(opt, model)
         model.load_state_dict(st["model"])
@@ -795,7 +795,7 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
         if warming:
             X, TG, WT = induction_rows(model, r, cfg["induction_n_rows"], int(cfg["induction_varied"]), alpha)
         elif cfg["repeat_every"] and not tail and (it - ind_end) % cfg["repeat_every"] == cfg["repeat_every"] - 1:
-            X, TG, WT = pad_rows(model, *repeat_rows(r, cfg["induction_n_rows"], V=n_plain))
+            X, TG, WT = induction_rows(model, r, cfg["induction_n_rows"], int(cfg["induction_varied"]), n_plain)
         elif it < ind_end + cfg["keyed"] or (
                 cfg["keyed_every"] and (it - ind_end - cfg["keyed"]) % cfg["keyed_every"] == 0):
             X, TG, WT = keyed_rows(model, r, bpe)
@@ -848,8 +848,8 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
         if wv and ind_end is not None and it >= ind_end and model.embed_tokens.weight.shape[0] < QCFG["vocab"]:
             extend_vocab(model, QCFG["vocab"], wv - 64, seed)
             opt = regrow_optimizer(opt, model)
-            ok, n = synthetic_eval(model, lambda m, rr, k: pad_rows(m, *repeat_rows(rr, k, V=n_plain)),
-                                   seed=4244, n_rows=32)
+            ok, n = synthetic_eval(model, lambda m, rr, k: induction_rows(m, rr, k, int(cfg["induction_varied"]),
+                                                                          n_plain), seed=4244, n_rows=32)
             ok3, n3 = synthetic_eval(model, lambda m, rr, k: pad_rows(m, *repeat_rows(rr, k, V=n_plain, lo=wv)),
                                      seed=4245, n_rows=32)
             log("decoder extended from %d to %d ids: held-out repeats over every plain id %d/%d, over the new "
@@ -1198,7 +1198,8 @@ def main():
     ap.add_argument("--steps", type=int, default=None, help="decoder steps: the warm-up's cap (DEC induction) plus the "
                     "world's steps (default: 5000 for --world broad, 4500 for templated)")
     ap.add_argument("--ckpt", default=None, help="the decoder's checkpoint (default OUT.ckpt): written every 250 steps, "
-                    "resumed from when present, removed when the run ends")
+                    "resumed from when present, removed when the run ends; with a tail, the world's end is also written to "
+                    "OUT.ckpt.world, a start for other tails)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--form", default=world.FORM, choices=["plain", "reprise", "recopy"],
                     help="how the reply restates the value (world.reply_parts)")
