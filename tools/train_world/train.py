@@ -424,6 +424,8 @@ DEC = dict(
     aux_w=0.0,          # > 0: in the tail, a keyword probe's loss (weight aux_w) on the gate layers' q at
                         # recall positions (aux_positions, KeywordProbe): the q the gate and the bridge read
                         # then says WHICH fact is asked for (the broad world's recipe: 0.3)
+    aux_q_only=0,       # 1: the keyword probe's loss reaches only the gate layers' q_proj (not the rest of
+                        # the decoder, whose copy it moved; measured, not in a recipe: docs/WORLD.md)
     seal_w=0.0,         # > 0: in the tail, a seal head's loss (weight seal_w, SealHead): the gate layers' q
                         # of a block run on its own (faithful mode's seal forward) must differ from the q at
                         # a recall position in a conversation, so that a linear gate can tell them apart
@@ -819,7 +821,12 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
         ce = F.cross_entropy(logits, TG[sel], reduction="none")
         loss = (ce * WT[sel]).sum() / WT.sum()
         aux = probe.loss(qs, *aux_positions(exs)) if use_probe else None
-        if aux is not None:
+        aux_grads = None
+        if aux is not None and cfg["aux_q_only"]:  # the probe's gradient on the gate layers' q_proj only
+            probe.opt.zero_grad()
+            qp = [p for li in GATE_LAYERS for p in model.layers[li].self_attn.q_proj.parameters()] + [probe.W]
+            aux_grads = (qp, torch.autograd.grad(cfg["aux_w"] * aux, qp, retain_graph=True))
+        elif aux is not None:
             loss = loss + cfg["aux_w"] * aux
             probe.opt.zero_grad()
         sl = sealh.loss(model, qs, *aux_positions(exs)[:2], exs) if use_seal else None
@@ -828,6 +835,9 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
             sealh.opt.zero_grad()
         opt.zero_grad()
         loss.backward()
+        if aux_grads is not None:
+            for p_, g_ in zip(*aux_grads):
+                p_.grad = g_ if p_.grad is None else p_.grad + g_
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if aux is not None:
