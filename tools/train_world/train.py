@@ -371,9 +371,9 @@ def sample_needle(r, bpe, hay_pieces, lo, hi):
 # warm-up formed no copy in 1,700 steps, nor when it drew from the first 960 ids (docs/WORLD.md);
 # REALISTIC_VOCAB (--vocab realistic) runs the warm-up on 1,024 ids and then extends the decoder to
 # 4,096 (extend_vocab), with a batch of repeats over every id every tenth world step. Its tail is
-# gentler than this world's (tail_lr 1e-4, no keyword probe): at 3e-4, or with the probe, the tail
-# cost that world its copy or its phrasings (FULL 68-89 % against 93 %; repeat_tail and the probe
-# at 0.05-0.3 measured, not kept). It answers more than this world with the chat in view, with
+# gentler than this world's (tail_lr 1e-4, no keyword probe): at 3e-4, or with the probe (aux_w
+# 0.05-0.3, aux_q_only, repeat_tail: measured, not kept), the tail cost that world its copy or its
+# phrasings (FULL 68-91 % against 93 %, phrasings never trained down to 52 %). It answers more than this world with the chat in view, with
 # recall and in phrasings never trained, but tells facts apart among many less well (far back at
 # 8k, make demo's faithful replay), so it is not yet the recipe (docs/WORLD.md, "A realistic
 # vocabulary").
