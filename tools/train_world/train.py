@@ -373,10 +373,10 @@ def sample_needle(r, bpe, hay_pieces, lo, hi):
 # 4,096 (extend_vocab), with a batch of repeats over every id every tenth world step. Its tail is
 # gentler than this world's (tail_lr 1e-4, no keyword probe): at 3e-4, or with the probe (aux_w
 # 0.05-0.3, aux_q_only, repeat_tail: measured, not kept), the tail cost that world its copy or its
-# phrasings (FULL 68-91 % against 93 %, phrasings never trained down to 52 %). It answers more than this world with the chat in view, with
-# recall and in phrasings never trained, but tells facts apart among many less well (far back at
-# 8k, make demo's faithful replay), so it is not yet the recipe (docs/WORLD.md, "A realistic
-# vocabulary").
+# phrasings (FULL 68-91 % against 93 %, phrasings never trained down to 52 %). It answers more than
+# this world with the chat in view, with recall and in phrasings never trained, but tells facts
+# apart among many less well (far back at 8k, make demo's faithful replay), so it is not yet the
+# recipe (docs/WORLD.md, "A realistic vocabulary").
 # gate_dialogues: the gate's and the bridge's training dialogues (the first broad world's 48 left the
 # bridge at 36/61 held-out hits, falling from 44 as it overfitted).
 # tail: 800 steps after the world's cosine that teach the rebuilt context to answer small talk as
@@ -822,13 +822,13 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
         loss = (ce * WT[sel]).sum() / WT.sum()
         aux = probe.loss(qs, *aux_positions(exs)) if use_probe else None
         aux_grads = None
-        if aux is not None and cfg["aux_q_only"]:  # the probe's gradient on the gate layers' q_proj only
+        if aux is not None:
             probe.opt.zero_grad()
-            qp = [p for li in GATE_LAYERS for p in model.layers[li].self_attn.q_proj.parameters()] + [probe.W]
-            aux_grads = (qp, torch.autograd.grad(cfg["aux_w"] * aux, qp, retain_graph=True))
-        elif aux is not None:
-            loss = loss + cfg["aux_w"] * aux
-            probe.opt.zero_grad()
+            if cfg["aux_q_only"]:  # the probe's gradient on the gate layers' q_proj (and the probe) only
+                qp = [p for li in GATE_LAYERS for p in model.layers[li].self_attn.q_proj.parameters()] + [probe.W]
+                aux_grads = (qp, torch.autograd.grad(cfg["aux_w"] * aux, qp, retain_graph=True))
+            else:
+                loss = loss + cfg["aux_w"] * aux
         sl = sealh.loss(model, qs, *aux_positions(exs)[:2], exs) if use_seal else None
         if sl is not None:
             loss = loss + cfg["seal_w"] * sl
@@ -1216,7 +1216,7 @@ def main():
                     "world's steps (default: 5000 for --world broad, 4500 for templated)")
     ap.add_argument("--ckpt", default=None, help="the decoder's checkpoint (default OUT.ckpt): written every 250 steps, "
                     "resumed from when present, removed when the run ends; with a tail, the world's end is also written to "
-                    "OUT.ckpt.world, a start for other tails)")
+                    "OUT.ckpt.world, a start for other tails")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--form", default=world.FORM, choices=["plain", "reprise", "recopy"],
                     help="how the reply restates the value (world.reply_parts)")
