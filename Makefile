@@ -381,8 +381,9 @@ demo-worldA: recall
 	  --trace $(BUILD)/demo-worldA-trace.json
 	./recall trace-svg $(BUILD)/demo-worldA-trace.json -o $(BUILD)/demo-worldA-trace.svg
 # Retrain the trained world (tools/train_world/train.py: Debian python3 + python3-torch +
-# python3-numpy, CPU, one thread, seeded; about 80 minutes on the 2-core development machine) into
-# TRAIN_OUT; train-world-check compares a retrain's files with the committed manifest.
+# python3-numpy, CPU, one thread, seeded; 56 minutes from scratch on the 2-core development
+# machine, the same bytes: docs/WORLD.md) into TRAIN_OUT; train-world-check compares a
+# retrain's files with the committed manifest.
 TRAIN_OUT ?= $(BUILD)/trained
 # OpenBLAS is told its kernels (Haswell: AVX2 + FMA, on every x86-64 host this project runs on):
 # Debian's OpenBLAS does not know Zen 5 and falls back to its SSE3 "Prescott" kernels, 3x slower.
