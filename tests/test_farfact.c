@@ -322,3 +322,36 @@ Test(farfact, trained_world_recalls_a_fact_2048_tokens_back, .timeout = 300) {
     json_free(doc);
     remove(json);
 }
+
+/* The loop's firing rules reach far back as they reach eval and chat: the same case with
+ * --hysteresis above any run of scores never injects (the run above fires at the question and
+ * copies the value), and the file names every rule that ran (--threshold, --fire-once, --floor). */
+Test(farfact, firing_rules_are_options_and_named, .timeout = 300) {
+    const char *path = fixture_templated_blob("f32");
+    cr_assert(path);
+    char json[128], cmd[1024], *out;
+    snprintf(json, sizeof json, "build/tffh_%d.json", (int)getpid());
+    snprintf(cmd, sizeof cmd,
+             "./recall longctx %s --task farfact --bench " BENCH " --len 2048 --cases 1 --seed 0 --fact-share 0 "
+             "--arms RC_bge --hysteresis 1000000 --fire-once --floor 0.25 --threshold 1.5 --threads 1 --json %s 2>&1",
+             path, json);
+    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
+    free(out);
+    json_doc *doc = fixture_json(json);
+    const json_value *root = json_root(doc), *recs = get(root, "records", JSON_ARR);
+    cr_expect_eq(num(root, "hysteresis"), 1000000);
+    cr_expect_eq(flag(root, "fire_once"), 1);
+    cr_expect_eq(get(root, "floor", JSON_NUM)->num, 0.25);
+    cr_expect_eq(get(root, "threshold", JSON_NUM)->num, 1.5);
+    cr_assert_eq(recs->len, 1);
+    const json_value *rc = &recs->items[0];
+    cr_expect_str_eq(get(rc, "prompt_xxh64", JSON_STR)->str, W_PROMPT_XXH64);
+    cr_expect_eq(flag(rc, "ran"), 1);
+    cr_expect_gt(num(rc, "gates"), W_BLOCKS);
+    cr_expect_eq(num(rc, "fires"), 0);
+    cr_expect_eq(flag(rc, "injected"), 0);
+    cr_expect_eq(flag(rc, "exact"), 0);
+    cr_expect_str_eq(get(rc, "answer", JSON_STR)->str, "I don't know.");
+    json_free(doc);
+    remove(json);
+}

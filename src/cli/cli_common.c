@@ -324,6 +324,14 @@ void cli_put_build(FILE *f, const rc_blob *b, int numerics, int kv, int lm_scree
     }
 }
 
+void cli_put_firing(FILE *f, const rc_recall_opts *o) {
+    fputs(", \"threshold\": ", f);
+    rc_json_put_num(f, o->threshold);
+    fprintf(f, ", \"hysteresis\": %d, \"fire_once\": %s, \"floor\": ", o->hysteresis, o->fire_once ? "true" : "false");
+    if (o->use_floor) rc_json_put_num(f, o->floor);
+    else fputs("null", f);
+}
+
 const char *cli_nf4_keep(const rc_blob *b) {
     const rc_blob_kv *x = rc_blob_kv_find(b, RC_NF4_KEEP_KEY);
     return x && x->type == RC_KV_STR ? x->v.s : NULL;

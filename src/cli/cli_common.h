@@ -151,5 +151,8 @@ const char *cli_nf4_keep(const rc_blob *b);
  * into a JSON object being written: every trace and record names the blob's storage and the
  * profile that ran. */
 void cli_put_build(FILE *f, const rc_blob *b, int numerics, int kv, int lm_screen);
+/* Writes `, "threshold": T, "hysteresis": N, "fire_once": B, "floor": F|null` (the loop's firing
+ * rules as they ran) into a JSON object being written. */
+void cli_put_firing(FILE *f, const rc_recall_opts *o);
 
 #endif

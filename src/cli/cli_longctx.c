@@ -348,6 +348,9 @@ static int longctx_write_json(const longctx_run *r) {
             rc_rerank_name(o->a->loop.rerank),
             rc_kv_dtype_name((rc_kv_dtype)o->a->loop.kv), rc_numerics_name(o->a->loop.exec.numerics), r->ctx,
             r->trained, o->a->no_run ? "false" : "true");
+    rc_recall_opts ro;
+    cli_loop_opts(o->a, r->b, &ro);
+    cli_put_firing(f, &ro);
     cli_put_build(f, r->b, o->a->loop.exec.numerics, o->a->loop.kv, o->a->loop.lm_screen);
     fputs(",\n\"cases\": [", f);
     for (int c = 0; c < r->n_cases; c++) write_case(f, r, c);

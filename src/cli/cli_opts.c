@@ -594,7 +594,8 @@ static const cli_opt O_NO_RUN = {"--no-run", NULL, NULL, "build and check the ca
                                  set_flag, F(no_run), NOLIM};
 static const cli_opt *const LONGCTX_OPTS[] = {&O_TASK,   &O_LEN,   &O_DEPTH,   &O_SEED,      &O_LCTX_ARMS, &O_CASES, &O_FACT_SHARE, &O_BENCH_FF,
                                               &O_MAX_NEW, &O_JSON_LCTX, &O_HAYSTACK, &O_PROMPTS, &O_NO_RUN,
-                                              &O_MODE,  &O_EDGE, &O_SPAN, &O_RERANK, &O_SCREEN, &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_PROFILE, &O_CTX_FULL, &O_ROPE,    EXEC_OPTS, NULL};
+                                              &O_MODE,  &O_EDGE, &O_SPAN, &O_RERANK, &O_THRESHOLD, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR,
+                                              &O_SCREEN, &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_PROFILE, &O_CTX_FULL, &O_ROPE,    EXEC_OPTS, NULL};
 
 /* ---- trace-svg, compare --------------------------------------------------------------------- */
 
