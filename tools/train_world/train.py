@@ -1273,7 +1273,8 @@ def main():
                          "benchmark's keywords and templates)")
     ap.add_argument("--vocab", default="small", choices=["small", "realistic"], help="--world broad: the decoder's "
                     "BPE: small (760 merges, 1,024 ids: the committed world) or realistic (3,800 merges, 4,096 ids; the "
-                    "warm-up on 1,024 ids, then extended, and a gentler tail: REALISTIC_VOCAB, docs/WORLD.md)")
+                    "warm-up on 1,024 ids, then extended; a gentler tail, a quarter of its rows from long conversations, "
+                    "and --gate-long 24: REALISTIC_VOCAB, docs/WORLD.md)")
     ap.add_argument("--eval-every", type=int, default=0, help="log held-out copy accuracy every N decoder steps")
     ap.add_argument("--gate-dialogues", type=int, default=None, help="dialogues the gate and the bridge learn "
                     "from (default 48; --world broad: 240)")
