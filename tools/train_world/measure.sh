@@ -51,6 +51,8 @@ DISTS=2048,8192 CASES=6 SHARES="0.25 0" THREADS=1 sh tools/train_world/farback.s
 wait
 stamp loop
 if [ "${REPLAY:-1}" = 1 ]; then
+  # the replay's Qwen2 pre-tokenizer needs Unicode classes (\p{L}, \p{N}) the stdlib re lacks
+  sh tools/need.sh measure.sh /usr/lib/python3/dist-packages/regex/__init__.py:python3-regex
   # the Python replay (tools/replay/replay_loop.py, docs/REPLAY.md): problems 0-3 of its bench, three
   # runs each (RC_bge faithful and clean, SP), then the engine rerun against every trace. Its bench
   # is eval_bench.json cut to the reference benchmark's shape (12 facts, 12 casual turns).
