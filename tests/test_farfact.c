@@ -230,15 +230,16 @@ static const json_value *get(const json_value *o, const char *k, json_type t) {
 static long num(const json_value *o, const char *k) { return (long)get(o, k, JSON_NUM)->i; }
 static int flag(const json_value *o, const char *k) { return (int)get(o, k, JSON_BOOL)->num; }
 
-/* Runs one far-fact case (distance 2048, seed 0, index 0, share SHARE) on every arm; the records. */
-static json_doc *run_case(const char *share, const char *json) {
+/* Runs one far-fact case (distance 2048, seed 0, index 0, share SHARE) on ARMS with the loop
+ * options MORE; the records. */
+static json_doc *run_case(const char *share, const char *arms, const char *more, const char *json) {
     const char *path = fixture_templated_blob("f32");
     cr_assert(path);
     char cmd[1024], *out;
     snprintf(cmd, sizeof cmd,
              "./recall longctx %s --task farfact --bench " BENCH " --len 2048 --cases 1 --seed 0 --fact-share %s "
-             "--arms FULL,SP,RC_bge --threads 1 --json %s 2>&1",
-             path, share, json);
+             "--arms %s %s --threads 1 --json %s 2>&1",
+             path, share, arms, more, json);
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
     cr_expect(strstr(out, "2048      RC_bge"), "the table names the distance and the arm: %s", out);
     free(out);
@@ -266,7 +267,7 @@ static const int32_t W_REPLY[] = {
 Test(farfact, trained_world_recalls_a_fact_2048_tokens_back, .timeout = 300) {
     char json[128];
     snprintf(json, sizeof json, "build/tff_%d.json", (int)getpid());
-    json_doc *doc = run_case("0", json);
+    json_doc *doc = run_case("0", "FULL,SP,RC_bge", "", json);
     const json_value *root = json_root(doc), *recs = get(root, "records", JSON_ARR);
     cr_assert_eq(recs->len, 3);
     cr_expect_str_eq(get(root, "task", JSON_STR)->str, "farfact");
@@ -327,17 +328,9 @@ Test(farfact, trained_world_recalls_a_fact_2048_tokens_back, .timeout = 300) {
  * --hysteresis above any run of scores never injects (the run above fires at the question and
  * copies the value), and the file names every rule that ran (--threshold, --fire-once, --floor). */
 Test(farfact, firing_rules_are_options_and_named, .timeout = 300) {
-    const char *path = fixture_templated_blob("f32");
-    cr_assert(path);
-    char json[128], cmd[1024], *out;
+    char json[128];
     snprintf(json, sizeof json, "build/tffh_%d.json", (int)getpid());
-    snprintf(cmd, sizeof cmd,
-             "./recall longctx %s --task farfact --bench " BENCH " --len 2048 --cases 1 --seed 0 --fact-share 0 "
-             "--arms RC_bge --hysteresis 1000000 --fire-once --floor 0.25 --threshold 1.5 --threads 1 --json %s 2>&1",
-             path, json);
-    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
-    free(out);
-    json_doc *doc = fixture_json(json);
+    json_doc *doc = run_case("0", "RC_bge", "--hysteresis 1000000 --fire-once --floor 0.25 --threshold 1.5", json);
     const json_value *root = json_root(doc), *recs = get(root, "records", JSON_ARR);
     cr_expect_eq(num(root, "hysteresis"), 1000000);
     cr_expect_eq(flag(root, "fire_once"), 1);

@@ -326,6 +326,10 @@ Test(longctx, cli_runs_every_arm_and_writes_the_json) {
     cr_assert_eq(get(root, "seed", JSON_NUM)->i, 3);
     cr_assert_eq(get(root, "max_new", JSON_NUM)->i, 4);
     cr_assert_eq(get(root, "trained_positions", JSON_NUM)->i, 4096);
+    cr_assert_eq(get(root, "hysteresis", JSON_NUM)->i, 0, "the firing rules as they ran: the defaults");
+    cr_assert_eq(get(root, "fire_once", JSON_BOOL)->num, 0);
+    get(root, "floor", JSON_NULL);
+    get(root, "threshold", JSON_NUM);
     cr_assert_str_eq(get(root, "haystack_xxh64", JSON_STR)->str, "8e460aaf5344f4be");
     cr_assert_eq(get(root, "haystack_tokens", JSON_NUM)->i, 101222);
     get(root, "blob_xxh64", JSON_STR);
