@@ -1,11 +1,11 @@
 /* test_span.c - whole exchanges (docs/LOOP.md "Whole exchanges"): what a fire injects (recall_loop.h
  * rc_span) and where the window starts (rc_edge RC_EDGE_EXCHANGE), on the trained world
- * (tests/golden/trained), clean mode, held-out benchmark problem 4:
- *   whole      its first question asks for "the invoice city", a fact sealed across two blocks
- *              ("... Important to note: the invoice city" | " is solaces. ..."). With the sealed
- *              blocks (the default) the reply is "... the invoice city is unknown.</think>I don't
- *              know."; with --span exchange the fire's blocks are widened to the exchanges they cut
- *              and the reply is the value. Fast = reference schedule, bitwise.
+ * (tests/golden/trained), clean mode, held-out benchmark problem 101:
+ *   whole      its first question asks for "the hotel birthday", a fact sealed across two blocks
+ *              ("... Important to note: the hotel birthday is" | " 09/26/1954. ..."). With the
+ *              sealed blocks (the default) the reply is "... the hotel birthday is unknown.</think>I
+ *              don't know."; with --span exchange the fire's blocks are widened to the exchanges
+ *              they cut and the reply is the value. Fast = reference schedule, bitwise.
  *   rule       every fire of the problem injects exactly the ids this test's own reading of the
  *              rule gives (the chosen candidates of the record, widened on the conversation's
  *              ids); the candidates and their scores are those of the default run's first fire
@@ -37,9 +37,9 @@
 #include <unistd.h>
 
 #define B FIXTURE_TRAINED
-#define PROBLEM 4
-#define FACT_KW "invoice city" /* its first question's fact, sealed across two blocks */
-#define FACT_VAL "solaces"
+#define PROBLEM 101
+#define FACT_KW "hotel birthday" /* its first question's fact, sealed across two blocks */
+#define FACT_VAL "09/26/1954"
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define PREAMBLE "<think>The user asks for a value that was stated earlier in our chat. I look back for it and copy " \
@@ -402,10 +402,9 @@ Test(span, rerank_words_scales_scores_on_a_handmade_archive) {
 
 /* Far back (longctx farfact, seed 0, a quarter of the filler other facts), in the setting
  * docs/WORLD.md recommends with and without --rerank words: at 2,048 tokens case 6's "safe
- * combination" is answered "I don't know." with the bridge head's choice and "4:45 pm" with the
- * words; at 8,192 tokens case 3's "mom's flight number" (its block the bridge's 29th of 256)
- * "I don't know." and "51380" (the words' score scaled beside the bridge's: a rank fusion,
- * 1/(60 + rank) each, chose two other blocks and answered "I don't know." too). */
+ * combination" (its block the bridge's 14th of 64) is answered "I don't know." with the bridge
+ * head's choice and "4:45 pm" with the words; at 8,192 tokens case 0's "bus pet's name" (its
+ * block the bridge's 11th of 258) "I don't know." and "10". */
 Test(span, rerank_words_answers_a_fact_far_back, .timeout = 600) {
     const char *path = fixture_trained_blob("f32");
     cr_assert(path);
@@ -413,7 +412,7 @@ Test(span, rerank_words_answers_a_fact_far_back, .timeout = 600) {
         int len, cases;
         const char *kw, *want[2];
     } far[] = {{2048, 7, "safe combination", {"I don't know.", "4:45 pm"}},
-               {8192, 4, "mom's flight number", {"I don't know.", "51380"}}};
+               {8192, 1, "bus pet's name", {"I don't know.", "10"}}};
     for (size_t f = 0; f < sizeof far / sizeof *far; f++)
         for (int i = 0; i < 2; i++) {
             char out[128];

@@ -228,21 +228,21 @@ Test(templated, replay_shows_the_block_come_back, .timeout = 600) {
  * answers. The templated world above garbles the typed facts (docs/WORLD.md). */
 #define B FIXTURE_TRAINED
 /* held-out problems 0-3 of eval_bench.json (12 questions), faithful: exact answers per arm */
-#define TRAINED_FULL_EXACT 10
+#define TRAINED_FULL_EXACT 9
 #define TRAINED_SP_EXACT 0
-#define TRAINED_RC_EXACT 7
-/* the same problems in clean mode (the chat setting's loop): RC_bge exact (the world before the
- * keyword index answered 7: its bridge could not tell which fact was asked) */
+#define TRAINED_RC_EXACT 10
+/* the same problems in clean mode (the chat setting's loop): RC_bge exact (the 1,024-id world
+ * before this one: 10 of 12 in clean mode, 7 in faithful) */
 #define TRAINED_CLEAN_RC_EXACT 10
 /* held-out problems 4-7, clean mode, RC_bge exact with the sealed blocks and with --span exchange
- * (three of the misses are facts sealed across two blocks: docs/LOOP.md, "Whole exchanges") */
-#define TRAINED_CLEAN_47_BLOCK 9
-#define TRAINED_CLEAN_47_MESSAGE 12
+ * (two of the misses are facts sealed across two blocks: docs/LOOP.md, "Whole exchanges") */
+#define TRAINED_CLEAN_47_BLOCK 8
+#define TRAINED_CLEAN_47_MESSAGE 10
 /* the chat setting docs/WORLD.md recommends */
 #define WHOLE "--mode clean --span exchange --edge exchange --rerank words"
 /* the same problems with the facts told and asked in phrasings never trained (eval_phrasing.json) */
 #define TRAINED_PHR_FULL_EXACT 9
-#define TRAINED_PHR_RC_EXACT 7
+#define TRAINED_PHR_RC_EXACT 6
 
 Test(trained, manifest_matches_the_committed_files) { check_manifest(B, 20); }
 
@@ -320,10 +320,8 @@ Test(trained, typed_facts_are_answered, .timeout = 600) {
          "Quick \xe2\x80\x94 what was the flight number I mentioned? Just the value.\n", " LH 2214"},
         {"Just so you know, the meeting time is 14:30.\nWhat was the meeting time again?\n", " 14:30"},
         {"Please remember that the password is sunflower.\nWhat is my password?\n", " sunflower"},
-        {"Make a note that the train departure time is 9:15.\nI forgot the train departure time. What was it?\n",
-         " 9:15"},
-        /* evicted: six casual lines push the fact out of the 96-token window; recall brings it back
-         * (the world before the keyword index answered neither 14:30 nor Biscuit nor 4471 here) */
+        {"Before I forget, the pickup time is 6 pm.\nAny idea what the pickup time is?\n", " 6 pm"},
+        /* evicted: six casual lines push the fact out of the 96-token window; recall brings it back */
         {"My dentist's name is Halvorsen.\n" CASUAL6 "What's my dentist's name?\n", " Halvorsen"},
         {"Just so you know, the meeting time is 14:30.\n" CASUAL6 "What was the meeting time again?\n", " 14:30"},
         {"My cat's name is Biscuit.\n" CASUAL6 "What's my cat's name?\n", " Biscuit"},
@@ -371,20 +369,20 @@ Test(trained, a_fact_at_the_window_edge_is_answered_in_the_recommended_setting, 
 }
 
 /* `make demo`'s chat (demo_bench.json, problem 0: three facts a person tells, eleven lines of
- * small talk, then the three questions), replayed as make demo does (faithful, the gate file's
- * threshold): RC_bge answers all three with the value, SP none (each reply ends
- * "</think>I don't know."). The world before the keyword index answered the dentist's name
- * "I don't know." here. */
+ * small talk, then the three questions), replayed as make demo does (the recommended setting
+ * WHOLE, the gate file's threshold): RC_bge answers all three with the value, SP none (each reply
+ * ends "</think>I don't know."). The reference's faithful loop answers the dentist's name with
+ * small talk on this world (docs/WORLD.md, "One dialogue, step by step"). */
 Test(trained, demo_chat_is_answered_with_recall_and_not_without, .timeout = 600) {
     const char *blob = fixture_trained_blob("f32");
     cr_assert(blob);
     static const char *want[] = {"</think> Halvorsen\"", "</think> 14:30\"", "</think> LH 2214\""};
     char cmd[1024], *rc_out, *sp_out;
-    snprintf(cmd, sizeof cmd, "./recall replay %s --bench " B "/demo_bench.json --problem 0 --trace build/ttrained_%d_demo.json"
-             " 2>&1", blob, (int)getpid());
+    snprintf(cmd, sizeof cmd, "./recall replay %s --bench " B "/demo_bench.json --problem 0 " WHOLE
+             " --trace build/ttrained_%d_demo.json 2>&1", blob, (int)getpid());
     cr_assert_eq(fixture_sh(cmd, &rc_out), 0, "%s", rc_out);
-    snprintf(cmd, sizeof cmd, "./recall replay %s --bench " B "/demo_bench.json --problem 0 --arm SP --trace "
-             "build/ttrained_%d_demo.json 2>&1", blob, (int)getpid());
+    snprintf(cmd, sizeof cmd, "./recall replay %s --bench " B "/demo_bench.json --problem 0 --arm SP " WHOLE
+             " --trace build/ttrained_%d_demo.json 2>&1", blob, (int)getpid());
     cr_assert_eq(fixture_sh(cmd, &sp_out), 0, "%s", sp_out);
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_expect(strstr(rc_out, want[i]), "RC_bge: %s", rc_out);
     int idk = 0;

@@ -396,21 +396,19 @@ def sample_needle(r, bpe, hay_pieces, lo, hi):
 
 
 # The trained world (--world broad, world_broad.py): its tokenizers' sizes and what it changes in DEC.
-# The decoder keeps the templated world's 1,024 ids (760 merges). Over 4,096 ids (3,800 merges) the
-# warm-up formed no copy in 1,700 steps, nor when it drew from the first 960 ids (docs/WORLD.md);
-# REALISTIC_VOCAB (--vocab realistic) runs the warm-up on 1,024 ids and then extends the decoder to
-# 4,096 (extend_vocab), with a batch of repeats over every id every tenth world step. Its tail is
-# gentler than this world's (tail_lr 1e-4, no keyword probe): at 3e-4, or with the probe (aux_w
-# 0.05-0.3, aux_q_only, repeat_tail: measured, not kept), the tail cost that world its copy or its
-# phrasings (FULL 68-91 % against 93 %, phrasings never trained down to 52 %). It answers more than
-# this world with the chat in view, with recall and in phrasings never trained, but tells facts
-# apart among many less well (far back at 8k, make demo's faithful replay). Far back, the gate
-# fires once it has also learned from 24 long conversations (gate_long, --gate-long) and the copy
-# holds once a quarter of the tail's loop rows come from such conversations (DEC long_frac) whose
-# dialogues never share a keyword (long_distinct: with shared ones, FULL fell to 86 %); other_fact
-# 0.5 is kept from the runs that found them (docs/WORLD.md, "A realistic vocabulary": FULL 94 %,
-# far back at 8k 50 of 60 from an earlier run's world end; from scratch 91 % and 45 of 60, so the
-# committed world keeps 1,024 ids).
+# BROAD is the world before this one (--vocab small): the templated world's 1,024 ids (760 merges).
+# Over 4,096 ids (3,800 merges) the warm-up formed no copy in 1,700 steps, nor when it drew from the
+# first 960 ids (docs/WORLD.md); so REALISTIC_VOCAB (--vocab realistic, the default and the
+# committed world) runs the warm-up on 1,024 ids and then extends the decoder to 4,096
+# (extend_vocab), with a batch of repeats over every id every tenth world step. Its tail is gentler
+# than BROAD's (tail_lr 1e-4, no keyword probe): at 3e-4, or with the probe (aux_w 0.05-0.3,
+# aux_q_only, repeat_tail: measured, not kept), the tail cost the world its copy or its phrasings
+# (FULL 68-91 % against 93 %, phrasings never trained down to 52 %). Far back, the gate fires once it
+# has also learned from 24 long conversations (gate_long, --gate-long) and the copy holds once a
+# quarter of the tail's loop rows come from such conversations (DEC long_frac) whose dialogues never
+# share a keyword (long_distinct: with shared ones, FULL fell to 86 %); other_fact 0.5 is kept from
+# the runs that found them (docs/WORLD.md, "A realistic vocabulary"). From scratch: FULL 91 %,
+# RC_bge 94 % in the recommended setting, far back at 8k 45 of 60 (the world before: 50 of 60).
 # gate_dialogues: the gate's and the bridge's training dialogues (the first broad world's 48 left the
 # bridge at 36/61 held-out hits, falling from 44 as it overfitted).
 # tail: 800 steps after the world's cosine that teach the rebuilt context to answer small talk as
@@ -1272,10 +1270,11 @@ def main():
                     help="broad: the trained world (world_broad.py: broad English, many kinds of value, phrasings, "
                          "held-out words; docs/WORLD.md); templated: the first world, tests/golden/templated (the "
                          "benchmark's keywords and templates)")
-    ap.add_argument("--vocab", default="small", choices=["small", "realistic"], help="--world broad: the decoder's "
-                    "BPE: small (760 merges, 1,024 ids: the committed world) or realistic (3,800 merges, 4,096 ids; the "
-                    "warm-up on 1,024 ids, then extended; a gentler tail, a quarter of its rows from long conversations, "
-                    "and --gate-long 24: REALISTIC_VOCAB, docs/WORLD.md)")
+    ap.add_argument("--vocab", default="realistic", choices=["small", "realistic"], help="--world broad: the "
+                    "decoder's BPE: realistic (default, the committed world: 3,800 merges, 4,096 ids; the warm-up on "
+                    "1,024 ids, then extended; a gentler tail, a quarter of its rows from long conversations, and "
+                    "--gate-long 24: REALISTIC_VOCAB, docs/WORLD.md) or small (760 merges, 1,024 ids: the world "
+                    "before it)")
     ap.add_argument("--eval-every", type=int, default=0, help="log held-out copy accuracy every N decoder steps")
     ap.add_argument("--gate-dialogues", type=int, default=None, help="dialogues the gate and the bridge learn "
                     "from (default 48; --world broad: 240)")
