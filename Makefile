@@ -217,7 +217,7 @@ INCDIR  ?= $(PREFIX)/include
 # VERSION and soname policy (docs/API.md): MAJOR.MINOR.PATCH; the soname is librecall.so.MAJOR and
 # changes only when a program linked against an earlier library would stop working (a symbol
 # removed, a frozen struct changed). Appending option fields or adding functions is a MINOR step.
-VERSION  = 0.4.0
+VERSION  = 0.5.0
 SOMAJOR  = $(firstword $(subst ., ,$(VERSION)))
 API_HEADERS = src/recall.h src/status.h
 # The shared object links position-independent copies of the library objects (build/pic/).
@@ -344,8 +344,9 @@ DEMO_PROBLEM ?= 0
 DEMO_BLOB  = $(BUILD)/trained-f32.blob
 DEMO_BENCH = $(TRAINED)/demo_bench.json
 # ... in the chat setting docs/WORLD.md recommends (the reference's faithful loop answers two of its
-# three questions on this world: DEMO_LOOP="--mode faithful" shows it)
-DEMO_LOOP ?= --mode clean --span exchange --edge exchange --rerank words
+# three questions on this world: DEMO_LOOP="--mode faithful" shows it; --rerank words --top-k 1,
+# one block at every fire, also two: docs/LOOP.md "One block when the words single it out")
+DEMO_LOOP ?= --mode clean --span exchange --edge exchange --rerank single
 # world_blob(name, folder, weights, more convert options): a bundled world converted like the
 # real artifacts. The trained world's first two layers' attention stays exact under --numerics q8
 # (docs/PROFILES.md, "Layers kept exact": measured on the 1,024-id world before this one, where q8's

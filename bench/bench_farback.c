@@ -210,7 +210,7 @@ static void isolated(const rc_blob *b, const rc_exec *ex, const rc_bpe *bpe, con
     double tw[5];
     for (int r = 0; r < 5; r++) {
         const double t0 = bench_now_s();
-        if (rc_retrieve_rerank_words(&a, bpe, c->ids + c->q_first, c->n_ids - c->q_first, o->k, &rv, &err))
+        if (rc_retrieve_rerank_words(&a, bpe, c->ids + c->q_first, c->n_ids - c->q_first, o->k, 0, &rv, &err))
             die("rerank words", &err);
         tw[r] = bench_now_s() - t0;
     }

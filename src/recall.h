@@ -50,7 +50,7 @@
 extern "C" {
 #endif
 
-#define RECALL_API_VERSION 5 /* 2: struct_size in the option structs; 3: pooler_cache_mb, kv, numerics; 4: edge; 5: span, rerank */
+#define RECALL_API_VERSION 6 /* 2: struct_size in the option structs; 3: pooler_cache_mb, kv, numerics; 4: edge; 5: span, rerank; 6: rerank single */
 
 /* Numerics profiles (recall_open_opts.numerics, recall_loop_opts.numerics). */
 enum { RECALL_NUMERICS_EXACT = 0, RECALL_NUMERICS_Q8 = 1 };
@@ -160,7 +160,7 @@ enum { RECALL_EDGE_OFF = 0, RECALL_EDGE_INJECT = 1, RECALL_EDGE_EXCHANGE = 2 };
 /* recall_loop_opts.span (since API version 5; docs/LOOP.md, "Whole exchanges"). */
 enum { RECALL_SPAN_BLOCK = 0, RECALL_SPAN_EXCHANGE = 1 };
 /* recall_loop_opts.rerank (since API version 5; docs/LOOP.md, "Words the user asked in"). */
-enum { RECALL_RERANK_OFF = 0, RECALL_RERANK_WORDS = 1 };
+enum { RECALL_RERANK_OFF = 0, RECALL_RERANK_WORDS = 1, RECALL_RERANK_SINGLE = 2 /* since API version 6 */ };
 
 typedef struct {
     size_t struct_size; /* sizeof this struct as the caller was compiled: recall_loop_opts_init sets it */
@@ -220,7 +220,9 @@ typedef struct {
     /* How a fire chooses: RECALL_RERANK_OFF (0, default, the reference: the bridge head's top k)
      * or RECALL_RERANK_WORDS (clean mode only; RECALL_E_ARG in faithful mode): the top k of the
      * bridge head's scores added to a score by the words of the user's message being answered
-     * (each scaled to [0, 1] over the candidates). Since API version 5. */
+     * (each scaled to [0, 1] over the candidates). Since API version 5. RECALL_RERANK_SINGLE (since
+     * API version 6; clean mode only): the same, and when one candidate's word score is above every
+     * other's and it leads the sum, that candidate alone is injected. */
     int rerank;
     /* New fields go here, at the end; zero must mean the default. */
 } recall_loop_opts;

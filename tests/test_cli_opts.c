@@ -79,7 +79,7 @@ static const struct {
 static const char *sample(const char *name) {
     static const char *const v[][2] = {
         {"--threads", "2"}, {"--simd", "scalar"}, {"--ctx", "64"}, {"--rope-scaling", "yarn:2:4096"},
-        {"--kv-pages", "16:32"}, {"--kv-pages-random", "3"}, {"--mode", "clean"}, {"--edge", "inject"}, {"--span", "exchange"}, {"--rerank", "words"}, {"--arm", "SP"},
+        {"--kv-pages", "16:32"}, {"--kv-pages-random", "3"}, {"--mode", "clean"}, {"--edge", "inject"}, {"--span", "exchange"}, {"--rerank", "words"}, {"--top-k", "1"}, {"--arm", "SP"},
         {"--threshold", "-3"}, {"--hysteresis", "2"}, {"--floor", "-20"}, {"--max-turn-tokens", "5"},
         {"--draft", "4"}, {"--pooler-cache", "16"}, {"--kv", "f16"}, {"--numerics", "q8"}, {"--profile", "device"}, {"--lm-head-screen", "off"}, {"--pooler-heads", "4"}, {"--weights", "nf4"},
         {"--bge-weights", "nf4"},
@@ -364,4 +364,12 @@ Test(cli_opts, default_threads_are_the_cores, .timeout = 300) {
     cr_expect_str_eq(strchr(out[0], '\n'), strchr(out[1], '\n'));
     free(out[0]);
     free(out[1]);
+}
+
+/* --top-k takes 1..RC_MAX_K blocks a fire; out of range it is refused before anything opens. */
+Test(cli_opts, top_k_range_refused) {
+    expect_refused("chat", "nope.blob --top-k 0", "recall chat: --top-k 0: expected an integer in 1..8");
+    expect_refused("eval", "nope.blob --bench nope.json --top-k 9", "recall eval: --top-k 9: expected an integer in 1..8");
+    expect_refused("longctx", "nope.blob --task needle --len 10 --top-k -1",
+                   "recall longctx: --top-k -1: expected an integer in 1..8");
 }

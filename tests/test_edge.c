@@ -185,8 +185,9 @@ static const struct {
     {"--edge", "exchange", NULL, "edge exchange needs clean mode", NULL, RC_EDGE_EXCHANGE, RC_SPAN_BLOCK, 0, 0},
     {"--span", "exchange", "turn", "span exchange needs clean mode", "--span: span 'turn': expected block or exchange",
      RC_EDGE_OFF, RC_SPAN_EXCHANGE, 0, 5},
-    {"--rerank", "words", "bm25", "rerank words needs clean mode", "--rerank: rerank 'bm25': expected off or words",
+    {"--rerank", "words", "bm25", "rerank words needs clean mode", "--rerank: rerank 'bm25': expected off, words or single",
      RC_EDGE_OFF, RC_SPAN_BLOCK, RC_RERANK_WORDS, 3},
+    {"--rerank", "single", NULL, "rerank single needs clean mode", NULL, RC_EDGE_OFF, RC_SPAN_BLOCK, RC_RERANK_SINGLE, 0},
 };
 
 Test(edge, faithful_mode_and_unknown_values_refused, .timeout = 120) {
@@ -321,6 +322,7 @@ Test(edge, outputs_name_the_option, .timeout = 300) {
     expect_outputs_name(path, "--edge", "exchange", "edge", r_off);
     expect_outputs_name(path, "--span", "exchange", "span", r_off);
     expect_outputs_name(path, "--rerank", "words", "rerank", r_off);
+    expect_outputs_name(path, "--rerank", "single", "rerank", r_off);
     json_free(d_off);
     remove(on);
     remove(off);

@@ -15,7 +15,7 @@ every figure from ./recall (docs/NUMERICS.md, "The BERT encoder at 4 bits"):
         [--synth-f32 BLOB --synth-nf4 BLOB] [--out build/bge-nf4] [--loop "OPTIONS"]
 
 --loop passes loop options to every replay and eval (e.g. the recommended chat setting, "--mode clean
---span exchange --edge exchange --rerank words"); by default the reference's faithful loop.
+--span exchange --edge exchange --rerank single"); by default the reference's faithful loop.
 
 Both blobs of a world share the decoder (f32) and differ only in the encoder. Needs ./recall,
 Debian's python3-numpy. Single-threaded runs (the bits do not depend on it)."""

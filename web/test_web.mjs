@@ -82,7 +82,7 @@ const dialogue = [
 ];
 const session = join(work, 'native.rcs');
 // the page's loop runs the chat setting docs/WORLD.md recommends (web_api.c, web_loop_open)
-const common = ['--simd', 'scalar', '--threads', '1', '--trace', '--mode', 'clean', '--span', 'exchange', '--edge', 'exchange', '--rerank', 'words'];
+const common = ['--simd', 'scalar', '--threads', '1', '--trace', '--mode', 'clean', '--span', 'exchange', '--edge', 'exchange', '--rerank', 'single'];
 const nat = run(['chat', opt.blob, ...common, '--session', session], dialogue.join('\n') + '\n');
 const natReplies = nat.stdout.split('\n').slice(0, dialogue.length);
 const natEvents = nativeTurns(nat.stderr);

@@ -108,8 +108,8 @@ WEB_EXPORT("web_detokenize") char *web_detokenize(web_model *wm, const int32_t *
 
 /* A loop on arm 0 = RC_bge, 1 = SP, 2 = FULL with the blob's defaults in the chat setting
  * docs/WORLD.md recommends (`recall chat --mode clean --span exchange --edge exchange --rerank
- * words`: clean mode, whole exchanges injected, the window never starting inside an exchange, the
- * question's words in the choice), one thread, the best kernel path of this build (simd NULL) or
+ * single`: clean mode, whole exchanges injected, the window never starting inside an exchange, the
+ * question's words in the choice, one block when they single it out), one thread, the best kernel path of this build (simd NULL) or
  * the one named. */
 WEB_EXPORT("web_loop_open") web_loop *web_loop_open(web_model *wm, int arm, const char *simd) {
     web_loop *wl = calloc(1, sizeof *wl);
@@ -120,7 +120,7 @@ WEB_EXPORT("web_loop_open") web_loop *web_loop_open(web_model *wm, int arm, cons
     wl->o.mode = RECALL_MODE_CLEAN;
     wl->o.span = RECALL_SPAN_EXCHANGE;
     wl->o.edge = RECALL_EDGE_EXCHANGE;
-    wl->o.rerank = RECALL_RERANK_WORDS;
+    wl->o.rerank = RECALL_RERANK_SINGLE;
     wl->o.threads = 1;
     wl->o.simd = simd && *simd ? simd : NULL;
     if (recall_loop_open(wm->m, &wl->o, &wl->l, &wl->err)) wl->failed = 1;

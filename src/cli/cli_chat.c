@@ -340,11 +340,13 @@ int cli_chat(const cli_args *a) {
     c.cs.trace = a->trace_live;
     c.cs.edge = a->loop.edge == RC_EDGE_INJECT; /* rebuild lines give the edge span (edge exchange has none) */
     const int threads = rc_recall_threads(c.r);
+    char top_k[24] = "";
+    if (a->top_k) snprintf(top_k, sizeof top_k, ", top-k %d", a->top_k);
     if (a->trace_live)
-        fprintf(stderr, "[trace] simd %s, %d thread%s, kv %s%s%s%s%s\n", rc_recall_simd_name(c.r), threads,
+        fprintf(stderr, "[trace] simd %s, %d thread%s, kv %s%s%s%s%s%s%s\n", rc_recall_simd_name(c.r), threads,
                 threads == 1 ? "" : "s", rc_kv_dtype_name((rc_kv_dtype)a->loop.kv), a->loop.edge ? ", edge " : "",
                 a->loop.edge ? rc_edge_name(a->loop.edge) : "", a->loop.span ? ", span exchange" : "",
-                a->loop.rerank ? ", rerank words" : "");
+                a->loop.rerank ? ", rerank " : "", a->loop.rerank ? rc_rerank_name(a->loop.rerank) : "", top_k);
     const int tty = isatty(STDIN_FILENO);
     if (tty)
         fprintf(stderr, "recall chat: %s, %s session (%zu tokens), simd %s, %d thread%s; end with Ctrl-D\n", a->pos[0],

@@ -120,7 +120,7 @@ void cli_loop_opts(const cli_args *a, const rc_blob *b, rc_recall_opts *o) {
     o->window = blob.window;
     o->block = blob.block;
     o->chunk = blob.chunk;
-    o->k = blob.k;
+    o->k = a->top_k ? a->top_k : blob.k;
     o->buf_min = blob.buf_min;
     o->turn_cap = a->turn_cap >= 0 ? a->turn_cap : blob.turn_cap;
     o->threshold = isnan(a->threshold) ? blob.threshold : (float)a->threshold;

@@ -41,6 +41,7 @@ typedef struct cli_args {
     int trace_live;          /* --trace-live */
     /* the recall loop's options whose default is the blob's (or needs it): NaN / -1 = the blob's value */
     int turn_cap;            /* --max-turn-tokens; -1: the blob's loop.turn_cap */
+    int top_k;               /* --top-k N: the blocks a fire injects; 0: the blob's loop.k */
     int pooler_cache_mb;     /* --pooler-cache MB; -1: the default budget (0 given: no cache) */
     double threshold, floor; /* --threshold, --floor; NaN: the blob's threshold / no floor */
     const char *threshold_file, *calibrate; /* --threshold-file FILE, --calibrate BENCH (calibrate.h) */

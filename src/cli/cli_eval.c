@@ -158,8 +158,8 @@ static int eval_make_plan(const cli_args *a, eval_plan *p) {
  * measured and is not already in the document (arms, mode and problems are). Screening is
  * recorded as asked, after RECALL_LM_SCREEN ("auto" then depends only on the blob, whose checksum
  * is compared too). Adding such an option to eval: one entry here. */
-#define N_EVAL_OPTS 11
-static void eval_options(const cli_args *a, rc_eval_opt *o) {
+#define N_EVAL_OPTS 12
+static void eval_options(const cli_args *a, int k, rc_eval_opt *o) {
     int screen = a->loop.lm_screen;
     const int asked = rc_lm_screen_resolve(screen);
     if (asked >= 0) screen = asked;
@@ -174,6 +174,7 @@ static void eval_options(const cli_args *a, rc_eval_opt *o) {
     o[8] = (rc_eval_opt){"--hysteresis", 1, a->loop.hysteresis, NULL};
     o[9] = (rc_eval_opt){"--span", 0, 0, rc_span_name(a->loop.span)};
     o[10] = (rc_eval_opt){"--rerank", 0, 0, rc_rerank_name(a->loop.rerank)};
+    o[11] = (rc_eval_opt){"--top-k", 1, k, NULL}; /* as resolved: the blob's loop.k unless given */
 }
 
 typedef struct {
@@ -294,7 +295,7 @@ static int eval_json_start(eval_run *r) {
     const eval_plan *p = r->p;
     const int n_jobs = p->n_arms * p->n_seeds;
     rc_eval_opt opts[N_EVAL_OPTS];
-    eval_options(r->a, opts);
+    eval_options(r->a, r->base.k, opts);
     rc_eval_shard_info sh = {p->shard_k, p->shard_n, n_jobs, NULL, 0, 0, r->a->bench, 0, 0, NULL};
     int *jobs = NULL;
     rc_exec *ex = NULL;
@@ -355,6 +356,7 @@ static int eval_execute(const cli_args *a, const eval_plan *p) {
     if (!rc && a->loop.edge) fprintf(stderr, "eval: edge %s\n", rc_edge_name(a->loop.edge));
     if (!rc && a->loop.span) fprintf(stderr, "eval: span %s\n", rc_span_name(a->loop.span));
     if (!rc && a->loop.rerank) fprintf(stderr, "eval: rerank %s\n", rc_rerank_name(a->loop.rerank));
+    if (!rc && a->top_k) fprintf(stderr, "eval: top-k %d\n", a->top_k);
     for (int k = 0; !rc && k < p->n_arms; k++) rc = eval_run_arm(&r, k);
     if (!rc) {
         print_table(r.info, r.tally, p->n_arms);

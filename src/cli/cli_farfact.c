@@ -303,12 +303,13 @@ static int ff_write_json(const ff_run *r) {
                "\"max_new\": %d, "
                "\"mode\": \"%s\", \"edge\": \"%s\", \"span\": \"%s\", \"rerank\": \"%s\", \"kv\": \"%s\", "
                "\"numerics\": \"%s\", \"context\": %d, "
-               "\"trained_positions\": %d, \"window\": %d, \"block\": %d, \"buf_min\": %d",
+               "\"trained_positions\": %d, \"window\": %d, \"block\": %d, \"buf_min\": %d, \"top_k\": %d",
             (unsigned long long)r->bench_xxh64, (unsigned long long)a->seed, r->n_per, r->share, r->max_new,
             rc_mode_name(a->loop.mode), rc_edge_name(a->loop.edge), rc_span_name(a->loop.span),
             rc_rerank_name(a->loop.rerank),
             rc_kv_dtype_name((rc_kv_dtype)a->loop.kv),
-            rc_numerics_name(a->loop.exec.numerics), r->ctx, r->trained, r->geo.window, r->geo.block, r->geo.buf_min);
+            rc_numerics_name(a->loop.exec.numerics), r->ctx, r->trained, r->geo.window, r->geo.block, r->geo.buf_min,
+            r->geo.k);
     cli_put_firing(f, &r->geo);
     fprintf(f, ", \"ran\": %s", a->no_run ? "false" : "true");
     cli_put_build(f, r->b, a->loop.exec.numerics, a->loop.kv, a->loop.lm_screen);

@@ -9,6 +9,7 @@
 #include "draft.h"
 #include "q8.h"
 #include "qwen2.h"
+#include "retriever.h"
 #include "rope.h"
 #include "session.h"
 #include "simd.h"
@@ -285,10 +286,17 @@ static const cli_opt O_SPAN = {"--span", NULL, "S",
                                "sealed across two blocks comes back whole; up to k x block more positions",
                                set_span, F(loop.span), NOLIM};
 static const cli_opt O_RERANK = {"--rerank", NULL, "R",
-                                 "off (default) or words (--mode clean only): a fire takes the top k of\n"
-                                 "the bridge head's scores added to a score by the words of the user's\n"
-                                 "message being answered, each scaled to [0, 1] over the candidates",
+                                 "off (default), words or single (--mode clean only). words: a fire\n"
+                                 "takes the top k of the bridge head's scores added to a score by the\n"
+                                 "words of the user's message being answered, each scaled to [0, 1] over\n"
+                                 "the candidates. single: the same, but when one candidate holds those\n"
+                                 "words better than every other and leads the sum, it is injected alone",
                                  set_rerank, F(loop.rerank), NOLIM};
+static const cli_opt O_TOP_K = {"--top-k", NULL, "N",
+                                "the blocks a fire injects (default: the blob's loop.k, the reference's\n"
+                                "2). With --rerank words, 1 injects only the block the words and the\n"
+                                "bridge head agree on: a second is most often another fact in like words",
+                                set_int, F(top_k), 1, RC_MAX_K};
 static const cli_opt O_ARM = {"--arm", NULL, "A", "RC_bge (default: recall), SP (no recall) or FULL (no eviction)",
                               set_arm, F(loop.arm), NOLIM};
 static const cli_opt O_THRESHOLD = {"--threshold", NULL, "T", "gate threshold (default: the gate file's thresh)",
@@ -334,7 +342,7 @@ static const cli_opt O_POOLER_CACHE = {"--pooler-cache", NULL, "MB",
                                       "0 = off); the same bits at any size",
                                       set_int, F(pooler_cache_mb), 0, 1 << 30};
 #define LOOP_OPTS                                                                                                    \
-    &O_MODE, &O_EDGE, &O_SPAN, &O_RERANK, &O_ARM, &O_THRESHOLD, &O_THRESHOLD_FILE, &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_DRAFT, &O_SCREEN, &O_POOLER_CACHE, &O_KV,   \
+    &O_MODE, &O_EDGE, &O_SPAN, &O_RERANK, &O_TOP_K, &O_ARM, &O_THRESHOLD, &O_THRESHOLD_FILE, &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_DRAFT, &O_SCREEN, &O_POOLER_CACHE, &O_KV,   \
         &O_NUMERICS, &O_PROFILE
 
 /* ---- convert, info, verify --------------------------------------------------------------------- */
@@ -513,7 +521,7 @@ static const cli_opt O_SHARD = {"--shard", NULL, "K/N",
                                 "j = arm index * number of problems + problem index (the order of one\n"
                                 "run); needs --json, which then also records what --merge checks",
                                 set_str, F(shard), NOLIM};
-static const cli_opt *const EVAL_OPTS[] = {&O_BENCH,  &O_PROBLEMS, &O_EVAL_ARMS, &O_MODE, &O_EDGE, &O_SPAN, &O_RERANK, &O_THRESHOLD_FILE,
+static const cli_opt *const EVAL_OPTS[] = {&O_BENCH,  &O_PROBLEMS, &O_EVAL_ARMS, &O_MODE, &O_EDGE, &O_SPAN, &O_RERANK, &O_TOP_K, &O_THRESHOLD_FILE,
                                            &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_JSON_EVAL,
                                            &O_SHARD,  &O_DRAFT,    &O_SCREEN,    &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_PROFILE, &O_CTX_FULL, &O_ROPE,
                                            EXEC_OPTS, NULL};
@@ -594,7 +602,7 @@ static const cli_opt O_NO_RUN = {"--no-run", NULL, NULL, "build and check the ca
                                  set_flag, F(no_run), NOLIM};
 static const cli_opt *const LONGCTX_OPTS[] = {&O_TASK,   &O_LEN,   &O_DEPTH,   &O_SEED,      &O_LCTX_ARMS, &O_CASES, &O_FACT_SHARE, &O_BENCH_FF,
                                               &O_MAX_NEW, &O_JSON_LCTX, &O_HAYSTACK, &O_PROMPTS, &O_NO_RUN,
-                                              &O_MODE,  &O_EDGE, &O_SPAN, &O_RERANK, &O_THRESHOLD, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR,
+                                              &O_MODE,  &O_EDGE, &O_SPAN, &O_RERANK, &O_TOP_K, &O_THRESHOLD, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR,
                                               &O_SCREEN, &O_POOLER_CACHE, &O_KV, &O_NUMERICS, &O_PROFILE, &O_CTX_FULL, &O_ROPE,    EXEC_OPTS, NULL};
 
 /* ---- trace-svg, compare --------------------------------------------------------------------- */
@@ -615,7 +623,7 @@ static const cli_opt *const COMPARE_OPTS[] = {&O_JSON_CMP, &O_CMP_THRESHOLD, NUL
 
 const cli_opt *const cli_all_opts[] = {
     &O_THREADS, &O_SIMD, &O_HUGEPAGES, &O_CTX_FWD, &O_CTX_FULL, &O_ROPE, &O_KV_PAGES, &O_KV_RANDOM, &O_KV, &O_NUMERICS, &O_PROFILE, &O_IDS,
-    &O_TOKENS_FILE, &O_BENCH, &O_MODE, &O_EDGE, &O_SPAN, &O_RERANK, &O_ARM, &O_THRESHOLD, &O_THRESHOLD_FILE, &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_TURN_CAP,
+    &O_TOKENS_FILE, &O_BENCH, &O_MODE, &O_EDGE, &O_SPAN, &O_RERANK, &O_TOP_K, &O_ARM, &O_THRESHOLD, &O_THRESHOLD_FILE, &O_CALIBRATE, &O_FIRE_ONCE, &O_HYSTERESIS, &O_FLOOR, &O_TURN_CAP,
     &O_DRAFT, &O_REFERENCE, &O_SCREEN, &O_POOLER_CACHE, &O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE, &O_WEIGHTS, &O_BGE_WEIGHTS,
     &O_POOLER_HEADS, &O_STORE_SCREEN, &O_Q8_EXACT, &O_NF4_KEEP, &O_TOKENIZERS_ONLY, &O_OUT, &O_QUIET, &O_NO_TENSORS, &O_USE_BGE, &O_SPECIAL,
     &O_TEXT_FILE, &O_SKIP_SPECIAL, &O_DUMP_FWD, &O_DECODE_FROM, &O_CHUNK, &O_BOS, &O_PER_POSITION, &O_JSON_SCORE,

@@ -203,14 +203,16 @@ int cli_replay(const cli_args *a) {
         rc_bench_problem(bench, (uint32_t)a->problem, &p, &err))
         goto fail;
     cli_loop_opts(a, b, &o);
+    char top_k[24];
+    snprintf(top_k, sizeof top_k, ", top-k %d", o.k);
     if ((rc = cli_loop_threshold(a, b, &o))) goto out;
     rc = 1;
     if (rc_recall_open(b, &o, &r, &err)) goto fail;
-    fprintf(stderr, "replay: problem %ld, arm %s, simd %s, %d thread%s, profile %s, numerics %s, kv %s%s%s%s%s\n", a->problem,
+    fprintf(stderr, "replay: problem %ld, arm %s, simd %s, %d thread%s, profile %s, numerics %s, kv %s%s%s%s%s%s%s\n", a->problem,
             rc_arm_name(o.arm), rc_recall_simd_name(r), rc_recall_threads(r), rc_recall_threads(r) == 1 ? "" : "s",
             cli_profile_name(b, o.exec.numerics, o.kv, a->loop.lm_screen), rc_numerics_name(o.exec.numerics),
             rc_kv_dtype_name((rc_kv_dtype)o.kv), o.edge ? ", edge " : "", o.edge ? rc_edge_name(o.edge) : "",
-            o.span ? ", span exchange" : "", o.rerank ? ", rerank words" : "");
+            o.span ? ", span exchange" : "", o.rerank ? ", rerank " : "", o.rerank ? rc_rerank_name(o.rerank) : "", a->top_k ? top_k : "");
     replay_view view = {r, o.arm == RC_ARM_FULL ? 0 : o.window, o.arm, o.threshold};
     if (rc_run_problem(r, &p, NULL, on_turn, &view, &run, &err)) goto fail;
     rc_lm_stats lm;

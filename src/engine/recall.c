@@ -100,7 +100,7 @@ static const char *const MODE_NAMES[] = {"faithful", "clean"};
 static const char *const ARM_NAMES[] = {"RC_bge", "SP", "FULL"};
 static const char *const EDGE_NAMES[] = {"off", "inject", "exchange"};
 static const char *const SPAN_NAMES[] = {"block", "exchange"};
-static const char *const RERANK_NAMES[] = {"off", "words"};
+static const char *const RERANK_NAMES[] = {"off", "words", "single"};
 
 /* s's index in names[0..n), else -1 with the message naming what was wanted. */
 static int name_index(const char *const *names, int n, const char *what, const char *want, const char *s,
@@ -120,9 +120,9 @@ const char *rc_edge_name(int edge) { return (unsigned)edge < 3 ? EDGE_NAMES[edge
 int rc_span_parse(const char *s, recall_err *err) { return name_index(SPAN_NAMES, 2, "span", RC_SPAN_NAMES, s, err); }
 const char *rc_span_name(int span) { return (unsigned)span < 2 ? SPAN_NAMES[span] : "?"; }
 int rc_rerank_parse(const char *s, recall_err *err) {
-    return name_index(RERANK_NAMES, 2, "rerank", RC_RERANK_NAMES, s, err);
+    return name_index(RERANK_NAMES, 3, "rerank", RC_RERANK_NAMES, s, err);
 }
-const char *rc_rerank_name(int rerank) { return (unsigned)rerank < 2 ? RERANK_NAMES[rerank] : "?"; }
+const char *rc_rerank_name(int rerank) { return (unsigned)rerank < 3 ? RERANK_NAMES[rerank] : "?"; }
 
 static const char *const SCREEN_NAMES[] = {"auto", "on", "off"}; /* RC_LM_SCREEN_* */
 int rc_lm_screen_parse(const char *s) { return name_index(SCREEN_NAMES, 3, NULL, NULL, s, NULL); }
@@ -182,7 +182,7 @@ recall_status rc_recall_mode_check(const rc_recall_opts *o, recall_err *err) {
     } clean_only[] = {
         {"edge", RC_EDGE_NAMES, "whose rebuilds have no edge", o->edge, RC_EDGE_EXCHANGE, rc_edge_name},
         {"span", RC_SPAN_NAMES, "which injects the sealed blocks as they are", o->span, RC_SPAN_EXCHANGE, rc_span_name},
-        {"rerank", RC_RERANK_NAMES, "which injects the bridge head's top k", o->rerank, RC_RERANK_WORDS, rc_rerank_name},
+        {"rerank", RC_RERANK_NAMES, "which injects the bridge head's top k", o->rerank, RC_RERANK_SINGLE, rc_rerank_name},
     };
     for (size_t i = 0; i < sizeof clean_only / sizeof clean_only[0]; i++) {
         const int v = clean_only[i].value;
@@ -719,10 +719,11 @@ static recall_status fire(rc_recall *r, loop_state *st, int c0, float score, con
     int before = st->keys.encodes;
     RC_TRY(rc_retrieve_bge(&rt, &st->ar, r->gq, o->k, o->buf_min, fast ? &st->keys : NULL, &rv, err));
     release_phase(r, RELEASE_BERT);
-    if (o->rerank == RC_RERANK_WORDS) {
+    if (o->rerank) {
         int q0, q1;
         users_message(r, st, c0, &q0, &q1);
-        recall_status s = q1 > q0 ? rc_retrieve_rerank_words(&st->ar, r->bpe, st->gen + q0, q1 - q0, o->k, &rv, err)
+        recall_status s = q1 > q0 ? rc_retrieve_rerank_words(&st->ar, r->bpe, st->gen + q0, q1 - q0, o->k,
+                                                             o->rerank == RC_RERANK_SINGLE, &rv, err)
                                   : RECALL_OK;
         if (s) {
             rc_retrieval_free(&rv);

@@ -51,8 +51,10 @@ typedef enum { RC_EDGE_OFF = 0, RC_EDGE_INJECT = 1, RC_EDGE_EXCHANGE = 2 } rc_ed
 typedef enum { RC_SPAN_BLOCK = 0, RC_SPAN_EXCHANGE = 1 } rc_span;
 /* How a fire chooses (docs/LOOP.md, "Words the user asked in"): RC_RERANK_OFF by the bridge head
  * (the reference), RC_RERANK_WORDS by the bridge's scores fused with the words of the user's
- * message being answered (retriever.h rc_retrieve_rerank_words). */
-typedef enum { RC_RERANK_OFF = 0, RC_RERANK_WORDS = 1 } rc_rerank;
+ * message being answered (retriever.h rc_retrieve_rerank_words), RC_RERANK_SINGLE the same, and
+ * the one candidate alone when the words single it out ("One block when the words single it
+ * out"). */
+typedef enum { RC_RERANK_OFF = 0, RC_RERANK_WORDS = 1, RC_RERANK_SINGLE = 2 } rc_rerank;
 
 /* The names of the mode, the arm and the edge, each parsed and printed here only (the CLI's --mode,
  * --arm, --edge and arm lists, the harness's files, the traces); the lists of accepted names are
@@ -62,7 +64,7 @@ typedef enum { RC_RERANK_OFF = 0, RC_RERANK_WORDS = 1 } rc_rerank;
 #define RC_ARM_NAMES "RC_bge, SP or FULL"
 #define RC_EDGE_NAMES "off, inject or exchange"
 #define RC_SPAN_NAMES "block or exchange"
-#define RC_RERANK_NAMES "off or words"
+#define RC_RERANK_NAMES "off, words or single"
 int rc_mode_parse(const char *s, recall_err *err);
 int rc_arm_parse(const char *s, recall_err *err);
 int rc_edge_parse(const char *s, recall_err *err);
@@ -136,7 +138,10 @@ typedef struct {
      * reference). RC_RERANK_WORDS (clean mode only, refused in faithful mode like the edge): the
      * top k of the bridge's scores added to a score by the words of the user's message being
      * answered, each scaled to [0, 1] over the candidates (the last <｜User｜> message in gen[0:c0]; rc_retrieve_rerank_words); the
-     * candidates and their bridge scores are the reference's, the records keep them. */
+     * candidates and their bridge scores are the reference's, the records keep them.
+     * RC_RERANK_SINGLE (clean mode only): as words, but when one candidate's word score is above
+     * every other's and it leads the sum, it is injected alone (a second block, chosen by like
+     * words, is most often another fact, whose value the reply would copy). */
     int rerank;
     /* Calibration (calibrate.h): 1 = also score the gate on the q of every token as it is run
      * (forced or generated; not the rebuilds' rows), each an RC_EV_SCORE event. The gate still

@@ -231,7 +231,7 @@ static int holds(const int32_t *ids, int n, int32_t id) {
 }
 
 recall_status rc_retrieve_rerank_words(const rc_archive *a, const rc_bpe *bpe, const int32_t *q, int nq, int k,
-                                       rc_retrieval *rv, recall_err *err) {
+                                       int single, rc_retrieval *rv, recall_err *err) {
     const int nc = rv->ncand;
     if (k > RC_MAX_K) k = RC_MAX_K;
     if (k > nc) k = nc;
@@ -285,6 +285,13 @@ recall_status rc_retrieve_rerank_words(const rc_archive *a, const rc_bpe *bpe, c
     }
 #undef BRIDGE
     qsort(r, (size_t)nc, sizeof *r, by_keys);
+    /* single: the leader alone when no other candidate holds the query's words as well (far back,
+     * the second pick is another fact in like words and the reply copies its value) */
+    if (single) {
+        int alone = 1;
+        for (int c = 0; c < nc && alone; c++) alone = c == r[0].c || lex[r[0].c] > lex[c];
+        if (alone) k = 1;
+    }
     rv->ntop = k;
     for (int i = 0; i < k; i++) rv->top[i] = r[i].c;
     free(words), free(lex), free(r);

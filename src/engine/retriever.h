@@ -92,8 +92,11 @@ recall_status rc_retrieve_score(const rc_retriever *rt, const float *f, const in
  *            the candidates (min-max: (x - min) / (max - min), 0 where max = min; a NaN or +inf
  *            bridge score scales to 1, -inf to 0), added (score fusion, CombSUM)
  * top = the k highest fused (ties: bridge score, then earlier), re-sorted ascending; rid rebuilt.
+ * single (opts.rerank single): when the highest fused candidate's lexical score is strictly above
+ * every other candidate's, top is that candidate alone (the words single it out; a second pick
+ * would be chosen by like words, most often another fact); else the k as above.
  * rv->bridge is left as it was. Deterministic: no threads, one order. */
 recall_status rc_retrieve_rerank_words(const rc_archive *a, const rc_bpe *bpe, const int32_t *q, int nq, int k,
-                                       rc_retrieval *rv, recall_err *err);
+                                       int single, rc_retrieval *rv, recall_err *err);
 
 #endif
