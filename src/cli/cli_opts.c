@@ -293,9 +293,9 @@ static const cli_opt O_RERANK = {"--rerank", NULL, "R",
                                  "words better than every other and leads the sum, it is injected alone",
                                  set_rerank, F(loop.rerank), NOLIM};
 static const cli_opt O_TOP_K = {"--top-k", NULL, "N",
-                                "the blocks a fire injects (default: the blob's loop.k, the reference's\n"
-                                "2). With --rerank words, 1 injects only the block the words and the\n"
-                                "bridge head agree on: a second is most often another fact in like words",
+                                "the blocks every fire injects, 1..8 (default: the blob's loop.k, the\n"
+                                "reference's 2); --rerank single takes one only where the question's\n"
+                                "words single it out",
                                 set_int, F(top_k), 1, RC_MAX_K};
 static const cli_opt O_ARM = {"--arm", NULL, "A", "RC_bge (default: recall), SP (no recall) or FULL (no eviction)",
                               set_arm, F(loop.arm), NOLIM};
