@@ -334,8 +334,8 @@ static int longctx_write_json(const longctx_run *r) {
     rc_afile af;
     FILE *f = cli_create("longctx", &af, o->a->json);
     if (!f) return 1;
-    rc_recall_opts geo; /* the loop's geometry as the arms ran it */
-    cli_loop_opts(o->a, r->b, &geo);
+    rc_recall_opts ro; /* the loop's options as the arms ran them: top_k and the firing rules */
+    cli_loop_opts(o->a, r->b, &ro);
     fputs("{\"blob\": ", f);
     rc_json_put_str(f, o->a->pos[0]);
     fprintf(f, ", \"blob_xxh64\": \"%016llx\", \"haystack\": ", (unsigned long long)rc_blob_hdr(r->b)->body_checksum);
@@ -347,11 +347,9 @@ static int longctx_write_json(const longctx_run *r) {
                "\"ran\": %s",
             (unsigned long long)r->hay.xxh64, r->hay.n, (unsigned long long)o->a->seed, o->a->max_new,
             rc_mode_name(o->a->loop.mode), rc_edge_name(o->a->loop.edge), rc_span_name(o->a->loop.span),
-            rc_rerank_name(o->a->loop.rerank), geo.k,
+            rc_rerank_name(o->a->loop.rerank), ro.k,
             rc_kv_dtype_name((rc_kv_dtype)o->a->loop.kv), rc_numerics_name(o->a->loop.exec.numerics), r->ctx,
             r->trained, o->a->no_run ? "false" : "true");
-    rc_recall_opts ro;
-    cli_loop_opts(o->a, r->b, &ro);
     cli_put_firing(f, &ro);
     cli_put_build(f, r->b, o->a->loop.exec.numerics, o->a->loop.kv, o->a->loop.lm_screen);
     fputs(",\n\"cases\": [", f);

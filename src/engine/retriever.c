@@ -210,7 +210,7 @@ recall_status rc_retrieve_score(const rc_retriever *rt, const float *f, const in
     return s;
 }
 
-/* ---- opts.rerank words: the bridge's scores fused with the words the user asked in ----------- */
+/* ---- opts.rerank words (and single): the bridge's scores fused with the words the user asked in */
 
 typedef struct {
     int c;

@@ -82,7 +82,7 @@ recall_status rc_retrieve_bge(const rc_retriever *rt, const rc_archive *a, const
 recall_status rc_retrieve_score(const rc_retriever *rt, const float *f, const int32_t *ids, int n, float *score,
                                 recall_err *err);
 
-/* The loop's opts.rerank words (docs/LOOP.md, "Words the user asked in"): rv's candidates (its
+/* The loop's opts.rerank words and single (docs/LOOP.md, "Words the user asked in"): rv's candidates (its
  * bridge scores as rc_retrieve_bge computed them) chosen again, top k, by the bridge's score
  * fused with a score by the words of the query q[0:nq] (the user's message being answered):
  *   words    the distinct ids of q that are not special tokens
