@@ -174,7 +174,7 @@ def encode_steps(bpe, steps):
             e.ids += pre
             e.w += [1.0] * len(pre)
             for k_, v_ in val:
-                a_, b_ = bpe.encode(" the %s is" % k_), bpe.encode(" " + v_ + ".")
+                a_, b_ = bpe.encode(" " + world.restate_head(k_)), bpe.encode(" " + v_ + ".")
                 e.ids += a_ + b_
                 e.w += [0.5] * len(a_) + [VALUE_W] * len(b_)
         else:
@@ -184,9 +184,11 @@ def encode_steps(bpe, steps):
         t["reply"] = (r0, len(e.ids))
         if kind == "fact":
             facts[kw] = (s0, s0 + len(h))
-        t["fact_span"] = facts.get(kw) if kind == "q" else None
+        # a question may name the keyword shorter than its fact did (world_wide.shorter)
+        t["fact_span"] = facts.get(getattr(kw, "fact", kw)) if kind == "q" else None
         if kind == "q":
-            q = u[:u.index(kw) + len(kw)]  # the question up to the end of its keyword
+            # the question up to the end of its keyword (a question may start with it, capitalised)
+            q = u[:u.lower().index(kw.lower()) + len(kw)]
             t["kw_end"] = s0 + len(bpe.encode((world.EOS_S if i else "") + world.USER_S + q))
         e.turns.append(t)
     return e
@@ -423,6 +425,12 @@ BROAD = dict(merges=760, wp_size=8000, wp_pieces=0.25, dec=dict(induction=1500, 
 REALISTIC_VOCAB = dict(merges=3800, gate_long=24, dec=dict(warm_vocab=1024, repeat_every=10, aux_w=0.0, tail_lr=1e-4,
                                                        other_fact=0.5, long_frac=0.25, long_distinct=1))
 
+# --wording wide (world_wide.py): facts, questions and small talk as people type them. A stage after
+# the committed recipe: it continues that world's decoder (--init; no warm-up, the vocabulary already
+# 4,096 ids) on dialogues of which a share `wide` of facts and small talk are world_wide's, the rest
+# world_broad's grammar, at a gentler world rate; a share of the whole-sequence rows are long chats.
+WIDE = dict(wide=0.6, dec=dict(induction=0, warm_vocab=0, world_lr=1e-3, long_full=0.15))
+
 # The decoder's training schedule. probe.py varies these on short runs (docs/WORLD.md, "How the
 # copy was learned"); the defaults are the recipe.
 DEC = dict(
@@ -465,6 +473,8 @@ DEC = dict(
                         # (sample_long: 1,000-8,000 tokens), their gist summarising what far back's does
     long_steps=0,       # > 0: those long rows in the tail's first long_steps steps only (the rest: none)
     long_distinct=0,    # 1: no keyword in two of a long conversation's dialogues (sample_long; also --gate-long's)
+    long_full=0.0,      # > 0: this share of the whole-sequence rows is a long conversation of 600-1,500
+                        # tokens (sample_long), all of it in view: FULL on a chat as long as people's
     seal_w=0.0,         # > 0: in the tail, a seal head's loss (weight seal_w, SealHead): the gate layers' q
                         # of a block run on its own (faithful mode's seal forward) must differ from the q at
                         # a recall position in a conversation, so that a linear gate can tell them apart
@@ -484,6 +494,13 @@ def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, e
         elif full_step:
             talk = 1.0 - cfg["needle_frac"]
             dial = talk - cfg["drill_frac"]
+            if cfg["long_full"] > 0 and r.random() < cfg["long_full"]:
+                e = sample_long(W, r, bpe, r.randint(600, 1500), True)
+                if len(e.ids) > QCFG["max_pos"] - 8:
+                    continue
+                exs.append(full_example(e, bos, eos))
+                budget -= 1 + len(e.ids) + 1
+                continue
             if k < cfg["recite_frac"]:
                 e = sample_dialogue(W, r, bpe, False, recite=True)
             elif k < dial:
@@ -1305,6 +1322,9 @@ def main():
                     "while the bridge learns, as a share of --bridge-lr (0: BERT stays the bag)")
     ap.add_argument("--bert", nargs="*", default=[], help="KEY=VALUE overrides of BERT's shape (hidden, layers, "
                     "heads, ffn)")
+    ap.add_argument("--wording", default="grammar", choices=["grammar", "wide"], help="--world broad: how facts, "
+                    "questions and small talk are worded: grammar (world_broad.py's, the committed world's first stage) "
+                    "or wide (world_wide.py, as people type; with --init, the stage that continues it: WIDE)")
     ap.add_argument("--init", default=None, help="a world folder whose decoder training continues (same seed "
                     "and corpus: the same tokenizer); --steps more steps, then gate and bridge afresh")
     args = ap.parse_args()
@@ -1322,8 +1342,10 @@ def main():
 
     # 1. corpus, 2. tokenizers
     broad = args.world == "broad"
+    if args.wording == "wide" and not args.init:
+        raise SystemExit("train.py: --wording wide continues a world: give --init DIR (make train-world does)")
     if args.steps is None:
-        args.steps = 5000 if broad else 4500
+        args.steps = 1500 if args.wording == "wide" else 5000 if broad else 4500
     if broad and args.vocab == "realistic":
         BROAD["merges"] = REALISTIC_VOCAB["merges"]
     if args.gate_long is None:
@@ -1334,6 +1356,12 @@ def main():
     QCFG.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.qcfg)})
     torch.manual_seed(args.seed)
     cfg = dict(BROAD["dec"], **(REALISTIC_VOCAB["dec"] if args.vocab == "realistic" else {})) if broad else {}
+    if args.wording == "wide":
+        if not broad:
+            raise SystemExit("train.py: --wording wide needs --world broad")
+        # after the tokenizers: the BPE was learned from the grammar's text, as the world --init continues
+        W.wide = WIDE["wide"]
+        cfg.update(WIDE["dec"])
     cfg.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.set)})
     # with DEC warm_vocab the warm-up's decoder has fewer ids; train_decoder extends it
     model = nets.Qwen2(dict(QCFG, vocab=cfg.get("warm_vocab") or QCFG["vocab"]))
@@ -1344,7 +1372,10 @@ def main():
         from check_engine import read_safetensors
         sd = read_safetensors(os.path.join(args.init, "qwen2", "model.safetensors"))
         model.load_state_dict({k[len("model."):] if k.startswith("model.") else k: v for k, v in sd.items()})
-        log("decoder: continuing from %s" % args.init)
+        # the pooler too: random and fixed, but drawn after the decoder's init, which --set warm_vocab=0
+        # changes; the decoder learned to read this one's soft tokens
+        pooler.load_state_dict(torch.load(os.path.join(args.init, "pooler.pt"))["pooler"])
+        log("decoder and pooler: continuing from %s" % args.init)
 
     def on_eval(it):
         if model.embed_tokens.weight.shape[0] < QCFG["vocab"]:  # the warm-up's smaller vocabulary (DEC warm_vocab)

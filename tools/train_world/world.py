@@ -42,10 +42,19 @@ def reply_parts(kw, val, form=None):
     if form == "plain":
         return THINK, (" " + val if val is not None else UNKNOWN)
     if form == "reprise":
-        return THINK_HEAD, ": the %s is</think>" % kw + (" " + val if val is not None else UNKNOWN)
+        return THINK_HEAD, ": %s</think>" % restate_head(kw) + (" " + val if val is not None else UNKNOWN)
     if val is None:
         return THINK_HEAD, ": the %s is unknown.</think>%s" % (kw, UNKNOWN)
-    return THINK_HEAD, ": the %s is %s.</think> %s" % (kw, val, val)
+    return THINK_HEAD, ": %s %s.</think> %s" % (restate_head(kw), val, val)
+
+
+def restate_head(kw):
+    """The words the reply restates before the value, in the fact's own words: "the {kw} is", or
+    for a keyword told in world_wide's wording its relation ("the flight lands at")."""
+    if hasattr(kw, "rel"):
+        import world_wide
+        return world_wide.restate_head(kw)
+    return "the %s is" % kw
 
 
 RECITE_USER = "Please list everything I asked you to note."
@@ -170,7 +179,10 @@ def fact_step(ph, kw, val):
 
 
 def question_step(ph, kw, val):
-    return ("q", ph.question(kw), answer_text(kw, val), kw, val)
+    q = ph.question(kw)
+    if isinstance(q, tuple):  # the question names the keyword its own way (world_wide.shorter)
+        q, kw = q
+    return ("q", q, answer_text(kw, val), kw, val)
 
 
 def bench_steps(r, facts, casual, ph=BENCH):
@@ -239,7 +251,8 @@ def recite_steps(r, facts, casual, ph=BENCH):
         u, a = casual[r.randrange(len(casual))]
         st.insert(r.randrange(len(st) + 1), ("filler", u, a, None, None))
     items = [tuple(facts[i]) for i in r.sample(fi, nf)]
-    st.append(("recite", RECITE_USER, RECITE_HEAD + "".join(" the %s is %s." % kv for kv in items), None, items))
+    st.append(("recite", RECITE_USER, RECITE_HEAD + "".join(" %s %s." % (restate_head(k), v) for k, v in items), None,
+               items))
     return st
 
 

@@ -308,16 +308,46 @@ class BroadWorld:
             if v not in self.eval_values:
                 return v
 
+    # train.py --wording wide sets this (after the tokenizers are built from the grammar's text, so
+    # the BPE stays the committed world's): the share of facts drawn as world_wide frames, the rest
+    # keep world_broad's keywords (worded either way: world_wide.WidePhrasing); small talk is
+    # world_wide's for that share too
+    wide = 0.0
+
     def train_facts(self, r, n=12):
+        if self.wide:
+            return self._wide_facts(r, n)
         kws = set()
         while len(kws) < n:
             kws.add(draw_keyword(r, self.lex))
         return [(k, self.train_value(r)) for k in sorted(kws)]
 
+    def _wide_facts(self, r, n):
+        import world_wide
+        out = {}
+        while len(out) < n:
+            if r.random() < self.wide:
+                k, v = world_wide.draw_frame(r, self.lex)
+                if v in self.eval_values:
+                    continue
+            else:
+                v = self.train_value(r)
+                k = world_wide.Key(draw_keyword(r, self.lex))
+            if k not in out:
+                out[k] = v
+        return sorted(out.items())
+
     def train_casual(self, r, n=16):
+        if self.wide:
+            import world_wide
+            return [world_wide.wide_casual_pair(r, self.lex) if r.random() < self.wide else casual_pair(r, self.lex)
+                    for _ in range(n)]
         return [casual_pair(r, self.lex) for _ in range(n)]
 
     def phrasing(self, r):
+        if self.wide:
+            import world_wide
+            return world_wide.WidePhrasing(r, self.lex)
         return training_phrasing(r)
 
     def language(self):
