@@ -211,7 +211,13 @@ test: $(TEST_STEPS)
 test-full: FULL = 1
 test-full: $(TEST_STEPS)
 	@echo "make test-full: every test passed"
+# A name in tests/full_tier.txt that is no test (renamed, misspelt) would leave the list and the
+# docs wrong without failing anything, so each must be one of --list's.
 test-suite-run: $(RECALL_BIN) $(BUILD)/run_tests
+	@./$(BUILD)/run_tests --list | awk '/^[A-Za-z0-9_]+: [0-9]+ tests?$$/ {s = $$1; sub(/:$$/, "", s); next} \
+	  {sub(/^[^A-Za-z0-9_]+/, ""); print s "/" $$0}' >$(BUILD)/test-names.txt
+	@for t in $(FULL_TIER); do grep -qxF "$$t" $(BUILD)/test-names.txt || \
+	  { echo "tests/full_tier.txt: $$t is not a test (./$(BUILD)/run_tests --list)"; exit 1; }; done
 	./$(BUILD)/run_tests $(if $(FULL),,$(FAST_FILTER)) $(TEST_ARGS)
 # A step beside the Criterion run writes its output to BUILD/test-NAME.log and prints its last line
 # (all of it when it fails), so that the Criterion run's lines stay readable.
