@@ -91,7 +91,8 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-train need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = demo-worldA train-world train-world-check train-world-templated train-world-templated-check test-replay synth-copy realshape bench-loop bench-long bench-history \
+PHONY_EXTRA = test-full test-suite-run test-api test-sbs-run test-replay-worldA test-replay-trained \
+  test-replay-templated demo-worldA train-world train-world-check train-world-templated train-world-templated-check test-replay synth-copy realshape bench-loop bench-long bench-history \
   bench-farback bench-device \
   soak soak-lsan \
   bench-tok bench-kv-pages bench-draft test-sbs
@@ -104,7 +105,9 @@ all: recall $(TOOL_LIBS)
 help:
 	@echo "targets:"
 	@echo "  all         ./recall, build/librecall.a (the engine) and the harness and converter libraries (default)"
-	@echo "  test        build and run the Criterion suite (and tools/layers.sh, the API example, abi_v1, ...)"
+	@echo "  test        the fast tier: the Criterion suite but the long tests named in tests/full_tier.txt,"
+	@echo "              tools/layers.sh, the API example, abi_v1, side_by_side, the replay checks (use -j2)"
+	@echo "  test-full   everything: the same steps with every Criterion test (what CI runs; docs/TESTING.md)"
 	@echo "  layers      check that every include goes down or sideways (tools/layers.sh)"
 	@echo "  test-replay the engine against the Python replay's traces (tests/golden/*/replay, docs/REPLAY.md)"
 	@echo "  demo        the trained world: a chat a person would write, on SP and on recall, its trace"
@@ -187,24 +190,57 @@ $(BUILD)/run_tests: $(TEST_OBJ) $(TOOL_LIBS)
 layers:
 	sh tools/layers.sh
 
-# Tests run from the repository root (fixtures live in tests/golden). After the Criterion suite,
-# the public-API example runs one worldA turn through librecall.a and checks it against the golden.
-test: $(RECALL_BIN) $(BUILD)/run_tests $(BUILD)/api_example $(BUILD)/abi_v1 $(BUILD)/worldA-f32.blob
-	sh tools/layers.sh
-	./$(BUILD)/run_tests $(TEST_ARGS)
-	./$(BUILD)/api_example $(BUILD)/worldA-f32.blob $(WORLDA)/loop_A_seed0_faithful_fp32.json
-	./$(BUILD)/abi_v1 $(BUILD)/worldA-f32.blob $(WORLDA)/loop_A_seed0_faithful_fp32.json
-	@bash bench/test_side_by_side.sh >$(BUILD)/test_side_by_side.log 2>&1 || \
-	  (cat $(BUILD)/test_side_by_side.log; exit 1)
-	@tail -1 $(BUILD)/test_side_by_side.log
-	$(REPLAY_CHECK)
+# Tests run from the repository root (fixtures live in tests/golden). Two tiers, one suite
+# (docs/TESTING.md, "Two tiers"): `make test` is the fast tier, `make test-full` everything. They
+# differ only in the Criterion tests named in tests/full_tier.txt, which the fast tier leaves out by
+# name (each is covered there by a cheaper test; the file and docs/TESTING.md say which); every
+# other step is the same in both. The steps are separate prerequisites so that `make -j2` runs them
+# side by side with the Criterion run (which forks one test process per core itself): the serial
+# tail of replays and examples used to leave a core idle for minutes.
+FULL_TIER  := $(shell sed -e 's/[[:space:]]*\#.*//' -e '/^[[:space:]]*$$/d' tests/full_tier.txt)
+tier_empty :=
+tier_space := $(tier_empty) $(tier_empty)
+tier_bar   := |
+# Criterion's extended glob: !(a|b) runs every test but a and b. TEST_ARGS comes after it, so that a
+# --filter of the caller's replaces it.
+FAST_FILTER = --filter '!($(subst $(tier_space),$(tier_bar),$(strip $(FULL_TIER))))'
+TEST_STEPS = test-suite-run layers test-api test-sbs-run test-replay-worldA test-replay-trained \
+  test-replay-templated
+test: $(TEST_STEPS)
+	@echo "make test: the fast tier passed ($(words $(FULL_TIER)) Criterion tests left to make test-full)"
+test-full: FULL = 1
+test-full: $(TEST_STEPS)
+	@echo "make test-full: every test passed"
+# A name in tests/full_tier.txt that is no test (renamed, misspelt) would leave the list and the
+# docs wrong without failing anything, so each must be one of --list's.
+test-suite-run: $(RECALL_BIN) $(BUILD)/run_tests
+	@./$(BUILD)/run_tests --list | awk '/^[A-Za-z0-9_]+: [0-9]+ tests?$$/ {s = $$1; sub(/:$$/, "", s); next} \
+	  {sub(/^[^A-Za-z0-9_]+/, ""); print s "/" $$0}' >$(BUILD)/test-names.txt
+	@for t in $(FULL_TIER); do grep -qxF "$$t" $(BUILD)/test-names.txt || \
+	  { echo "tests/full_tier.txt: $$t is not a test (./$(BUILD)/run_tests --list)"; exit 1; }; done
+	./$(BUILD)/run_tests $(if $(FULL),,$(FAST_FILTER)) $(TEST_ARGS)
+# A step beside the Criterion run writes its output to BUILD/test-NAME.log and prints its last line
+# (all of it when it fails), so that the Criterion run's lines stay readable.
+quiet_step = @mkdir -p $(BUILD) && { $(2); } >$(BUILD)/test-$(1).log 2>&1 && tail -1 $(BUILD)/test-$(1).log || \
+  { cat $(BUILD)/test-$(1).log; echo "make test: step $(1) failed (log: $(BUILD)/test-$(1).log)"; exit 1; }
+# The public-API example runs one worldA turn through librecall.a and checks it against the golden;
+# abi_v1 does the same compiled against the previous public header.
+test-api: $(BUILD)/api_example $(BUILD)/abi_v1 $(BUILD)/worldA-f32.blob
+	$(call quiet_step,api_example,./$(BUILD)/api_example $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP))
+	$(call quiet_step,abi_v1,./$(BUILD)/abi_v1 $(BUILD)/worldA-f32.blob $(GOLDEN_LOOP))
+test-sbs-run:
+	$(call quiet_step,side_by_side,bash bench/test_side_by_side.sh)
 # The engine against the independent Python replay of the loop (docs/REPLAY.md): each trace in
-# WORLD/replay/ rerun by recall replay and judged by recall compare (also part of `make test`).
-REPLAY_CHECK = sh tests/replay_check.sh ./$(RECALL_BIN) $(WORLDA) tests/golden/recall_bench.json 4 && \
-  sh tests/replay_check.sh ./$(RECALL_BIN) $(TRAINED) $(TRAINED)/replay/bench.json 12 && \
-  sh tests/replay_check.sh ./$(RECALL_BIN) $(TEMPLATED) $(TEMPLATED)/replay/bench.json 12
-test-replay: $(RECALL_BIN)
-	$(REPLAY_CHECK)
+# WORLD/replay/ rerun by recall replay and judged by recall compare (also part of `make test`), one
+# make target per world so that they run in parallel.
+test-replay-worldA: $(RECALL_BIN)
+	$(call quiet_step,replay-worldA,sh tests/replay_check.sh ./$(RECALL_BIN) $(WORLDA) tests/golden/recall_bench.json 4)
+test-replay-trained: $(RECALL_BIN)
+	$(call quiet_step,replay-trained,sh tests/replay_check.sh ./$(RECALL_BIN) $(TRAINED) $(TRAINED)/replay/bench.json 12)
+test-replay-templated: $(RECALL_BIN)
+	$(call quiet_step,replay-templated,sh tests/replay_check.sh ./$(RECALL_BIN) $(TEMPLATED) \
+	  $(TEMPLATED)/replay/bench.json 12)
+test-replay: test-replay-worldA test-replay-trained test-replay-templated
 # bench/side_by_side.sh checked with fake engines (no llama.cpp needed; also part of `make test`)
 test-sbs:
 	bash bench/test_side_by_side.sh

@@ -203,10 +203,11 @@ static void run_golden_threads(const char *golden, const char *weights, rc_loop_
 /* The loop under the q8 profile: the fast schedule at 2 threads on the best path and the reference
  * schedule at 1 thread on the scalar path give the same bits (q8 is deterministic in its own
  * right, rows independent as in exact), and they are not the exact profile's bits. */
-Test(recall_q8, schedules_threads_and_paths_agree_bitwise, .timeout = 900) {
+static void q8_schedules_threads_and_paths(int keep_turns) {
     rc_blob *b = fixture_open_worldA("nf4");
     recall_err err = {0};
     rc_problem p = fixture_problem(0);
+    if (keep_turns) rc_problem_keep_turns(&p, keep_turns);
     rc_problem_run runs[3];
     for (int i = 0; i < 3; i++) { /* q8 fast x2, q8 reference scalar x1, exact fast */
         rc_recall_opts o;
@@ -230,6 +231,11 @@ Test(recall_q8, schedules_threads_and_paths_agree_bitwise, .timeout = 900) {
     for (int i = 0; i < 3; i++) rc_problem_run_free(&runs[i]);
     rc_problem_free(&p);
     rc_blob_close(b);
+}
+Test(recall_q8, schedules_threads_and_paths_agree_bitwise, .timeout = 900) { q8_schedules_threads_and_paths(0); }
+/* The same on the problem's first turn (the fast tier's form; tests/full_tier.txt). */
+Test(recall_q8, first_turn_schedules_threads_and_paths_agree_bitwise, .timeout = 300) {
+    q8_schedules_threads_and_paths(1);
 }
 
 static void run_golden(const char *golden, const char *weights, rc_loop_mode mode) {
