@@ -91,8 +91,8 @@ need-cross-s390x:
 NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-train need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = test-full test-suite-run test-api test-sbs-run test-replay-worldA test-replay-trained \
-  test-replay-templated demo-worldA train-world train-world-check train-world-templated train-world-templated-check test-replay synth-copy realshape bench-loop bench-long bench-history \
+PHONY_EXTRA = test-full test-suite-run test-api test-sbs-run test-replay-worldA test-replay-trained test-replay-wide \
+  test-replay-templated demo-worldA train-world train-world-check train-world-grammar train-world-grammar-check train-world-templated train-world-templated-check test-replay synth-copy realshape bench-loop bench-long bench-history \
   bench-farback bench-device \
   soak soak-lsan \
   bench-tok bench-kv-pages bench-draft test-sbs
@@ -116,8 +116,10 @@ help:
 	@echo "  test-web    the page in headless Chromium: a chat, its streamed answer and trace vs native, bad blobs"
 	@echo "  bench-web   the demo world's replay under wasm (node) vs native scalar, one run"
 	@echo "  demo-worldA the bundled random-weight worldA: benchmark problem 0 through the recall loop, its trace"
-	@echo "  train-world retrain the trained world (tools/train_world, broad English) into TRAIN_OUT (build/trained)"
+	@echo "  train-world retrain the wide world (tools/train_world: the trained world, then wide wording) into TRAIN_OUT (build/wide)"
 	@echo "  train-world-check  retrain and compare with the committed MANIFEST.xxh64 (same bytes)"
+	@echo "  train-world-grammar  only its first stage, the trained world (broad English, a phrasing grammar), into TRAIN_INIT"
+	@echo "  train-world-grammar-check  that stage compared with tests/golden/trained/MANIFEST.xxh64"
 	@echo "  train-world-templated  retrain the first, templated world (--world templated) into TRAIN_OUT-templated"
 	@echo "  train-world-templated-check  the same, compared with tests/golden/templated/MANIFEST.xxh64"
 	@echo "  realshape   64-token prefill + 16 decode steps on the synth blob (BENCH_ARGS='--simd avx2 --threads 2')"
@@ -204,7 +206,7 @@ tier_bar   := |
 # Criterion's extended glob: !(a|b) runs every test but a and b. TEST_ARGS comes after it, so that a
 # --filter of the caller's replaces it.
 FAST_FILTER = --filter '!($(subst $(tier_space),$(tier_bar),$(strip $(FULL_TIER))))'
-TEST_STEPS = test-suite-run layers test-api test-sbs-run test-replay-worldA test-replay-trained \
+TEST_STEPS = test-suite-run layers test-api test-sbs-run test-replay-worldA test-replay-trained test-replay-wide \
   test-replay-templated
 test: $(TEST_STEPS)
 	@echo "make test: the fast tier passed ($(words $(FULL_TIER)) Criterion tests left to make test-full)"
@@ -237,10 +239,12 @@ test-replay-worldA: $(RECALL_BIN)
 	$(call quiet_step,replay-worldA,sh tests/replay_check.sh ./$(RECALL_BIN) $(WORLDA) tests/golden/recall_bench.json 4)
 test-replay-trained: $(RECALL_BIN)
 	$(call quiet_step,replay-trained,sh tests/replay_check.sh ./$(RECALL_BIN) $(TRAINED) $(TRAINED)/replay/bench.json 12)
+test-replay-wide: $(RECALL_BIN)
+	$(call quiet_step,replay-wide,sh tests/replay_check.sh ./$(RECALL_BIN) $(WIDE) $(WIDE)/replay/bench.json 12)
 test-replay-templated: $(RECALL_BIN)
 	$(call quiet_step,replay-templated,sh tests/replay_check.sh ./$(RECALL_BIN) $(TEMPLATED) \
 	  $(TEMPLATED)/replay/bench.json 12)
-test-replay: test-replay-worldA test-replay-trained test-replay-templated
+test-replay: test-replay-worldA test-replay-trained test-replay-wide test-replay-templated
 # bench/side_by_side.sh checked with fake engines (no llama.cpp needed; also part of `make test`)
 test-sbs:
 	bash bench/test_side_by_side.sh
@@ -368,17 +372,20 @@ tsan: need-san
 	  build-tsan/worldA-f32.blob $(GOLDEN_LOOP) || exit 1; done
 sanitize: asan ubsan tsan
 
-# The bundled worlds: worldA (random weights, the Hugging Face goldens), the trained world (broad
-# English, what `make demo` and a person meet first) and the templated world (the first trained
-# world, which knows the benchmark's own keywords and templates; older loop features are pinned
-# on it). docs/WORLD.md walks through both trained worlds.
+# The bundled worlds: worldA (random weights, the Hugging Face goldens), the wide world (the
+# trained world continued on facts, questions and small talk as people word them: what `make demo`
+# and a person meet first), the trained world (broad English in a phrasing grammar; the loop's
+# span, edge and rerank pins are on it) and the templated world (the first trained world, which
+# knows the benchmark's own keywords and templates; older loop features are pinned on it).
+# docs/WORLD.md walks through the trained worlds.
 WORLDA    = tests/golden/worldA
+WIDE      = tests/golden/wide
 TRAINED   = tests/golden/trained
 TEMPLATED = tests/golden/templated
 DEMO_PROBLEM ?= 0
-# What `make demo` runs and the page (make web) opens first: the trained world and its dialogue.
-DEMO_BLOB  = $(BUILD)/trained-f32.blob
-DEMO_BENCH = $(TRAINED)/demo_bench.json
+# What `make demo` runs and the page (make web) opens first: the wide world and its dialogue.
+DEMO_BLOB  = $(BUILD)/wide-f32.blob
+DEMO_BENCH = $(WIDE)/demo_bench.json
 # ... in the chat setting docs/WORLD.md recommends (the reference's faithful loop answers two of its
 # three questions on this world: DEMO_LOOP="--mode faithful" shows it; --rerank words --top-k 1,
 # one block at every fire, also two: docs/LOOP.md "One block when the words single it out")
@@ -400,6 +407,8 @@ $(BUILD)/$(1)-$(3).blob: $(RECALL_BIN) $$(wildcard $(2)/*.* $(2)/qwen2/* $(2)/bg
 	  --gate $(2)/gate.npz --bridge $(2)/bge_head.npz --weights $(3) $(4) --quiet -o $$@
 endef
 $(foreach w,f32 nf4,$(eval $(call world_blob,trained,$(TRAINED),$(w),$(TRAINED_Q8_EXACT) $(if $(filter nf4,$(w)),$(TRAINED_NF4_KEEP)))) $(eval $(call world_blob,templated,$(TEMPLATED),$(w))))
+# the wide world keeps its parent's keys (the same decoder shape, continued)
+$(foreach w,f32 nf4,$(eval $(call world_blob,wide,$(WIDE),$(w),$(TRAINED_Q8_EXACT) $(if $(filter nf4,$(w)),$(TRAINED_NF4_KEEP)))))
 # The README's first command: the trained world (docs/WORLD.md) converted like the real
 # artifacts, its demo chat (demo_bench.json: three facts a person tells, small talk, the questions)
 # replayed through the recall loop on the SP arm (no recall) and the RC_bge arm (recall), each
@@ -424,30 +433,41 @@ demo-worldA: recall
 	./recall replay $(BUILD)/worldA-f32.blob --bench tests/golden/recall_bench.json --problem 0 \
 	  --trace $(BUILD)/demo-worldA-trace.json
 	./recall trace-svg $(BUILD)/demo-worldA-trace.json -o $(BUILD)/demo-worldA-trace.svg
-# Retrain the trained world (tools/train_world/train.py: Debian python3 + python3-torch +
-# python3-numpy, CPU, one thread, seeded; 59 minutes from scratch on the 2-core development
-# machine, the same bytes: docs/WORLD.md) into TRAIN_OUT; train-world-check compares a
-# retrain's files with the committed manifest.
-TRAIN_OUT ?= $(BUILD)/trained
+# Retrain the bundled worlds (tools/train_world/train.py: Debian python3 + python3-torch +
+# python3-numpy, CPU, one thread, seeded, the same bytes: docs/WORLD.md). train-world writes the
+# wide world into TRAIN_OUT in two stages, each resumable (checkpoints every 250 steps) and under
+# 90 minutes on the 2-core development machine: 1. the trained world from scratch into TRAIN_INIT
+# (the grammar's world, 59 minutes; skipped once TRAIN_INIT holds a MANIFEST.xxh64, so
+# TRAIN_INIT=tests/golden/trained starts from the committed one), 2. its decoder continued on the
+# wide wording (train.py --wording wide), then the gate, BERT and the bridge afresh. The -check
+# targets compare a retrain's files with the committed manifest.
+TRAIN_OUT ?= $(BUILD)/wide
+TRAIN_INIT ?= $(BUILD)/trained
 # OpenBLAS is told its kernels (Haswell: AVX2 + FMA, on every x86-64 host this project runs on):
 # Debian's OpenBLAS does not know Zen 5 and falls back to its SSE3 "Prescott" kernels, 3x slower.
 # One thread (torch's and OpenBLAS's): the recipe runs beside other work and gives the same bytes.
+TRAIN_PY = OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/train_world/train.py
 need-train:
 	@$(NEED) train-world /usr/lib/python3/dist-packages/torch/__init__.py:python3-torch \
 	  /usr/lib/python3/dist-packages/numpy/__init__.py:python3-numpy \
 	  /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3:libopenblas0-pthread \
 	  /usr/share/dict/american-english:wamerican /usr/share/wordnet/data.noun:wordnet-base
-train-world: need-train
-	OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/train_world/train.py --out $(TRAIN_OUT)
+train-world-grammar: need-train
+	@if [ -f $(TRAIN_INIT)/MANIFEST.xxh64 ]; then echo "train-world: stage 1 is there ($(TRAIN_INIT))"; \
+	else $(TRAIN_PY) --out $(TRAIN_INIT); fi
+train-world: train-world-grammar
+	$(TRAIN_PY) --init $(TRAIN_INIT) --wording wide --out $(TRAIN_OUT)
+train-world-check: train-world
+	cd $(TRAIN_OUT) && diff MANIFEST.xxh64 $(CURDIR)/$(WIDE)/MANIFEST.xxh64 && echo "train-world: same bytes as $(WIDE)"
+train-world-grammar-check: train-world-grammar
+	cd $(TRAIN_INIT) && diff MANIFEST.xxh64 $(CURDIR)/$(TRAINED)/MANIFEST.xxh64 && \
+	  echo "train-world-grammar: same bytes as $(TRAINED)"
 # The templated world (tests/golden/templated): train-world-templated-check compares with its manifest.
 train-world-templated: need-train
-	OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/train_world/train.py --world templated \
-	  --out $(TRAIN_OUT)-templated
+	$(TRAIN_PY) --world templated --out $(TRAIN_OUT)-templated
 train-world-templated-check: train-world-templated
 	cd $(TRAIN_OUT)-templated && diff MANIFEST.xxh64 $(CURDIR)/$(TEMPLATED)/MANIFEST.xxh64 && \
 	  echo "train-world-templated: same bytes as $(TEMPLATED)"
-train-world-check: train-world
-	cd $(TRAIN_OUT) && diff MANIFEST.xxh64 $(CURDIR)/$(TRAINED)/MANIFEST.xxh64 && echo "train-world: same bytes as $(TRAINED)"
 
 # Synthetic real-shape world (random weights; ~3.6 GB of inputs under build/synth, not committed).
 SYNTH ?= $(BUILD)/synth

@@ -48,11 +48,11 @@ static int weights_index(const char *weights) {
 /* The blob of world `name` (its artifacts under dir/), converted once per test binary build;
  * bge: the BERT encoder's storage (NULL: f32, the converter's default). */
 static const char *world_blob(const char *dir, const char *name, const char *weights, int screen, const char *bgew) {
-    /* per world (worldA, trained, templated), weights, screen, BERT storage */
-    static char paths[3][3][2][3][128];
+    /* per world (worldA, trained, templated, wide), weights, screen, BERT storage */
+    static char paths[4][3][2][3][128];
     const int w = weights_index(weights), bw = bgew ? weights_index(bgew) : 0;
     if (w < 0 || bw < 0) return NULL;
-    const int world = !strcmp(name, "worldA") ? 0 : !strcmp(name, "trained") ? 1 : 2;
+    const int world = !strcmp(name, "worldA") ? 0 : !strcmp(name, "trained") ? 1 : !strcmp(name, "wide") ? 3 : 2;
     char *path = paths[world][w][screen != 0][bw];
     snprintf(path, 128, "build/fixture_%s_%s%s%s%s.blob", name, weights, screen ? "_screen" : "", bw ? "_bge" : "",
              bw ? bgew : "");
@@ -88,6 +88,7 @@ const char *fixture_worldA_screen_blob(const char *weights) {
 const char *fixture_trained_blob(const char *weights) {
     return world_blob(FIXTURE_TRAINED, "trained", weights, 0, NULL);
 }
+const char *fixture_wide_blob(const char *weights) { return world_blob(FIXTURE_WIDE, "wide", weights, 0, NULL); }
 const char *fixture_templated_blob(const char *weights) {
     return world_blob(FIXTURE_TEMPLATED, "templated", weights, 0, NULL);
 }

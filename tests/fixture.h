@@ -17,6 +17,11 @@ const char *fixture_worldA_screen_blob(const char *weights);
  * by rc_convert like the real artifacts. */
 #define FIXTURE_TRAINED "tests/golden/trained"
 const char *fixture_trained_blob(const char *weights);
+/* The wide world (tests/golden/wide: the trained world's decoder continued on facts, questions and
+ * small talk worded as people type them, train.py --wording wide; what `make demo` and the page
+ * run), the same way. */
+#define FIXTURE_WIDE "tests/golden/wide"
+const char *fixture_wide_blob(const char *weights);
 /* The templated world (tests/golden/templated, train.py --world bench: the benchmark's own
  * keywords and templates, the first trained world; older loop features are pinned on it), the
  * same way. */

@@ -2,7 +2,9 @@
  * docs/WORLD.md), on which the engine's answers are right, so these tests assert answers, not just
  * bits. Suite `templated`: the first world (tests/golden/templated), which knows the benchmark's
  * own keywords and templates. Suite `trained`: the trained world (tests/golden/trained), the world
- * of broad English a person meets first (its section below says what it pins).
+ * of broad English in a phrasing grammar. Suite `wide`: the wide world (tests/golden/wide), that
+ * world continued on people's own wording, the one a person meets first (each section below says
+ * what it pins).
  *   manifest   every committed file of the world has the XXH64 and size its recipe recorded
  *              (MANIFEST.xxh64): CI never retrains, and a changed file is named
  *   eval       `recall eval` on held-out problems (keywords and values never seen in training):
@@ -239,7 +241,8 @@ Test(templated, replay_shows_the_block_come_back, .timeout = 600) {
 #define TRAINED_CLEAN_47_BLOCK 8
 #define TRAINED_CLEAN_47_MESSAGE 10
 /* the chat setting docs/WORLD.md recommends */
-#define WHOLE "--mode clean --span exchange --edge exchange --rerank single"
+#define WHOLE_MODE "clean --span exchange --edge exchange --rerank single"
+#define WHOLE "--mode " WHOLE_MODE
 /* the same problems with the facts told and asked in phrasings never trained (eval_phrasing.json) */
 #define TRAINED_PHR_FULL_EXACT 9
 #define TRAINED_PHR_RC_EXACT 6
@@ -373,24 +376,152 @@ Test(trained, a_fact_at_the_window_edge_is_answered_in_the_recommended_setting, 
  * WHOLE, the gate file's threshold): RC_bge answers all three with the value, SP none (each reply
  * ends "</think>I don't know."). The reference's faithful loop answers the dentist's name with
  * small talk on this world (docs/WORLD.md, "One dialogue, step by step"). */
-Test(trained, demo_chat_is_answered_with_recall_and_not_without, .timeout = 600) {
-    const char *blob = fixture_trained_blob("f32");
+/* make demo's chat replayed on `blob` in the recommended setting: each `want` in the RC_bge run's
+ * output; in SP's, none of them and `sp_idk` replies "I don't know." (its three questions, and on
+ * the wide world a small-talk question too). */
+static void expect_demo(const char *blob, const char *bench, const char *const *want, size_t nwant, int sp_idk) {
     cr_assert(blob);
-    static const char *want[] = {"</think> Halvorsen\"", "</think> 14:30\"", "</think> LH 2214\""};
     char cmd[1024], *rc_out, *sp_out;
-    snprintf(cmd, sizeof cmd, "./recall replay %s --bench " B "/demo_bench.json --problem 0 " WHOLE
-             " --trace build/ttrained_%d_demo.json 2>&1", blob, (int)getpid());
+    snprintf(cmd, sizeof cmd, "./recall replay %s --bench %s --problem 0 " WHOLE " --trace build/ttrained_%d_demo.json 2>&1",
+             blob, bench, (int)getpid());
     cr_assert_eq(fixture_sh(cmd, &rc_out), 0, "%s", rc_out);
-    snprintf(cmd, sizeof cmd, "./recall replay %s --bench " B "/demo_bench.json --problem 0 --arm SP " WHOLE
-             " --trace build/ttrained_%d_demo.json 2>&1", blob, (int)getpid());
+    snprintf(cmd, sizeof cmd, "./recall replay %s --bench %s --problem 0 --arm SP " WHOLE
+             " --trace build/ttrained_%d_demo.json 2>&1", blob, bench, (int)getpid());
     cr_assert_eq(fixture_sh(cmd, &sp_out), 0, "%s", sp_out);
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_expect(strstr(rc_out, want[i]), "RC_bge: %s", rc_out);
+    for (size_t i = 0; i < nwant; i++) {
+        cr_expect(strstr(rc_out, want[i]), "RC_bge: %s", rc_out);
+        cr_expect(!strstr(sp_out, want[i]), "SP: %s", sp_out);
+    }
     int idk = 0;
     for (const char *p = sp_out; (p = strstr(p, "</think>I don't know.\"")); p++) idk++;
-    cr_expect_eq(idk, 3, "SP: %s", sp_out);
+    cr_expect_eq(idk, sp_idk, "SP: %s", sp_out);
     free(rc_out);
     free(sp_out);
     char p[128];
     snprintf(p, sizeof p, "build/ttrained_%d_demo.json", (int)getpid());
     unlink(p);
+}
+
+Test(trained, demo_chat_is_answered_with_recall_and_not_without, .timeout = 600) {
+    static const char *const want[] = {"</think> Halvorsen\"", "</think> 14:30\"", "</think> LH 2214\""};
+    expect_demo(fixture_trained_blob("f32"), B "/demo_bench.json", want, 3, 3);
+}
+
+/* ---- the wide world (tests/golden/wide: the trained world's decoder continued on facts, questions
+ * and small talk worded as people type them, train.py --wording wide; docs/WORLD.md "Wide wording")
+ * What `make demo` and the page run. The tests pin its measured answers: the benchmark's held-out
+ * problems, facts told and asked in a person's own words (tools/train_world/dev_typed.json, the set
+ * the recipe was tuned on: the blind set's figures are in docs/WORLD.md, never pinned here), small
+ * talk that asks questions without firing the gate, and the demo. */
+#define WW FIXTURE_WIDE
+/* held-out problems 0-3 of eval_bench.json (12 questions), faithful and in the recommended
+ * setting (WHOLE): exact answers per arm */
+#define WIDE_FULL_EXACT 10
+#define WIDE_SP_EXACT 0
+#define WIDE_RC_EXACT 11
+#define WIDE_WHOLE_RC_EXACT 10
+
+Test(wide, manifest_matches_the_committed_files) { check_manifest(WW, 20); }
+
+Test(wide, eval_answers_held_out_facts, .timeout = 600) {
+    const char *blob = fixture_wide_blob("f32");
+    json_doc *doc = eval_world(blob, WW "/eval_bench.json", "0-3", "FULL,SP,RC_bge", "faithful");
+    cr_expect_eq(arm_exact(doc, 0, "FULL"), WIDE_FULL_EXACT);
+    cr_expect_eq(arm_exact(doc, 1, "SP"), WIDE_SP_EXACT);
+    cr_expect_eq(arm_exact(doc, 2, "RC_bge"), WIDE_RC_EXACT);
+    json_free(doc);
+    doc = eval_world(blob, WW "/eval_bench.json", "0-3", "RC_bge", WHOLE_MODE);
+    cr_expect_eq(arm_exact(doc, 0, "RC_bge"), WIDE_WHOLE_RC_EXACT);
+    json_free(doc);
+}
+
+/* Facts told and asked back in a person's own words (dev_typed.json's chats, the recommended
+ * setting): in view, and evicted behind three small-talk lines (recall brings them back). The value
+ * after the last </think>, exactly as measured. */
+#define DEV_TALK3 "How is your week going so far?\nI finally finished painting the kitchen last night.\n" \
+                  "Any tips for sleeping better?\n"
+Test(wide, facts_in_a_person_s_own_words_are_answered, .timeout = 600) {
+    static const struct { const char *lines, *want; } typed[] = {
+        {"My flight lands at 7:40 tomorrow.\n" DEV_TALK3 "When does my flight land?\n", " 7:40"},
+        {"The code for the side gate is 4471.\n" "What was the code for the side gate?\n", " 4471"},
+        {"The code for the side gate is 4471.\n" DEV_TALK3 "What was the code for the side gate?\n", " 4471"},
+        {"The team meeting got moved to 3:30.\n" "What time is the team meeting now?\n", " 3:30"},
+        {"The team meeting got moved to 3:30.\n" DEV_TALK3 "What time is the team meeting now?\n", " 3:30"},
+        {"just so you know our anniversary is on June 12\n" "when's our anniversary?\n", " June 12"},
+        {"just so you know our anniversary is on June 12\n" DEV_TALK3 "when's our anniversary?\n", " June 12"},
+        {"The new office is on Harwick Road, near the station.\n" DEV_TALK3 "Where is the new office?\n",
+         " Harwick Road"},
+        {"Ugh, what a day. Anyway, my hotel room is 312.\n" "which hotel room was it?\n", " 312"},
+        {"Ugh, what a day. Anyway, my hotel room is 312.\n" DEV_TALK3 "which hotel room was it?\n", " 312"},
+        {"The password for the guest wifi is marigold.\n"
+         "I can't remember the password for the guest wifi, can you remind me?\n", " marigold"},
+        {"The password for the guest wifi is marigold.\n" DEV_TALK3
+         "I can't remember the password for the guest wifi, can you remind me?\n", " marigold"},
+        {"Dinner reservation is booked for 6:15 pm on Friday.\n" "What time is the dinner reservation booked for?\n", " 6:15 pm"},
+        {"Dinner reservation is booked for 6:15 pm on Friday.\n" DEV_TALK3
+         "What time is the dinner reservation booked for?\n", " 6:15 pm"},
+        {"The boat we rented is called blue heron.\n" "what's the name of the boat we rented?\n", " blue heron"},
+        {"The boat we rented is called blue heron.\n" DEV_TALK3 "what's the name of the boat we rented?\n", " blue heron"},
+        {"The deadline for the grant is 3 March, don't let me forget.\n" DEV_TALK3 "When is the grant deadline?\n",
+         " 3 March"},
+    };
+    const char *blob = fixture_wide_blob("f32");
+    cr_assert(blob);
+    for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++) {
+        char *a = chat_answer_opts(blob, WHOLE, typed[i].lines);
+        cr_expect_str_eq(a, typed[i].want, "%s", typed[i].lines);
+        free(a);
+    }
+}
+
+/* The gate's checks and fires in each turn of a `recall chat --trace` on the given lines ("turn
+ * done" lines): returns how many turns there were, checks[i] and fires[i] those of turn i. */
+static int chat_fires(const char *blob, const char *opts, const char *lines, int *checks, int *fires, int max) {
+    char path[128], cmd[512], *out;
+    snprintf(path, sizeof path, "build/ttrained_%d_fires.txt", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(lines, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "./recall chat %s --threads 1 --trace %s < %s 2>&1 >/dev/null", blob, opts, path);
+    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
+    unlink(path);
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, "[trace] turn done: ")) && n < max; p++) {
+        const char *c = strstr(p, " gate check");
+        cr_assert(c && sscanf(c + strlen(" gate checks, "), "%d", &fires[n]) == 1, "%s", p);
+        while (c > p && c[-1] >= '0' && c[-1] <= '9') c--;
+        checks[n++] = atoi(c);
+    }
+    free(out);
+    return n;
+}
+
+/* Small talk that asks things ("Any tips for ...?", "What should I cook tonight?") after a fact has
+ * left the window: the gate checks these turns and does not fire; the question that follows them
+ * fires and is answered. */
+Test(wide, small_talk_questions_do_not_fire_the_gate, .timeout = 600) {
+    static const char lines[] = "My flight lands at 7:40 tomorrow.\nAny tips for sleeping better?\n"
+                                "What should I cook tonight?\nDo you have any tips for learning guitar?\n"
+                                "How was your weekend?\nWhen does my flight land?\n";
+    const char *blob = fixture_wide_blob("f32");
+    cr_assert(blob);
+    int checks[16], fires[16];
+    const int n = chat_fires(blob, WHOLE, lines, checks, fires, 16);
+    cr_assert_eq(n, 6, "turns");
+    for (int i = 1; i < n - 1; i++) cr_expect_eq(fires[i], 0, "small-talk turn %d fired %d times", i, fires[i]);
+    /* the last two small-talk turns come once the fact has been evicted: the gate checks them */
+    cr_expect_gt(checks[3], 0, "turn 3: no gate check");
+    cr_expect_gt(checks[4], 0, "turn 4: no gate check");
+    cr_expect_gt(fires[n - 1], 0, "the question fires");
+    char *a = chat_answer_opts(blob, WHOLE, lines);
+    cr_expect_str_eq(a, " 7:40");
+    free(a);
+}
+
+Test(wide, demo_chat_is_answered_with_recall_and_not_without, .timeout = 600) {
+    static const char *const want[] = {"</think> Halvorsen\"", "</think> 14:30\"", "</think> LH 2214\""};
+    /* SP also takes "How is your week going so far?" for a question about a fact ("the theater is
+     * unknown.</think>I don't know."): the gist alone does not tell it the chat's facts */
+    expect_demo(fixture_wide_blob("f32"), WW "/demo_bench.json", want, 3, 4);
 }
