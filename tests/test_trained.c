@@ -285,17 +285,24 @@ Test(trained, eval_answers_in_phrasings_never_trained, .timeout = 600) {
     json_free(doc);
 }
 
-/* The text after the last </think> of a `recall chat` on the given lines (the last reply). */
-static char *chat_answer_opts(const char *blob, const char *opts, const char *lines) {
+/* `recall chat` on the given lines: its replies (stdout), or with `trace` its --trace lines (stderr). */
+static char *run_chat(const char *blob, const char *opts, const char *lines, int trace) {
     char path[128], cmd[512], *out;
     snprintf(path, sizeof path, "build/ttrained_%d_chat.txt", (int)getpid());
     FILE *f = fopen(path, "w");
     cr_assert(f);
     fputs(lines, f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "./recall chat %s --threads 1 %s < %s 2>/dev/null", blob, opts, path);
+    snprintf(cmd, sizeof cmd, "./recall chat %s --threads 1 %s %s < %s %s", blob, trace ? "--trace" : "", opts, path,
+             trace ? "2>&1 >/dev/null" : "2>/dev/null");
     cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
     unlink(path);
+    return out;
+}
+
+/* The text after the last </think> of a `recall chat` on the given lines (the last reply). */
+static char *chat_answer_opts(const char *blob, const char *opts, const char *lines) {
+    char *out = run_chat(blob, opts, lines, 0);
     const char *t = out, *p;
     while ((p = strstr(t, "</think>"))) t = p + strlen("</think>");
     char *ans = strdup(t);
@@ -477,15 +484,7 @@ Test(wide, facts_in_a_person_s_own_words_are_answered, .timeout = 600) {
 /* The gate's checks and fires in each turn of a `recall chat --trace` on the given lines ("turn
  * done" lines): returns how many turns there were, checks[i] and fires[i] those of turn i. */
 static int chat_fires(const char *blob, const char *opts, const char *lines, int *checks, int *fires, int max) {
-    char path[128], cmd[512], *out;
-    snprintf(path, sizeof path, "build/ttrained_%d_fires.txt", (int)getpid());
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fputs(lines, f);
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "./recall chat %s --threads 1 --trace %s < %s 2>&1 >/dev/null", blob, opts, path);
-    cr_assert_eq(fixture_sh(cmd, &out), 0, "%s", out);
-    unlink(path);
+    char *out = run_chat(blob, opts, lines, 1);
     int n = 0;
     for (const char *p = out; (p = strstr(p, "[trace] turn done: ")) && n < max; p++) {
         const char *c = strstr(p, " gate check");
