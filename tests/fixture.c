@@ -52,7 +52,9 @@ static const char *world_blob(const char *dir, const char *name, const char *wei
     static char paths[4][3][2][3][128];
     const int w = weights_index(weights), bw = bgew ? weights_index(bgew) : 0;
     if (w < 0 || bw < 0) return NULL;
-    const int world = !strcmp(name, "worldA") ? 0 : !strcmp(name, "trained") ? 1 : !strcmp(name, "wide") ? 3 : 2;
+    static const char *const worlds[4] = {"worldA", "trained", "templated", "wide"};
+    int world = 0;
+    while (world < 3 && strcmp(name, worlds[world])) world++;
     char *path = paths[world][w][screen != 0][bw];
     snprintf(path, 128, "build/fixture_%s_%s%s%s%s.blob", name, weights, screen ? "_screen" : "", bw ? "_bge" : "",
              bw ? bgew : "");

@@ -1342,8 +1342,9 @@ def main():
 
     # 1. corpus, 2. tokenizers
     broad = args.world == "broad"
-    if args.wording == "wide" and not args.init:
-        raise SystemExit("train.py: --wording wide continues a world: give --init DIR (make train-world does)")
+    if args.wording == "wide" and (not args.init or not broad):
+        raise SystemExit("train.py: --wording wide continues a world of --world broad: give --init DIR (make "
+                         "train-world does)")
     if args.steps is None:
         args.steps = 1500 if args.wording == "wide" else 5000 if broad else 4500
     if broad and args.vocab == "realistic":
@@ -1357,8 +1358,6 @@ def main():
     torch.manual_seed(args.seed)
     cfg = dict(BROAD["dec"], **(REALISTIC_VOCAB["dec"] if args.vocab == "realistic" else {})) if broad else {}
     if args.wording == "wide":
-        if not broad:
-            raise SystemExit("train.py: --wording wide needs --world broad")
         # after the tokenizers: the BPE was learned from the grammar's text, as the world --init continues
         W.wide = WIDE["wide"]
         cfg.update(WIDE["dec"])

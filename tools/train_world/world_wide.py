@@ -175,6 +175,8 @@ def fact_text(r, kw, val, casual):
     """A fact as a person types it: an optional chatty lead (sometimes a whole small-talk line
     first), the keyword, relation and value in that order (or the value first), an optional tail;
     now and then all lowercase at the start and without a final full stop."""
+    # "the code for the side gate": always "the". (The draw for the other " for the " keywords is
+    # kept, though unused: it is part of the random stream the committed wide world was made with.)
     own = r.choice(POSS) if not kw.startswith(("code for", "password for")) else "the"
     if " for the " in kw:
         own = "the"
