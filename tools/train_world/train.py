@@ -430,6 +430,11 @@ REALISTIC_VOCAB = dict(merges=3800, gate_long=24, dec=dict(warm_vocab=1024, repe
 # 4,096 ids) on dialogues of which a share `wide` of facts and small talk are world_wide's, the rest
 # world_broad's grammar, at a gentler world rate; a share of the whole-sequence rows are long chats.
 WIDE = dict(wide=0.6, dec=dict(induction=0, warm_vocab=0, world_lr=1e-3, long_full=0.15))
+# --wording typed (world_wide.TYPED): the stage after that one (--init the wide world): the same mix,
+# of which a share `typed` of the wide questions name the fact with another noun or verb and of the
+# wide facts take the typed forms (a clause between keyword and value, the value first in new forms);
+# a shorter, gentler schedule (the world already reads the wide wording).
+TYPED = dict(typed=0.4, dec=dict(world_lr=7e-4, tail=300))
 
 # The decoder's training schedule. probe.py varies these on short runs (docs/WORLD.md, "How the
 # copy was learned"); the defaults are the recipe.
@@ -1322,9 +1327,10 @@ def main():
                     "while the bridge learns, as a share of --bridge-lr (0: BERT stays the bag)")
     ap.add_argument("--bert", nargs="*", default=[], help="KEY=VALUE overrides of BERT's shape (hidden, layers, "
                     "heads, ffn)")
-    ap.add_argument("--wording", default="grammar", choices=["grammar", "wide"], help="--world broad: how facts, "
-                    "questions and small talk are worded: grammar (world_broad.py's, the committed world's first stage) "
-                    "or wide (world_wide.py, as people type; with --init, the stage that continues it: WIDE)")
+    ap.add_argument("--wording", default="grammar", choices=["grammar", "wide", "typed"], help="--world broad: how "
+                    "facts, questions and small talk are worded: grammar (world_broad.py's, the committed world's first "
+                    "stage), wide (world_wide.py, as people type; with --init, the stage that continues it: WIDE) or "
+                    "typed (wide, the question naming the fact its own way; --init the wide world: TYPED)")
     ap.add_argument("--init", default=None, help="a world folder whose decoder training continues (same seed "
                     "and corpus: the same tokenizer); --steps more steps, then gate and bridge afresh")
     args = ap.parse_args()
@@ -1342,11 +1348,11 @@ def main():
 
     # 1. corpus, 2. tokenizers
     broad = args.world == "broad"
-    if args.wording == "wide" and (not args.init or not broad):
-        raise SystemExit("train.py: --wording wide continues a world of --world broad: give --init DIR (make "
-                         "train-world does)")
+    if args.wording in ("wide", "typed") and (not args.init or not broad):
+        raise SystemExit("train.py: --wording %s continues a world of --world broad: give --init DIR (make "
+                         "train-world does)" % args.wording)
     if args.steps is None:
-        args.steps = 1500 if args.wording == "wide" else 5000 if broad else 4500
+        args.steps = 700 if args.wording == "typed" else 1500 if args.wording == "wide" else 5000 if broad else 4500
     if broad and args.vocab == "realistic":
         BROAD["merges"] = REALISTIC_VOCAB["merges"]
     if args.gate_long is None:
@@ -1357,10 +1363,14 @@ def main():
     QCFG.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.qcfg)})
     torch.manual_seed(args.seed)
     cfg = dict(BROAD["dec"], **(REALISTIC_VOCAB["dec"] if args.vocab == "realistic" else {})) if broad else {}
-    if args.wording == "wide":
+    if args.wording in ("wide", "typed"):
         # after the tokenizers: the BPE was learned from the grammar's text, as the world --init continues
         W.wide = WIDE["wide"]
         cfg.update(WIDE["dec"])
+    if args.wording == "typed":
+        import world_wide
+        world_wide.TYPED = TYPED["typed"]
+        cfg.update(TYPED["dec"])
     cfg.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.set)})
     # with DEC warm_vocab the warm-up's decoder has fewer ids; train_decoder extends it
     model = nets.Qwen2(dict(QCFG, vocab=cfg.get("warm_vocab") or QCFG["vocab"]))
@@ -1385,7 +1395,8 @@ def main():
         log("held-out copy at step %d: " % it + "  ".join("%s %d/%d" % (k, v[0], v[1]) for k, v in res.items()))
 
     ckpt = args.ckpt or out.rstrip("/") + ".ckpt"
-    train_decoder(model, pooler, W, bpe, hay_pieces, args.steps, args.seed + (1000 if args.init else 0), ids_, cfg,
+    stage_seed = args.seed + {"grammar": 1000, "wide": 1000, "typed": 2000}[args.wording] if args.init else args.seed
+    train_decoder(model, pooler, W, bpe, hay_pieces, args.steps, stage_seed, ids_, cfg,
                   args.eval_every, on_eval, ckpt)
     model.eval()
 

@@ -276,12 +276,20 @@ class WidePhrasing(world.Phrasing):
 
     def fact(self, kw, val):
         if isinstance(kw, Key) and (kw.rel != "is" or kw.before or self.r.random() >= self.grammar):
+            if TYPED and self.r.random() < TYPED:  # the typed stage's extra forms (None: none fits)
+                t = typed_fact_text(self.r, kw, val, self._casual())
+                if t is not None:
+                    return t, self._pick(self.replies)
             return fact_text(self.r, kw, val, self._casual()), self._pick(self.replies)
         return world.Phrasing.fact(self, kw, val)
 
     def question(self, kw):
         """The question's text, or (text, the keyword as the question names it) when shorter."""
         if isinstance(kw, Key) and (kw.rel != "is" or kw.before or self.r.random() >= self.grammar):
+            if TYPED and self.r.random() < TYPED:  # named another way; restated in the fact's words
+                q = typed_question(self.r, kw, self._casual())
+                if q is not None:
+                    return q
             short = shorter(kw) if self.r.random() < 0.35 else None
             if short is not None:
                 return question_text(self.r, short, self._casual()), short
@@ -349,3 +357,133 @@ def wide_casual_pair(r, lex):
     pool = [r.choice(wb.REPLY2), r.choice([a for a in ADVICE if a != parts[0]]), r.choice(wb.REPLY3)]
     parts += pool[:n - 1] if n > 1 else []
     return u, " ".join(parts)
+
+
+# ---- typed wording (train.py --wording typed): the question names the fact its own way -----------
+# The wide world answers a question that keeps the fact's keyword ("when does the flight land?"
+# after "my flight lands at 7:40"), but a person asks with another noun ("the plane"), another verb
+# ("when does it get in?"), or tells the fact with a clause between keyword and value ("the plumber
+# who's coming on Thursday goes by Pettigrew") or the value first in a new form ("Write down 4471,
+# that's the gate code"). This stage draws those too; the reply still restates the fact in the
+# FACT's words ("the flight lands at 7:40"), so the decoder learns to find the fact by what the
+# question means (the noun's synonym, the wh-word's kind) and then copies as before. Every draw
+# below happens only when TYPED > 0, so the wide stage's random stream (and bytes) stay as they were.
+TYPED = 0.0  # share of wide questions that name the fact with another noun or verb (train.py sets it)
+
+ALT_NOUNS = {
+    # events
+    "flight": ["plane", "flight home"], "train": ["train ride", "rail trip"], "bus": ["coach"], "ferry": ["boat"],
+    "meeting": ["call", "sync"], "team meeting": ["team call", "meeting with the team"],
+    "dentist appointment": ["dentist", "dental appointment", "appointment at the dentist"],
+    "doctor's appointment": ["doctor", "appointment with the doctor", "GP appointment"],
+    "haircut": ["hair appointment", "trim"], "dinner reservation": ["dinner", "table", "dinner booking"],
+    "yoga class": ["yoga", "yoga session"], "piano lesson": ["piano", "piano class"], "job interview": ["interview"],
+    "delivery": ["parcel", "package"], "pickup": ["collection"], "party": ["do", "get-together"],
+    "wedding": ["ceremony", "big day"], "concert": ["gig", "show"], "match": ["game"], "recital": ["performance"],
+    "vet appointment": ["vet", "appointment at the vet"], "school play": ["play"], "car service": ["service", "MOT"],
+    "book club": ["reading group"], "swim practice": ["swimming", "swim session"], "movie": ["film", "cinema"],
+    "video call": ["call", "zoom"], "shift": ["work shift"], "exam": ["test"], "deadline": ["due date"],
+    "rehearsal": ["practice"], "massage": ["spa appointment"], "lunch": ["lunch date"], "dance class": ["dance lesson"],
+    "eye exam": ["eye test", "optician appointment"], "flu shot": ["jab", "vaccine"], "tennis lesson": ["tennis"],
+    "cooking class": ["cooking lesson"], "viewing": ["house viewing"], "coffee date": ["coffee"],
+    "birthday": ["bday"], "anniversary": ["anniversary dinner"], "check-in": ["checking in"], "checkout": ["checking out"],
+    # people and pets
+    "doctor": ["GP", "doc", "physician"], "dentist": ["dental surgeon", "dentist's name"], "lawyer": ["solicitor", "attorney"],
+    "landlord": ["property manager", "owner of the flat"], "vet": ["animal doctor"], "cat": ["kitty", "cat's name"],
+    "dog": ["pup", "dog's name"], "puppy": ["pup", "dog"], "kitten": ["kitty", "cat"], "hairdresser": ["stylist", "barber"],
+    "therapist": ["counsellor"], "realtor": ["estate agent", "agent"], "roommate": ["flatmate", "housemate"],
+    "physio": ["physiotherapist", "physical therapist"], "boss": ["manager", "line manager"], "manager": ["boss"],
+    "neighbor": ["neighbour", "guy next door"], "babysitter": ["sitter"], "nanny": ["babysitter", "childminder"],
+    "mechanic": ["car guy", "garage guy"], "tutor": ["teacher"], "coach": ["trainer"], "trainer": ["coach", "PT"],
+    "accountant": ["tax guy", "bookkeeper"], "cleaner": ["cleaning lady"], "optician": ["eye doctor"],
+    "plumber": ["guy fixing the sink", "pipe guy"], "electrician": ["sparky"], "surgeon": ["doctor doing the operation"],
+    "piano teacher": ["piano tutor", "music teacher"], "gardener": ["garden guy"], "hamster": ["pet"], "parrot": ["bird"],
+    "goldfish": ["fish"], "pony": ["horse"], "horse": ["pony"], "rabbit": ["bunny"], "tortoise": ["pet"],
+    "new colleague": ["new coworker", "new guy at work"], "guide": ["tour guide"], "host": ["host's name"],
+    # places
+    "hotel": ["accommodation", "place we're staying"], "new office": ["office", "workplace"], "new flat": ["apartment", "new place"],
+    "apartment": ["flat", "place"], "restaurant": ["place for dinner"], "gym": ["fitness centre"],
+    "pharmacy": ["chemist", "drugstore"], "clinic": ["practice", "surgery"], "meeting point": ["spot we meet"],
+    "bus stop": ["stop"], "pickup spot": ["pickup point"], "wedding venue": ["venue"], "conference": ["event"],
+    "storage unit": ["storage"], "car": ["ride"], "school": ["kids' school"], "bakery": ["bread shop"],
+    "garage": ["car place"], "library": ["books place"], "market": ["farmers market"], "studio": ["workshop"],
+    # the "... for the ..." keywords: heads and owners
+    "code": ["pin", "number"], "password": ["passcode", "pw"], "pin": ["code", "PIN number"], "key code": ["code"],
+    "combination": ["combo", "code"], "access code": ["entry code", "code"], "door code": ["code for the door"],
+    "gate code": ["code for the gate"], "passcode": ["password", "code"], "booking number": ["booking ref", "reservation number"],
+    "side gate": ["gate"], "office wifi": ["work wifi", "wifi at work"], "bike lock": ["lock"], "front door": ["door"],
+    "car park": ["parking"], "parking lot": ["car park"], "hotel room": ["room"], "guest network": ["guest wifi"],
+    "mailbox": ["post box", "letterbox"], "back door": ["rear door"], "school portal": ["school website"],
+}
+ALT_VERBS = {"land": ["get in", "arrive", "touch down"], "leave": ["go", "head off", "set off"],
+             "depart": ["leave", "go"], "start": ["begin", "kick off"], "begin": ["start"],
+             "arrive": ["get in", "get here", "turn up"], "open": ["start", "open up"], "end": ["finish", "wrap up"],
+             "fall on": ["land on", "happen"], "go by": ["go by"], "leave from": ["go from", "depart from"]}
+CLAUSES = {"name": [" who's coming on Thursday", " I found online", " from down the road", " my sister recommended",
+                    " (the one I told you about)", " at the new practice", " that we adopted", " I started seeing"],
+           "time": [" we booked", " I told you about", " for my sister", " next week", " everyone's going to",
+                    " I keep forgetting"],
+           "date": [" we planned", " I keep forgetting", " for the whole family", " we picked"],
+           "place": [" we picked", " I found", " for Saturday", " everyone's meeting at"],
+           None: [", the one I mentioned,", " they gave me", " I set up", " we agreed on"]}
+TYPED_BEFORE = ["Write down {val}, that's the {kw}", "{val} - that's {own} {kw}", "Remember {val}: {own} {kw}",
+                "{val} is what we got for the {kw}", "so {val} is {own} {kw} now", "Can you note {val} as {own} {kw}"]
+PICKED = ["We finally picked {own} {kw}: {val}", "Just found out {own} {kw}: {val}", "Got {own} {kw} sorted: {val}",
+          "Good news, {own} {kw} is sorted: {val}", "They confirmed {own} {kw}: {val}", "Update on {own} {kw}: {val}"]
+
+
+def alt_noun(r, kw):
+    """The keyword worded otherwise ("plane" for "flight", "my doctor" for "GP" told as "doctor" ...):
+    the longest table entry the keyword ends with (or either side of " for the ") swapped for one of its
+    alternatives; None when the table has nothing for it."""
+    s = str(kw)
+    if " for the " in s:
+        head, owner = s.split(" for the ", 1)
+        alts = [(a, owner) for a in ALT_NOUNS.get(head, [])] + [(head, a) for a in ALT_NOUNS.get(owner, [])]
+        alts = [x for x in alts if not lexicon.held(x[0]) and not lexicon.held(x[1])]
+        if not alts:
+            return None
+        h, o = r.choice(alts)
+        return "%s for the %s" % (h, o)
+    ends = [k for k in ALT_NOUNS if s == k or s.endswith(" " + k)]
+    if not ends:
+        return None
+    k = max(ends, key=len)
+    alts = _tr(ALT_NOUNS[k])
+    return s[:len(s) - len(k)] + r.choice(alts) if alts else None
+
+
+def typed_question(r, kw, casual):
+    """A question on kw that names it another way: another noun (alt_noun), or the relation's verb
+    swapped (ALT_VERBS); None when neither applies. The reply still restates kw as the fact told it."""
+    alt = alt_noun(r, kw)
+    verb = getattr(kw, "verb", None)
+    if verb and verb[0] == "+" and verb[1:] in ALT_VERBS and (alt is None or r.random() < 0.4):
+        verb = "+" + r.choice(ALT_VERBS[verb[1:]])
+        alt = alt or str(kw)
+    if alt is None:
+        return None
+    return question_text(r, Key(alt, kw.rel, kw.kind, verb, kw.before, kw.fact), casual)
+
+
+def typed_fact_text(r, kw, val, casual):
+    """A fact in the typed stage's extra forms: a clause between the keyword and its relation, the
+    value first in new forms, or the keyword "picked"/"sorted" with its value after a colon; None to
+    word it as the wide stage does."""
+    own = "the" if " for the " in kw else r.choice(POSS)
+    x = r.random()
+    if x < 0.4 and kw.rel not in ("", ":") and not kw.before:
+        clause = r.choice(CLAUSES.get(kw.kind, CLAUSES[None]))
+        sep = "" if kw.rel[:1] in ":,'" else " "
+        body = "%s %s%s%s%s %s" % (own, kw, clause, sep, kw.rel, val)
+    elif x < 0.7 and kw.before:
+        body = r.choice(TYPED_BEFORE).format(val=val, own=own, kw=kw)
+    elif x < 0.85 and kw.rel == ":":  # the restatement "the {kw}:" is then in the fact's words
+        body = r.choice(PICKED).format(val=val, own=own, kw=kw)
+    else:
+        return None
+    s = body if body.startswith(val) else body[0].upper() + body[1:]  # a value keeps its case
+    s += r.choice(FACT_TAILS)
+    if r.random() < 0.2:
+        return s.rstrip(".!?")
+    return s if s[-1] in ".!?" else s + "."
