@@ -187,8 +187,10 @@ def encode_steps(bpe, steps):
         # a question may name the keyword shorter than its fact did (world_wide.shorter)
         t["fact_span"] = facts.get(getattr(kw, "fact", kw)) if kind == "q" else None
         if kind == "q":
-            # the question up to the end of its keyword (a question may start with it, capitalised)
-            q = u[:u.lower().index(kw.lower()) + len(kw)]
+            # the question up to the end of its keyword (a question may start with it, capitalised), or of
+            # the noun it names the fact by instead (world_wide.typed_question: Key.asked)
+            name = getattr(kw, "asked", None) or kw
+            q = u[:u.lower().index(name.lower()) + len(name)]
             t["kw_end"] = s0 + len(bpe.encode((world.EOS_S if i else "") + world.USER_S + q))
         e.turns.append(t)
     return e

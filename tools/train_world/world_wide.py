@@ -289,7 +289,7 @@ class WidePhrasing(world.Phrasing):
             if TYPED and self.r.random() < TYPED:  # named another way; restated in the fact's words
                 q = typed_question(self.r, kw, self._casual())
                 if q is not None:
-                    return q
+                    return q  # (text, the fact's Key with .asked)
             short = shorter(kw) if self.r.random() < 0.35 else None
             if short is not None:
                 return question_text(self.r, short, self._casual()), short
@@ -463,7 +463,10 @@ def typed_question(r, kw, casual):
         alt = alt or str(kw)
     if alt is None:
         return None
-    return question_text(r, Key(alt, kw.rel, kw.kind, verb, kw.before, kw.fact), casual)
+    q = question_text(r, Key(alt, kw.rel, kw.kind, verb, kw.before, kw.fact), casual)
+    told = Key(kw, kw.rel, kw.kind, kw.verb, kw.before, kw.fact)
+    told.asked = alt  # the words the question names it by (train.py's kw_end)
+    return q, told
 
 
 def typed_fact_text(r, kw, val, casual):
