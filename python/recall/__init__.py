@@ -581,6 +581,11 @@ class Turn:
         if self._error is not None:
             raise self._error
 
+    @property
+    def cancelled(self):
+        """True when the turn was left early (break, close()) and stopped there."""
+        return isinstance(self._error, RecallError) and self._error.status == "CANCELLED"
+
     def close(self):
         """Cancels the turn if it is still running."""
         self._cancel = True
