@@ -266,7 +266,7 @@ INCDIR  ?= $(PREFIX)/include
 # VERSION and soname policy (docs/API.md): MAJOR.MINOR.PATCH; the soname is librecall.so.MAJOR and
 # changes only when a program linked against an earlier library would stop working (a symbol
 # removed, a frozen struct changed). Appending option fields or adding functions is a MINOR step.
-VERSION  = 0.5.0
+VERSION  = 0.6.0
 SOMAJOR  = $(firstword $(subst ., ,$(VERSION)))
 API_HEADERS = src/recall.h src/status.h
 # The shared object links position-independent copies of the library objects (build/pic/).
