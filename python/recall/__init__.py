@@ -20,7 +20,7 @@ import queue
 import threading
 import weakref
 
-from . import _lib as L
+from . import _lib as L  # the module; _dll below is the loaded library
 
 try:
     import numpy as _np
@@ -30,8 +30,8 @@ except ImportError:  # numpy is optional
 __all__ = ["open", "RecallError", "Model", "Loop", "Turn", "Event", "Reply", "Forward", "Score",
            "build_problem", "replay", "write_trace", "read_trace", "lib_path", "API_VERSION"]
 
-_lib = L.load()
-lib_path = _lib.path
+_dll = L.load()
+lib_path = _dll.path
 API_VERSION = L.API_VERSION
 
 STATUS = ["OK", "IO", "FORMAT", "CHECKSUM", "VERSION", "UNSUPPORTED", "NOMEM", "ARG", "SHAPE", "MISSING", "LIMIT",
@@ -57,7 +57,7 @@ class RecallError(Exception):
 
 def _check(status, err, what):
     if status:
-        msg = err.msg.decode("utf-8", "replace") or (_lib.recall_strerror(status) or b"").decode()
+        msg = err.msg.decode("utf-8", "replace") or (_dll.recall_strerror(status) or b"").decode()
         raise RecallError(status, msg or "%s failed (status %d)" % (what, status))
 
 
@@ -197,7 +197,7 @@ class Model:
         self._loops = weakref.WeakSet()
         self._buf = None
         o = L.recall_open_opts()
-        _lib.recall_open_opts_init2(ctypes.byref(o), ctypes.sizeof(o))
+        _dll.recall_open_opts_init2(ctypes.byref(o), ctypes.sizeof(o))
         o.flags = (1 if verify else 0) | (2 if no_mmap else 0)
         o.max_memory = int(max_memory)
         self._rope = rope_scaling.encode() if rope_scaling else None
@@ -213,17 +213,17 @@ class Model:
             off = (-ctypes.addressof(raw)) % 64
             ctypes.memmove(ctypes.addressof(raw) + off, data, len(data))
             self._buf = raw
-            st = _lib.recall_open_mem2(ctypes.addressof(raw) + off, len(data), ctypes.byref(o), ctypes.byref(h),
+            st = _dll.recall_open_mem2(ctypes.addressof(raw) + off, len(data), ctypes.byref(o), ctypes.byref(h),
                                        ctypes.byref(err))
         else:
             import os
-            st = _lib.recall_open2(os.fsencode(source), ctypes.byref(o), ctypes.byref(h), ctypes.byref(err))
+            st = _dll.recall_open2(os.fsencode(source), ctypes.byref(o), ctypes.byref(h), ctypes.byref(err))
         _check(st, err, "recall_open")
         self._h = h.value
         info = L.recall_model_info()
-        _lib.recall_model_get_info(self._h, ctypes.byref(info))
+        _dll.recall_model_get_info(self._h, ctypes.byref(info))
         d = L.recall_model_dims()
-        _lib.recall_model_get_dims2(self._h, ctypes.byref(d), ctypes.sizeof(d))
+        _dll.recall_model_get_dims2(self._h, ctypes.byref(d), ctypes.sizeof(d))
         self.dims = {f: (list(getattr(d, f))[:d.n_gate] if f == "gate_layers" else getattr(d, f))
                      for f, _ in L.recall_model_dims._fields_ if f != "struct_size"}
         self.info = {f: getattr(info, f) for f, _ in info._fields_}
@@ -242,7 +242,7 @@ class Model:
             for lp in list(self._loops):
                 lp.close()
             if self._h is not None:
-                _lib.recall_close(self._h)
+                _dll.recall_close(self._h)
                 self._h = None
                 self._buf = None
 
@@ -267,7 +267,7 @@ class Model:
 
     def _take(self, ptr, n):
         out = _take_ids(ptr, n)
-        _lib.recall_free(self._h, ptr)
+        _dll.recall_free(self._h, ptr)
         return out
 
     # tokenizers
@@ -277,7 +277,7 @@ class Model:
         b = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
         ids, n = L.c_int32_p(), ctypes.c_size_t()
         with self._lock:
-            self._call(_lib.recall_tokenize, b, len(b), int(bool(add_special)), ctypes.byref(ids), ctypes.byref(n))
+            self._call(_dll.recall_tokenize, b, len(b), int(bool(add_special)), ctypes.byref(ids), ctypes.byref(n))
             return self._take(ids, n.value)
 
     def detokenize(self, ids, skip_special=False):
@@ -286,9 +286,9 @@ class Model:
         a, p = _ids(ids)
         text, n = ctypes.c_void_p(), ctypes.c_size_t()
         with self._lock:
-            self._call(_lib.recall_detokenize, p, len(a), int(bool(skip_special)), ctypes.byref(text), ctypes.byref(n))
+            self._call(_dll.recall_detokenize, p, len(a), int(bool(skip_special)), ctypes.byref(text), ctypes.byref(n))
             raw = ctypes.string_at(text.value, n.value)
-            _lib.recall_free(self._h, text.value)
+            _dll.recall_free(self._h, text.value)
         return raw.decode("utf-8", "replace")
 
     def chat_segment(self, user, assistant=None, with_eos=False):
@@ -296,7 +296,7 @@ class Model:
         import ctypes
         ids, n = L.c_int32_p(), ctypes.c_size_t()
         with self._lock:
-            self._call(_lib.recall_chat_segment, int(bool(with_eos)), user.encode("utf-8"),
+            self._call(_dll.recall_chat_segment, int(bool(with_eos)), user.encode("utf-8"),
                        assistant.encode("utf-8") if assistant is not None else None, ctypes.byref(ids),
                        ctypes.byref(n))
             return self._take(ids, n.value)
@@ -307,7 +307,7 @@ class Model:
         b = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         ids, n = L.c_int32_p(), ctypes.c_size_t()
         with self._lock:
-            self._call(_lib.recall_bert_tokenize, b, len(b), ctypes.byref(ids), ctypes.byref(n))
+            self._call(_dll.recall_bert_tokenize, b, len(b), ctypes.byref(ids), ctypes.byref(n))
             return self._take(ids, n.value)
 
     # stages
@@ -329,14 +329,14 @@ class Model:
         shapes = {"logits": (n, d["vocab"]), "logits_last": (d["vocab"],), "hidden": (d["layers"] + 1, d["hidden"]),
                   "q_gate": (d["n_gate"], n, d["heads"] * d["head_dim"])}
         o = L.recall_forward_out()
-        _lib.recall_forward_out_init2(ctypes.byref(o), ctypes.sizeof(o))
+        _dll.recall_forward_out_init2(ctypes.byref(o), ctypes.sizeof(o))
         res = {}
         for k in want:
             buf, ptr, cnt = _empty(shapes[k] if n else (0,))
             res[k] = buf
             setattr(o, k, ptr)
             setattr(o, k + "_len", cnt if ptr else 0)
-        self._call(_lib.recall_forward_capture, p, n, ctypes.byref(o))
+        self._call(_dll.recall_forward_capture, p, n, ctypes.byref(o))
         return Forward(logits=res.get("logits"), logits_last=res.get("logits_last"), hidden=res.get("hidden"),
                        q_proj=res.get("q_gate"))
 
@@ -344,7 +344,7 @@ class Model:
         """recall_forward: the last position's logits [vocab]."""
         a, p = _ids(ids)
         buf, ptr, cnt = _empty((self.vocab,))
-        self._call(_lib.recall_forward, p, len(a), ptr, cnt)
+        self._call(_dll.recall_forward, p, len(a), ptr, cnt)
         return buf
 
     def score(self, ids):
@@ -354,7 +354,7 @@ class Model:
         m = max(len(a) - 1, 0)
         nll, pn, _ = _empty((m,), "d")
         greedy, pg, _ = _empty((m,), "i")
-        self._call(_lib.recall_score, p, len(a), pn, pg, m)
+        self._call(_dll.recall_score, p, len(a), pn, pg, m)
         return Score(nll, greedy)
 
     def embed(self, text_or_ids):
@@ -363,14 +363,14 @@ class Model:
         ids = self.bert_tokenize(text_or_ids) if isinstance(text_or_ids, (str, bytes)) else text_or_ids
         a, p = _ids(ids)
         buf, ptr, cnt = _empty((max(self.dims["bert_hidden"], 1),))
-        self._call(_lib.recall_embed, p, len(a), ptr, cnt)
+        self._call(_dll.recall_embed, p, len(a), ptr, cnt)
         return buf
 
     def pool(self, ids):
         """The pooler (AttnPoolSP) over the decoder's embeddings of ids: [n_sp][hidden]."""
         a, p = _ids(ids)
         buf, ptr, cnt = _empty((max(self.dims["n_sp"], 1), max(self.dims["pooler_hidden"], 1)))
-        self._call(_lib.recall_pool, p, len(a), ptr, cnt)
+        self._call(_dll.recall_pool, p, len(a), ptr, cnt)
         return buf
 
     def gate(self, q):
@@ -378,7 +378,7 @@ class Model:
         import ctypes
         a, p = _floats(q, "q")
         s, f = ctypes.c_float(), ctypes.c_int()
-        self._call(_lib.recall_gate, p, len(a), ctypes.byref(s), ctypes.byref(f))
+        self._call(_dll.recall_gate, p, len(a), ctypes.byref(s), ctypes.byref(f))
         return s.value, bool(f.value)
 
     def bridge(self, q, emb):
@@ -387,7 +387,7 @@ class Model:
         a, p = _floats(q, "q")
         b, pb = _floats(emb, "emb")
         s = ctypes.c_float()
-        self._call(_lib.recall_bridge, p, len(a), pb, len(b), ctypes.byref(s))
+        self._call(_dll.recall_bridge, p, len(a), pb, len(b), ctypes.byref(s))
         return s.value
 
     def gate_feature(self, q_proj, pos=-1):
@@ -426,7 +426,7 @@ class Loop:
         self.model = model
         o = L.recall_loop_opts()
         with model._lock:
-            _lib.recall_loop_opts_init2(model._handle(), ctypes.byref(o), ctypes.sizeof(o))
+            _dll.recall_loop_opts_init2(model._handle(), ctypes.byref(o), ctypes.sizeof(o))
         o.mode = _name(MODES, mode, "mode")
         o.arm = _name(ARMS, arm, "arm")
         o.edge = _name(EDGES, edge, "edge")
@@ -452,7 +452,7 @@ class Loop:
         err = L.recall_err()
         h = ctypes.c_void_p()
         with model._lock:
-            st = _lib.recall_loop_open2(model._handle(), ctypes.byref(o), ctypes.byref(h), ctypes.byref(err))
+            st = _dll.recall_loop_open2(model._handle(), ctypes.byref(o), ctypes.byref(h), ctypes.byref(err))
         _check(st, err, "recall_loop_open")
         self._h = h.value
         model._loops.add(self)
@@ -466,7 +466,7 @@ class Loop:
     def close(self):
         with self.model._lock:
             if self._h is not None:
-                _lib.recall_loop_close(self._h)
+                _dll.recall_loop_close(self._h)
                 self._h = None
 
     def __enter__(self):
@@ -478,7 +478,7 @@ class Loop:
     def reset(self):
         """A new conversation (drops what was carried between turns; results do not change)."""
         with self.model._lock:
-            _lib.recall_loop_reset(self._handle())
+            _dll.recall_loop_reset(self._handle())
 
     def turn(self, feed):
         """One assistant turn on the conversation so far (ids ending with an open user exchange):
@@ -496,7 +496,7 @@ class Loop:
         d, a = ctypes.c_long(), ctypes.c_long()
         err = L.recall_err()
         with self.model._lock:
-            st = _lib.recall_loop_draft_stats(self._handle(), ctypes.byref(d), ctypes.byref(a), ctypes.byref(err))
+            st = _dll.recall_loop_draft_stats(self._handle(), ctypes.byref(d), ctypes.byref(a), ctypes.byref(err))
         _check(st, err, "recall_loop_draft_stats")
         return d.value, a.value
 
@@ -543,18 +543,18 @@ class Turn:
         try:
             with m._lock:
                 h = lp._handle()
-                st = _lib.recall_turn(h, self._p, len(self.feed_ids), cb, None, ctypes.byref(r), ctypes.byref(err))
+                st = _dll.recall_turn(h, self._p, len(self.feed_ids), cb, None, ctypes.byref(r), ctypes.byref(err))
                 if st == 0:
                     ids = _take_ids(r.ids, r.n_ids)
-                    _lib.recall_reply_free(h, ctypes.byref(r))
+                    _dll.recall_reply_free(h, ctypes.byref(r))
                     js, n = ctypes.c_void_p(), ctypes.c_size_t()
                     err2 = L.recall_err()
-                    st2 = _lib.recall_turn_trace(h, ctypes.byref(js), ctypes.byref(n), ctypes.byref(err2))
+                    st2 = _dll.recall_turn_trace(h, ctypes.byref(js), ctypes.byref(n), ctypes.byref(err2))
                     _check(st2, err2, "recall_turn_trace")
                     # the reply's text as the library wrote it: bytes that are not UTF-8 (a token
                     # can end inside a character) kept as surrogates, written back unchanged
                     self.trace_json = ctypes.string_at(js.value, n.value).decode("utf-8", "surrogateescape")
-                    _lib.recall_free(m._h, js.value)
+                    _dll.recall_free(m._h, js.value)
                     self.trace = json.loads(self.trace_json)
                     self.reply = Reply(ids, r.n_gates, r.n_fires, r.n_rebuilds, r.min_margin,
                                        m.detokenize(ids))
