@@ -166,7 +166,7 @@ def test_trained_chat_setting_equals_cli(recall, tmp_path):
 
 
 @pytest.mark.full
-@pytest.mark.parametrize("problem", [1, 2, 3])
+@pytest.mark.parametrize("problem", [1, 2])
 @pytest.mark.parametrize("cfg", [
     ((), {}),
     (("--mode", "clean"), {"mode": "clean"}),
