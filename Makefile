@@ -80,6 +80,9 @@ need-fuzz:
 	@$(NEED) fuzz $(if $(findstring clang,$(FUZZ_CC)),$(call CLANG_NEED,fuzzer))
 need-san:
 	@$(NEED) sanitizers $(if $(findstring clang,$(SAN_CC)),$(call CLANG_NEED,asan))
+need-python:
+	@$(NEED) python /usr/bin/python3:python3 /usr/lib/python3/dist-packages/numpy/__init__.py:python3-numpy \
+	  /usr/lib/python3/dist-packages/pytest/__init__.py:python3-pytest
 need-cross-aarch64:
 	@$(call cross_need,aarch64,aarch64-linux-gnu,arm64,qemu-aarch64-static)
 need-cross-armhf:
@@ -88,11 +91,11 @@ need-cross-riscv64:
 	@$(call cross_need,riscv64,riscv64-linux-gnu,riscv64,qemu-riscv64-static)
 need-cross-s390x:
 	@$(call cross_need,s390x,s390x-linux-gnu,s390x,qemu-s390x-static)
-NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-train need-cross-aarch64 need-cross-armhf \
+NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-train need-python need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
 PHONY_EXTRA = test-full test-suite-run test-api test-sbs-run test-replay-worldA test-replay-trained test-replay-wide \
-  test-replay-templated demo-worldA train-world train-world-check train-world-grammar train-world-grammar-check train-world-templated train-world-templated-check test-replay synth-copy realshape bench-loop bench-long bench-history \
+  test-replay-templated test-python python demo-worldA train-world train-world-check train-world-grammar train-world-grammar-check train-world-templated train-world-templated-check test-replay synth-copy realshape bench-loop bench-long bench-history \
   bench-farback bench-device \
   soak soak-lsan \
   bench-tok bench-kv-pages bench-draft test-sbs
@@ -106,7 +109,8 @@ help:
 	@echo "targets:"
 	@echo "  all         ./recall, build/librecall.a (the engine) and the harness and converter libraries (default)"
 	@echo "  test        the fast tier: the Criterion suite but the long tests named in tests/full_tier.txt,"
-	@echo "              tools/layers.sh, the API example, abi_v1, side_by_side, the replay checks (use -j2)"
+	@echo "              tools/layers.sh, the API example, abi_v1, side_by_side, the replay checks, the"
+	@echo "              Python bindings' pytest suite (use -j2)"
 	@echo "  test-full   everything: the same steps with every Criterion test (what CI runs; docs/TESTING.md)"
 	@echo "  layers      check that every include goes down or sideways (tools/layers.sh)"
 	@echo "  test-replay the engine against the Python replay's traces (tests/golden/*/replay, docs/REPLAY.md)"
@@ -149,6 +153,8 @@ help:
 	@echo "  fuzz-merge  fold the inputs the fuzz runs found (new coverage only) into fuzz/corpus/"
 	@echo "  fuzz-seeds  write the blob seeds made by the library's writer (screening tensors, RoPE profile)"
 	@echo "  shared      build/librecall.so (objects built with -fPIC under build/pic) and build/recall.pc"
+	@echo "  python      build/librecall.so copied into python/recall/: import recall (PYTHONPATH=python), pip install ./python"
+	@echo "  test-python the Python bindings against the CLI, bitwise (python/tests, pytest; docs/PYTHON.md)"
 	@echo "  install     recall, include/recall/{recall.h,status.h}, librecall.{a,so}, pkgconfig/recall.pc"
 	@echo "              into DESTDIR/PREFIX (PREFIX=/usr/local)"
 	@echo "  api-example tests/api_example.c (public API only, librecall.a) on worldA vs the loop golden"
@@ -207,7 +213,7 @@ tier_bar   := |
 # --filter of the caller's replaces it.
 FAST_FILTER = --filter '!($(subst $(tier_space),$(tier_bar),$(strip $(FULL_TIER))))'
 TEST_STEPS = test-suite-run layers test-api test-sbs-run test-replay-worldA test-replay-trained test-replay-wide \
-  test-replay-templated
+  test-replay-templated test-python
 test: $(TEST_STEPS)
 	@echo "make test: the fast tier passed ($(words $(FULL_TIER)) Criterion tests left to make test-full)"
 test-full: FULL = 1
@@ -245,6 +251,12 @@ test-replay-templated: $(RECALL_BIN)
 	$(call quiet_step,replay-templated,sh tests/replay_check.sh ./$(RECALL_BIN) $(TEMPLATED) \
 	  $(TEMPLATED)/replay/bench.json 12)
 test-replay: test-replay-worldA test-replay-trained test-replay-wide test-replay-templated
+# The Python bindings (python/, docs/PYTHON.md) against the command line, bitwise, on worldA and the
+# trained world; their error paths and threads. test-full also runs the cases marked "full".
+PYTHON ?= /usr/bin/python3
+test-python: need-python $(RECALL_BIN) $(BUILD)/librecall.so $(BUILD)/worldA-f32.blob $(BUILD)/trained-f32.blob
+	$(call quiet_step,python,RECALL_LIB=$(BUILD)/librecall.so RECALL_BIN=./$(RECALL_BIN) BUILD=$(BUILD) \
+	  $(if $(FULL),RECALL_FULL=1) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests)
 # bench/side_by_side.sh checked with fake engines (no llama.cpp needed; also part of `make test`)
 test-sbs:
 	bash bench/test_side_by_side.sh
@@ -257,7 +269,7 @@ INCDIR  ?= $(PREFIX)/include
 # VERSION and soname policy (docs/API.md): MAJOR.MINOR.PATCH; the soname is librecall.so.MAJOR and
 # changes only when a program linked against an earlier library would stop working (a symbol
 # removed, a frozen struct changed). Appending option fields or adding functions is a MINOR step.
-VERSION  = 0.5.0
+VERSION  = 0.6.0
 SOMAJOR  = $(firstword $(subst ., ,$(VERSION)))
 API_HEADERS = src/recall.h src/status.h
 # The shared object links position-independent copies of the library objects (build/pic/).
@@ -275,6 +287,11 @@ $(BUILD)/recall.pc: recall.pc.in Makefile
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' \
 	  -e 's|@VERSION@|$(VERSION)|g' $< > $@
 shared: $(BUILD)/librecall.so $(BUILD)/recall.pc
+# `import recall` from the checkout (PYTHONPATH=python) or, after this, `pip install ./python`:
+# the package's own copy of the library (python/recall/_lib.py: the lookup order).
+python: need-python $(BUILD)/librecall.so
+	cp $(BUILD)/librecall.so python/recall/librecall.so.0
+	@echo "python: PYTHONPATH=python $(PYTHON) -c 'import recall', or pip install --no-build-isolation --no-index ./python"
 install: recall $(BUILD)/librecall.a $(BUILD)/librecall.so
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(INCDIR)/recall $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 755 recall $(DESTDIR)$(PREFIX)/bin/recall

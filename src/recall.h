@@ -50,7 +50,7 @@
 extern "C" {
 #endif
 
-#define RECALL_API_VERSION 6 /* 2: struct_size in the option structs; 3: pooler_cache_mb, kv, numerics; 4: edge; 5: span, rerank; 6: rerank single */
+#define RECALL_API_VERSION 7 /* 2: struct_size in the option structs; 3: pooler_cache_mb, kv, numerics; 4: edge; 5: span, rerank; 6: rerank single; 7: captures, score, encoder, pooler, heads, turn traces */
 
 /* Numerics profiles (recall_open_opts.numerics, recall_loop_opts.numerics). */
 enum { RECALL_NUMERICS_EXACT = 0, RECALL_NUMERICS_Q8 = 1 };
@@ -286,6 +286,84 @@ void recall_reply_free(const recall_loop *l, recall_reply *r);
  * prompt lookup and verified, and those kept (both 0 with draft 0). recall_reply is frozen, so the
  * counts are read here. Since API version 3. */
 recall_status recall_loop_draft_stats(const recall_loop *l, long *drafted, long *accepted, recall_err *err);
+
+/* ---- the stages one at a time (since API version 7) ---------------------------------------
+ * What `recall forward --dump`, `score`, `embed`, `pool` and `heads` compute, for a caller that
+ * checks each stage against its own reference (docs/VERIFYING.md). Every output buffer comes with
+ * its length in elements; one shorter than the model needs is refused (RECALL_E_ARG, both numbers
+ * named) before anything is computed. */
+
+/* The shapes of the stages, written into the caller's struct_size bytes (a struct of an older
+ * header gets its fields; the fields a newer header added stay as the caller set them). Fields
+ * of a stage the blob lacks are 0. */
+typedef struct {
+    size_t struct_size;       /* sizeof this struct as the caller was compiled: the macro sets it */
+    int vocab, max_pos, hidden, layers, bos_id, eos_id; /* as recall_model_info */
+    int heads, kv_heads, head_dim; /* the decoder's attention: q_proj rows are heads x head_dim */
+    int n_gate;               /* layers whose q_proj the gate reads (gate_layers[0 .. n_gate)) */
+    int gate_layers[8];
+    int gate_dim;             /* the gate's feature: n_gate x heads x head_dim */
+    float gate_threshold;     /* the gate file's threshold (fires when score > it) */
+    int bridge_qdim, bridge_kdim; /* the bridge head's inputs: a gate feature, a BERT embedding */
+    int bert_hidden, bert_max_ids; /* the encoder's embedding width and its longest input */
+    int n_sp, pooler_hidden;  /* the pooler's soft tokens [n_sp][pooler_hidden] */
+} recall_model_dims;
+void recall_model_get_dims2(const recall_model *m, recall_model_dims *out, size_t struct_size);
+#define recall_model_get_dims(m, o) recall_model_get_dims2((m), (o), sizeof *(o))
+
+/* Where recall_forward_capture writes (NULL or a zero length: not captured). Initialise with
+ * recall_forward_out_init; fields are only ever appended. */
+typedef struct {
+    size_t struct_size;
+    float *logits;      size_t logits_len;      /* [n][vocab]: every position's logits */
+    float *logits_last; size_t logits_last_len; /* [vocab]: the last position's */
+    float *hidden;      size_t hidden_len;      /* [layers + 1][hidden]: Hugging Face's hidden_states
+                                                   at the last position (0 = embeddings, i = input of
+                                                   layer i, layers = after the final norm) */
+    float *q_gate;      size_t q_gate_len;      /* [n_gate][n][heads x head_dim]: q_proj of every
+                                                   position at the gate layers, before RoPE */
+} recall_forward_out;
+void recall_forward_out_init2(recall_forward_out *o, size_t struct_size);
+#define recall_forward_out_init(o) recall_forward_out_init2((o), sizeof *(o))
+/* The decoder from position 0 over ids[0..n) in one pass (as recall_forward; the same bits as
+ * `recall forward --dump`), writing the captures out asks for. */
+recall_status recall_forward_capture(recall_model *m, const int32_t *ids, size_t n, const recall_forward_out *out,
+                                     recall_err *err);
+
+/* Teacher-forced scoring from position 0 (`recall score --per-position` on one chunk of n ids):
+ * for j in 0 .. n-2, with the fp32 logits of position j and the target ids[j+1],
+ *   nll[j] = -(logit[target] - lse) in double, lse = max + log(sum exp((double)logit - max)),
+ *   greedy[j] = argmax of the logits (the lowest id on ties).
+ * n must be 2 .. max_pos; out_len >= n - 1. Either output may be NULL. */
+recall_status recall_score(recall_model *m, const int32_t *ids, size_t n, double *nll, int32_t *greedy,
+                           size_t out_len, recall_err *err);
+
+/* The blob's BERT WordPiece tokenizer: len bytes of UTF-8 as [CLS] ... [SEP] (what `recall embed`
+ * encodes). *ids: free with recall_free. */
+recall_status recall_bert_tokenize(recall_model *m, const char *text, size_t len, int32_t **ids, size_t *n_ids,
+                                   recall_err *err);
+/* The encoder: emb[0 .. bert_hidden) = the L2-normalised CLS embedding of ids[0..n)
+ * (1 <= n <= bert_max_ids). */
+recall_status recall_embed(recall_model *m, const int32_t *ids, size_t n, float *emb, size_t emb_len,
+                           recall_err *err);
+/* The pooler (AttnPoolSP): the decoder's embeddings of ids[0..n) squeezed into
+ * sp[n_sp][pooler_hidden] (`recall pool --dump`); n may be 0. */
+recall_status recall_pool(recall_model *m, const int32_t *ids, size_t n, float *sp, size_t sp_len,
+                          recall_err *err);
+/* The gate on a feature q[gate_dim] (a position's q_gate rows, layer after layer): its score, and
+ * *fires = score > gate_threshold. fires may be NULL. */
+recall_status recall_gate(recall_model *m, const float *q, size_t q_len, float *score, int *fires, recall_err *err);
+/* The bridge head: the score of a block embedded as emb[bridge_kdim] for the gate feature
+ * q[bridge_qdim]. */
+recall_status recall_bridge(recall_model *m, const float *q, size_t q_len, const float *emb, size_t emb_len,
+                            float *score, recall_err *err);
+
+/* The last recall_turn of l as the fields of a trace's turn object, the bytes `recall replay
+ * --trace` writes after "kind", "user" and "feed_len" (docs/VERIFYING.md, "Loop traces"),
+ * between braces: {"reply": [...], "reply_text": ..., "gates": ..., "fires": ..., ...}.
+ * NUL-terminated; free with recall_free on the loop's model. RECALL_E_ARG before the first turn
+ * or after a cancelled one. */
+recall_status recall_turn_trace(const recall_loop *l, char **json, size_t *len, recall_err *err);
 
 /* ---- scoring: the numbers `recall eval` and `recall longctx` report ------------------------ */
 

@@ -6,6 +6,10 @@
  *                                  nonzero byte past the known fields (even in the library's own
  *                                  trailing padding) is RECALL_E_VERSION naming the sizes
  *   too_small_refused              struct_size below this API's first layout: RECALL_E_ARG
+ *   version7_sized_structs         recall_model_get_dims writes only the caller's struct_size bytes;
+ *                                  recall_forward_out takes the size rules of the option structs;
+ *                                  a capture buffer shorter than the model needs is refused naming
+ *                                  both numbers; captures equal recall_forward's logits bitwise
  *   the version-1 layouts (programs built against the previous header) are tests/abi_v1.c
  *   scoring_rules_match_reference  recall_eval_recall_ok / _retrieved_ok against normalise +
  *                                  strstr on random strings; recall_longctx_exact on examples */
@@ -25,6 +29,8 @@
 #define OPEN_END (offsetof(recall_open_opts, numerics) + sizeof(int))
 #define OPEN_MIN (offsetof(recall_open_opts, rope_scaling) + sizeof(const char *))
 #define LOOP_END (offsetof(recall_loop_opts, rerank) + sizeof(int))
+#define DIMS_END (offsetof(recall_model_dims, pooler_hidden) + sizeof(int))
+#define FWD_OUT_END (offsetof(recall_forward_out, q_gate_len) + sizeof(size_t))
 /* The first layout of API version 2: no caller's struct is smaller. */
 #define LOOP_MIN (offsetof(recall_loop_opts, draft) + sizeof(int))
 
@@ -122,6 +128,51 @@ Test(api_abi, too_small_refused) {
     memset(&err, 0, sizeof err);
     cr_assert_eq(recall_loop_open(m, &lo, &l, &err), RECALL_E_ARG);
     cr_assert(strstr(err.msg, "recall_loop_opts: struct_size"), "%s", err.msg);
+    recall_close(m);
+}
+
+Test(api_abi, version7_sized_structs) {
+    recall_model *m = open_worldA();
+    recall_err err = {0};
+    _Alignas(16) unsigned char buf[sizeof(recall_model_dims) + EXTRA];
+    recall_model_dims full;
+    recall_model_get_dims(m, &full);
+    recall_model_info info;
+    recall_model_get_info(m, &info);
+    cr_assert(full.struct_size == sizeof full && full.vocab == info.vocab && full.layers == info.layers &&
+              full.n_gate == 3 && full.gate_dim == full.n_gate * full.heads * full.head_dim && full.n_sp > 0);
+    /* an older caller (the struct up to hidden), and a newer one: only their bytes, no more */
+    const size_t sizes[] = {offsetof(recall_model_dims, layers), sizeof full + 24};
+    for (size_t k = 0; k < 2; k++) {
+        memset(buf, POISON, sizeof buf);
+        recall_model_get_dims2(m, (recall_model_dims *)(void *)buf, sizes[k]);
+        const size_t known = sizes[k] < DIMS_END ? sizes[k] : DIMS_END;
+        cr_assert_eq(((recall_model_dims *)(void *)buf)->struct_size, sizes[k]);
+        cr_assert(!memcmp(buf + sizeof(size_t), (unsigned char *)&full + sizeof(size_t), known - sizeof(size_t)));
+        for (size_t i = known; i < sizeof buf; i++) cr_assert_eq(buf[i], POISON, "size %zu: byte %zu written", sizes[k], i);
+    }
+    /* recall_forward_out: a newer caller's zero tail is accepted, a nonzero byte refused */
+    const int32_t ids[3] = {39, 576, 75};
+    float *logits = calloc(3 * (size_t)full.vocab, sizeof(float)), *last = calloc((size_t)full.vocab, sizeof(float));
+    _Alignas(16) unsigned char ob[sizeof(recall_forward_out) + 24];
+    recall_forward_out *o = (recall_forward_out *)(void *)ob;
+    recall_forward_out_init2(o, sizeof ob);
+    o->logits = logits;
+    o->logits_len = 3 * (size_t)full.vocab - 1;
+    cr_assert_eq(recall_forward_capture(m, ids, 3, o, &err), RECALL_E_ARG);
+    char want[96];
+    snprintf(want, sizeof want, "logits holds %zu floats, %zu needed", 3 * (size_t)full.vocab - 1, 3 * (size_t)full.vocab);
+    cr_assert(strstr(err.msg, want), "%s", err.msg);
+    o->logits_len++;
+    memset(&err, 0, sizeof err);
+    cr_assert_eq(recall_forward_capture(m, ids, 3, o, &err), RECALL_OK, "%s", err.msg);
+    cr_assert_eq(recall_forward(m, ids, 3, last, (size_t)full.vocab, &err), RECALL_OK, "%s", err.msg);
+    cr_assert(!memcmp(last, logits + 2 * (size_t)full.vocab, (size_t)full.vocab * sizeof(float)));
+    ob[FWD_OUT_END + 4] = 1;
+    memset(&err, 0, sizeof err);
+    cr_assert_eq(recall_forward_capture(m, ids, 3, o, &err), RECALL_E_VERSION, "%s", err.msg);
+    free(logits);
+    free(last);
     recall_close(m);
 }
 

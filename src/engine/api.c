@@ -3,19 +3,28 @@
  * recall_model = an rc_blob (mapped, or read into a buffer from the caller's allocator) + the BPE
  * tokenizer of its TOK_BPE section + a lazily opened rc_qwen2 for recall_forward.
  * recall_loop  = an rc_recall (recall_loop.h) borrowing the model's blob.
+ * The stages one at a time (API version 7): the encoder, its tokenizer, the pooler and the heads
+ * are opened on the model at their first call; the pooler reads embeddings through recall_forward's
+ * decoder. recall_turn keeps the turn's record for recall_turn_trace.
  * Memory budget: model->reserved counts the estimated bytes of everything opened on the model
  * (blob buffer, forward context, loops); each open first checks estimate + reserved against
  * max_memory, so a blob whose declared sizes are too big fails before anything is allocated.
  */
 #include "recall.h"
 
+#include "bert.h"
 #include "blob.h"
 #include "chat.h"
 #include "draft.h"
+#include "heads.h"
+#include "ops.h"
+#include "pooler.h"
 #include "qwen2.h"
 #include "recall_loop.h"
 #include "rope.h"
 #include "tokenize_bpe.h"
+#include "tokenize_wordpiece.h"
+#include "turn_json.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -41,6 +50,12 @@ struct recall_model {
     rc_exec *fwd_ex;      /* q8: recall_forward's execution context, and the context that owns the */
     rc_qwen2 *fwd_base;   /* packed weights every reopened fwd borrows (packed once) */
     int n_loops;
+    recall_model_dims dims; /* read from the blob's keys at open */
+    rc_bert *bert;        /* recall_embed's encoder, opened at its first call */
+    rc_wp *wp;            /* recall_bert_tokenize's tokenizer, loaded at its first call */
+    rc_pooler *pooler;    /* recall_pool's, opened at its first call */
+    rc_heads *heads;      /* recall_gate / recall_bridge's, opened at the first call */
+    float *bridge_q, *bridge_k; /* recall_bridge's projections [bridge.d] */
 };
 
 struct recall_loop {
@@ -49,6 +64,8 @@ struct recall_loop {
     recall_loop_opts o;
     uint64_t reserved;
     long drafted, accepted; /* the last turn's (recall_loop_draft_stats) */
+    rc_turn last;           /* the last turn's record (recall_turn_trace) */
+    int has_last;
 };
 
 /* ---- allocation ------------------------------------------------------------------------------ */
@@ -222,6 +239,50 @@ static recall_status model_new(const recall_open_opts *o, recall_model **out, re
     return RECALL_OK;
 }
 
+/* The stages' shapes from the blob's keys (each stage checks its own when it opens; a key out of
+ * range here is reported as 0 and refused by that stage). */
+static int cfg_int(const rc_blob *b, const char *key) {
+    const int64_t v = cfg_i64(b, key, 0);
+    return v > 0 && v <= (1 << 24) ? (int)v : 0;
+}
+
+static recall_status read_dims(recall_model *m, recall_err *err) {
+    const rc_blob *b = m->blob;
+    recall_model_dims *d = &m->dims;
+    const recall_model_info *in = &m->info;
+    memset(d, 0, sizeof *d);
+    d->struct_size = sizeof *d;
+    d->vocab = in->vocab, d->max_pos = in->max_pos, d->hidden = in->hidden, d->layers = in->layers;
+    d->bos_id = in->bos_id, d->eos_id = in->eos_id;
+    d->heads = cfg_int(b, "qwen2.heads"), d->kv_heads = cfg_int(b, "qwen2.kv_heads");
+    d->head_dim = cfg_int(b, "qwen2.head_dim");
+    const rc_blob_kv *kv = rc_blob_kv_find(b, "gate.layers"); /* as the decoder reads it (qwen2.c) */
+    if (!kv) {
+        const int def[3] = {8, 14, 20};
+        for (int i = 0; i < 3; i++)
+            if (def[i] < d->layers) d->gate_layers[d->n_gate++] = def[i];
+    } else {
+        if (kv->type != RC_KV_I64 || kv->count < 1 || kv->count > 8)
+            return rc_fail(err, RECALL_E_FORMAT, "%s: gate.layers malformed", rc_blob_path(b));
+        for (uint32_t i = 0; i < kv->count; i++) {
+            if (kv->v.i[i] < 0 || kv->v.i[i] >= d->layers)
+                return rc_fail(err, RECALL_E_FORMAT, "%s: gate.layers[%u] = %lld outside [0, %d)", rc_blob_path(b), i,
+                               (long long)kv->v.i[i], d->layers);
+            d->gate_layers[d->n_gate++] = (int)kv->v.i[i];
+        }
+    }
+    d->gate_dim = cfg_int(b, "gate.dim");
+    double thresh = 0; /* as the loop reads its default (recall_loop.h) */
+    recall_err ignored = {0};
+    if (rc_blob_get_f64(b, "gate.thresh", &thresh, &ignored) == RECALL_OK) d->gate_threshold = (float)thresh;
+    d->bridge_qdim = cfg_int(b, "bridge.qdim"), d->bridge_kdim = cfg_int(b, "bridge.kdim");
+    d->bert_hidden = cfg_int(b, "bert.hidden");
+    const int bp = cfg_int(b, "bert.max_pos"), bs = rc_blob_kv_find(b, "bert.max_seq") ? cfg_int(b, "bert.max_seq") : bp;
+    d->bert_max_ids = bs < bp ? bs : bp;
+    d->n_sp = cfg_int(b, "pooler.n_sp"), d->pooler_hidden = cfg_int(b, "pooler.hidden");
+    return RECALL_OK;
+}
+
 static recall_status model_finish(recall_model *m, recall_err *err) {
     if (m->rope_scaling) { /* the runtime profile: every decoder opened on this model uses it */
         rc_rope_profile p;
@@ -250,7 +311,7 @@ static recall_status model_finish(recall_model *m, recall_err *err) {
     if (in->eos_id < 0 || in->eos_id >= in->vocab)
         return rc_fail(err, RECALL_E_FORMAT, "%s: tok.eos %d outside the vocab (%d)", rc_blob_path(b), in->eos_id,
                        in->vocab);
-    return RECALL_OK;
+    return read_dims(m, err);
 }
 
 recall_status recall_open_mem2(const void *buf, size_t len, const recall_open_opts *caller, recall_model **out,
@@ -338,6 +399,12 @@ recall_status recall_open2(const char *path, const recall_open_opts *caller, rec
 
 void recall_close(recall_model *m) {
     if (!m) return;
+    rc_bert_close(m->bert);
+    rc_wp_free(m->wp);
+    rc_pooler_close(m->pooler);
+    rc_heads_close(m->heads);
+    free(m->bridge_q);
+    free(m->bridge_k);
     rc_qwen2_close(m->fwd);
     rc_qwen2_close(m->fwd_base);
     rc_exec_close(m->fwd_ex);
@@ -403,17 +470,8 @@ static recall_status check_ids(const recall_model *m, const int32_t *ids, size_t
     return RECALL_OK;
 }
 
-recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, float *logits, size_t logits_len,
-                             recall_err *err) {
-    if (!m || !ids || !logits) return rc_fail(err, RECALL_E_ARG, "recall_forward: NULL argument");
-    if (n == 0) return rc_fail(err, RECALL_E_ARG, "recall_forward: no input ids");
-    if (logits_len < (size_t)m->info.vocab)
-        return rc_fail(err, RECALL_E_ARG, "recall_forward: logits buffer of %zu floats, the vocab needs %d", logits_len,
-                       m->info.vocab);
-    if (n > (size_t)m->info.max_pos) /* REQ-CTX-001: before any compute, both numbers named */
-        return rc_fail(err, RECALL_E_LIMIT, "recall_forward: %zu ids exceed the model's %d trained positions", n,
-                       m->info.max_pos);
-    RC_TRY(check_ids(m, ids, n, "recall_forward", err));
+/* recall_forward's decoder holding at least n positions, its cache empty. */
+static recall_status fwd_ready(recall_model *m, size_t n, recall_err *err) {
     if (!m->fwd || rc_qwen2_max_ctx(m->fwd) < (int)n) {
         /* Grow in powers of two so that a caller walking up in length reopens O(log n) times. */
         int ctx = 64;
@@ -447,12 +505,214 @@ recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, floa
         }
         m->fwd_reserved = need;
     }
-    RC_TRY(rc_qwen2_crop(m->fwd, 0, err));
+    return rc_qwen2_crop(m->fwd, 0, err);
+}
+
+/* The checks every decoder entry point makes on its input, before any compute. */
+static recall_status check_input(const recall_model *m, const int32_t *ids, size_t n, size_t n_min, const char *what,
+                                 recall_err *err) {
+    if (n < n_min)
+        return rc_fail(err, RECALL_E_ARG, "%s: %zu input ids, at least %zu needed", what, n, n_min);
+    if (n > (size_t)m->info.max_pos) /* REQ-CTX-001: before any compute, both numbers named */
+        return rc_fail(err, RECALL_E_LIMIT, "%s: %zu ids exceed the model's %d trained positions", what, n,
+                       m->info.max_pos);
+    return check_ids(m, ids, n, what, err);
+}
+
+recall_status recall_forward(recall_model *m, const int32_t *ids, size_t n, float *logits, size_t logits_len,
+                             recall_err *err) {
+    if (!m || !ids || !logits) return rc_fail(err, RECALL_E_ARG, "recall_forward: NULL argument");
+    if (n == 0) return rc_fail(err, RECALL_E_ARG, "recall_forward: no input ids");
+    if (logits_len < (size_t)m->info.vocab)
+        return rc_fail(err, RECALL_E_ARG, "recall_forward: logits buffer of %zu floats, the vocab needs %d", logits_len,
+                       m->info.vocab);
+    RC_TRY(check_input(m, ids, n, 1, "recall_forward", err));
+    RC_TRY(fwd_ready(m, n, err));
     rc_qwen2_fwd f = {0};
     f.ids = ids;
     f.n = (int)n;
     f.logits_last = logits;
     return rc_qwen2_forward(m->fwd, &f, err);
+}
+
+/* ---- the stages one at a time (API version 7) -------------------------------------------------- */
+
+#define DIMS_END (offsetof(recall_model_dims, pooler_hidden) + sizeof(int))
+#define FWD_OUT_MIN (offsetof(recall_forward_out, q_gate_len) + sizeof(size_t)) /* its first layout */
+#define FWD_OUT_END FWD_OUT_MIN
+
+void recall_model_get_dims2(const recall_model *m, recall_model_dims *out, size_t struct_size) {
+    if (!m || !out || struct_size < sizeof(size_t)) return;
+    recall_model_dims d = m->dims;
+    d.struct_size = struct_size;
+    memcpy(out, &d, struct_size < DIMS_END ? struct_size : DIMS_END);
+}
+
+void recall_forward_out_init2(recall_forward_out *o, size_t struct_size) {
+    recall_forward_out d;
+    memset(&d, 0, sizeof d);
+    give_sized(o, struct_size, &d, FWD_OUT_END);
+}
+
+/* A caller's buffer of have elements where need are written: NULL / 0 is "not asked for". */
+static recall_status check_out(const void *p, size_t have, uint64_t need, const char *what, const char *name,
+                               recall_err *err) {
+    if ((p == NULL) != (have == 0))
+        return rc_fail(err, RECALL_E_ARG, "%s: %s is %s but its length is %zu", what, name, p ? "set" : "NULL", have);
+    if (p && have < need)
+        return rc_fail(err, RECALL_E_ARG, "%s: %s holds %zu floats, %llu needed", what, name, have,
+                       (unsigned long long)need);
+    return RECALL_OK;
+}
+
+recall_status recall_forward_capture(recall_model *m, const int32_t *ids, size_t n, const recall_forward_out *caller,
+                                     recall_err *err) {
+    static const char what[] = "recall_forward_capture";
+    if (!m || !caller || (!ids && n)) return rc_fail(err, RECALL_E_ARG, "%s: NULL argument", what);
+    recall_forward_out o;
+    recall_forward_out_init2(&o, sizeof o);
+    RC_TRY(take_sized(caller, FWD_OUT_MIN, FWD_OUT_END, &o, "recall_forward_out", err));
+    RC_TRY(check_input(m, ids, n, 1, what, err));
+    const recall_model_dims *d = &m->dims;
+    const size_t V = (size_t)d->vocab, QD = (size_t)d->heads * (size_t)d->head_dim;
+    RC_TRY(check_out(o.logits, o.logits_len, (uint64_t)n * V, what, "logits", err));
+    RC_TRY(check_out(o.logits_last, o.logits_last_len, V, what, "logits_last", err));
+    RC_TRY(check_out(o.hidden, o.hidden_len, ((size_t)d->layers + 1) * (size_t)d->hidden, what, "hidden", err));
+    RC_TRY(check_out(o.q_gate, o.q_gate_len, (uint64_t)d->n_gate * n * QD, what, "q_gate", err));
+    RC_TRY(fwd_ready(m, n, err));
+    const rc_qwen2_config *c = rc_qwen2_cfg(m->fwd); /* the decoder's own shapes must be the ones named */
+    if ((size_t)c->heads * (size_t)c->head_dim != QD || c->n_gate != d->n_gate || c->hidden != d->hidden)
+        return rc_fail(err, RECALL_E_SHAPE, "%s: the decoder's shapes differ from the blob's keys", what);
+    rc_qwen2_fwd f = {.ids = ids, .n = (int)n, .logits_all = o.logits, .logits_last = o.logits_last,
+                      .hidden_last = o.hidden, .q_all = o.q_gate};
+    if (o.logits && o.logits_last) f.logits_last = NULL; /* one lm_head pass; the last row copied */
+    RC_TRY(rc_qwen2_forward(m->fwd, &f, err));
+    if (o.logits && o.logits_last) memcpy(o.logits_last, o.logits + (n - 1) * V, V * sizeof(float));
+    return RECALL_OK;
+}
+
+#define SCORE_ROWS 64 /* rows per forward call (as `recall score`): bounds the logits to 64 x vocab */
+
+recall_status recall_score(recall_model *m, const int32_t *ids, size_t n, double *nll, int32_t *greedy,
+                           size_t out_len, recall_err *err) {
+    static const char what[] = "recall_score";
+    if (!m || (!ids && n)) return rc_fail(err, RECALL_E_ARG, "%s: NULL argument", what);
+    RC_TRY(check_input(m, ids, n, 2, what, err));
+    if ((nll || greedy) && out_len < n - 1)
+        return rc_fail(err, RECALL_E_ARG, "%s: outputs of %zu values, %zu positions are scored", what, out_len, n - 1);
+    RC_TRY(fwd_ready(m, n, err));
+    const size_t V = (size_t)m->info.vocab;
+    float *logits = malloc(SCORE_ROWS * V * sizeof(float));
+    if (!logits) return rc_fail(err, RECALL_E_NOMEM, "%s: out of memory for %d x %zu logits", what, SCORE_ROWS, V);
+    recall_status s = RECALL_OK;
+    for (size_t r0 = 0; !s && r0 < n; r0 += SCORE_ROWS) {
+        const size_t nr = n - r0 < SCORE_ROWS ? n - r0 : SCORE_ROWS;
+        rc_qwen2_fwd f = {.ids = ids + r0, .n = (int)nr, .logits_all = logits};
+        s = rc_qwen2_forward(m->fwd, &f, err);
+        for (size_t t = 0; !s && t < nr && r0 + t + 1 < n; t++) {
+            int g;
+            const double v = rc_row_nll(logits + t * V, V, ids[r0 + t + 1], &g);
+            if (nll) nll[r0 + t] = v;
+            if (greedy) greedy[r0 + t] = g;
+        }
+    }
+    free(logits);
+    return s;
+}
+
+static recall_status wp_ready(recall_model *m, recall_err *err) {
+    if (m->wp) return RECALL_OK;
+    size_t size;
+    const void *sec = rc_blob_section(m->blob, RC_SECT_TOK_WORDPIECE, &size);
+    if (!sec) return rc_fail(err, RECALL_E_MISSING, "%s: no WordPiece tokenizer section", rc_blob_path(m->blob));
+    RC_TRY(reserve(m, sat_mul(4, size), "the WordPiece tokenizer", err));
+    return rc_wp_load(sec, size, &m->wp, err);
+}
+
+recall_status recall_bert_tokenize(recall_model *m, const char *text, size_t len, int32_t **ids, size_t *n_ids,
+                                   recall_err *err) {
+    if (!m || !ids || !n_ids || (!text && len))
+        return rc_fail(err, RECALL_E_ARG, "recall_bert_tokenize: NULL argument");
+    *ids = NULL;
+    *n_ids = 0;
+    RC_TRY(wp_ready(m, err));
+    int32_t *raw;
+    size_t n;
+    RC_TRY(rc_wp_encode(m->wp, text ? text : "", len, 1, &raw, &n, err));
+    RC_TRY(adopt(m, raw, n * sizeof *raw, (void **)ids, err));
+    *n_ids = n;
+    return RECALL_OK;
+}
+
+recall_status recall_embed(recall_model *m, const int32_t *ids, size_t n, float *emb, size_t emb_len,
+                           recall_err *err) {
+    static const char what[] = "recall_embed";
+    if (!m || !emb || (!ids && n)) return rc_fail(err, RECALL_E_ARG, "%s: NULL argument", what);
+    if (!m->bert) {
+        RC_TRY(reserve(m, bert_bytes(m->blob), "the BERT encoder", err));
+        RC_TRY(rc_bert_open(m->blob, &m->bert, err));
+    }
+    const rc_bert_config *c = rc_bert_cfg(m->bert);
+    const int most = c->max_seq < c->max_pos ? c->max_seq : c->max_pos;
+    if (n < 1 || n > (size_t)most)
+        return rc_fail(err, n ? RECALL_E_LIMIT : RECALL_E_ARG, "%s: %zu ids, the encoder takes 1 .. %d", what, n, most);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab)
+            return rc_fail(err, RECALL_E_ARG, "%s: token %ld at position %zu is outside the encoder's vocab (%d)", what,
+                           (long)ids[i], i, c->vocab);
+    RC_TRY(check_out(emb, emb_len, (size_t)c->hidden, what, "emb", err));
+    return rc_bert_embed(m->bert, ids, (int)n, emb, err);
+}
+
+recall_status recall_pool(recall_model *m, const int32_t *ids, size_t n, float *sp, size_t sp_len, recall_err *err) {
+    static const char what[] = "recall_pool";
+    if (!m || !sp || (!ids && n)) return rc_fail(err, RECALL_E_ARG, "%s: NULL argument", what);
+    RC_TRY(check_ids(m, ids, n, what, err));
+    if (n > (size_t)INT_MAX / 2) return rc_fail(err, RECALL_E_LIMIT, "%s: %zu ids, this build takes %d", what, n, INT_MAX / 2);
+    if (!m->pooler) RC_TRY(rc_pooler_open(m->blob, &m->pooler, err));
+    const rc_pooler_config *c = rc_pooler_cfg(m->pooler);
+    if (c->hidden != m->info.hidden)
+        return rc_fail(err, RECALL_E_SHAPE, "%s: pooler hidden %d != qwen2 hidden %d", what, c->hidden, m->info.hidden);
+    RC_TRY(check_out(sp, sp_len, (size_t)c->n_sp * (size_t)c->hidden, what, "sp", err));
+    RC_TRY(fwd_ready(m, 1, err)); /* its embedding table: the rows the pooler reads */
+    rc_qwen2_id_rows rows = {m->fwd, ids}; /* embedded a tile at a time: memory flat in n */
+    const rc_pooler_src src = {rc_qwen2_embed_rows, &rows, NULL};
+    return rc_pooler_run_src(m->pooler, &src, (int)n, sp, err);
+}
+
+static recall_status heads_ready(recall_model *m, recall_err *err) {
+    if (m->heads) return RECALL_OK;
+    RC_TRY(rc_heads_open(m->blob, &m->heads, err));
+    const size_t d = (size_t)rc_bridge_d(m->heads);
+    m->bridge_q = malloc(d * sizeof(float));
+    m->bridge_k = malloc(d * sizeof(float));
+    if (!m->bridge_q || !m->bridge_k) return rc_fail(err, RECALL_E_NOMEM, "recall: out of memory for the bridge head");
+    return RECALL_OK;
+}
+
+recall_status recall_gate(recall_model *m, const float *q, size_t q_len, float *score, int *fires, recall_err *err) {
+    if (!m || !q || !score) return rc_fail(err, RECALL_E_ARG, "recall_gate: NULL argument");
+    RC_TRY(heads_ready(m, err));
+    if (q_len != (size_t)rc_gate_dim(m->heads))
+        return rc_fail(err, RECALL_E_SHAPE, "recall_gate: a feature of %zu values, gate.dim is %d", q_len,
+                       rc_gate_dim(m->heads));
+    *score = rc_gate_score(m->heads, q);
+    if (fires) *fires = rc_gate_fires(m->heads, *score);
+    return RECALL_OK;
+}
+
+recall_status recall_bridge(recall_model *m, const float *q, size_t q_len, const float *emb, size_t emb_len,
+                            float *score, recall_err *err) {
+    if (!m || !q || !emb || !score) return rc_fail(err, RECALL_E_ARG, "recall_bridge: NULL argument");
+    RC_TRY(heads_ready(m, err));
+    if (q_len != (size_t)rc_bridge_qdim(m->heads) || emb_len != (size_t)rc_bridge_kdim(m->heads))
+        return rc_fail(err, RECALL_E_SHAPE, "recall_bridge: a feature of %zu and an embedding of %zu values, "
+                       "bridge.qdim is %d and bridge.kdim %d", q_len, emb_len, rc_bridge_qdim(m->heads),
+                       rc_bridge_kdim(m->heads));
+    rc_bridge_query(m->heads, q, m->bridge_q);
+    rc_bridge_key(m->heads, emb, m->bridge_k);
+    *score = rc_bridge_score(m->heads, m->bridge_q, m->bridge_k);
+    return RECALL_OK;
 }
 
 /* ---- the recall loop --------------------------------------------------------------------------- */
@@ -563,6 +823,7 @@ recall_status recall_loop_open2(recall_model *m, const recall_loop_opts *caller,
 
 void recall_loop_close(recall_loop *l) {
     if (!l) return;
+    if (l->has_last) rc_turn_free(&l->last);
     rc_recall_close(l->r);
     l->m->reserved -= l->reserved;
     l->m->n_loops--;
@@ -656,6 +917,10 @@ recall_status recall_turn(recall_loop *l, const int32_t *feed, size_t n_feed, re
                            need, n_feed, l->o.turn_cap, cap);
     }
     RC_TRY(check_ids(l->m, feed, n_feed, "recall_turn", err));
+    if (l->has_last) { /* a turn that fails leaves no record behind */
+        rc_turn_free(&l->last);
+        l->has_last = 0;
+    }
     event_bridge br = {on_event, ctx};
     rc_turn t;
     recall_status s = rc_recall_reply(l->r, feed, (int)n_feed, on_event ? on_engine_event : NULL, &br, &t, err);
@@ -677,7 +942,31 @@ recall_status recall_turn(recall_loop *l, const int32_t *feed, size_t n_feed, re
     out->min_margin = t.min_margin;
     l->drafted = t.drafted;
     l->accepted = t.accepted;
-    rc_turn_free(&t);
+    l->last = t; /* kept for recall_turn_trace */
+    l->has_last = 1;
+    return RECALL_OK;
+}
+
+recall_status recall_turn_trace(const recall_loop *l, char **json, size_t *len, recall_err *err) {
+    if (!l || !json) return rc_fail(err, RECALL_E_ARG, "recall_turn_trace: NULL argument");
+    *json = NULL;
+    if (len) *len = 0;
+    if (!l->has_last)
+        return rc_fail(err, RECALL_E_ARG, "recall_turn_trace: the loop has no finished turn (none yet, or the last "
+                       "one failed or was cancelled)");
+    char *raw = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&raw, &n);
+    if (!f) return rc_fail(err, RECALL_E_NOMEM, "recall_turn_trace: out of memory");
+    fputc('{', f);
+    rc_turn_json_fields(f, &l->last, l->m->bpe, l->o.edge == RECALL_EDGE_INJECT);
+    fputc('}', f);
+    if (fclose(f) != 0 || !raw) {
+        free(raw);
+        return rc_fail(err, RECALL_E_NOMEM, "recall_turn_trace: out of memory");
+    }
+    RC_TRY(adopt(l->m, raw, n + 1, (void **)json, err));
+    if (len) *len = n;
     return RECALL_OK;
 }
 
