@@ -270,7 +270,8 @@ static void micro_one(const char *label, const rc_mat *w, int nt, int reps) {
 }
 
 /* nf4 8960x1536 matvec streamed from memory: each call a different one of 32 copies (220 MB),
- * mean thread CPU time per call (decode reads every weight once per token, from DRAM). */
+ * mean thread CPU time per call (decode reads every weight once per token, from DRAM), with the
+ * kernel's scratch as the engine passes it. */
 static void micro_stream(void) {
     const int64_t rows = 8960, cols = 1536;
     const size_t n = (size_t)(rows * cols), copies = 32;
@@ -293,15 +294,17 @@ static void micro_stream(void) {
     for (int p = 1; p < RC_SIMD_COUNT; p++) {
         if (!path_wanted((rc_simd_path)p)) continue;
         if (rc_simd_select(rc_simd_name((rc_simd_path)p), &k, &err)) die("simd", &err);
-        k.matmul(&w0, NULL, x, (size_t)cols, 1, y, (size_t)rows, 0, rows, NULL);
+        float *scratch = k.matmul_scratch ? aligned_alloc(64, k.matmul_scratch * sizeof(float)) : NULL;
+        k.matmul(&w0, NULL, x, (size_t)cols, 1, y, (size_t)rows, 0, rows, scratch);
         if (!same_bits(y, y0, (size_t)rows, "nf4 streamed")) exit(1);
         double tot = 0.0;
         for (size_t c = 1; c < copies * 2; c++) {
             rc_mat wc = {RC_DT_NF4, codes + (c % copies) * (n / 2), absmax + (c % copies) * (n / 64), rows, cols};
             double t0 = cpu_now();
-            k.matmul(&wc, NULL, x, (size_t)cols, 1, y, (size_t)rows, 0, rows, NULL);
+            k.matmul(&wc, NULL, x, (size_t)cols, 1, y, (size_t)rows, 0, rows, scratch);
             tot += cpu_now() - t0;
         }
+        free(scratch);
         const double per = tot / (double)(copies * 2 - 1);
         printf("%-22s nt=1   %-7s %9.1f us %7.2f weights/ns %7.1f GB/s (codes + absmax)\n", "nf4 8960x1536 DRAM",
                k.name, per * 1e6, (double)n / per * 1e-9, (double)(n / 2 + n / 16) / per * 1e-9);

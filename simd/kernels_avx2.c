@@ -12,6 +12,8 @@
  *
  * matmul, nt >= RC_PF_MIN_NT (prefill): see pf_matmul below (weights decoded once per call into
  *   an L1 panel, then 3 rows x 4 inputs f32 tiles in two 8-lane passes).
+ * matmul, nt == 1 (decode), nf4 with cols % 64 == 0 and the caller's scratch: mv_nf4p below (the
+ *   weights through 4 vpshufb byte-plane tables instead of vpermps; x permuted once per call).
  * matmul, nt < RC_PF_MIN_NT (none of it changes an output's order, only when it is computed):
  *   weight rows in L2-sized panels > input tiles of 4 rows (kept in L1) > weight rows > columns;
  *   each decoded weight vector feeds 4 inputs from a register (8 ymm accumulators). One input
@@ -575,6 +577,98 @@ static void mm_nf4(const rc_mat *w, const float *bias, const float *X, size_t ld
     mm_dtype(w, RC_DT_NF4, bias, X, ldx, nt, Y, ldy, r0, r1);
 }
 
+/* ---- decode (nt == 1) nf4 matvec over 64-column blocks: byte-plane tables ----
+ * The vpermps decode above spends 7 shuffle / shift / blend uops per 8 weights (two vpermps and a
+ * vblendvps, which are 3-uop or slow-throughput instructions on some cores). Here a block's 16
+ * products RC_NF4_CODEBOOK[k] * absmax (the same single fp32 products) are cut into 4 byte planes
+ * of 16 bytes, one vpshufb table each, and 32 weights take: one vbroadcasti128 load of 16 code
+ * bytes, vpsrlvd + vpand (the 32 nibbles: lane 0 the high nibbles = elements 0, 2, .., 30, lane 1
+ * the low nibbles = elements 1, 3, .., 31), 4 vpshufb (the 4 bytes of each weight) and 8
+ * vpunpck (bytes -> fp32), all in-lane; 23 uops per 32 weights with the table build and the 4 FMAs.
+ * The unpacks leave the weights in the order [0 2 4 6 1 3 5 7] within each 8 columns, so x is
+ * permuted alike (into the caller's scratch) and the two accumulators hold the canonical lanes
+ * in that order; one vpermps per accumulator restores lane order before the tree: each lane
+ * still takes its columns in ascending order with one FMA each (kernels.h), the same bits. */
+AINLINE void nf4p_tables(const float *cbp, float am, __m256i *T) {
+    const __m256 a = _mm256_set1_ps(am);
+    /* 4x4 byte transpose in each lane: dword p of a lane = byte p of its 4 products */
+    const __m256i tr = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13,
+                                        2, 6, 10, 14, 3, 7, 11, 15);
+    const __m256i X = _mm256_shuffle_epi8(_mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(cbp), a)), tr);
+    const __m256i Y = _mm256_shuffle_epi8(_mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(cbp + 8), a)), tr);
+    const __m256i U = _mm256_unpacklo_epi32(X, Y), V = _mm256_unpackhi_epi32(X, Y);
+    T[0] = _mm256_permute4x64_epi64(U, _MM_SHUFFLE(2, 0, 2, 0));
+    T[1] = _mm256_permute4x64_epi64(U, _MM_SHUFFLE(3, 1, 3, 1));
+    T[2] = _mm256_permute4x64_epi64(V, _MM_SHUFFLE(2, 0, 2, 0));
+    T[3] = _mm256_permute4x64_epi64(V, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+/* 32 weights from 16 code bytes: W[0] = elements [0 2 4 6 1 3 5 7], W[1] = 8 + the same, W[2] = 16 + ..,
+ * W[3] = 24 + .. */
+AINLINE void nf4p_decode32(const uint8_t *c, const __m256i *T, __m256i sh, __m256i m4, __m256 *W) {
+    const __m256i y = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)c));
+    const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(y, sh), m4);
+    const __m256i b0 = _mm256_shuffle_epi8(T[0], idx), b1 = _mm256_shuffle_epi8(T[1], idx);
+    const __m256i b2 = _mm256_shuffle_epi8(T[2], idx), b3 = _mm256_shuffle_epi8(T[3], idx);
+    const __m256i l01 = _mm256_unpacklo_epi8(b0, b1), h01 = _mm256_unpackhi_epi8(b0, b1);
+    const __m256i l23 = _mm256_unpacklo_epi8(b2, b3), h23 = _mm256_unpackhi_epi8(b2, b3);
+    W[0] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(l01, l23));
+    W[1] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(l01, l23));
+    W[2] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(h01, h23));
+    W[3] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(h01, h23));
+}
+
+#ifndef NF4P_PF
+#define NF4P_PF 2048 /* bytes of codes the decode prefetches ahead (absmax: the same blocks ahead). One row
+                      * after another is a single stream, which the hardware prefetcher alone left
+                      * waiting on DRAM: without this the model decoded at 0.6x the old kernel */
+#endif
+/* Rows [r0, r1) of an nf4 matrix with cols % 64 == 0 against one input x (already permuted into
+ * xp, [0 2 4 6 1 3 5 7] per 8 columns). */
+static void mv_nf4p(const rc_mat *w, const float *bias, const float *xp, float *Y, int64_t r0, int64_t r1) {
+    const size_t n = (size_t)w->cols;
+    float cbp[16];
+    for (int k = 0; k < 4; k++) {
+        cbp[k] = RC_NF4_CODEBOOK[k];
+        cbp[4 + k] = RC_NF4_CODEBOOK[8 + k];
+        cbp[8 + k] = RC_NF4_CODEBOOK[4 + k];
+        cbp[12 + k] = RC_NF4_CODEBOOK[12 + k];
+    }
+    const __m256i sh = _mm256_setr_epi32(4, 4, 4, 4, 0, 0, 0, 0), m4 = _mm256_set1_epi8(0x0f);
+    const __m256i inv = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const uint8_t *codes = (const uint8_t *)w->data;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *c = codes + ((size_t)r * n >> 1);
+        const float *am = w->absmax + ((size_t)r * n >> 6);
+        __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+        for (size_t i = 0; i < n; i += 64) {
+            __m256i T[4];
+            __m256 W[4];
+            _mm_prefetch((const char *)(c + (i >> 1) + NF4P_PF), _MM_HINT_T0);
+            if (!(i & 1023)) _mm_prefetch((const char *)(am + (i >> 6) + NF4P_PF / 32), _MM_HINT_T0);
+            nf4p_tables(cbp, am[i >> 6], T);
+            nf4p_decode32(c + (i >> 1), T, sh, m4, W);
+            a = _mm256_fmadd_ps(W[0], _mm256_loadu_ps(xp + i), a);
+            b = _mm256_fmadd_ps(W[1], _mm256_loadu_ps(xp + i + 8), b);
+            a = _mm256_fmadd_ps(W[2], _mm256_loadu_ps(xp + i + 16), a);
+            b = _mm256_fmadd_ps(W[3], _mm256_loadu_ps(xp + i + 24), b);
+            nf4p_decode32(c + (i >> 1) + 16, T, sh, m4, W);
+            a = _mm256_fmadd_ps(W[0], _mm256_loadu_ps(xp + i + 32), a);
+            b = _mm256_fmadd_ps(W[1], _mm256_loadu_ps(xp + i + 40), b);
+            a = _mm256_fmadd_ps(W[2], _mm256_loadu_ps(xp + i + 48), a);
+            b = _mm256_fmadd_ps(W[3], _mm256_loadu_ps(xp + i + 56), b);
+        }
+        const float d = tree_v(_mm256_permutevar8x32_ps(a, inv), _mm256_permutevar8x32_ps(b, inv));
+        Y[r] = bias ? d + bias[r] : d;
+    }
+}
+
+/* x permuted [0 2 4 6 1 3 5 7] per 8 columns into xp (n % 8 == 0) */
+static void nf4p_permute_x(const float *x, size_t n, float *xp) {
+    const __m256i perm = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    for (size_t i = 0; i < n; i += 8) _mm256_storeu_ps(xp + i, _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + i), perm));
+}
+
 static void avx2_matmul(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
                         int64_t r0, int64_t r1, float *scratch) {
     if (scratch && nt >= RC_PF_MIN_NT && (w->dtype == RC_DT_F32 || w->dtype == RC_DT_BF16 || w->dtype == RC_DT_NF4)) {
@@ -585,6 +679,11 @@ static void avx2_matmul(const rc_mat *w, const float *bias, const float *X, size
     case RC_DT_F32: mm_f32(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
     case RC_DT_BF16: mm_bf16(w, bias, X, ldx, nt, Y, ldy, r0, r1); return;
     case RC_DT_NF4:
+        if (nt == 1 && scratch && w->cols % 64 == 0 && (size_t)w->cols <= PF_SCRATCH_FLOATS) {
+            nf4p_permute_x(X, (size_t)w->cols, scratch);
+            mv_nf4p(w, bias, scratch, Y, r0, r1);
+            return;
+        }
         if (w->cols % 16 == 0) {
             mm_nf4(w, bias, X, ldx, nt, Y, ldy, r0, r1);
             return;

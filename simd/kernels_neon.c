@@ -5,10 +5,12 @@
  * fused multiply-add (one rounding), exactly fmaf. Attention over an f16 K / V cache runs the same
  * kernels with each 4 elements widened by vcvt_f32_f16 (exact); fp32 -> f16 is vcvt_f16_f32.
  *
- * nf4: the 16 nibbles of 8 code bytes are split in element order (vshr/vand + vzip); each code is
- * replicated to its 4 byte positions (vqtbl1q) and turned into byte offsets 4c..4c+3, and vqtbl4q
- * reads the 64-byte table codebook * absmax of the block (the same single fp32 product as the
- * reference). f16 weights and nf4 rows whose length is not a multiple of 16 use the reference.
+ * nf4: the 16 products codebook * absmax of a 64-block (the same single fp32 products as the
+ * reference) are cut into 4 byte planes once per block (4 vqtbl4q); the 16 nibbles of 8 code bytes
+ * are split in element order (vshr/vand + vzip), each plane looked up with one vqtbl1q, and two
+ * levels of vzip assemble the fp32 weights in element order: 18 instructions per 16 weights
+ * where the per-weight vqtbl4q of 64 bytes took 22 (and vqtbl4q is a multi-cycle instruction on
+ * the common cores). f16 weights and nf4 rows whose length is not a multiple of 16 use the reference.
  */
 #include "kernels.h"
 
@@ -21,6 +23,10 @@
 #include <string.h>
 
 #define AINLINE static inline __attribute__((always_inline))
+/* the small constant loops of the hot kernels must be unrolled, so that their vector arrays
+ * (accumulators, decoded weights, tables) live in registers: gcc -O2 left them loops over
+ * stack arrays (a load and a store around every FMA, the 64-byte table reloaded per 4 weights) */
+#define RC_UNROLL _Pragma("GCC unroll 8")
 
 static float tree16(float *acc) {
     for (int l = 0; l < 8; l++) acc[l] = acc[l] + acc[l + 8];
@@ -135,41 +141,52 @@ static void neon_f32_to_f16(const float *x, uint16_t *y, size_t n) {
 
 typedef struct {
     float32x4_t cb[4];
-    uint8x16x4_t table; /* codebook * absmax as 64 bytes */
-    uint8x16_t rep[4], byteoff;
+    uint8x16_t plane[4]; /* byte p of the 16 products codebook * absmax: a 16-entry vqtbl1q table each */
+    uint8x16_t pidx[4];  /* byte p of product k sits at 4k + p of the 64 product bytes */
 } nf4_state;
 
 AINLINE void nf4_init(nf4_state *s) {
     for (int k = 0; k < 4; k++) s->cb[k] = vld1q_f32(RC_NF4_CODEBOOK + 4 * k);
-    for (int k = 0; k < 4; k++) {
+    for (int p = 0; p < 4; p++) {
         uint8_t r[16];
-        for (int b = 0; b < 16; b++) r[b] = (uint8_t)(4 * k + b / 4);
-        s->rep[k] = vld1q_u8(r);
+        for (int k = 0; k < 16; k++) r[k] = (uint8_t)(4 * k + p);
+        s->pidx[p] = vld1q_u8(r);
     }
-    const uint8_t off[16] = {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3};
-    s->byteoff = vld1q_u8(off);
 }
 
+/* the block's 16 products (the same single fp32 products as the reference), cut into 4 byte planes */
 AINLINE void nf4_set_block(nf4_state *s, float absmax) {
-    for (int k = 0; k < 4; k++) s->table.val[k] = vreinterpretq_u8_f32(vmulq_n_f32(s->cb[k], absmax));
+    uint8x16x4_t t;
+    RC_UNROLL
+    for (int k = 0; k < 4; k++) t.val[k] = vreinterpretq_u8_f32(vmulq_n_f32(s->cb[k], absmax));
+    RC_UNROLL
+    for (int p = 0; p < 4; p++) s->plane[p] = vqtbl4q_u8(t, s->pidx[p]);
 }
 
+/* 16 weights: the 16 codes in element order (vshr/vand + vzip), one vqtbl1q per byte plane, then
+ * bytes -> fp32 by two levels of vzip (elements stay in order: w[k] = elements 4k .. 4k + 3) */
 AINLINE void nf4_lookup16(const nf4_state *s, const uint8_t *p, float32x4_t *w) {
     uint8x8_t b = vld1_u8(p);
     uint8x8x2_t z = vzip_u8(vshr_n_u8(b, 4), vand_u8(b, vdup_n_u8(15)));
     uint8x16_t nib = vcombine_u8(z.val[0], z.val[1]);
-    for (int k = 0; k < 4; k++) {
-        uint8x16_t idx = vaddq_u8(vshlq_n_u8(vqtbl1q_u8(nib, s->rep[k]), 2), s->byteoff);
-        w[k] = vreinterpretq_f32_u8(vqtbl4q_u8(s->table, idx));
-    }
+    const uint8x16_t b0 = vqtbl1q_u8(s->plane[0], nib), b1 = vqtbl1q_u8(s->plane[1], nib);
+    const uint8x16_t b2 = vqtbl1q_u8(s->plane[2], nib), b3 = vqtbl1q_u8(s->plane[3], nib);
+    const uint16x8_t l01 = vreinterpretq_u16_u8(vzip1q_u8(b0, b1)), h01 = vreinterpretq_u16_u8(vzip2q_u8(b0, b1));
+    const uint16x8_t l23 = vreinterpretq_u16_u8(vzip1q_u8(b2, b3)), h23 = vreinterpretq_u16_u8(vzip2q_u8(b2, b3));
+    w[0] = vreinterpretq_f32_u16(vzip1q_u16(l01, l23));
+    w[1] = vreinterpretq_f32_u16(vzip2q_u16(l01, l23));
+    w[2] = vreinterpretq_f32_u16(vzip1q_u16(h01, h23));
+    w[3] = vreinterpretq_f32_u16(vzip2q_u16(h01, h23));
 }
 
 AINLINE void decode16(const rc_mat *w, rc_dtype dt, size_t off, size_t i, nf4_state *ns, float32x4_t *wv) {
     if (dt == RC_DT_F32) {
         const float *p = (const float *)w->data + off + i;
+        RC_UNROLL
         for (int k = 0; k < 4; k++) wv[k] = vld1q_f32(p + 4 * k);
     } else if (dt == RC_DT_BF16) {
         const uint16_t *p = (const uint16_t *)w->data + off + i;
+        RC_UNROLL
         for (int k = 0; k < 4; k++) wv[k] = vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p + 4 * k), 16));
     } else {
         size_t e = off + i;
@@ -190,17 +207,22 @@ AINLINE void row_block(const rc_mat *w, rc_dtype dt, const int NT, int64_t r, co
     acc16 acc[4];
     nf4_state ns;
     if (dt == RC_DT_NF4) nf4_init(&ns);
+    RC_UNROLL
     for (int t = 0; t < NT; t++)
+        RC_UNROLL
         for (int k = 0; k < 4; k++) acc[t].v[k] = vdupq_n_f32(0.0f);
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         float32x4_t wv[4];
         decode16(w, dt, off, i, &ns, wv);
+        RC_UNROLL
         for (int t = 0; t < NT; t++) {
             const float *x = X + (size_t)t * ldx + i;
+            RC_UNROLL
             for (int k = 0; k < 4; k++) acc[t].v[k] = vfmaq_f32(acc[t].v[k], wv[k], vld1q_f32(x + 4 * k));
         }
     }
+    RC_UNROLL
     for (int t = 0; t < NT; t++) {
         float d;
         if (i == n) {

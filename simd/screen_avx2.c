@@ -2,7 +2,7 @@
  * rc_screen_i8_ref and rc_screen_norms_ref: simd/ops.c) for AVX2 (x86-64; compiled with -mavx2 -mfma, empty
  * of code elsewhere). The same bits as rc_screen_i8_ref: the int32 group sums are exact whatever the order
  * (q and p widened to int16, vpmaddwd into int32 pairs of at most 2 * 128 * 128, then a vphaddd tree over
- * 8 groups) for every byte of q and p, -128 included (the earlier vpsignb form wrapped a q of -128 against
+ * 8 groups; p, the same for every row, widened once per call) for every byte of q and p, -128 included (the earlier vpsignb form wrapped a q of -128 against
  * a negative p), and the fp32 part is the canonical lane rule: groups g0..g0+7 are lanes g % 16 of two ymm
  * accumulators (lanes 0-7, 8-15); padded tail lanes add +0 * +0, which leaves an accumulator that is never
  * -0 unchanged. The norms kernel (screen_norms) keeps its 8 double lanes in two ymm. */
@@ -33,11 +33,23 @@ static inline __attribute__((always_inline)) __m256i dot16(const int8_t *q, cons
                              _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)));
 }
 
-/* one group: 8 int32 partial sums of q * p over 64 columns */
-static inline __attribute__((always_inline)) __m256i dot64(const int8_t *q, const int8_t *p) {
+/* the same with p already widened to int16 (p16): one widening per 16 columns instead of two */
+static inline __attribute__((always_inline)) __m256i dot16w(const int8_t *q, const int16_t *p16) {
+    return _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q)),
+                             _mm256_loadu_si256((const __m256i *)p16));
+}
+
+/* one group: 8 int32 partial sums of q * p over 64 columns (p16: p widened, or NULL) */
+static inline __attribute__((always_inline)) __m256i dot64(const int8_t *q, const int8_t *p, const int16_t *p16) {
+    if (p16)
+        return _mm256_add_epi32(_mm256_add_epi32(dot16w(q, p16), dot16w(q + 16, p16 + 16)),
+                                _mm256_add_epi32(dot16w(q + 32, p16 + 32), dot16w(q + 48, p16 + 48)));
     return _mm256_add_epi32(_mm256_add_epi32(dot16(q, p), dot16(q + 16, p + 16)),
                             _mm256_add_epi32(dot16(q + 32, p + 32), dot16(q + 48, p + 48)));
 }
+
+/* widths up to this widen p once per call (on the stack) */
+#define SCR_P16_MAX 4096
 
 /* the rows ahead whose codes are prefetched (the int8 copy streams from DRAM, as lm_head does) */
 #define SCR_PF_ROWS 4
@@ -46,6 +58,13 @@ static void avx2_screen_i8(const int8_t *Q, const float *S, size_t H, const int8
                            int64_t r1, float *A) {
     const size_t G = H / RC_SCREEN_GROUP;
     const size_t pf = SCR_PF_ROWS * H;
+    int16_t p16buf[SCR_P16_MAX];
+    const int16_t *p16 = NULL;
+    if (H <= SCR_P16_MAX) { /* p is the same for every row: widen it once */
+        for (size_t c = 0; c < H; c += 16)
+            _mm256_storeu_si256((__m256i *)(p16buf + c), _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + c))));
+        p16 = p16buf;
+    }
     for (int64_t r = r0; r < r1; r++) {
         const int8_t *qr = Q + (size_t)r * H;
         const float *sr = S + (size_t)r * G;
@@ -58,7 +77,7 @@ static void avx2_screen_i8(const int8_t *Q, const float *S, size_t H, const int8
                 _Pragma("GCC unroll 8") for (size_t j = 0; j < 8; j++) {
                     const size_t c = (g0 + j) * RC_SCREEN_GROUP;
                     _mm_prefetch((const char *)(qr + c + pf), _MM_HINT_T0);
-                    v[j] = dot64(qr + c, p + c);
+                    v[j] = dot64(qr + c, p + c, p16 ? p16 + c : NULL);
                 }
                 sc = _mm256_loadu_ps(sr + g0);
                 tc = _mm256_loadu_ps(t + g0);
@@ -66,7 +85,7 @@ static void avx2_screen_i8(const int8_t *Q, const float *S, size_t H, const int8
                 float sb[8] = {0}, tb[8] = {0};
                 for (size_t j = 0; j < 8; j++) {
                     const size_t c = (g0 + j) * RC_SCREEN_GROUP;
-                    v[j] = j < nb ? dot64(qr + c, p + c) : _mm256_setzero_si256();
+                    v[j] = j < nb ? dot64(qr + c, p + c, p16 ? p16 + c : NULL) : _mm256_setzero_si256();
                     if (j < nb) {
                         sb[j] = sr[g0 + j];
                         tb[j] = t[g0 + j];
