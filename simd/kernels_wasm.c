@@ -14,7 +14,11 @@
  *
  * f32 weights, attention over an f32 K / V cache, the sums of squares, SiLU and softmax (rc_expf's
  * steps on four lanes) take this path; bf16, f16 and nf4 weights, the f16 KV cache, GELU and the
- * rest stay the reference's. */
+ * rest stay the reference's.
+ *
+ * Built with -mrelaxed-simd (recall-relaxed.wasm, web/web.mk), the same kernels run on
+ * f32x4.relaxed_madd instead (kernels_wasm_madd.h), but only after this file proves at load that
+ * the engine fuses it (madd_decide, below); otherwise this emulation, the same bits. */
 #include "kernels.h"
 
 #if defined(__wasm_simd128__)
@@ -403,13 +407,16 @@ static uint32_t xs32(uint32_t *s) {
     return *s;
 }
 /* a float of magnitude 2^-8 .. 2^8, random sign and mantissa (a model's activations and weights) */
-static float rnd(uint32_t *s) { return bitsf((xs32(s) & 0x807fffffu) | (119u + xs32(s) % 17u) << 23); }
+static float rnd(uint32_t *s) {
+    const uint32_t m = xs32(s) & 0x807fffffu;
+    return bitsf(m | (119u + xs32(s) % 17u) << 23);
+}
 
 #define PROBE_LANES 64
 #define PROBE_CRAFTED 8
 
 /* The probe's operands: 8 lanes where one rounding and two differ (the classic (1+2^-12)^2 - (1+2^-11),
- * and sums a hair below a float midpoint, where a product rounded first, or a sum rounded to double
+ * and sums a hair off a float midpoint, where a product rounded first, or a sum rounded to double
  * first, lands on the midpoint and ties to the other float), then random ones. */
 static void probe_operands(float *a, float *b, float *c) {
     const float e = 1.0f + 0x1p-12f, h = 0x1p-24f * (1.0f + 0x1p-23f), m = 1.0f - 0x1p-23f;

@@ -32,7 +32,7 @@ export function relaxedMadd() {
   const { exports } = new WebAssembly.Instance(new WebAssembly.Module(MADD_PROBE));
   const f = new Float32Array(exports.m.buffer, 0, 16);
   const e = 1 + 2 ** -12, h = 2 ** -24 * (1 + 2 ** -23), m = 1 - 2 ** -23, odd = 1 + 2 ** -23;
-  // (1+2^-12)^2 - (1+2^-11) = 2^-24 (unfused: 0); ... - 1; a sum a hair below a midpoint (unfused:
+  // (1+2^-12)^2 - (1+2^-11) = 2^-24 (unfused: 0); ... - 1; a sum a hair off a midpoint (unfused:
   // the product rounds to half an ulp and the tie goes to the even float), both signs
   f.set([e, e, h, -h, e, e, m, m, -(1 + 2 ** -11), -1, odd, -odd]);
   const want = [2 ** -24, 2 ** -11 + 2 ** -24, odd, -odd];
