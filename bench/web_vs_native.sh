@@ -52,9 +52,15 @@ for i in $(seq 1 "$runs"); do
 done
 stats() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "min %.3f s, median %.3f s", v[1], v[int((NR + 1) / 2)] }'; }
 med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-browser=() bexact=()
+browser=() bexact=() bnative=()
 if [ -n "$node_modules" ] && [ -e "$node_modules/puppeteer-core/package.json" ]; then
   for query in "" "?wasm=exact"; do
+    # native again beside each batch of browser rounds: the Chromium ratios are to these
+    for i in $(seq 1 "$runs"); do
+      t0=$(now)
+      "$recall" replay "$blob" --bench "$bench" --problem "$problem" --simd scalar --threads 1 --trace "$dir/native.json" 2>/dev/null
+      bnative+=("$(secs "$t0" "$(now)")")
+    done
     while read -r line; do
       case $line in
         "browser replay: "*)
@@ -77,6 +83,7 @@ awk -v f="$(med "${fused[@]}")" -v e="$(med "${exact[@]}")" -v s="$(med "${wscal
   'BEGIN { printf "ratio of medians / native scalar: relaxed module %.2fx, exact module %.2fx, wasm scalar %.2fx\n", f / n, e / n, s / n }'
 if [ ${#browser[@]} -gt 0 ]; then
   echo "in Chromium, relaxed module: $(stats "${browser[@]}"); exact module (?wasm=exact): $(stats "${bexact[@]}")"
-  awk -v b="$(med "${browser[@]}")" -v e="$(med "${bexact[@]}")" -v n="$(med "${native[@]}")" \
+  echo "native scalar beside them: $(stats "${bnative[@]}")"
+  awk -v b="$(med "${browser[@]}")" -v e="$(med "${bexact[@]}")" -v n="$(med "${bnative[@]}")" \
     'BEGIN { printf "ratio of medians / native scalar in Chromium: relaxed module %.2fx, exact module %.2fx\n", b / n, e / n }'
 fi
