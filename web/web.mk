@@ -97,8 +97,8 @@ test-web: need-web-test web recall $(DEMO_BLOB) $(BUILD)/worldA-f32.blob $(WEB_O
 	  test $$s = 0 && grep -q '^path wasm (.*): [1-9][0-9]* passed, 0 failed' $(BUILD)/web-selftest.log || \
 	  { echo "test-web: the wasm kernel path failed its self-test or did not run"; exit 1; }
 	@# the worker's choice of module: relaxed-simd refused without node 20's flag, fused with it
-	test -z "$(WEB_NODE_RELAXED)" || node web/madd_probe.mjs | tee /dev/stderr | grep -qx 'relaxedMadd: unsupported'
-	node $(WEB_NODE_RELAXED) web/madd_probe.mjs | tee /dev/stderr | grep -qx 'relaxedMadd: fused'
+	test -z "$(WEB_NODE_RELAXED)" || { v=$$(node web/madd_probe.mjs); echo "without the flag: $$v"; test "$$v" = 'relaxedMadd: unsupported'; }
+	v=$$(node $(WEB_NODE_RELAXED) web/madd_probe.mjs); echo "$$v"; test "$$v" = 'relaxedMadd: fused'
 	node $(WEB_NODE_RELAXED) web/run_wasi.mjs $(WEB_OBJ_DIR)/simd_selftest-relaxed.wasm > $(BUILD)/web-selftest-relaxed.log; s=$$?; \
 	  tail -3 $(BUILD)/web-selftest-relaxed.log; test $$s = 0 && \
 	  grep -q '^path wasm (.*): [1-9][0-9]* passed, 0 failed' $(BUILD)/web-selftest-relaxed.log && \
