@@ -2,14 +2,18 @@
 // browser the page is for), for bench/web_vs_native.sh: serves SITE on loopback, opens the page,
 // runs the demo dialogue's replay ROUNDS times in the page's worker and prints one line per round,
 // "browser replay: S s", after checking each trace against the native one in NATIVE_TRACE.
-//   node bench/web_replay_browser.mjs SITE PROBLEM NATIVE_TRACE ROUNDS NODE_MODULES [--simd P]
+//   node bench/web_replay_browser.mjs SITE PROBLEM NATIVE_TRACE ROUNDS NODE_MODULES [--simd P] [--query Q]
+// Q: the page's address query, e.g. "?wasm=exact" (the exact-emulation module; web/worker.js).
+// Each line ends with the module the page loaded and which multiply-add its wasm kernels ran.
 import { createServer } from 'node:http';
 import { readFileSync, existsSync } from 'node:fs';
 import { extname, join, normalize, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 
 const [site, problem, nativeTrace, rounds, nodeModules, ...rest] = process.argv.slice(2);
-const simd = rest[0] === '--simd' ? rest[1] : null;
+const flag = (name) => (rest.indexOf(name) >= 0 ? rest[rest.indexOf(name) + 1] : null);
+const simd = flag('--simd');
+const query = flag('--query') || '';
 const puppeteer = createRequire(resolve(nodeModules, 'x.js'))('puppeteer-core');
 const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.wasm': 'application/wasm', '.json': 'application/json' };
 const root = resolve(site);
@@ -30,7 +34,7 @@ const want = readFileSync(nativeTrace, 'utf8');
 let status = 0;
 try {
   const page = await browser.newPage();
-  await page.goto(`http://127.0.0.1:${server.address().port}/`);
+  await page.goto(`http://127.0.0.1:${server.address().port}/${query}`);
   await page.evaluate(() => localStorage.clear());
   await page.waitForFunction(() => window.recallPage && window.recallPage.state.phase === 'ready', { timeout: 120000 });
   for (let i = 0; i < Number(rounds); i++) {
@@ -40,7 +44,7 @@ try {
       status = 1;
       break;
     }
-    console.log(`browser replay: ${(r.ms / 1000).toFixed(3)} s`);
+    console.log(`browser replay: ${(r.ms / 1000).toFixed(3)} s; ${r.module}: ${r.kernels}`);
   }
 } finally {
   await browser.close();

@@ -185,6 +185,8 @@ int rc_kernels_avx512(rc_kernels *k);
 int rc_kernels_avx512vbmi(rc_kernels *k); /* avx512 with the VBMI nf4 index build */
 int rc_kernels_neon(rc_kernels *k);
 int rc_kernels_wasm(rc_kernels *k); /* f32 weights and the f32 KV cache; the rest stays the reference */
+/* Which multiply-add the wasm path runs in this module, and why (wasm builds only; kernels_wasm.c) */
+const char *rc_wasm_madd_info(void);
 /* The elementwise kernels of a path, overriding the scalar ones (0 when not compiled in). */
 int rc_act_avx2(rc_kernels *k);
 int rc_act_avx512(rc_kernels *k);

@@ -14,12 +14,18 @@
  *
  * f32 weights, attention over an f32 K / V cache, the sums of squares, SiLU and softmax (rc_expf's
  * steps on four lanes) take this path; bf16, f16 and nf4 weights, the f16 KV cache, GELU and the
- * rest stay the reference's. */
+ * rest stay the reference's.
+ *
+ * Built with -mrelaxed-simd (recall-relaxed.wasm, web/web.mk), the same kernels run on
+ * f32x4.relaxed_madd instead (kernels_wasm_madd.h), but only after this file proves at load that
+ * the engine fuses it (madd_decide, below); otherwise this emulation, the same bits. */
 #include "kernels.h"
 
 #if defined(__wasm_simd128__)
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <wasm_simd128.h>
 
@@ -351,10 +357,199 @@ static void wasm_softmax(float *s, size_t n) {
     for (; i < n; i++) s[i] = s[i] / sf;
 }
 
+/* ---- relaxed-simd: a fused multiply-add where the engine proves to have one ---- */
+
+#if defined(__wasm_relaxed_simd__)
+
+/* The canonical tree of four f32x4 (lanes 0-3, 4-7, 8-11, 12-15), after the tail (n % 16 elements
+ * of w, x) on the first lanes by the exact fmaf; without a tail: the same adds in registers. */
+AINLINE float tree4(v128_t a0, v128_t a1, v128_t a2, v128_t a3, const float *w, const float *x, size_t tail) {
+    if (!tail) {
+        const v128_t s4 = wasm_f32x4_add(wasm_f32x4_add(a0, a2), wasm_f32x4_add(a1, a3)); /* l + l+8, + l+4 */
+        const v128_t s2 = wasm_f32x4_add(s4, wasm_i32x4_shuffle(s4, s4, 2, 3, 0, 1));     /* + l+2 */
+        return wasm_f32x4_extract_lane(s2, 0) + wasm_f32x4_extract_lane(s2, 1);
+    }
+    float lanes[16];
+    wasm_v128_store(lanes, a0);
+    wasm_v128_store(lanes + 4, a1);
+    wasm_v128_store(lanes + 8, a2);
+    wasm_v128_store(lanes + 12, a3);
+    for (size_t k = 0; k < tail; k++) lanes[k] = fmaf(w[k], x[k], lanes[k]);
+    return rc_tree16(lanes);
+}
+
+/* relaxed-simd leaves f32x4.relaxed_madd free to round once (fused) or twice; the proposal fixes
+ * the choice for the whole run, so one proof at load holds for every later call */
+#define MADD4(a, b, c) __builtin_wasm_relaxed_madd_f32x4((a), (b), (c))
+#define MZ(name) mz_##name
+#include "kernels_wasm_madd.h"
+#undef MADD4
+#undef MZ
+/* what an engine that does not fuse computes: the proof below must refuse it */
+#define MADD4(a, b, c) wasm_f32x4_add(wasm_f32x4_mul((a), (b)), (c))
+#define MZ(name) uz_##name
+#include "kernels_wasm_madd.h"
+#undef MADD4
+#undef MZ
+
+static uint32_t fbits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static float bitsf(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static uint32_t xs32(uint32_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 17, *s ^= *s << 5;
+    return *s;
+}
+/* a float of magnitude 2^-8 .. 2^8, random sign and mantissa (a model's activations and weights) */
+static float rnd(uint32_t *s) {
+    const uint32_t m = xs32(s) & 0x807fffffu;
+    return bitsf(m | (119u + xs32(s) % 17u) << 23);
+}
+
+#define PROBE_LANES 64
+#define PROBE_CRAFTED 8
+
+/* The probe's operands: 8 lanes where one rounding and two differ (the classic (1+2^-12)^2 - (1+2^-11),
+ * and sums a hair off a float midpoint, where a product rounded first, or a sum rounded to double
+ * first, lands on the midpoint and ties to the other float), then random ones. */
+static void probe_operands(float *a, float *b, float *c) {
+    const float e = 1.0f + 0x1p-12f, h = 0x1p-24f * (1.0f + 0x1p-23f), m = 1.0f - 0x1p-23f;
+    const float ca[PROBE_CRAFTED] = {e, e, -e, h, -h, 2.0f * h, h, 2.0f * h};
+    const float cb[PROBE_CRAFTED] = {e, e, e, m, m, m, -m, m};
+    const float cc[PROBE_CRAFTED] = {-(1.0f + 0x1p-11f), -1.0f, 1.0f + 0x1p-11f, 1.0f + 0x1p-23f, -(1.0f + 0x1p-23f),
+                                     2.0f + 0x1p-22f, 1.0f + 0x1p-23f, 3.0f + 0x1p-22f};
+    uint32_t s = 0x2545f491u;
+    for (int i = 0; i < PROBE_LANES; i++) {
+        a[i] = i < PROBE_CRAFTED ? ca[i] : rnd(&s);
+        b[i] = i < PROBE_CRAFTED ? cb[i] : rnd(&s);
+        c[i] = i < PROBE_CRAFTED ? cc[i] : rnd(&s);
+    }
+}
+
+typedef void (*madd_lanes_fn)(const float *, const float *, const float *, float *, size_t);
+
+/* The first lane where madd differs from the exact fmaf (web/wasm_fmaf.h), or -1 */
+static int probe_miss(madd_lanes_fn madd, char *why, size_t cap) {
+    float a[PROBE_LANES], b[PROBE_LANES], c[PROBE_LANES], got[PROBE_LANES];
+    probe_operands(a, b, c);
+    madd(a, b, c, got, PROBE_LANES);
+    for (int i = 0; i < PROBE_LANES; i++) {
+        const float want = fmaf(a[i], b[i], c[i]);
+        if (fbits(got[i]) != fbits(want)) {
+            snprintf(why, cap, "lane %d: %a * %a + %a gave %a, fmaf %a", i, (double)a[i], (double)b[i], (double)c[i],
+                     (double)got[i], (double)want);
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* The kernels a proven madd would install, against the reference (the exact fmaf) on random data:
+ * dots of lengths with and without a tail, a matmul of three inputs (pairs and a single), the
+ * weighted sum over 16-, 4- and 1-wide pieces, SiLU and softmax. Returns the first kernel that
+ * differs, or NULL. */
+static const char *kernels_miss(const rc_kernels *z) {
+    enum { N = 300, T = 3, KEYS = 7, D = 71 };
+    static float w[N], x[T * N], y[T], v[KEYS * D], o1[D], o2[D], g1[N], g2[N];
+    uint32_t s = 0x9e3779b9u;
+    for (int i = 0; i < N; i++) w[i] = rnd(&s);
+    for (int i = 0; i < T * N; i++) x[i] = rnd(&s);
+    static const size_t lens[] = {1, 15, 16, 17, 64, 100, 128, 255, 256, 300};
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        if (fbits(z->dot_f32(w, x, lens[l])) != fbits(rc_dot_f32(w, x, lens[l]))) return "dot";
+        if (fbits(z->sumsq_f32(x, lens[l])) != fbits(rc_sumsq_f32(x, lens[l]))) return "sum of squares";
+        const rc_mat m = {.dtype = RC_DT_F32, .data = w, .rows = 1, .cols = (int64_t)lens[l]};
+        z->matmul(&m, NULL, x, N, T, y, 1, 0, 1, NULL);
+        for (int t = 0; t < T; t++)
+            if (fbits(y[t]) != fbits(rc_dot_f32(w, x + t * N, lens[l]))) return "matmul";
+    }
+    for (int i = 0; i < KEYS * D; i++) v[i] = rnd(&s);
+    for (int i = 0; i < D; i++) o1[i] = o2[i] = 0.0f;
+    z->attn_wsum(x, v, D, KEYS, D, o1);
+    for (int j = 0; j < KEYS; j++) rc_axpy(x[j], v + j * D, o2, D);
+    for (int i = 0; i < D; i++)
+        if (fbits(o1[i]) != fbits(o2[i])) return "attention weighted sum";
+    for (int i = 0; i < N; i++) g1[i] = g2[i] = rnd(&s) * 16.0f;
+    z->silu_mul(g1, w, N);
+    for (int i = 0; i < N; i++)
+        if (fbits(g1[i]) != fbits(rc_silu(g2[i]) * w[i])) return "SiLU";
+    for (int i = 0; i < N; i++) g1[i] = g2[i] = x[i] * 8.0f;
+    z->softmax(g1, N);
+    rc_softmax(g2, N);
+    for (int i = 0; i < N; i++)
+        if (fbits(g1[i]) != fbits(g2[i])) return "softmax";
+    return NULL;
+}
+
+/* 1: the madd kernels are installed (fused proven), 0: the exact emulation; decided once */
+static int madd_use = -1;
+static int madd_sim; /* RECALL_WASM_MADD=unfused: the uz_ kernels stand in for an engine's madd */
+static char madd_text[256];
+
+static int madd_decide(void) {
+    if (madd_use >= 0) return madd_use;
+    const char *env = getenv("RECALL_WASM_MADD");
+    madd_use = 0;
+    if (env && !strcmp(env, "off")) {
+        snprintf(madd_text, sizeof madd_text, "exact emulation (RECALL_WASM_MADD=off)");
+        return madd_use;
+    }
+    madd_sim = env && !strcmp(env, "unfused");
+    const char *what = madd_sim ? "the simulated unfused madd (RECALL_WASM_MADD=unfused)" : "relaxed-simd's madd";
+    char why[160];
+    /* the probe's operands must tell one rounding from two, or it proves nothing */
+    const int u = probe_miss(uz_madd_lanes, why, sizeof why);
+    if (u < 0 || u >= PROBE_CRAFTED) {
+        snprintf(madd_text, sizeof madd_text, "exact emulation (the probe's operands do not tell fused from unfused)");
+        return madd_use;
+    }
+    if (probe_miss(madd_sim ? uz_madd_lanes : mz_madd_lanes, why, sizeof why) >= 0) {
+        snprintf(madd_text, sizeof madd_text, "exact emulation (%s is not fused: %s)", what, why);
+        return madd_use;
+    }
+    rc_kernels z;
+    rc_kernels_scalar(&z);
+    if (madd_sim)
+        uz_install(&z);
+    else
+        mz_install(&z);
+    const char *miss = kernels_miss(&z);
+    if (miss) {
+        snprintf(madd_text, sizeof madd_text, "exact emulation (%s passed the probe but its %s differs from fmaf's)", what,
+                 miss);
+        return madd_use;
+    }
+    snprintf(madd_text, sizeof madd_text, "fused multiply-add (%s proven fused at load: %d probe lanes, 7 kernels)", what,
+             PROBE_LANES);
+    return madd_use = 1;
+}
+
+const char *rc_wasm_madd_info(void) {
+    madd_decide();
+    return madd_text;
+}
+#else
+const char *rc_wasm_madd_info(void) { return "exact emulation (this module has no relaxed-simd)"; }
+#endif
+
 int rc_kernels_wasm(rc_kernels *k) {
     RC_SET_BASE(k, RC_SIMD_WASM, "wasm", wasm, WASM_SCRATCH_FLOATS);
     k->silu_mul = wasm_silu_mul;
     k->softmax = wasm_softmax;
+#if defined(__wasm_relaxed_simd__)
+    if (madd_decide()) {
+        if (madd_sim)
+            uz_install(k);
+        else
+            mz_install(k);
+    }
+#endif
     return 1;
 }
 

@@ -950,6 +950,9 @@ int main(void) {
         total_f += nf;
         ran++;
     }
+#if defined(__wasm_simd128__)
+    printf("wasm kernels: %s\n", rc_wasm_madd_info()); /* which multiply-add the wasm path ran */
+#endif
     printf("%d passed, %d failed (%d paths)\n", total_p, total_f, ran);
     return total_f ? 1 : 0;
 }

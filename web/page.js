@@ -18,6 +18,8 @@ const state = {
   log: [], // {user, reply, firstTokenMs, ms, tokens} per turn sent in this page
   blobErrors: [],
   fatal: null,
+  module: null, // the module the worker loaded, and which multiply-add its wasm kernels run
+  kernels: null,
 };
 let streaming = null; // the assistant message being written
 let pendingReplay = null;
@@ -79,6 +81,9 @@ worker.onmessage = ({ data: m }) => {
     state.arm = m.arm;
     state.loop = m.loop;
     view.setLoop(m.loop, m.arm);
+    state.module = m.module;
+    state.kernels = m.kernels;
+    $('engine').textContent = `${m.module}: ${m.kernels}`;
     $('arm').value = m.arm;
     if (newBlob && !firstReady) {
       // another world: its ids mean other things, so the conversation starts again
@@ -225,4 +230,7 @@ window.recallPage = {
   },
 };
 
-worker.postMessage({ op: 'init', base: new URL('.', import.meta.url).href });
+// ?wasm=exact: the exact-emulation module even where relaxed-simd fuses; ?madd=off|unfused: the
+// relaxed-simd module with RECALL_WASM_MADD set (worker.js, pickModule): make test-web's fallbacks
+const q = new URLSearchParams(location.search);
+worker.postMessage({ op: 'init', base: new URL('.', import.meta.url).href, opts: { wasm: q.get('wasm'), madd: q.get('madd') } });

@@ -5,6 +5,41 @@ import { Wasi, WasiExit, completeImports } from './wasi.js';
 
 export class RecallError extends Error {}
 
+// A module of one function: f32x4.relaxed_madd of the vectors at 0, 16 and 32 in its memory,
+// stored at 48 (relaxed-simd; an engine without it refuses the module).
+const MADD_PROBE = new Uint8Array([
+  0, 0x61, 0x73, 0x6d, 1, 0, 0, 0, // magic, version
+  1, 4, 1, 0x60, 0, 0, // types: () -> ()
+  3, 2, 1, 0, // functions: one of type 0
+  5, 3, 1, 0, 1, // memory: one page
+  7, 9, 2, 1, 0x6d, 2, 0, 1, 0x66, 0, 0, // exports: "m" memory 0, "f" function 0
+  10, 0x1f, 1, 0x1d, 0, // code: one body of 29 bytes, no locals
+  0x41, 0x30, // i32.const 48
+  0x41, 0, 0xfd, 0, 4, 0, // v128.load [0]
+  0x41, 0, 0xfd, 0, 4, 0x10, // v128.load [16]
+  0x41, 0, 0xfd, 0, 4, 0x20, // v128.load [32]
+  0xfd, 0x85, 0x02, // f32x4.relaxed_madd
+  0xfd, 0x0b, 4, 0, // v128.store
+  0x0b, // end
+]);
+
+// What this engine's relaxed-simd multiply-add does, on lanes where one rounding and two differ:
+// 'fused', 'unfused' (or anything but one rounding), or 'unsupported' (no relaxed-simd). It picks
+// which module to load (the page's worker); the module then proves it again itself, on more lanes
+// and on its kernels, before it uses the fused kernels (simd/kernels_wasm.c).
+export function relaxedMadd() {
+  if (!WebAssembly.validate(MADD_PROBE)) return 'unsupported';
+  const { exports } = new WebAssembly.Instance(new WebAssembly.Module(MADD_PROBE));
+  const f = new Float32Array(exports.m.buffer, 0, 16);
+  const e = 1 + 2 ** -12, h = 2 ** -24 * (1 + 2 ** -23), m = 1 - 2 ** -23, odd = 1 + 2 ** -23;
+  // (1+2^-12)^2 - (1+2^-11) = 2^-24 (unfused: 0); ... - 1; a sum a hair off a midpoint (unfused:
+  // the product rounds to half an ulp and the tie goes to the even float), both signs
+  f.set([e, e, h, -h, e, e, m, m, -(1 + 2 ** -11), -1, odd, -odd]);
+  const want = [2 ** -24, 2 ** -11 + 2 ** -24, odd, -odd];
+  exports.f();
+  return want.every((w, i) => f[12 + i] === w) ? 'fused' : 'unfused';
+}
+
 const EVENT_KINDS = ['token', 'rebuild', 'gate', 'fire'];
 
 export class Recall {
@@ -22,6 +57,11 @@ export class Recall {
     r.x = r.instance.exports;
     r.x._initialize();
     return r;
+  }
+
+  // which multiply-add the wasm kernel path runs here, and why (the load-time proof's verdict)
+  kernels() {
+    return this.cstr(this.x.web_kernels());
   }
 
   mem() {

@@ -11,11 +11,17 @@
 //      same session with --arm SP;
 //   3. the page reloaded: the session kept in the browser (ids only) comes back, the same text;
 //   4. `recall replay` of the demo dialogue inside the page's module (the wasm kernel path and the
-//      scalar one, RC_bge and SP): the trace byte-identical to native `recall replay --simd scalar`;
+//      scalar one, RC_bge and SP): the trace byte-identical to native `recall replay --simd scalar`,
+//      on recall-relaxed.wasm with relaxed-simd's multiply-add proven fused;
 //   5. a truncated and a foreign blob picked as files: the library's message in the page, the
 //      page still on its world and able to answer; then another good blob (--other-blob): a new
 //      conversation on it, equal to native chat there;
-//   6. no request leaves 127.0.0.1; screenshots mid-turn and after the answer under build/.
+//   6. no request leaves 127.0.0.1; screenshots mid-turn and after the answer under build/;
+//   7. the fallbacks (docs/WEB.md, "Two modules"): the page forced onto recall.wasm (?wasm=exact),
+//      onto relaxed-simd's module with its multiply-add off (?madd=off) and with a simulated unfused
+//      one (?madd=unfused, which the module's load-time proof must refuse): each replay's trace
+//      byte-identical to native, and each check names the module and multiply-add that ran
+//      (step 4 requires relaxed-simd's multiply-add proven fused in this browser).
 // Ends with "test-web: N passed, M failed" and exits non-zero on any failure.
 import { spawnSync } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -144,6 +150,21 @@ try {
       const st = await page.evaluate(() => document.getElementById('status')?.textContent).catch(() => '?');
       throw new Error(`the page never became ready (status: ${st}; console: ${consoleErrors.join(' | ')}): ${e.message}`);
     });
+  // recall replay of the demo dialogue in the page's worker, per [arm, simd]: the trace byte for
+  // byte native's, on the module and multiply-add expected (which ran is shown and checked)
+  const replays = async (query, runs, module, kernels) => {
+    for (const [arm, simd] of runs) {
+      const r = await page.evaluate((p, s, a) => window.recallPage.replay(p, { simd: s, arm: a }), Number(opt.problem), simd, arm);
+      const same = r.rc === 0 && r.trace === traces[arm];
+      const tag = `${arm}-${simd || 'wasm'}${query.replace(/[?=]/g, '-')}`;
+      if (!same && r.trace) writeFileSync(join(opt.out, `web-trace-${tag}.json`), r.trace);
+      check(same, `replay in the browser${query ? ` (page ${query})` : ''} (${arm}, ${simd ? 'scalar' : 'wasm SIMD128'} kernels): the trace is byte-identical to native --simd scalar (${r.trace ? r.trace.length : 0} bytes, ${(r.ms / 1000).toFixed(2)} s; native ${(nativeReplayMs / 1000).toFixed(2)} s)`,
+        r.rc ? r.stderr : `see ${opt.out}/web-trace-${tag}.json`);
+      const ran = simd || 'wasm';
+      check(new RegExp(`arm ${arm}, simd ${ran},`).test(r.stderr) && r.module === module && kernels.test(r.kernels),
+        `that replay ran arm ${arm} on the ${ran} path of ${r.module} (its wasm path: ${r.kernels})`, `${r.stderr.split('\n')[0]}; wanted ${module}: ${kernels}`);
+    }
+  };
   const t0 = performance.now();
   await page.goto(url);
   await page.evaluate(() => localStorage.clear());
@@ -212,16 +233,12 @@ try {
   check(JSON.stringify(replies(after)) === JSON.stringify(replies(before)), `reloaded: the ${after.length / 2} turns come back from the ids, the same replies`);
   check(JSON.stringify(after.filter((_, i) => i % 2 === 0)) === JSON.stringify(dialogue.concat([dialogue.at(-1)])), 'reloaded: the user messages decode to what was typed');
 
-  // 4. recall replay inside the page's module
-  for (const [arm, simd] of [['RC_bge', null], ['RC_bge', 'scalar'], ['SP', null]]) {
-    const r = await page.evaluate((p, s, a) => window.recallPage.replay(p, { simd: s, arm: a }), Number(opt.problem), simd, arm);
-    const same = r.rc === 0 && r.trace === traces[arm];
-    if (!same && r.trace) writeFileSync(join(opt.out, `web-trace-${arm}-${simd || 'wasm'}.json`), r.trace);
-    check(same, `replay in the browser (${arm}, ${simd ? 'scalar' : 'wasm SIMD128'} kernels): the trace is byte-identical to native --simd scalar (${r.trace ? r.trace.length : 0} bytes, ${(r.ms / 1000).toFixed(2)} s; native ${(nativeReplayMs / 1000).toFixed(2)} s)`,
-      r.rc ? r.stderr : `see ${opt.out}/web-trace-${arm}-${simd || 'wasm'}.json`);
-    const ran = simd || 'wasm';
-    check(new RegExp(`arm ${arm}, simd ${ran},`).test(r.stderr), `that replay ran arm ${arm} on the ${ran} path`, r.stderr.split('\n')[0]);
-  }
+  // 4. recall replay inside the page's module: the module the page chose (here relaxed-simd's
+  // multiply-add, proven fused at load), its wasm and scalar paths
+  const chosen = await page.evaluate(() => ({ module: window.recallPage.state.module, kernels: window.recallPage.state.kernels }));
+  check(chosen.module === 'recall-relaxed.wasm' && /^fused multiply-add \(relaxed-simd's madd proven fused/.test(chosen.kernels),
+    `the page loaded ${chosen.module}: ${chosen.kernels}`, 'this browser\'s relaxed-simd multiply-add was not proven fused: the fused path did not run');
+  await replays('', [['RC_bge', null], ['RC_bge', 'scalar'], ['SP', null]], 'recall-relaxed.wasm', /^fused multiply-add/);
 
   // 5. bad blobs picked by the user
   for (const [file, why] of [[truncated, /truncated/], [foreign, /not a recall blob|magic/]]) {
@@ -257,6 +274,19 @@ try {
       `another blob picked (${name}): a new conversation, its reply and loop events equal native chat's on it`,
       `page: ${JSON.stringify(other.reply)}\n     native: ${JSON.stringify(natOther.stdout.split('\n')[0])}`);
   }
+
+  // 7. the fallbacks, each in a page of its own: the exact-emulation module as an engine without
+  // relaxed-simd loads it (?wasm=exact); the relaxed module with its multiply-add switched off; and
+  // with a simulated unfused multiply-add (mul then add), which its load-time proof must refuse
+  await page.goto(url + '?wasm=exact');
+  await ready();
+  await replays('?wasm=exact', [['RC_bge', null], ['SP', null]], 'recall.wasm', /^exact emulation \(this module has no relaxed-simd\)$/);
+  await page.goto(url + '?madd=off');
+  await ready();
+  await replays('?madd=off', [['RC_bge', null]], 'recall-relaxed.wasm', /^exact emulation \(RECALL_WASM_MADD=off\)$/);
+  await page.goto(url + '?madd=unfused');
+  await ready();
+  await replays('?madd=unfused', [['RC_bge', null]], 'recall-relaxed.wasm', /^exact emulation \(the simulated unfused madd \(RECALL_WASM_MADD=unfused\) is not fused: lane 0:/);
 
   check(offsite.length === 0, 'no request left 127.0.0.1', offsite.join(' '));
   check(consoleErrors.length === 0, 'no error in the page\'s console', consoleErrors.join(' | '));

@@ -179,3 +179,9 @@ WEB_EXPORT("web_cli") int web_cli(int argc, char **argv) {
     fflush(stderr);
     return rc;
 }
+
+/* Which multiply-add the wasm kernel path runs in this module and why (simd/kernels_wasm.c):
+ * "fused multiply-add (...)" where relaxed-simd's madd was proven fused at load, else "exact
+ * emulation (...)" with the reason. The proof runs on the first call (or the first wasm path). */
+const char *rc_wasm_madd_info(void); /* simd/kernels.h */
+WEB_EXPORT("web_kernels") const char *web_kernels(void) { return rc_wasm_madd_info(); }

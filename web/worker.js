@@ -3,7 +3,7 @@
 // moment the engine calls back (the token stream and the live loop picture are built from them).
 // Messages in: init, open, arm, restore, reset, send, replay; out: ready, blobError, restored,
 // ev, token, done, turnError, replayDone, fatal.
-import { Recall, RecallError } from './recall.js';
+import { Recall, RecallError, relaxedMadd } from './recall.js';
 
 let engine = null; // Recall (the module instance)
 let model = null; // the open blob
@@ -26,6 +26,9 @@ function describe() {
     name: blobName,
     arm,
     info: { vocab: model.vocab, maxPos: model.maxPos, hidden: model.hidden, layers: model.layers },
+    module: module.file,
+    probe: module.probe,
+    kernels: engine.kernels(),
     loop: { window: loop.window, block: loop.block, chunk: loop.chunk, k: loop.k, turnCap: loop.turnCap, threshold: loop.threshold },
   };
 }
@@ -117,22 +120,38 @@ function send(text) {
   });
 }
 
-async function init(base) {
+// Which module: recall-relaxed.wasm where the engine's relaxed-simd multiply-add is fused (its
+// kernels then use it, after the module's own proof), else recall.wasm (the exact fmaf emulated in
+// double: the same bits). opts.wasm = 'exact' forces recall.wasm; opts.madd (RECALL_WASM_MADD in
+// the module: 'off', or 'unfused' to simulate an engine that does not fuse) loads the relaxed one
+// where the engine has relaxed-simd. The page takes both from its address (?wasm=exact, ?madd=...).
+function pickModule(opts) {
+  if (opts.wasm === 'exact') return { file: 'recall.wasm', probe: 'not asked (?wasm=exact)' };
+  const probe = relaxedMadd();
+  const relaxed = probe === 'fused' || (probe !== 'unsupported' && opts.madd);
+  return { file: relaxed ? 'recall-relaxed.wasm' : 'recall.wasm', probe };
+}
+
+let module = null; // {file, probe}
+
+async function init(base, opts = {}) {
+  module = pickModule(opts);
   const [wasm, blob, bench] = await Promise.all(
-    ['recall.wasm', 'world.blob', 'demo_bench.json'].map((f) =>
+    [module.file, 'world.blob', 'demo_bench.json'].map((f) =>
       fetch(new URL(f, base)).then((r) => {
         if (!r.ok) throw new Error(`${f}: HTTP ${r.status}`);
         return r.arrayBuffer();
       }),
     ),
   );
-  engine = await Recall.load(wasm, { files: new Map([['/w/bench.json', new Uint8Array(bench)]]) });
+  const env = opts.madd && module.file === 'recall-relaxed.wasm' ? { RECALL_WASM_MADD: opts.madd } : {};
+  engine = await Recall.load(wasm, { files: new Map([['/w/bench.json', new Uint8Array(bench)]]), env });
   openBlob('world.blob (the demo world)', new Uint8Array(blob));
 }
 
 self.onmessage = async ({ data: m }) => {
   try {
-    if (m.op === 'init') await init(m.base);
+    if (m.op === 'init') await init(m.base, m.opts);
     else if (m.op === 'open') openBlob(m.name, new Uint8Array(m.bytes));
     else if (m.op === 'arm') {
       arm = m.arm;
@@ -156,7 +175,7 @@ self.onmessage = async ({ data: m }) => {
       engine.wasi.files.delete('/w/trace.json');
       const r = engine.cli(args);
       const trace = engine.wasi.files.get('/w/trace.json');
-      post({ type: 'replayDone', rc: r.rc, stderr: r.stderr, ms: performance.now() - t0, trace: trace ? new TextDecoder().decode(trace) : null });
+      post({ type: 'replayDone', rc: r.rc, stderr: r.stderr, ms: performance.now() - t0, trace: trace ? new TextDecoder().decode(trace) : null, module: module.file, kernels: engine.kernels() });
     }
   } catch (e) {
     post({ type: 'fatal', msg: String(e && e.stack ? e.stack : e) });
