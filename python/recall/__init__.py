@@ -610,7 +610,9 @@ class Turn:
 def build_problem(bench, i):
     """Problem i of a benchmark (recall_bench.json's format), drawn with random.Random(i) as the
     reference and `recall replay --problem i` draw it: a list of steps {"kind", "u", ["a"],
-    ["kw", "val"]}."""
+    ["kw", "val"]}. tools/replay/replay_loop.py has the same few lines on purpose: that replay is
+    the independent check of the engine and this package must install without the checkout, so
+    neither imports the other; the bitwise tests compare both with the CLI's draw."""
     import random
     r = random.Random(i)
     facts = r.sample(range(len(bench["facts"])), 3)
