@@ -52,6 +52,9 @@ typedef struct {
     void (*matmul)(const rc_mat *w, const float *bias, const float *X, size_t ldx, int nt, float *Y, size_t ldy,
                    int64_t r0, int64_t r1, float *scratch);
     size_t matmul_scratch; /* floats of working memory matmul wants, a multiple of 16 (0: none) */
+    int matmul_rows;       /* exact prefill: input rows per call this matmul wants, where its panel
+                            * decode needs more rows to pay for itself than the model's default
+                            * chunk (0: the default). A speed hint only: rows are independent */
     /* scores[j] = dot(q, K + j*ldk, D) * scale for j in [0, n) (attention scores of one head). */
     void (*attn_scores)(const float *q, const float *K, size_t ldk, int n, size_t D, float scale, float *scores);
     /* out[i] = sum over j ascending of fmaf(p[j], V[j*ldv + i], .), continuing from the current

@@ -718,7 +718,16 @@ static void avx2_nf4_dequant(const uint8_t *codes, const float *absmax, size_t s
     for (; i < n; i++) out[i] = rc_nf4_value(codes, absmax, start + i);
 }
 
-RC_INSTALL_F32(rc_kernels_avx2, RC_SIMD_AVX2, "avx2", avx2, PF_SCRATCH_FLOATS)
+/* 128 rows a chunk (the model's default is 64): the AVX2 panel decode (two vpermps and a vblendvps
+ * per 8 weights) was 14 % of the exact prefill's matmul time at 64 rows and 7 % at 128; the
+ * prefill ran 4-5 % faster (bench/NOTES.md). AVX-512's decode is one vpermps per 16: no gain there. */
+static int rc_kernels_avx2_base(rc_kernels *k);
+int rc_kernels_avx2(rc_kernels *k) {
+    if (!rc_kernels_avx2_base(k)) return 0;
+    k->matmul_rows = 128;
+    return 1;
+}
+RC_INSTALL_F32(rc_kernels_avx2_base, RC_SIMD_AVX2, "avx2", avx2, PF_SCRATCH_FLOATS)
 
 #else
 

@@ -66,6 +66,7 @@ int rc_kernels_scalar(rc_kernels *k) {
     k->sumsq_f32 = rc_sumsq_f32;
     k->matmul = scalar_matmul;
     k->matmul_scratch = 0;
+    k->matmul_rows = 0; /* the model's default chunk */
     k->attn_scores = scalar_attn_scores;
     k->attn_wsum = scalar_attn_wsum;
     k->attn_scores_f16 = scalar_attn_scores_f16;
