@@ -23,6 +23,7 @@
 #include <string.h>
 
 #define AINLINE static inline __attribute__((always_inline))
+#define RC_UNROLL _Pragma("GCC unroll 16")
 
 /* ---- activations ---- */
 
@@ -111,9 +112,9 @@ typedef struct {
 } q8_job;
 
 /* the signed weights of steps 2s, 2s+1 of a block, quarter k (rows 4k .. 4k+3) */
-AINLINE void weights_pair(const rc_q8mat *w, const uint8_t *blk, int s, int k, int8x16_t tbl, int8x16_t *w0,
+AINLINE void weights_pair(const int W4, const uint8_t *blk, int s, int k, int8x16_t tbl, int8x16_t *w0,
                           int8x16_t *w1) {
-    if (w->kind == RC_Q8_W4) {
+    if (W4) {
         const uint8x16_t v = vld1q_u8(blk + 64 * s + 16 * k);
         *w0 = vqtbl1q_s8(tbl, vandq_u8(v, vdupq_n_u8(15)));
         *w1 = vqtbl1q_s8(tbl, vshrq_n_u8(v, 4));
@@ -132,75 +133,91 @@ AINLINE void store_group(const q8_job *j, int64_t g, int t, const float32x4_t *a
     }
 }
 
-/* group g x MT inputs (t0 ..), all blocks */
-AINLINE void tile(const q8_job *j, const int MT, int64_t g, int t0) {
+/* group g x MT inputs (t0 ..), all blocks; W4: the weights are RC_Q8_W4 (else RC_Q8_W8). Every loop
+ * over steps, quarters and inputs is unrolled, so the accumulators stay in registers (rolled, gcc
+ * kept them on the stack and tested the weights' kind and the step's parity per quarter). */
+AINLINE void tile(const q8_job *j, const int MT, const int W4, int64_t g, int t0) {
     const rc_q8mat *w = j->w;
     const rc_q8act *x = j->x;
     const int64_t nb = w->nb, nsb = nb >> w->sshift;
     const size_t K = (size_t)x->cols, bb = rc_q8_block_bytes(w);
     const int8x16_t tbl = vld1q_s8(RC_Q8_NF4);
     float32x4_t acc[Q8_MT][4];
+    RC_UNROLL
     for (int t = 0; t < MT; t++)
+        RC_UNROLL
         for (int k = 0; k < 4; k++) acc[t][k] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = w->w + ((size_t)g * (size_t)nb + (size_t)b) * bb;
-        int32x4_t is[Q8_MT][4];
+        const float *wsg = w->ws + ((size_t)g * (size_t)nsb + (size_t)(b >> w->sshift)) * RC_Q8_GROUP;
+        float32x4_t dv[Q8_MT];
+        RC_UNROLL
+        for (int t = 0; t < MT; t++) dv[t] = vdupq_n_f32(x->d[(size_t)(t0 + t) * (size_t)x->nb + (size_t)b]);
 #ifdef RC_Q8_NEON_DOT
-        for (int t = 0; t < MT; t++)
-            for (int k = 0; k < 4; k++) is[t][k] = vdupq_n_s32(0);
         int8x16_t xv[Q8_MT][2];
+        RC_UNROLL
         for (int t = 0; t < MT; t++) {
             const int8_t *xb = x->q + (size_t)(t0 + t) * K + (size_t)b * RC_Q8_BLOCK;
             xv[t][0] = vld1q_s8(xb);
             xv[t][1] = vld1q_s8(xb + 16);
         }
-        for (int s = 0; s < 4; s++)
-            for (int k = 0; k < 4; k++) {
+#endif
+        /* quarter by quarter (rows 4k .. 4k+3), each finished into its epilogue before the next: one
+         * quarter's integer sums live at a time (the sums are exact in any order, q8.h) */
+        RC_UNROLL
+        for (int k = 0; k < 4; k++) {
+            int32x4_t is[Q8_MT];
+#ifdef RC_Q8_NEON_DOT
+            RC_UNROLL
+            for (int t = 0; t < MT; t++) is[t] = vdupq_n_s32(0);
+            RC_UNROLL
+            for (int s = 0; s < 4; s++) {
                 int8x16_t w0, w1;
-                weights_pair(w, blk, s, k, tbl, &w0, &w1);
+                weights_pair(W4, blk, s, k, tbl, &w0, &w1);
+                RC_UNROLL
                 for (int t = 0; t < MT; t++) {
                     /* steps 2s, 2s+1 = input bytes 8s .. 8s+7: lanes 2s % 4, 2s % 4 + 1 of vector s / 2 */
                     const int8x16_t xs = xv[t][s >> 1];
                     if (s & 1) {
-                        is[t][k] = vdotq_laneq_s32(is[t][k], w0, xs, 2);
-                        is[t][k] = vdotq_laneq_s32(is[t][k], w1, xs, 3);
+                        is[t] = vdotq_laneq_s32(is[t], w0, xs, 2);
+                        is[t] = vdotq_laneq_s32(is[t], w1, xs, 3);
                     } else {
-                        is[t][k] = vdotq_laneq_s32(is[t][k], w0, xs, 0);
-                        is[t][k] = vdotq_laneq_s32(is[t][k], w1, xs, 1);
+                        is[t] = vdotq_laneq_s32(is[t], w0, xs, 0);
+                        is[t] = vdotq_laneq_s32(is[t], w1, xs, 1);
                     }
                 }
             }
 #else
-        int32x4_t pr[Q8_MT][4][2]; /* per quarter: rows 4k, 4k+1 (pairs) and rows 4k+2, 4k+3 */
-        for (int t = 0; t < MT; t++)
-            for (int k = 0; k < 4; k++) pr[t][k][0] = pr[t][k][1] = vdupq_n_s32(0);
-        for (int s = 0; s < 4; s++)
-            for (int k = 0; k < 4; k++) {
+            int32x4_t pr[Q8_MT][2]; /* rows 4k, 4k+1 (pairs) and rows 4k+2, 4k+3 */
+            RC_UNROLL
+            for (int t = 0; t < MT; t++) pr[t][0] = pr[t][1] = vdupq_n_s32(0);
+            RC_UNROLL
+            for (int s = 0; s < 4; s++) {
                 int8x16_t w0, w1;
-                weights_pair(w, blk, s, k, tbl, &w0, &w1);
+                weights_pair(W4, blk, s, k, tbl, &w0, &w1);
+                RC_UNROLL
                 for (int t = 0; t < MT; t++) {
                     const int8_t *xb = x->q + (size_t)(t0 + t) * K + (size_t)b * RC_Q8_BLOCK + 8 * (size_t)s;
                     int32_t x0, x1;
                     memcpy(&x0, xb, 4);
                     memcpy(&x1, xb + 4, 4);
                     const int8x16_t xv0 = vreinterpretq_s8_s32(vdupq_n_s32(x0)), xv1 = vreinterpretq_s8_s32(vdupq_n_s32(x1));
-                    pr[t][k][0] = vpadalq_s16(pr[t][k][0], vmull_s8(vget_low_s8(w0), vget_low_s8(xv0)));
-                    pr[t][k][1] = vpadalq_s16(pr[t][k][1], vmull_high_s8(w0, xv0));
-                    pr[t][k][0] = vpadalq_s16(pr[t][k][0], vmull_s8(vget_low_s8(w1), vget_low_s8(xv1)));
-                    pr[t][k][1] = vpadalq_s16(pr[t][k][1], vmull_high_s8(w1, xv1));
+                    pr[t][0] = vpadalq_s16(pr[t][0], vmull_s8(vget_low_s8(w0), vget_low_s8(xv0)));
+                    pr[t][1] = vpadalq_s16(pr[t][1], vmull_high_s8(w0, xv0));
+                    pr[t][0] = vpadalq_s16(pr[t][0], vmull_s8(vget_low_s8(w1), vget_low_s8(xv1)));
+                    pr[t][1] = vpadalq_s16(pr[t][1], vmull_high_s8(w1, xv1));
                 }
             }
-        for (int t = 0; t < MT; t++)
-            for (int k = 0; k < 4; k++) is[t][k] = vpaddq_s32(pr[t][k][0], pr[t][k][1]);
+            RC_UNROLL
+            for (int t = 0; t < MT; t++) is[t] = vpaddq_s32(pr[t][0], pr[t][1]);
 #endif
-        const float *wsg = w->ws + ((size_t)g * (size_t)nsb + (size_t)(b >> w->sshift)) * RC_Q8_GROUP;
-        for (int t = 0; t < MT; t++) {
-            const float32x4_t dv = vdupq_n_f32(x->d[(size_t)(t0 + t) * (size_t)x->nb + (size_t)b]);
-            for (int k = 0; k < 4; k++)
-                acc[t][k] = vfmaq_f32(acc[t][k], vcvtq_f32_s32(is[t][k]), vmulq_f32(vld1q_f32(wsg + 4 * k), dv));
+            const float32x4_t wsk = vld1q_f32(wsg + 4 * k);
+            RC_UNROLL
+            for (int t = 0; t < MT; t++) acc[t][k] = vfmaq_f32(acc[t][k], vcvtq_f32_s32(is[t]), vmulq_f32(wsk, dv[t]));
         }
     }
     /* the peaks of each input, ascending, after every block (q8.h) */
+    RC_UNROLL
     for (int t = 0; t < MT; t++) {
         const size_t row = (size_t)(t0 + t);
         const int32_t *pc = x->pk_c + row * (size_t)x->nb;
@@ -211,10 +228,12 @@ AINLINE void tile(const q8_job *j, const int MT, int64_t g, int t0) {
             for (int l = 0; l < RC_Q8_GROUP; l++) wv[l] = (float)rc_q8_value(w, g * RC_Q8_GROUP + l, pc[p]);
             const float *wsg = w->ws + ((size_t)g * (size_t)nsb + (size_t)(b >> w->sshift)) * RC_Q8_GROUP;
             const float32x4_t pv = vdupq_n_f32(px[p]);
+            RC_UNROLL
             for (int k = 0; k < 4; k++)
                 acc[t][k] = vfmaq_f32(acc[t][k], vld1q_f32(wv + 4 * k), vmulq_f32(vld1q_f32(wsg + 4 * k), pv));
         }
     }
+    RC_UNROLL
     for (int t = 0; t < MT; t++) store_group(j, g, t0 + t, acc[t]);
 }
 
@@ -225,8 +244,13 @@ static void neon_q8_matmul(const rc_q8mat *w, const float *bias, const rc_q8act 
     const q8_job j = {w, x, bias, Y, ldy, r0, r1};
     for (int64_t g = r0 / RC_Q8_GROUP; g <= (r1 - 1) / RC_Q8_GROUP; g++) {
         int t = 0;
-        for (; t + Q8_MT <= nt; t += Q8_MT) tile(&j, Q8_MT, g, t);
-        if (t < nt) tile(&j, 1, g, t);
+        if (w->kind == RC_Q8_W4) {
+            for (; t + Q8_MT <= nt; t += Q8_MT) tile(&j, Q8_MT, 1, g, t);
+            if (t < nt) tile(&j, 1, 1, g, t);
+        } else {
+            for (; t + Q8_MT <= nt; t += Q8_MT) tile(&j, Q8_MT, 0, g, t);
+            if (t < nt) tile(&j, 1, 0, g, t);
+        }
     }
 }
 _Static_assert(Q8_MT == 2, "neon_q8_matmul covers an input tail of 1");
