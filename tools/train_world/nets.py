@@ -229,3 +229,75 @@ class Bridge(nn.Module):
         self.qdim, self.kdim, self.d = qdim, kdim, d
         self.Wq = nn.Sequential(nn.Linear(qdim, d), nn.GELU(), nn.Linear(d, d))
         self.Wk = nn.Sequential(nn.Linear(kdim, d), nn.GELU(), nn.Linear(d, d))
+
+
+def grow_qwen2(model, new, after=(), seed=0):
+    """A larger Qwen2 that computes what `model` computes, to start a bigger decoder from a trained
+    one (train.py --grow). new: the larger config (hidden, heads, kv_heads, ffn, layers may grow;
+    head_dim, vocab and theta stay). Every new unit starts silent: the new hidden dims, heads, FFN
+    neurons and layers are read through random weights but written through zeros, so the residual
+    stream's new dims are 0, a new head or neuron adds 0 and a new layer is the identity; the norms'
+    weights shrink by sqrt(H/H') because the mean square is now taken over H' dims of which only H
+    are not 0. The gradients reach the zero writers through the random readers, so every new unit
+    learns. after: the old layer indices after which the new layers go (the rest at the end).
+    Old head g keeps its key/value head (heads are grouped NH/NKV to one, as before, when the
+    groups keep their size). Returns (the larger model, the new index of each old layer)."""
+    c = model.cfg
+    H, NH, NKV, D, FF, L = c["hidden"], c["heads"], c["kv_heads"], c["head_dim"], c["ffn"], c["layers"]
+    H2, NH2, NKV2, FF2, L2 = new["hidden"], new["heads"], new["kv_heads"], new["ffn"], new["layers"]
+    if new["head_dim"] != D or H2 < H or NH2 < NH or NKV2 < NKV or FF2 < FF or L2 < L or NH2 // NKV2 != NH // NKV:
+        raise ValueError("grow_qwen2: the new config must be at least as large, with the same head_dim and group size")
+    g = torch.Generator().manual_seed(seed)
+    big = Qwen2(dict(c, **new))
+    s = math.sqrt(H / H2)
+    rstd = 1.0 / math.sqrt(H2)
+
+    def rnd(*shape, std=rstd):
+        return torch.randn(*shape, generator=g) * std
+
+    def reader(old_w, out_old, out_new, in_old, in_new, std=rstd):
+        # [out_new, in_new]: old block kept, the rest random (they read dims or feed units that start at 0)
+        w = rnd(out_new, in_new, std=std)
+        w[:out_old, :in_old] = old_w
+        return w
+
+    def writer(old_w, out_old, out_new, in_old, in_new):
+        w = torch.zeros(out_new, in_new)
+        w[:out_old, :in_old] = old_w
+        return w
+
+    def norm(old_w):
+        return torch.cat([old_w * s, torch.full((H2 - H,), s)])
+
+    with torch.no_grad():
+        big.embed_tokens.weight.copy_(writer(model.embed_tokens.weight, model.embed_tokens.weight.shape[0],
+                                             big.embed_tokens.weight.shape[0], H, H2))
+        big.norm.weight.copy_(norm(model.norm.weight))
+        big.lm_head.weight.copy_(reader(model.lm_head.weight, c["vocab"], new.get("vocab", c["vocab"]), H, H2, std=0.02))
+        slots = []  # where each old layer goes
+        extra = L2 - L
+        for i in range(L):
+            slots.append(len(slots) + sum(1 for a in after[:extra] if a < i))
+        for i, ol in enumerate(model.layers):
+            nl = big.layers[slots[i]]
+            nl.input_layernorm.weight.copy_(norm(ol.input_layernorm.weight))
+            nl.post_attention_layernorm.weight.copy_(norm(ol.post_attention_layernorm.weight))
+            a, b = ol.self_attn, nl.self_attn
+            b.q_proj.weight.copy_(reader(a.q_proj.weight, NH * D, NH2 * D, H, H2))
+            b.q_proj.bias.copy_(torch.cat([a.q_proj.bias, torch.zeros((NH2 - NH) * D)]))
+            for p in ("k_proj", "v_proj"):
+                getattr(b, p).weight.copy_(reader(getattr(a, p).weight, NKV * D, NKV2 * D, H, H2))
+                getattr(b, p).bias.copy_(torch.cat([getattr(a, p).bias, torch.zeros((NKV2 - NKV) * D)]))
+            b.o_proj.weight.copy_(writer(a.o_proj.weight, H, H2, NH * D, NH2 * D))
+            m, n = ol.mlp, nl.mlp
+            n.gate_proj.weight.copy_(reader(m.gate_proj.weight, FF, FF2, H, H2))
+            n.up_proj.weight.copy_(reader(m.up_proj.weight, FF, FF2, H, H2))
+            n.down_proj.weight.copy_(writer(m.down_proj.weight, H, H2, FF, FF2))
+        for j, nl in enumerate(big.layers):
+            if j in slots:
+                continue
+            for p in (nl.self_attn.o_proj, nl.mlp.down_proj):
+                p.weight.zero_()
+            for p in (nl.self_attn.q_proj, nl.self_attn.k_proj, nl.self_attn.v_proj, nl.mlp.gate_proj, nl.mlp.up_proj):
+                p.weight.copy_(rnd(*p.weight.shape))
+    return big, slots

@@ -1336,6 +1336,11 @@ def main():
                     "typed (wide, the question naming the fact its own way; --init the wide world: TYPED)")
     ap.add_argument("--typed-share", type=float, default=None, help="--wording typed: the share of wide questions "
                     "named another way and of wide facts in the typed forms (default TYPED's)")
+    ap.add_argument("--grow", nargs="*", default=[], help="with --init: KEY=VALUE of a larger decoder (hidden, heads, "
+                    "kv_heads, ffn, layers) that starts computing what the --init decoder computes (nets.grow_qwen2) "
+                    "and continues from there; a new random pooler of its width; the gate reads the old gate "
+                    "layers in their new places")
+    ap.add_argument("--grow-after", default="1,2", help="with --grow: the old layers after which new layers go")
     ap.add_argument("--init", default=None, help="a world folder whose decoder training continues (same seed "
                     "and corpus: the same tokenizer); --steps more steps, then gate and bridge afresh")
     args = ap.parse_args()
@@ -1390,6 +1395,22 @@ def main():
         # changes; the decoder learned to read this one's soft tokens
         pooler.load_state_dict(torch.load(os.path.join(args.init, "pooler.pt"))["pooler"])
         log("decoder and pooler: continuing from %s" % args.init)
+    if args.grow:
+        if not args.init:
+            raise SystemExit("train.py: --grow enlarges a trained decoder: give --init DIR")
+        global GATE_LAYERS
+        new = dict(QCFG, **{k: int(v) for k, v in (x.split("=", 1) for x in args.grow)})
+        model, slots = nets.grow_qwen2(model, new, tuple(int(a) for a in args.grow_after.split(",") if a),
+                                       seed=args.seed * 53 + 7)
+        QCFG.update(new)
+        GATE_LAYERS = tuple(slots[l] for l in GATE_LAYERS)
+        # the pooler stays random and fixed (docs/WORLD.md, "Why the pooler is random"), drawn at the new width
+        torch.manual_seed(args.seed * 59 + 3)
+        pooler = nets.AttnPoolSP(QCFG["hidden"], N_SP, POOLER["heads"], POOLER["blocks"], POOLER["ffn"])
+        for p in pooler.parameters():
+            p.requires_grad_(False)
+        log("decoder grown to %s; old layers now at %s, gate layers %s" % (
+            {k: QCFG[k] for k in ("hidden", "heads", "kv_heads", "ffn", "layers")}, slots, GATE_LAYERS))
 
     def on_eval(it):
         if model.embed_tokens.weight.shape[0] < QCFG["vocab"]:  # the warm-up's smaller vocabulary (DEC warm_vocab)
@@ -1400,7 +1421,8 @@ def main():
         log("held-out copy at step %d: " % it + "  ".join("%s %d/%d" % (k, v[0], v[1]) for k, v in res.items()))
 
     ckpt = args.ckpt or out.rstrip("/") + ".ckpt"
-    stage_seed = args.seed + {"grammar": 1000, "wide": 1000, "typed": 2000}[args.wording] if args.init else args.seed
+    stage_seed = args.seed + ({"grammar": 1000, "wide": 1000, "typed": 2000}[args.wording] if not args.grow else 3000) \
+        if args.init else args.seed
     train_decoder(model, pooler, W, bpe, hay_pieces, args.steps, stage_seed, ids_, cfg,
                   args.eval_every, on_eval, ckpt)
     model.eval()
