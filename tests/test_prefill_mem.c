@@ -8,6 +8,7 @@
 #include "../bench/bench_util.h" /* bench_status_mib, bench_reset_peak */
 #include "blob.h"
 #include "fixture.h"
+#include "pool.h"
 #include "qwen2.h"
 
 #include <criterion/criterion.h>
@@ -56,5 +57,43 @@ Test(prefill_memory, peak_grows_by_the_kv_bytes_not_quadratically, .timeout = 12
     /* the measurement sees the KV (touched during the prefill), and little else */
     cr_assert_geq(g + slack, (long long)kv2, "peak growth %lld B is far below the KV's %zu B", g, kv2);
     cr_assert_leq(g, (long long)kv2 + slack, "peak grew %lld B over a 2,048-row prefill; the KV is %zu B", g, kv2);
+    rc_blob_close(b);
+}
+
+/* The memory estimate (api.c, recall_open_opts.max_memory) counts RC_QWEN2_CHUNK_MAX rows of exact
+ * scratch. A kernel path may ask for more rows than RC_QWEN2_CHUNK (rc_kernels.matmul_rows: the
+ * AVX2 panel decode wants 128) but never gets more than the estimate counts. Where the AVX2 path
+ * exists the test sees it take its 128 rows, so it cannot pass without the hint having run. */
+Test(prefill_memory, chunk_rows_within_what_the_estimate_counts) {
+    const char *path = fixture_worldA_blob("f32");
+    cr_assert(path);
+    rc_blob *b = NULL;
+    recall_err err = {0};
+    cr_assert_eq(rc_blob_open(path, 0, &b, &err), RECALL_OK, "%s", err.msg);
+    int hinted = 0;
+    for (int p = 0; p < RC_SIMD_COUNT; p++) {
+        if (!rc_simd_available((rc_simd_path)p)) continue;
+        for (int q8 = 0; q8 < 2; q8++) {
+            rc_exec_opts o = {.threads = 1, .simd = rc_simd_name((rc_simd_path)p), .numerics = q8 ? RC_NUMERICS_Q8 : 0};
+            rc_exec *ex = NULL;
+            rc_qwen2 *m = NULL;
+            cr_assert_eq(rc_exec_open(&o, &ex, &err), RECALL_OK, "%s", err.msg);
+            cr_assert_eq(rc_qwen2_open_ex(b, 256, ex, &m, &err), RECALL_OK, "%s", err.msg);
+            const int rows = rc_qwen2_chunk_rows(m), hint = ex->k.matmul_rows;
+            const char *name = rc_simd_name((rc_simd_path)p);
+            if (q8) {
+                cr_assert_eq(rows, RC_QWEN2_CHUNK_Q8, "%s q8: %d rows", name, rows);
+            } else {
+                cr_assert_leq(rows, RC_QWEN2_CHUNK_MAX, "%s: %d rows, the estimate counts %d", name, rows,
+                              RC_QWEN2_CHUNK_MAX);
+                cr_assert_eq(rows, hint > 0 ? (hint < RC_QWEN2_CHUNK_MAX ? hint : RC_QWEN2_CHUNK_MAX) : RC_QWEN2_CHUNK,
+                             "%s: %d rows for a hint of %d", name, rows, hint);
+                hinted += hint > 0;
+            }
+            rc_qwen2_close(m);
+            rc_exec_close(ex);
+        }
+    }
+    if (rc_simd_available(RC_SIMD_AVX2)) cr_assert_geq(hinted, 1, "the AVX2 path asked for no rows");
     rc_blob_close(b);
 }

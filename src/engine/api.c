@@ -124,10 +124,12 @@ static uint64_t qwen2_bytes(const rc_blob *b, int64_t max_ctx, recall_kv kvs, in
     uint64_t kv = sat_mul(sat_mul(sat_mul(kvs == RECALL_KV_F16 ? 2 * 2 : 2 * 4, L), C), sat_mul(NKV, D));
     uint64_t rope = sat_mul(sat_mul(C, D), 4);
     uint64_t row = sat_add(sat_add(sat_mul(6, H), sat_mul(2, F)), sat_add(sat_mul(3, sat_mul(NH, D)), sat_mul(NH, C)));
-    uint64_t scratch = sat_add(sat_mul(sat_mul(RC_QWEN2_CHUNK, row), 4), sat_mul(4 * 4, V));
-    if (q8 && RC_QWEN2_CHUNK_Q8 > RC_QWEN2_CHUNK) { /* q8's larger chunk (its rows without the scores term,
-                                                      which is not per row) and its quantised rows */
-        const uint64_t wide = F > H ? F : H, extra = RC_QWEN2_CHUNK_Q8 - RC_QWEN2_CHUNK;
+    /* the exact chunk at its largest (RC_QWEN2_CHUNK_MAX: some kernel paths ask for more rows) */
+    const uint64_t rows = RC_QWEN2_CHUNK_MAX > RC_QWEN2_CHUNK ? RC_QWEN2_CHUNK_MAX : RC_QWEN2_CHUNK;
+    uint64_t scratch = sat_add(sat_mul(sat_mul(rows, row), 4), sat_mul(4 * 4, V));
+    if (q8 && RC_QWEN2_CHUNK_Q8 > rows) { /* q8's larger chunk (its rows without the scores term,
+                                             which is not per row) and its quantised rows */
+        const uint64_t wide = F > H ? F : H, extra = RC_QWEN2_CHUNK_Q8 - rows;
         const uint64_t row8 = sat_add(sat_add(sat_mul(6, H), sat_mul(2, F)), sat_mul(3, sat_mul(NH, D)));
         scratch = sat_add(scratch, sat_add(sat_mul(sat_mul(extra, row8), 4), sat_mul(RC_QWEN2_CHUNK_Q8, wide * 2)));
     }

@@ -53,7 +53,8 @@ struct rc_qwen2 {
     float *final_norm;
     int max_ctx, n_cached;
     int cap;            /* positions allocated in kc / vc / rope / scores (0 .. max_ctx) */
-    int chunk;          /* rows per forward chunk: RC_QWEN2_CHUNK, or RC_QWEN2_CHUNK_Q8 under q8 */
+    int chunk;          /* rows per forward chunk: RC_QWEN2_CHUNK (the kernels' matmul_rows where they ask,
+                         * at most RC_QWEN2_CHUNK_MAX), or RC_QWEN2_CHUNK_Q8 under q8 */
     int att_pairs, att_tile; /* attention blocking (rc_qwen2_set_attn_blocking) */
     rc_kv_dtype kv;      /* the element of kc / vc / gk / gv (rc_qwen2_set_kv_dtype) */
     size_t kv_esz;      /* its bytes: 4 (f32) or 2 (f16) */
@@ -421,8 +422,8 @@ static recall_status open_ctx(const rc_blob *b, int max_ctx, const rc_exec *ex, 
     m->kvd = m->c.kv_heads * m->c.head_dim;
     m->scale = (float)(1.0 / sqrt((double)m->c.head_dim));
     m->chunk = ex->opts.numerics == RC_NUMERICS_Q8 ? RC_QWEN2_CHUNK_Q8
-               : ex->k.matmul_rows > 0                ? ex->k.matmul_rows
-                                                      : RC_QWEN2_CHUNK;
+               : ex->k.matmul_rows > 0 ? (ex->k.matmul_rows < RC_QWEN2_CHUNK_MAX ? ex->k.matmul_rows : RC_QWEN2_CHUNK_MAX)
+                                       : RC_QWEN2_CHUNK;
     st = bind_weights(m, b, err);
     if (!st) st = read_q8_exact(m, b, err);
     if (!st) st = alloc_scratch(m, err);
@@ -462,6 +463,7 @@ void rc_qwen2_q8_stats(const rc_qwen2 *m, size_t *bytes, double *seconds) {
 }
 
 const rc_qwen2_config *rc_qwen2_cfg(const rc_qwen2 *m) { return &m->c; }
+int rc_qwen2_chunk_rows(const rc_qwen2 *m) { return m->chunk; }
 const float *rc_qwen2_gate_q(const rc_qwen2 *m) { return m->gate_q; }
 int rc_qwen2_n_cached(const rc_qwen2 *m) { return m->n_cached; }
 int rc_qwen2_max_ctx(const rc_qwen2 *m) { return m->max_ctx; }

@@ -54,6 +54,10 @@
 #ifndef RC_QWEN2_CHUNK /* rows per chunk: a speed knob only (rows are independent) */
 #define RC_QWEN2_CHUNK 64
 #endif
+/* The most rows a chunk of the exact profile holds where the kernels ask for more than
+ * RC_QWEN2_CHUNK (rc_kernels.matmul_rows: the AVX2 path's panel decode wants 128); the memory
+ * estimate counts this many, so it stays on the high side on every path. */
+#define RC_QWEN2_CHUNK_MAX 128
 /* The q8 profile's chunk: its prefill reads each packed weight panel once per chunk and decodes
  * it for every row of the chunk, so more rows a chunk amortise the panel (measured in
  * bench/NOTES.md: 256 rows +8-10 % q8 prefill against 64; the exact tile gains nothing). */
@@ -137,6 +141,9 @@ void rc_q8_exact_format(const uint8_t *mask, int layers, char *out, size_t n);
 /* The canonical SPEC this context keeps exact under q8 ("" for none, or under the exact profile). */
 const char *rc_qwen2_q8_exact(const rc_qwen2 *m);
 const rc_qwen2_config *rc_qwen2_cfg(const rc_qwen2 *m);
+/* Rows per forward chunk as opened (RC_QWEN2_CHUNK, the kernels' matmul_rows up to RC_QWEN2_CHUNK_MAX,
+ * or RC_QWEN2_CHUNK_Q8): the scratch holds this many rows. */
+int rc_qwen2_chunk_rows(const rc_qwen2 *m);
 
 recall_status rc_qwen2_forward(rc_qwen2 *m, const rc_qwen2_fwd *f, recall_err *err);
 
