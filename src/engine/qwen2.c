@@ -421,9 +421,9 @@ static recall_status open_ctx(const rc_blob *b, int max_ctx, const rc_exec *ex, 
     m->qd = m->c.heads * m->c.head_dim;
     m->kvd = m->c.kv_heads * m->c.head_dim;
     m->scale = (float)(1.0 / sqrt((double)m->c.head_dim));
-    m->chunk = ex->opts.numerics == RC_NUMERICS_Q8 ? RC_QWEN2_CHUNK_Q8
-               : ex->k.matmul_rows > 0 ? (ex->k.matmul_rows < RC_QWEN2_CHUNK_MAX ? ex->k.matmul_rows : RC_QWEN2_CHUNK_MAX)
-                                       : RC_QWEN2_CHUNK;
+    m->chunk = ex->k.matmul_rows > 0 ? ex->k.matmul_rows : RC_QWEN2_CHUNK; /* the kernels may want more rows */
+    if (m->chunk > RC_QWEN2_CHUNK_MAX) m->chunk = RC_QWEN2_CHUNK_MAX;             /* what the memory estimate counts */
+    if (ex->opts.numerics == RC_NUMERICS_Q8) m->chunk = RC_QWEN2_CHUNK_Q8;
     st = bind_weights(m, b, err);
     if (!st) st = read_q8_exact(m, b, err);
     if (!st) st = alloc_scratch(m, err);

@@ -25,7 +25,8 @@
  * rc_qwen2_reserve sizes it once for a request of known length; rc_qwen2_kv_bytes reports it.
  * The cache holds f32 (exact, the default) or binary16 (rc_qwen2_set_kv_dtype: half the bytes, each
  * K / V value rounded once as it enters; the math stays fp32).
- * Rows are processed in chunks of RC_QWEN2_CHUNK rows, RC_QWEN2_CHUNK_Q8 under the q8 profile
+ * Rows are processed in chunks of RC_QWEN2_CHUNK rows (more where the kernels ask for it,
+ * rc_kernels.matmul_rows, up to RC_QWEN2_CHUNK_MAX), RC_QWEN2_CHUNK_Q8 under the q8 profile
  * (scratch allocated once at open; rows are independent, so the chunk never changes a bit); the kernels
  * come from the execution context's table (simd/kernels.h, bitwise the scalar order) and the pool
  * splits weight output rows / heads, never a reduction (a call of few rows, i.e. decode, in units
