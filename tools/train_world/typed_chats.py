@@ -13,6 +13,13 @@ value (spaces and a final full stop stripped). A false fire is a small-talk turn
 fired (`--trace`'s "turn done" line); they are counted over every small-talk turn of the three runs
 (with how many of them the gate checked at all: it checks only once history has been evicted), and
 over the evicted runs' alone. Prints one line per chat (or a Markdown table), then the totals.
+
+A chat that also has "week_question" (a small-talk question sent right after the fact) and
+"absent_question" (a question about a fact the chat never stated; tests/blind/plain40.json) is run
+three more times: "week" (the fact, then that small-talk question: kept small talk when the reply is
+neither the value nor "I don't know."), "absent, in view" (the fact, then the absent question) and
+"absent, evicted" (the fact, three small-talk lines, the absent question): right when the reply
+is "I don't know." (the others are listed; those giving the chat's own value are counted).
 """
 import argparse
 import json
@@ -22,6 +29,10 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 RUNS = (("in view", 0), ("one line", 1), ("evicted", 3))
+# the extra runs of a chat with "week_question" and "absent_question": (name, small-talk lines, field)
+EXTRA = (("week", 0, "week_question"), ("absent, in view", 0, "absent_question"),
+         ("absent, evicted", 3, "absent_question"))
+DONT_KNOW = "I don't know"
 
 
 def run_chat(recall, blob, opts, lines):
@@ -56,8 +67,11 @@ def main():
     for c in chats:
         for name, n in RUNS:
             jobs.append((c, name, n, [c["fact"]] + c["small_talk"][:n] + [c["question"]]))
+    extra = [(c, name, n, [c["fact"]] + c["small_talk"][:n] + [c[field]])
+             for c in chats if all(f in c for _, _, f in EXTRA) for name, n, field in EXTRA]
     with ThreadPoolExecutor(a.jobs) as ex:
-        res = list(ex.map(lambda j: run_chat(a.recall, a.blob, a.opts, j[3]), jobs))
+        res = list(ex.map(lambda j: run_chat(a.recall, a.blob, a.opts, j[3]), jobs + extra))
+    res, extra_res = res[:len(jobs)], res[len(jobs):]
     ok = {name: 0 for name, _ in RUNS}
     st_turns = st_checked = st_fires = ev_turns = ev_fires = 0
     by_chat = {}
@@ -89,6 +103,32 @@ def main():
           "%d/%d (%d of them with a gate check; evicted runs %d/%d); blob %s, options %s" % (
               ok["in view"], n, ok["one line"], n, ok["evicted"], n, st_fires, st_turns, st_checked, ev_fires,
               ev_turns, a.blob, " ".join(a.opts) or "(none)"))
+    if extra:
+        report_extra(extra, extra_res)
+
+
+def report_extra(extra, res):
+    """The week and absent runs: per chat the replies that went wrong, then the totals."""
+    tally = {name: [0, 0] for name, _, _ in EXTRA}  # name -> [right, of]
+    own_value = 0  # absent questions answered with the chat's own value
+    wrong = []
+    for (c, name, _, _), (ans, fires) in zip(extra, res):
+        a = norm(ans)
+        if name == "week":
+            right = a != norm(c["value"]) and norm(c["value"]) not in a and a != DONT_KNOW
+        else:
+            right = a == DONT_KNOW
+            own_value += norm(c["value"]) in a
+        tally[name][0] += right
+        tally[name][1] += 1
+        if not right:
+            wrong.append("%3s %-16s %-40s (fires %d)" % (c["id"], name, ans.strip()[:40], fires[-1][1] if fires else 0))
+    print()
+    print("\n".join(wrong))
+    print("small-talk question right after the fact kept small talk %d/%d; question about a fact never told "
+          "answered \"I don't know.\": in view %d/%d, evicted %d/%d (%d of the others gave the chat's own value)" % (
+              tally["week"][0], tally["week"][1], tally["absent, in view"][0], tally["absent, in view"][1],
+              tally["absent, evicted"][0], tally["absent, evicted"][1], own_value))
 
 
 if __name__ == "__main__":
