@@ -9,7 +9,7 @@ The text side of train.py's keyword index alone: a query tower reads the keyword
 WORLD_DIR's decoder embeddings of its BPE tokens, contrasted with BERT(block) of a batch of 48
 blocks (half of them holding a fact). Every 250 steps: on 60 held-out dialogues of the held-out
 facts (eval_bench.json's keywords and values), the top-2 hits of each question's keyword among
-its dialogue's blocks and among 48 more. Numbers: docs/WORLD.md ("the keyword index")."""
+its dialogue's blocks and among 48 more. Numbers: bench/NOTES.md ("Which fact is asked")."""
 import os, sys, random, time, math, pickle
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # the recipe's modules

@@ -15,7 +15,7 @@ emb (given: the embeddings drawn again with this std; else nets.Qwen2's 0.02; lm
 threads=1 seed=1. The other shape values are the world's (train.QCFG).
 Prints every 50 steps the training loss on the repeats and the argmax accuracy on 32 fixed
 held-out rows (chance: 1/V; the unigram of a row's own ids gives at most ~1/20).
-Measured runs: docs/WORLD.md, "Not solved yet".
+Measured runs: bench/NOTES.md, "How the copy was learned".
 """
 import os
 import random

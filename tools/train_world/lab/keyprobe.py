@@ -11,7 +11,7 @@ a key is the mean decoder input embedding of a candidate's BPE tokens: the dialo
 dialogues' top-2 hits at the check positions (the last token of a chunk), among the dialogue's own
 candidates and with the 48 others, and where the check fell (q: the question's line, r: the
 reply). A key that is a fixed function of the tokens generalises to words never trained, so a
-probe at chance means the q carries no word of the question. Numbers: docs/WORLD.md.
+probe at chance means the q carries no word of the question. Numbers: bench/NOTES.md, "Which fact is asked".
 """
 import os, sys, random, time
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F

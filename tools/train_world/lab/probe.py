@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """probe.py - short decoder-only training runs of the trained world's recipe, measuring held-out
-copy accuracy every N steps (how the recipe's schedule was chosen: docs/WORLD.md).
+copy accuracy every N steps (how the recipe's schedule was chosen: bench/NOTES.md, "How the copy
+was learned").
 
     /usr/bin/python3 tools/train_world/lab/probe.py [--steps N] [--every N] [--set KEY=VALUE ...]
         [--qcfg KEY=VALUE ...] [--form F] [--threads T] [--seed S]

@@ -4,7 +4,7 @@ world.py, world_common.py, world_broad.py or world_wide.py changes no generated 
 For every --world / --wording path train.py trains on (the templated world; the broad grammar;
 --wording wide; --wording typed) it draws dialogues of every shape train.py samples (the
 benchmark's, the freer one, dense drills, recite drills), a needle prompt now and then, and the
-evaluation files' content, from fixed seeds, and prints one XXH64-free SHA-256 per path over their
+evaluation files' content, from fixed seeds, and prints one SHA-256 per path and seed over their
 repr (keywords with their wording attributes: world_wide.Key's rel, kind, verb, ...). Run it before
 and after a change; the lines must be identical:
 
