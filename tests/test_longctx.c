@@ -420,9 +420,9 @@ Test(longctx, cli_runs_every_arm_and_writes_the_json) {
  * is 96 tokens: at depth 0.1 the needle has scrolled out, the gate fires, the bridge head brings
  * its block back and RC_bge answers; at 0.5 it copies the value with one digit too many
  * ("8696664"), and at 0.9 the needle (tokens 302-322) is leaving the window while the reply is
- * written and it says it does not know (the measured run: docs/WORLD.md, "Measured"). SP, with
- * the gist only, never answers; SP and FULL score no gate. Replies restate the keyword and the
- * value before </think> (about 50 tokens): --max-new 64. */
+ * written and it says it does not know (the measured run: docs/WORLD.md, "The templated world:
+ * measured"). SP, with the gist only, never answers; SP and FULL score no gate. Replies restate the
+ * keyword and the value before </think> (about 50 tokens): --max-new 64. */
 #define TRAINED_LCTX_LEN "384"
 static const int trained_lctx_exact[3][3] = {/* FULL, SP, RC_bge at depth 0.1, 0.5, 0.9 */
                                              {1, 1, 1},

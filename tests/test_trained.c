@@ -25,9 +25,9 @@
 
 #define T FIXTURE_TEMPLATED
 
-/* The measured run (docs/WORLD.md, "Measured"): held-out problems 0-3, faithful mode. FULL keeps
- * the facts in view and copies every value; RC_bge gets each fact's block back and copies it; SP
- * has the gist only and says it does not know. */
+/* The measured run (docs/WORLD.md, "The templated world: measured"): held-out problems 0-3,
+ * faithful mode. FULL keeps the facts in view and copies every value; RC_bge gets each fact's block
+ * back and copies it; SP has the gist only and says it does not know. */
 #define EXPECT_FULL_OK 12
 #define EXPECT_SP_OK 0
 #define EXPECT_RC_OK 12
@@ -382,7 +382,8 @@ Test(trained, a_fact_at_the_window_edge_is_answered_in_the_recommended_setting, 
  * small talk, then the three questions), replayed as make demo does (the recommended setting
  * WHOLE, the gate file's threshold): RC_bge answers all three with the value, SP none (each reply
  * ends "</think>I don't know."). The reference's faithful loop answers the dentist's name with
- * small talk on this world (docs/WORLD.md, "One dialogue, step by step"). */
+ * small talk on this world (bench/NOTES.md, "One dialogue, step by step, on the trained and
+ * templated worlds"). */
 /* make demo's chat replayed on `blob` in the recommended setting: each `want` in the RC_bge run's
  * output; in SP's, none of them and `sp_idk` replies "I don't know." (its three questions, and on
  * the wide world a small-talk question too). */

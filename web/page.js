@@ -5,6 +5,55 @@
 import { LoopView } from './loop_view.js';
 
 const $ = (id) => document.getElementById(id);
+
+// What the page offers to try, in one place: facts the bundled world (tests/golden/wide) answers
+// when asked back, small talk to put between, and what it does not understand. Each was checked
+// with the native CLI in the page's setting (`recall chat build/wide-f32.blob --mode clean --span
+// exchange --edge exchange --rerank single`: the three facts, the two lines, the three questions
+// answer Halvorsen, 7:40, 4471; the last question, the fact named otherwise, gets small talk or
+// "I don't know."). A retrained world may answer other things: check these again with it.
+const EXAMPLES = {
+  tell: ['Just so you know, my dentist is Dr. Halvorsen.', 'My flight lands at 7:40 tomorrow.', 'The code for the side gate is 4471.'],
+  chat: ['How was your weekend?', 'I tried a new recipe for lentil soup and it turned out great.'],
+  ask: ['Who is my dentist?', 'When does my flight land?', 'What is the code for the side gate?'],
+  limits: 'What it does not understand: a question that names the fact in other words (“When do I get in?” '
+    + 'after “My flight lands at 7:40”), or anything far from telling and asking back. It is a tiny model '
+    + '(a 1.6 M-parameter decoder) trained for this one job, not a general assistant.',
+};
+
+// the examples as buttons: a click puts the text in the box (Enter sends it)
+function showExamples() {
+  const box = $('examples');
+  const intro = document.createElement('div');
+  intro.className = 'examples-intro';
+  intro.textContent = 'Try these (a click puts one in the box; Enter sends it):';
+  box.appendChild(intro);
+  for (const [key, label] of [['tell', 'tell it'], ['chat', 'chat a little'], ['ask', 'then ask']]) {
+    const row = document.createElement('div');
+    row.className = 'examples-row';
+    const l = document.createElement('span');
+    l.className = 'label';
+    l.textContent = label;
+    row.appendChild(l);
+    const chips = document.createElement('span');
+    chips.className = 'chips';
+    row.appendChild(chips);
+    for (const text of EXAMPLES[key]) {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = `example ${key}`;
+      b.textContent = text;
+      b.addEventListener('click', () => {
+        $('input').value = text;
+        $('input').focus();
+      });
+      chips.appendChild(b);
+    }
+    box.appendChild(row);
+  }
+  $('limits').textContent = EXAMPLES.limits;
+}
+showExamples();
 const SESSION_KEY = 'recall.session.v1';
 const worker = new Worker(new URL('worker.js', import.meta.url), { type: 'module' });
 const view = new LoopView($('turns'));
@@ -221,6 +270,7 @@ $('blob').addEventListener('change', async () => {
 window.recallPage = {
   state,
   send,
+  examples: EXAMPLES,
   replay(problem, { simd = null, arm = null } = {}) {
     return new Promise((resolve) => {
       pendingReplay = { resolve };

@@ -22,6 +22,8 @@
 //      one (?madd=unfused, which the module's load-time proof must refuse): each replay's trace
 //      byte-identical to native, and each check names the module and multiply-add that ran
 //      (step 4 requires relaxed-simd's multiply-add proven fused in this browser).
+//   0. (first) the examples page.js offers are on the page as buttons and a click puts one in the
+//      chat box; the line on what the world does not understand is shown.
 // Ends with "test-web: N passed, M failed" and exits non-zero on any failure.
 import { spawnSync } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -171,6 +173,26 @@ try {
   await page.reload();
   await ready();
   const loadMs = performance.now() - t0;
+
+  // 0. what the page says it understands: page.js's examples shown as buttons, a click puts one in
+  // the box (the box is emptied again before the typed dialogue), and the line on what it does not
+  const ex = await page.evaluate(() => window.recallPage.examples);
+  const exTexts = [...ex.tell, ...ex.chat, ...ex.ask];
+  const shownEx = await page.$$eval('#examples button.example', (bs) => bs.map((b) => b.textContent));
+  const limits = await page.$eval('#limits', (e) => e.textContent);
+  check(ex.tell.length >= 2 && ex.ask.length === ex.tell.length && JSON.stringify(shownEx) === JSON.stringify(exTexts) &&
+    /does not understand/.test(limits) && limits === ex.limits,
+    `the page shows its ${ex.tell.length} example facts, ${ex.chat.length} lines of small talk and ${ex.ask.length} questions, and what it does not understand`,
+    `shown: ${JSON.stringify(shownEx)}; limits: ${JSON.stringify(limits)}`);
+  const filled = [];
+  for (const i of [0, exTexts.length - 1]) {
+    await (await page.$$('#examples button.example'))[i].click();
+    filled.push(await page.$eval('#input', (e) => (document.activeElement === e ? e.value : '(not focused)')));
+  }
+  check(filled[0] === exTexts[0] && filled[1] === exTexts.at(-1), 'a click on an example puts its text in the box (focused, not sent)',
+    JSON.stringify(filled));
+  await page.$eval('#input', (e) => { e.value = ''; });
+  check(await page.evaluate(() => window.recallPage.state.log.length) === 0, 'no turn was sent by the clicks');
 
   // 1. the dialogue, typed
   const midShot = join(opt.out, 'web-midturn.png');

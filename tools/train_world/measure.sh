@@ -1,6 +1,6 @@
 #!/bin/sh
-# measure.sh - the trained world's numbers (docs/WORLD.md, "Measured"), every one from ./recall or
-# from the Python replay of the loop:
+# measure.sh - the trained world's numbers (docs/WORLD.md, "The trained world: measured"), every one
+# from ./recall or from the Python replay of the loop:
 #   sh tools/train_world/measure.sh [WORLD_DIR] [OUT_DIR] [PROBLEMS]
 # WORLD_DIR defaults to tests/golden/trained, OUT_DIR to build/world-numbers, PROBLEMS to 0-33
 # (102 held-out questions). Two processes at a time (a 2-core machine). In OUT_DIR:

@@ -52,8 +52,8 @@ class Qwen2(nn.Module):
         inv = 1.0 / (cfg["theta"] ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
         self.register_buffer("inv_freq", inv, persistent=False)
         # std 0.02 everywhere (the recipe's committed world); cfg init_std / emb_std set the layer
-        # matrices' and the embeddings' (lm_head keeps 0.02): docs/WORLD.md measured that a copy
-        # forms with 1/sqrt(hidden) and 1.0 and not with 0.02
+        # matrices' and the embeddings' (lm_head keeps 0.02): bench/NOTES.md ("How the copy was
+        # learned") measured that a copy forms with 1/sqrt(hidden) and 1.0 and not with 0.02
         for m in self.modules():
             if isinstance(m, nn.Linear):
                 nn.init.normal_(m.weight, std=0.02 if m is self.lm_head else cfg.get("init_std", 0.02))

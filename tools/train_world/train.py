@@ -402,7 +402,7 @@ def sample_needle(r, bpe, hay_pieces, lo, hi):
 # The trained world (--world broad, world_broad.py): its tokenizers' sizes and what it changes in DEC.
 # BROAD is the world before this one (--vocab small): the templated world's 1,024 ids (760 merges).
 # Over 4,096 ids (3,800 merges) the warm-up formed no copy in 1,700 steps, nor when it drew from the
-# first 960 ids (docs/WORLD.md); so REALISTIC_VOCAB (--vocab realistic, the default and the
+# first 960 ids (bench/NOTES.md); so REALISTIC_VOCAB (--vocab realistic, the default and the
 # committed world) runs the warm-up on 1,024 ids and then extends the decoder to 4,096
 # (extend_vocab), with a batch of repeats over every id every tenth world step. Its tail is gentler
 # than BROAD's (tail_lr 1e-4, no keyword probe): at 3e-4, or with the probe (aux_w 0.05-0.3,
@@ -411,14 +411,14 @@ def sample_needle(r, bpe, hay_pieces, lo, hi):
 # has also learned from 24 long conversations (gate_long, --gate-long) and the copy holds once a
 # quarter of the tail's loop rows come from such conversations (DEC long_frac) whose dialogues never
 # share a keyword (long_distinct: with shared ones, FULL fell to 86 %); other_fact 0.5 is kept from
-# the runs that found them (docs/WORLD.md, "A realistic vocabulary"). From scratch: FULL 91 %,
+# the runs that found them (bench/NOTES.md, "A realistic vocabulary"). From scratch: FULL 91 %,
 # RC_bge 94 % in the recommended setting, far back at 8k 45 of 60 (the world before: 50 of 60).
 # gate_dialogues: the gate's and the bridge's training dialogues (the first broad world's 48 left the
 # bridge at 36/61 held-out hits, falling from 44 as it overfitted).
 # tail: 800 steps after the world's cosine that teach the rebuilt context to answer small talk as
 # small talk (without them the gate fired in 84 % of the casual probe turns, 97 % on the 4,096-id
-# world: docs/WORLD.md).
-# aux_w, bert_lex, bridge_rows, bert_init: which fact is asked (docs/WORLD.md, "Which fact is asked"): the
+# world: bench/NOTES.md).
+# aux_w, bert_lex, bridge_rows, bert_init: which fact is asked (bench/NOTES.md, "Which fact is asked"): the
 # tail teaches the gate layers' q the question's keyword, BERT reads fixed embeddings made of the
 # decoder's, is taught to index its blocks by their facts' keywords, and the bridge learns from every
 # recall position.
@@ -435,11 +435,11 @@ WIDE = dict(wide=0.6, dec=dict(induction=0, warm_vocab=0, world_lr=1e-3, long_fu
 # --wording typed (world_wide.TYPED): the stage after that one (--init the wide world): the same mix,
 # of which a share `typed` of the wide questions name the fact with another noun or verb and of the
 # wide facts take the typed forms (a clause between keyword and value, the value first in new forms);
-# a shorter, gentler schedule (the world already reads the wide wording). Measured, not kept (docs/WORLD.md,
+# a shorter, gentler schedule (the world already reads the wide wording). Measured, not kept (bench/NOTES.md,
 # "Naming the fact otherwise"): not part of make train-world.
 TYPED = dict(typed=0.4, dec=dict(world_lr=7e-4, tail=300))
 
-# The decoder's training schedule. probe.py varies these on short runs (docs/WORLD.md, "How the
+# The decoder's training schedule. lab/probe.py varies these on short runs (bench/NOTES.md, "How the
 # copy was learned"); the defaults are the recipe.
 DEC = dict(
     lr=3e-3,            # peak AdamW learning rate (cosine to 10 %, linear warm-up over warm_frac)
@@ -474,7 +474,7 @@ DEC = dict(
                         # recall positions (aux_positions, KeywordProbe): the q the gate and the bridge read
                         # then says WHICH fact is asked for (the broad world's recipe: 0.3)
     aux_q_only=0,       # 1: the keyword probe's loss reaches only the gate layers' q_proj (not the rest of
-                        # the decoder, whose copy it moved; measured, not in a recipe: docs/WORLD.md)
+                        # the decoder, whose copy it moved; measured, not in a recipe: bench/NOTES.md)
     other_fact=0.0,     # > 0: in the tail, this share of the loop-layout rows that inject the fact's block
                         # inject another fact's block beside it (make_example), not any other block
     long_frac=0.0,      # > 0: in the tail, this share of the loop-layout rows comes from long conversations
@@ -564,7 +564,7 @@ def induction_rows(model, r, n_rows=16, varied=False, alpha=0):
     """A synthetic batch meant to form induction heads (copy what followed the previous occurrence
     of the current context). The recipe's form (varied False): each row is a random sequence of
     32 ids over a small random alphabet of BPE ids (12-64 ids, so single ids repeat), then the
-    same sequence again; the loss is on the repeat. Measured since (docs/WORLD.md): that form is
+    same sequence again; the loss is on the repeat. Measured since (bench/NOTES.md): that form is
     learned by a head that attends exactly 32 positions back, a shortcut that copies nothing
     else. varied True: random filler (0-40 ids), the sequence (8-40 ids), more filler, the
     sequence again, so the repeat sits at no fixed distance and only matching the content finds
@@ -1189,7 +1189,7 @@ def bert_as_keyword_index(bert, wk, model, bpe, wp, W, seed, steps=4000, batch=4
     of the pieces any word is made of) and is contrasted with the batch's blocks, Wk(BERT(block)),
     cross-entropy with every block that states the keyword as a target. BERT learns where a block
     states a fact and which words name it; the bridge then only has to map the decoder's q onto
-    the same keys (docs/WORLD.md, "the keyword index")."""
+    the same keys (bench/NOTES.md, "Which fact is asked")."""
     demb = model.embed_tokens.weight.detach()
     rr = random.Random(seed * 67 + 29)
     blocks = []
@@ -1322,10 +1322,10 @@ def main():
                     "(default: index for --world broad, random for templated): "
                     "random, taught to embed a block as the bag of its tokens (bert_as_bag), as the keywords its "
                     "facts state (bert_as_keywords), or with the key tower as an index of its facts' keywords "
-                    "(bert_as_keyword_index); bag and keywords measured, not in the recipe: docs/WORLD.md")
+                    "(bert_as_keyword_index); bag and keywords measured, not in the recipe: bench/NOTES.md")
     ap.add_argument("--index-steps", type=int, default=4000, help="with --bert-init index: its steps")
     ap.add_argument("--index-needles", type=int, default=0, help="with --bert-init index: long-context needle "
-                    "prompts whose blocks join its training blocks (measured, not in the recipe: docs/WORLD.md)")
+                    "prompts whose blocks join its training blocks (measured, not in the recipe: bench/NOTES.md)")
     ap.add_argument("--bert-lr-scale", type=float, default=0.1, help="with --bert-init bag, keywords or index: BERT's learning rate "
                     "while the bridge learns, as a share of --bridge-lr (0: BERT stays the bag)")
     ap.add_argument("--bert", nargs="*", default=[], help="KEY=VALUE overrides of BERT's shape (hidden, layers, "

@@ -8,7 +8,8 @@
 # casual line, then the question: the fact leaves the world's 96-token window while the reply is
 # written) and "evicted" (the fact, six casual lines, then the question: the fact has scrolled out
 # and only recall can bring it back). Prints a Markdown table: the fact, the question, the reply
-# after the last </think> in each chat, and whether it is the value. docs/WORLD.md holds runs of it.
+# after the last </think> in each chat, and whether it is the value. docs/WORLD.md gives its figures,
+# bench/NOTES.md ("The trained world: measured, in full") runs of it chat by chat.
 B=${1:-build/trained-f32.blob}
 [ $# -gt 0 ] && shift
 CASUAL='How is your week going so far?

@@ -49,12 +49,16 @@ def reply_parts(kw, val, form=None):
 
 
 def restate_head(kw):
-    """The words the reply restates before the value, in the fact's own words: "the {kw} is", or
-    for a keyword told in world_wide's wording its relation ("the flight lands at")."""
-    if hasattr(kw, "rel"):
-        import world_wide
-        return world_wide.restate_head(kw)
-    return "the %s is" % kw
+    """The words the reply restates before the value, in the fact's own words: "the {kw} is" for a
+    plain keyword or a fact whose value came first; for a keyword told in world_wide's wording
+    (world_wide.Key) its relation: "the flight lands at", "the gate code:". (world_wide.restate_head
+    is this function.)"""
+    rel = getattr(kw, "rel", "is")
+    if getattr(kw, "before", False):
+        rel = "is"
+    if rel == "":
+        return "the %s" % kw
+    return "the %s%s%s" % (kw, "" if rel[:1] in ":,'" else " ", rel)
 
 
 RECITE_USER = "Please list everything I asked you to note."

@@ -1,8 +1,8 @@
 """world_wide.py - wide wording (train.py --wording wide): facts, questions and small talk worded as
-people type them, beside world_broad.py's grammar. world_broad.py's facts all read "the/my {kw} is
-{val}." and its questions "what was the {kw}?"-like; a person writes "my flight lands at 7:40",
-"Okafor is my new dentist", "the code for the side gate is 4471", and asks "when does my flight
-land?", "who's my dentist?". This file draws such facts (a *frame*: a keyword of a fitting kind, a
+people type them, beside the broad grammar (world_common.py; world_broad.py draws from both). The
+grammar's facts all read "the/my {kw} is {val}." and its questions "what was the {kw}?"-like; a
+person writes "my flight lands at 7:40", "Okafor is my new dentist", "the code for the side gate is
+4471", and asks "when does my flight land?", "who's my dentist?". This file draws such facts (a *frame*: a keyword of a fitting kind, a
 relation, a value), the questions each frame licenses (every wh-form, indirect and terse ones), and
 small talk of many registers and lengths, questions about ordinary things among it (answered as
 small talk, never looked up). Everything is drawn from the random.Random given: the same seed gives
@@ -20,7 +20,7 @@ does the train leave?" has no other kind of answer); eval_bench.json's time valu
 """
 import lexicon
 import world
-import world_broad as wb
+import world_common as wb  # the broad grammar (world_broad.py re-exports it and imports this module)
 
 
 class Key(str):
@@ -49,15 +49,9 @@ def shorter(kw):
     return Key(" ".join(words[1:]), kw.rel, kw.kind, kw.verb, kw.before, kw.fact)
 
 
-def restate_head(kw):
-    """The restatement's words before the value: "the flight lands at", "the gate code:"; "the {kw}
-    is" for a plain keyword or a fact whose value came first."""
-    rel = getattr(kw, "rel", "is")
-    if getattr(kw, "before", False):
-        rel = "is"
-    if rel == "":
-        return "the %s" % kw
-    return "the %s%s%s" % (kw, "" if rel[:1] in ":,'" else " ", rel)
+# The restatement's words before the value ("the flight lands at", "the gate code:"; "the {kw} is" for
+# a plain keyword or a fact whose value came first): world.restate_head, which reply_parts calls.
+restate_head = world.restate_head
 
 
 # ---- frames: a keyword of the value's kind, a relation, the questions it licenses ---------------

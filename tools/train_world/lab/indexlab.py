@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """indexlab.py - how well can a BERT of the world's shape index blocks by the keywords they state?
 
-    /usr/bin/python3 tools/train_world/indexlab.py WORLD_DIR
+    /usr/bin/python3 tools/train_world/lab/indexlab.py WORLD_DIR
         (env H, L, FFN: BERT's shape, default 64 / 2 / 2H; STEPS default 1500; ND: training
          dialogues, default 1500; LEX=decoder (default) or learned word embeddings)
 
@@ -9,10 +9,10 @@ The text side of train.py's keyword index alone: a query tower reads the keyword
 WORLD_DIR's decoder embeddings of its BPE tokens, contrasted with BERT(block) of a batch of 48
 blocks (half of them holding a fact). Every 250 steps: on 60 held-out dialogues of the held-out
 facts (eval_bench.json's keywords and values), the top-2 hits of each question's keyword among
-its dialogue's blocks and among 48 more. Numbers: docs/WORLD.md ("the keyword index")."""
+its dialogue's blocks and among 48 more. Numbers: bench/NOTES.md ("Which fact is asked")."""
 import os, sys, random, time, math, pickle
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # the recipe's modules
 import train, nets, world, tok
 from check_engine import read_safetensors
 torch.set_num_threads(1)
@@ -24,7 +24,7 @@ cache = "build/indexlab-corpus.pkl"  # the corpus and BPE, made once
 if os.path.exists(cache):
     W, bpe = pickle.load(open(cache, "rb"))
 else:
-    W, hay, texts, bpe, hay_pieces, ids_ = train.build_corpus(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."), True)
+    W, hay, texts, bpe, hay_pieces, ids_ = train.build_corpus(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."), True)
     pickle.dump((W, bpe), open(cache, "wb"))
 train.QCFG["vocab"] = (bpe.n_ids() + 63) // 64 * 64
 print("corpus %.0fs" % (time.time() - t0), flush=True)

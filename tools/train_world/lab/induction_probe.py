@@ -5,7 +5,7 @@ times, separated by random filler, so that a repeat sits at no fixed distance an
 the content finds where to copy from (an induction head: find the previous occurrence of the
 current id, predict what followed it). The loss is on the repeats (their first id excluded).
 
-    /usr/bin/python3 tools/train_world/induction_probe.py [KEY=VALUE ...]
+    /usr/bin/python3 tools/train_world/lab/induction_probe.py [KEY=VALUE ...]
 
 Keys (defaults): steps=1000 B=32 (rows a step) T=96 (ids a row) V=960 (ids drawn from 0..V-1)
 Lmin=6 Lmax=24 (the sequence's length) distinct=1 (the sequence's ids all different) lr=3e-3
@@ -15,7 +15,7 @@ emb (given: the embeddings drawn again with this std; else nets.Qwen2's 0.02; lm
 threads=1 seed=1. The other shape values are the world's (train.QCFG).
 Prints every 50 steps the training loss on the repeats and the argmax accuracy on 32 fixed
 held-out rows (chance: 1/V; the unigram of a row's own ids gives at most ~1/20).
-Measured runs: docs/WORLD.md, "Not solved yet".
+Measured runs: bench/NOTES.md, "How the copy was learned".
 """
 import os
 import random
@@ -25,7 +25,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # the recipe's modules
 import nets  # noqa: E402
 import train  # noqa: E402
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """q8lab.py - where the q8 numerics profile's distance to exact comes from, on a Qwen2 world.
 
-    OMP_NUM_THREADS=1 /usr/bin/python3 tools/train_world/q8lab.py --ids IDS.json \
+    OMP_NUM_THREADS=1 /usr/bin/python3 tools/train_world/lab/q8lab.py --ids IDS.json \
         [--qwen2 tests/golden/trained/qwen2] [--chunk 2048] \
         [--engine-exact EXACT.json --engine-q8 Q8.json] \
         [--ablate | scheme options] [--top N] [--matstats] [--json OUT]
@@ -38,6 +38,7 @@ import json
 import math
 import os
 import struct
+import sys
 import time
 
 import numpy as np
@@ -359,6 +360,7 @@ def load_engine(path):
 
 def token_texts(folder):
     t = json.load(open(os.path.join(folder, "tokenizer.json")))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     from tok import bytes_to_unicode  # the byte alphabet of the world's BPE (tools/train_world/tok.py)
     u2b = {c: b for b, c in bytes_to_unicode().items()}
     out = {}
@@ -439,7 +441,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--qwen2", default=os.path.join(here, "..", "..", "tests", "golden", "trained", "qwen2"),
+    ap.add_argument("--qwen2", default=os.path.join(here, "..", "..", "..", "tests", "golden", "trained", "qwen2"),
                     help="Hugging Face Qwen2 folder (default: the bundled trained world)")
     ap.add_argument("--ids", required=True, help="JSON array of token ids (the first N*chunk are used)")
     ap.add_argument("--chunk", type=int, default=2048)

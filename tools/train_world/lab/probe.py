@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """probe.py - short decoder-only training runs of the trained world's recipe, measuring held-out
-copy accuracy every N steps (how the recipe's schedule was chosen: docs/WORLD.md).
+copy accuracy every N steps (how the recipe's schedule was chosen: bench/NOTES.md, "How the copy
+was learned").
 
-    /usr/bin/python3 tools/train_world/probe.py [--steps N] [--every N] [--set KEY=VALUE ...]
+    /usr/bin/python3 tools/train_world/lab/probe.py [--steps N] [--every N] [--set KEY=VALUE ...]
         [--qcfg KEY=VALUE ...] [--form F] [--threads T] [--seed S]
 
 --set overrides train.DEC (lr, batch_tokens, value_w, full_every, drill_frac, curriculum,
@@ -19,7 +20,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # the recipe's modules
 import nets  # noqa: E402
 import train  # noqa: E402
 
@@ -46,7 +47,7 @@ def main():
     args = ap.parse_args()
     train.world.FORM = args.form
     torch.set_num_threads(args.threads)
-    repo = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    repo = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
     W, _, _, bpe, hay_pieces, ids_ = train.build_corpus(args.seed, repo)
     train.QCFG.update(kv(args.qcfg))
     torch.manual_seed(args.seed)

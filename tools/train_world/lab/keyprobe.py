@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """keyprobe.py - does the q the gate and the bridge read say WHICH fact is asked for?
 
-    /usr/bin/python3 tools/train_world/keyprobe.py WORLD_DIR|CKPT [N_DIALOGUES]
+    /usr/bin/python3 tools/train_world/lab/keyprobe.py WORLD_DIR|CKPT [N_DIALOGUES]
         (env BLOCKS=1: candidates are the archived blocks instead of the fact lines)
 
 Walks N (default 120) of train.py's gate dialogues (the same draw), takes the gate layers' q at
@@ -11,15 +11,15 @@ a key is the mean decoder input embedding of a candidate's BPE tokens: the dialo
 dialogues' top-2 hits at the check positions (the last token of a chunk), among the dialogue's own
 candidates and with the 48 others, and where the check fell (q: the question's line, r: the
 reply). A key that is a fixed function of the tokens generalises to words never trained, so a
-probe at chance means the q carries no word of the question. Numbers: docs/WORLD.md.
+probe at chance means the q carries no word of the question. Numbers: bench/NOTES.md, "Which fact is asked".
 """
 import os, sys, random, time
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # the recipe's modules
 import train, nets, world
 from check_engine import read_safetensors
 torch.set_num_threads(1)
-repo = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+repo = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 W, hay, texts, bpe, hay_pieces, ids_ = train.build_corpus(1, repo, True)
 torch.manual_seed(1)
 model = nets.Qwen2(train.QCFG)
