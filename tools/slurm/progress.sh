@@ -34,7 +34,9 @@ for ((k = 1; k <= SHARDS; k++)); do
         why=${STATE[t]:-unknown to Slurm}
         [ -s "$RUN_DIR/shard-$k-of-$SHARDS.json" ] && why="$why, its shard file records failed jobs"
         last=$(grep '^task.sh ' "$RUN_DIR/logs/task-$t.log" 2>/dev/null | tail -1 || true)
-        failed_lines="$failed_lines  failed: shard $k/$SHARDS, task $(task_job "$t"): $why${last:+; log: ${last#*: }}"$'\n'
+        last=${last#*): }
+        case $last in start:*) last="started, no end recorded (killed?)" ;; esac
+        failed_lines="$failed_lines  failed: shard $k/$SHARDS, task $(task_job "$t"): $why; $RUN_DIR/logs/task-$t.log${last:+: $last}"$'\n'
         ;;
     esac
 done
