@@ -2,6 +2,16 @@
 # lib.sh - what progress.sh, requeue.sh and the test share (bash, sourced): a run's folder and the
 # state of each of its shards, from the shard files, squeue, sacct when it answers, and the tasks' logs.
 
+# usage_or_run USAGE MIN MAX ARGS...: --help prints USAGE (exit 0), ARGS fewer than MIN or more
+# than MAX print it to stderr (exit 2); otherwise the run of ARGS' first, the folder, is loaded.
+usage_or_run() {
+    local usage=$1 min=$2 max=$3
+    shift 3
+    if [ "${1:-}" = --help ]; then echo "usage: $usage"; exit 0; fi
+    if [ $# -lt "$min" ] || [ $# -gt "$max" ]; then echo "usage: $usage" >&2; exit 2; fi
+    load_run "$1"
+}
+
 # load_run DIR: the run's variables (RECALL, SHARDS, JOBS, ARRAY_JOB, MERGE_JOB, ...) and RUN_DIR.
 load_run() {
     RUN_DIR=$1

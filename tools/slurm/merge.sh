@@ -4,6 +4,7 @@
 # A shard file that is missing is named with the array task that should have written it (exit 2);
 # every shard-*.json in DIR goes to the merge, so a file of another run in the folder is refused by
 # recall, naming the file and what differs (exit 2). Written through NAME.tmp.PID and a rename.
+# It runs as a batch script, from Slurm's spool: it cannot source lib.sh beside it.
 set -eu
 if [ $# -ne 1 ] || [ "${1:-}" = --help ]; then
     echo "usage: tools/slurm/merge.sh DIR (the --results folder of submit.sh)"

@@ -7,12 +7,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
-if [ $# -ne 1 ] || [ "${1:-}" = --help ]; then
-    echo "usage: tools/slurm/progress.sh DIR (the --results folder of submit.sh)"
-    [ "${1:-}" = --help ] && exit 0
-    exit 2
-fi
-load_run "$1"
+usage_or_run "tools/slurm/progress.sh DIR (the --results folder of submit.sh)" 1 1 "$@"
 slurm_states
 done_n=0 run_n=0 fail_n=0 pend_n=0 jobs_done=0 secs=0 failed_lines=""
 for ((k = 1; k <= SHARDS; k++)); do

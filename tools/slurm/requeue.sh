@@ -9,12 +9,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
-if [ $# -lt 1 ] || [ "${1:-}" = --help ]; then
-    echo "usage: tools/slurm/requeue.sh DIR [K...] (shards K = 1..N; default: the failed ones)"
-    [ "${1:-}" = --help ] && exit 0
-    exit 2
-fi
-load_run "$1"
+usage_or_run "tools/slurm/requeue.sh DIR [K...] (shards K = 1..N; default: the failed ones)" 1 100000 "$@"
 shift
 slurm_states
 want=()
