@@ -7,8 +7,9 @@
 # spool and logs all live in DIR, and waits until the node is idle. Prints the line to source:
 # `export SLURM_CONF=DIR/slurm.conf`. Ports: the first free pair from 16817 up (RECALL_SLURM_PORT
 # to choose). Runs as root (slurmd starts jobs as their user).
-# stop: ends exactly the daemons whose pid files are in DIR (TERM, then KILL after 10 s); safe to
-# call twice, and on a half-started cluster.
+# stop: cancels the cluster's jobs (waiting up to 10 s for them to end), then ends exactly the
+# daemons whose pid files are in DIR (TERM, then KILL after 10 s); safe to call twice, and on a
+# half-started cluster.
 set -eu
 usage() { echo "usage: $0 start|stop DIR [CPUS]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
@@ -16,6 +17,17 @@ cmd=$1 D=$2 CPUS=${3:-2}
 case $D in /*) ;; *) D=$(pwd)/$D ;; esac
 
 stop() {
+    # the cluster's jobs first: a job step outlives slurmd
+    if [ -s "$D/slurmctld.pid" ] && kill -0 "$(cat "$D/slurmctld.pid")" 2>/dev/null; then
+        export SLURM_CONF="$D/slurm.conf"
+        ids=$(squeue -h -t PD,R,CG,S -o %i 2>/dev/null || true)
+        if [ -n "$ids" ]; then
+            # shellcheck disable=SC2086 # one id a word
+            scancel $ids 2>/dev/null || true
+            i=0
+            while [ -n "$(squeue -h -t R,CG -o %i 2>/dev/null)" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+        fi
+    fi
     for name in slurmd slurmctld munged; do
         pf="$D/$name.pid"
         [ -s "$pf" ] || continue
