@@ -44,9 +44,8 @@ if [ -s "$RUN_DIR/merged.json" ]; then
 elif [ "$jobs_done" -gt 0 ]; then
     awk -v s="$secs" -v n="$jobs_done" -v left=$((JOBS - jobs_done)) -v r="$run_n" -v p="$pend_n" 'BEGIN {
         m = s / n; par = r > 0 ? r : 1
-        printf "ETA: %d jobs left at %.1f s a job (the mean of %d finished), %d tasks running: about %d s", left, m, n, r, left * m / par + 0.5
-        if (r == 0 && p > 0) printf " once tasks run"
-        printf "\n" }'
+        printf "ETA: about %d s%s (%d jobs left at %.1f s a job, the mean of %d finished, over %d running)\n",
+            left * m / par + 0.5, r == 0 && p > 0 ? " once tasks run" : "", left, m, n, r }'
 else
     echo "ETA: none yet (no job finished)"
 fi
