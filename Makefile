@@ -263,7 +263,7 @@ test-python: need-python $(RECALL_BIN) $(BUILD)/librecall.so $(BUILD)/worldA-f32
 # docs/SCALE.md): a sharded eval with a task SIGKILLed and requeued merges to the unsharded run.
 # Part of test-full only (it starts daemons and needs root); about 1.5 min on 2 cores.
 need-slurm:
-	@$(NEED) test-slurm slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge pgrep:procps
+	@$(NEED) test-slurm slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge pgrep:procps ss:iproute2
 test-slurm: need-slurm $(RECALL_BIN) $(BUILD)/worldA-f32.blob
 	$(call quiet_step,slurm,bash tests/slurm_check.sh ./$(RECALL_BIN) $(BUILD)/worldA-f32.blob)
 # bench/side_by_side.sh checked with fake engines (no llama.cpp needed; also part of `make test`)
