@@ -91,10 +91,10 @@ need-cross-riscv64:
 	@$(call cross_need,riscv64,riscv64-linux-gnu,riscv64,qemu-riscv64-static)
 need-cross-s390x:
 	@$(call cross_need,s390x,s390x-linux-gnu,s390x,qemu-s390x-static)
-NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-train need-python need-cross-aarch64 need-cross-armhf \
+NEED_TARGETS = need-cc need-criterion need-time need-fuzz need-san need-train need-python need-slurm need-cross-aarch64 need-cross-armhf \
   need-cross-riscv64 need-cross-s390x
 
-PHONY_EXTRA = test-full test-suite-run test-api test-sbs-run test-replay-worldA test-replay-trained test-replay-wide \
+PHONY_EXTRA = test-full test-suite-run test-api test-sbs-run test-slurm test-replay-worldA test-replay-trained test-replay-wide \
   test-replay-templated test-python python demo-worldA train-world train-world-check train-world-grammar train-world-grammar-check train-world-templated train-world-templated-check test-replay synth-copy realshape bench-loop bench-long bench-history \
   bench-farback bench-device \
   soak soak-lsan \
@@ -111,7 +111,9 @@ help:
 	@echo "  test        the fast tier: the Criterion suite but the long tests named in tests/full_tier.txt,"
 	@echo "              tools/layers.sh, the API example, abi_v1, side_by_side, the replay checks, the"
 	@echo "              Python bindings' pytest suite (use -j2)"
-	@echo "  test-full   everything: the same steps with every Criterion test (what CI runs; docs/TESTING.md)"
+	@echo "  test-full   everything: the same steps with every Criterion test and test-slurm (what CI runs; docs/TESTING.md)"
+	@echo "  test-slurm  tools/slurm/ on a one-node Slurm started here (root): a sharded eval, a task SIGKILLed"
+	@echo "              and requeued, merged = unsharded; missing and foreign shards refused (docs/SCALE.md)"
 	@echo "  layers      check that every include goes down or sideways (tools/layers.sh)"
 	@echo "  test-replay the engine against the Python replay's traces (tests/golden/*/replay, docs/REPLAY.md)"
 	@echo "  demo        the trained world: a chat a person would write, on SP and on recall, its trace"
@@ -217,7 +219,7 @@ TEST_STEPS = test-suite-run layers test-api test-sbs-run test-replay-worldA test
 test: $(TEST_STEPS)
 	@echo "make test: the fast tier passed ($(words $(FULL_TIER)) Criterion tests left to make test-full)"
 test-full: FULL = 1
-test-full: $(TEST_STEPS)
+test-full: $(TEST_STEPS) test-slurm
 	@echo "make test-full: every test passed"
 # A name in tests/full_tier.txt that is no test (renamed, misspelt) would leave the list and the
 # docs wrong without failing anything, so each must be one of --list's.
@@ -257,6 +259,13 @@ PYTHON ?= /usr/bin/python3
 test-python: need-python $(RECALL_BIN) $(BUILD)/librecall.so $(BUILD)/worldA-f32.blob $(BUILD)/trained-f32.blob
 	$(call quiet_step,python,RECALL_LIB=$(BUILD)/librecall.so RECALL_BIN=./$(RECALL_BIN) BUILD=$(BUILD) \
 	  $(if $(FULL),RECALL_FULL=1) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests)
+# tools/slurm/ against a real one-node Slurm started on this machine (tests/slurm_check.sh,
+# docs/SCALE.md): a sharded eval with a task SIGKILLed and requeued merges to the unsharded run.
+# Part of test-full only (it starts daemons and needs root); about 1.5 min on 2 cores.
+need-slurm:
+	@$(NEED) test-slurm slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge pgrep:procps ss:iproute2
+test-slurm: need-slurm $(RECALL_BIN) $(BUILD)/worldA-f32.blob
+	$(call quiet_step,slurm,bash tests/slurm_check.sh ./$(RECALL_BIN) $(BUILD)/worldA-f32.blob)
 # bench/side_by_side.sh checked with fake engines (no llama.cpp needed; also part of `make test`)
 test-sbs:
 	bash bench/test_side_by_side.sh
