@@ -22,6 +22,10 @@
 
 #define WA "tests/golden/worldA/"
 
+/* One engine thread per test unless the test asks for more (fixture.h); runs before Criterion's
+ * main, so every forked test and every command a test runs inherits it. */
+__attribute__((constructor)) static void one_thread_per_test(void) { setenv("RECALL_THREADS", "1", 0); }
+
 /* A converted blob is reused while it is newer than the test binary and than its world's files
  * (a retrained world's MANIFEST.xxh64 is written last). */
 static int blob_is_fresh(const char *path, const char *dir) {

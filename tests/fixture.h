@@ -6,6 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The engine under test runs one thread unless a test asks for more (an --threads option,
+ * exec.threads): the test binary sets RECALL_THREADS=1 at startup when it is not set. Criterion
+ * already runs one test process per core, and the CLI's default of one thread per core put two
+ * threads on each core, whose pool waits cost up to five times a test's CPU. The thread counts are
+ * checked where a test names them (threads_det, q8_model, kv_pages, kv_cli, score_cli, recall_q8,
+ * cli_opts/default_threads_are_the_cores without the variable). */
+
 /* weights: "f32", "bf16" or "nf4". Returns the blob path (a string constant), or NULL on failure
  * (the reason is printed to stderr). Safe to call from parallel test processes: each converts to a
  * unique temporary name and renames it into place. */
