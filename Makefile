@@ -242,22 +242,28 @@ test-sbs-run:
 	$(call quiet_step,side_by_side,bash bench/test_side_by_side.sh)
 # The engine against the independent Python replay of the loop (docs/REPLAY.md): each trace in
 # WORLD/replay/ rerun by recall replay and judged by recall compare (also part of `make test`), one
-# make target per world so that they run in parallel.
+# make target per world so that they run in parallel. Like the Criterion tests (tests/fixture.h),
+# these steps run the engine at one thread (RECALL_THREADS, unless set): they run beside each other,
+# and one thread per core costs the least CPU; the thread counts have their own tests.
+TEST_THREADS = RECALL_THREADS=$${RECALL_THREADS:-1}
 test-replay-worldA: $(RECALL_BIN)
-	$(call quiet_step,replay-worldA,sh tests/replay_check.sh ./$(RECALL_BIN) $(WORLDA) tests/golden/recall_bench.json 4)
+	$(call quiet_step,replay-worldA,$(TEST_THREADS) sh tests/replay_check.sh ./$(RECALL_BIN) $(WORLDA) \
+	  tests/golden/recall_bench.json 4)
 test-replay-trained: $(RECALL_BIN)
-	$(call quiet_step,replay-trained,sh tests/replay_check.sh ./$(RECALL_BIN) $(TRAINED) $(TRAINED)/replay/bench.json 12)
+	$(call quiet_step,replay-trained,$(TEST_THREADS) sh tests/replay_check.sh ./$(RECALL_BIN) $(TRAINED) \
+	  $(TRAINED)/replay/bench.json 12)
 test-replay-wide: $(RECALL_BIN)
-	$(call quiet_step,replay-wide,sh tests/replay_check.sh ./$(RECALL_BIN) $(WIDE) $(WIDE)/replay/bench.json 12)
+	$(call quiet_step,replay-wide,$(TEST_THREADS) sh tests/replay_check.sh ./$(RECALL_BIN) $(WIDE) \
+	  $(WIDE)/replay/bench.json 12)
 test-replay-templated: $(RECALL_BIN)
-	$(call quiet_step,replay-templated,sh tests/replay_check.sh ./$(RECALL_BIN) $(TEMPLATED) \
+	$(call quiet_step,replay-templated,$(TEST_THREADS) sh tests/replay_check.sh ./$(RECALL_BIN) $(TEMPLATED) \
 	  $(TEMPLATED)/replay/bench.json 12)
 test-replay: test-replay-worldA test-replay-trained test-replay-wide test-replay-templated
 # The Python bindings (python/, docs/PYTHON.md) against the command line, bitwise, on worldA and the
 # trained world; their error paths and threads. test-full also runs the cases marked "full".
 PYTHON ?= /usr/bin/python3
 test-python: need-python $(RECALL_BIN) $(BUILD)/librecall.so $(BUILD)/worldA-f32.blob $(BUILD)/trained-f32.blob
-	$(call quiet_step,python,RECALL_LIB=$(BUILD)/librecall.so RECALL_BIN=./$(RECALL_BIN) BUILD=$(BUILD) \
+	$(call quiet_step,python,$(TEST_THREADS) RECALL_LIB=$(BUILD)/librecall.so RECALL_BIN=./$(RECALL_BIN) BUILD=$(BUILD) \
 	  $(if $(FULL),RECALL_FULL=1) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests)
 # tools/slurm/ against a real one-node Slurm started on this machine (tests/slurm_check.sh,
 # docs/SCALE.md): a sharded eval with a task SIGKILLed and requeued merges to the unsharded run.

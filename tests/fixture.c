@@ -10,17 +10,23 @@
 #include "tokenize_bpe.h"
 
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 
 #define WA "tests/golden/worldA/"
+
+/* One engine thread per test unless the test asks for more (fixture.h); runs before Criterion's
+ * main, so every forked test and every command a test runs inherits it. */
+__attribute__((constructor)) static void one_thread_per_test(void) { setenv("RECALL_THREADS", "1", 0); }
 
 /* A converted blob is reused while it is newer than the test binary and than its world's files
  * (a retrained world's MANIFEST.xxh64 is written last). */
@@ -163,6 +169,65 @@ int fixture_sh(const char *cmd, char **out) {
     if (out) *out = buf;
     else free(buf);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* build/NAME.out is fresh while it is at least as new as ./recall and the test binary. */
+static int once_is_fresh(const char *path) {
+    struct stat so, sr, se;
+    if (stat(path, &so) != 0) return 0;
+    if (stat("recall", &sr) == 0 && sr.st_mtime > so.st_mtime) return 0;
+    return stat("/proc/self/exe", &se) != 0 || se.st_mtime <= so.st_mtime;
+}
+
+int fixture_sh_once(const char *name, const char *cmd, char **out) {
+    char path[256], lock[256], tmp[300];
+    snprintf(path, sizeof path, "build/%s.out", name);
+    snprintf(lock, sizeof lock, "build/%s.lock", name);
+    mkdir("build", 0777);
+    const int fd = open(lock, O_RDWR | O_CREAT, 0666);
+    cr_assert(fd >= 0, "cannot open %s", lock);
+    cr_assert_eq(flock(fd, LOCK_EX), 0, "cannot lock %s", lock);
+    if (!once_is_fresh(path)) {
+        char *got;
+        const int st = fixture_sh(cmd, &got);
+        snprintf(tmp, sizeof tmp, "%s.%ld.part", path, (long)getpid());
+        FILE *f = fopen(tmp, "wb");
+        cr_assert(f, "cannot write %s", tmp);
+        fprintf(f, "%d\n%s", st, got);
+        cr_assert_eq(fclose(f), 0);
+        cr_assert_eq(rename(tmp, path), 0, "cannot rename %s", tmp);
+        free(got);
+    }
+    flock(fd, LOCK_UN);
+    close(fd);
+    size_t n;
+    char *rec = fixture_read(path, &n), *nl = strchr(rec, '\n');
+    cr_assert(nl, "%s: no exit status", path);
+    const int st = atoi(rec);
+    if (out) {
+        *out = strdup(nl + 1);
+        cr_assert(*out);
+    }
+    free(rec);
+    return st;
+}
+
+const char *fixture_worldA_replay(const char *weights, const char *mode, char **out) {
+    static char trace[128];
+    const char *blob = fixture_worldA_blob(weights);
+    cr_assert(blob);
+    char name[64], cmd[512];
+    snprintf(name, sizeof name, "replay_worldA_%s_%s", weights, mode);
+    snprintf(trace, sizeof trace, "build/%s.json", name);
+    snprintf(cmd, sizeof cmd,
+             "./recall replay %s --bench tests/golden/recall_bench.json --problem 0 --mode %s --trace %s 2>&1", blob,
+             mode, trace);
+    char *got;
+    const int st = fixture_sh_once(name, cmd, &got);
+    cr_assert_eq(st, 0, "%s\n%s", cmd, got);
+    if (out) *out = got;
+    else free(got);
+    return trace;
 }
 
 char *fixture_cmd(int status, const char *needle, const char *fmt, ...) {

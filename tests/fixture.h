@@ -6,6 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The engine under test runs one thread unless a test asks for more (an --threads option,
+ * exec.threads): the test binary sets RECALL_THREADS=1 at startup when it is not set. Criterion
+ * already runs one test process per core, and the CLI's default of one thread per core put two
+ * threads on each core, whose pool waits cost up to five times a test's CPU. The thread counts are
+ * checked where a test names them (threads_det, q8_model, kv_pages, kv_cli, score_cli, recall_q8,
+ * cli_opts/default_threads_are_the_cores without the variable). */
+
 /* weights: "f32", "bf16" or "nf4". Returns the blob path (a string constant), or NULL on failure
  * (the reason is printed to stderr). Safe to call from parallel test processes: each converts to a
  * unique temporary name and renames it into place. */
@@ -100,6 +107,21 @@ char *fixture_cmd(int status, const char *needle, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* Runs a shell command once for all the tests of a build: the first caller runs it while it holds
+ * an exclusive lock on build/NAME.lock (a test process that wants it meanwhile waits instead of
+ * running it too) and records its exit status and stdout in build/NAME.out; every later call, in
+ * any test process, returns the recorded ones while that file is newer than ./recall and the test
+ * binary. For commands whose outputs (say a trace under build/) are the same bits every time and
+ * are read by several tests. Returns the exit status and, when out is not NULL, the stdout
+ * (malloc'd). */
+int fixture_sh_once(const char *name, const char *cmd, char **out);
+/* `./recall replay` of benchmark problem 0 (tests/golden/recall_bench.json) on worldA's blob of
+ * `weights` ("f32" | "nf4") in `mode` ("faithful" | "clean"), run once per build for every test that
+ * reads it (fixture_sh_once; exit status 0 asserted): returns the trace's path,
+ * build/replay_worldA_WEIGHTS_MODE.json, which no test may change, and, when out is not NULL, the
+ * command's stdout and stderr (malloc'd). */
+const char *fixture_worldA_replay(const char *weights, const char *mode, char **out);
 
 /* Asserts got[0..n) and want[0..n) are the same bits; a failure names `what`, the first differing
  * float and both bit patterns. */

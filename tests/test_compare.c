@@ -16,16 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define WA "tests/golden/worldA/"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
-
-static int newer_than_recall(const char *path) {
-    struct stat a, b;
-    return stat(path, &a) == 0 && stat("recall", &b) == 0 && a.st_mtime >= b.st_mtime;
-}
 
 /* `recall replay` of benchmark problem 0 with opts on the worldA blob of `weights`, its trace
  * written to path (exit status 0 asserted). */
@@ -49,16 +43,9 @@ static void golden_id_list(const char *npz, char *list, size_t cap) {
     free(ids);
 }
 
-/* The engine's replay of problem 0, cached under build/ for the tests of one run (replay writes a
- * temporary file and renames it, so parallel tests never read half a file). */
+/* The engine's replay of problem 0, run once for every test that reads it (fixture.h). */
 static const char *engine_trace(const char *mode, const char *weights) {
-    static char path[128];
-    snprintf(path, sizeof path, "build/cmp_replay_%s_%s.json", mode, weights);
-    if (newer_than_recall(path)) return path;
-    char opts[64];
-    snprintf(opts, sizeof opts, "--mode %s", mode);
-    replay(!strcmp(weights, "fp32") ? "f32" : weights, opts, path);
-    return path;
+    return fixture_worldA_replay(!strcmp(weights, "fp32") ? "f32" : weights, mode, NULL);
 }
 
 /* `forward --dump` of the golden ids on the f32 blob, to `path` (one per test: two tests must not

@@ -203,26 +203,28 @@ static void expect_same_drafted_run(const loop_run *base, const loop_run *x, con
 }
 
 /* draft 1, 4, 8 against draft 0 on both schedules (the reference one on the first two generated
- * turns); draft 0's replies and final history against the golden file (test_recall.c checks the
- * rest of it on both schedules). */
-static void golden_drafts(const char *golden, const char *weights, rc_loop_mode mode) {
+ * turns, the fast one on the whole conversation; both on the first `keep` turns when keep > 0);
+ * draft 0's replies (and, on the whole conversation, final history) against the golden file
+ * (test_recall.c checks the rest of it on both schedules). */
+static void golden_drafts_turns(const char *golden, const char *weights, rc_loop_mode mode, int keep) {
     rc_blob *b = fixture_open_worldA(weights);
     json_doc *doc = fixture_json(golden);
     rc_problem p = fixture_problem(0);
     const int drafts[] = {1, 4, 8};
+    if (keep) rc_problem_keep_turns(&p, keep);
     for (int sched = 0; sched < 2; sched++) {
-        if (sched) rc_problem_keep_turns(&p, 2);
+        if (sched) rc_problem_keep_turns(&p, keep ? keep : 2);
         loop_run base;
         run_loop(b, &p, NULL, mode, RC_ARM_RC_BGE, sched, 0, &base);
         const json_value *turns = json_get(json_root(doc), "turns"), *fh = json_get(json_root(doc), "final_history");
-        cr_assert_eq(base.run.n_turns, sched ? 2 : (int)turns->len);
+        cr_assert_eq(base.run.n_turns, keep ? keep : sched ? 2 : (int)turns->len);
         for (int t = 0; t < base.run.n_turns; t++) {
             const json_value *reply = json_get(&turns->items[t], "reply");
             cr_assert_eq((int)reply->len, base.run.turns[t].turn.n_reply, "turn %d", t);
             for (size_t i = 0; i < reply->len; i++)
                 cr_assert_eq(base.run.turns[t].turn.reply[i], (int32_t)reply->items[i].num, "turn %d id %zu", t, i);
         }
-        if (!sched) {
+        if (!sched && !keep) {
             cr_assert_eq((int)fh->len, base.run.n_history);
             for (size_t i = 0; i < fh->len; i++) cr_assert_eq(base.run.history[i], (int32_t)fh->items[i].num);
         }
@@ -242,7 +244,17 @@ static void golden_drafts(const char *golden, const char *weights, rc_loop_mode 
     rc_blob_close(b);
 }
 
+static void golden_drafts(const char *golden, const char *weights, rc_loop_mode mode) {
+    golden_drafts_turns(golden, weights, mode, 0);
+}
+
 FIXTURE_LOOP_GOLDENS(draft_golden, , golden_drafts)
+
+/* The same checks on the first generated turn of the clean fp32 golden, on both schedules (the
+ * fast tier's form; tests/full_tier.txt): drafts accepted and rejected at every length. */
+Test(draft_golden, clean_fp32_first_turn, .timeout = 600) {
+    golden_drafts_turns("tests/golden/worldA/loop_A_seed0_clean_fp32.json", "f32", RC_MODE_CLEAN, 1);
+}
 
 /* Speculative decoding with lm_head screening: the verify rows are final-normed hidden states
  * picked through the screen one by one (recall.c pick_row), and must give plain, unscreened
