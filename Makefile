@@ -82,7 +82,8 @@ need-san:
 	@$(NEED) sanitizers $(if $(findstring clang,$(SAN_CC)),$(call CLANG_NEED,asan))
 need-python:
 	@$(NEED) python /usr/bin/python3:python3 /usr/lib/python3/dist-packages/numpy/__init__.py:python3-numpy \
-	  /usr/lib/python3/dist-packages/pytest/__init__.py:python3-pytest
+	  /usr/lib/python3/dist-packages/pytest/__init__.py:python3-pytest \
+	  /usr/lib/python3/dist-packages/regex/__init__.py:python3-regex
 need-cross-aarch64:
 	@$(call cross_need,aarch64,aarch64-linux-gnu,arm64,qemu-aarch64-static)
 need-cross-armhf:
