@@ -459,9 +459,12 @@ TYPED = dict(typed=0.4, dec=dict(world_lr=7e-4, tail=300))
 # talk right after a fact, questions on facts never stated, one line between), a share plain_long of
 # the long whole-sequence rows a long chat in view (a dozen facts among natural small talk), more
 # needle prompts, windows that start where --edge exchange starts them (edge_align), and rows that end
-# in small talk in the world's steps too (casual_world). docs/WORLD.md, "Plain chats".
+# in small talk in the world's steps too (casual_world); from world step 250 on, 40 % of the whole-sequence
+# rows are short plain chats (plain_full: the wide world answers "When does the meeting start?" right after
+# "The meeting starts at 8:05." with small talk, and so did this mix after 250 steps without them).
+# docs/WORLD.md, "Plain chats".
 PLAIN = dict(plain=0.3, dec=dict(world_lr=7e-4, long_full=0.2, plain_long=0.6, needle_frac=0.15, edge_align=0.6,
-                                 casual_world=1, tail_casual=0.25, tail=150))
+                                 casual_world=1, tail_casual=0.25, tail=150, plain_full=0.4, plain_from=250))
 
 # The decoder's training schedule. probe.py varies these on short runs (docs/WORLD.md, "How the
 # copy was learned"); the defaults are the recipe.
@@ -511,6 +514,8 @@ DEC = dict(
                         # among natural small talk, questions through it: --wording plain)
     edge_align=0.0,     # > 0: this share of the loop-layout rows starts its window where --edge exchange
                         # does (align_exchange: at the start of the exchange the window's first token is in)
+    plain_full=0.0,     # > 0: from world step plain_from on, this share of the whole-sequence rows is one of
+    plain_from=0,       # world_plain's short plain chats (a fact and its question as the chat's first turns)
     casual_world=0,     # 1: the rows that end in small talk or a fact (tail_casual) in the world's steps too
     seal_w=0.0,         # > 0: in the tail, a seal head's loss (weight seal_w, SealHead): the gate layers' q
                         # of a block run on its own (faithful mode's seal forward) must differ from the q at
@@ -518,7 +523,8 @@ DEC = dict(
 )
 
 
-def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, early, tail=False, long_ok=True):
+def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, early, tail=False, long_ok=True,
+                   plain_on=False):
     """The rows of one step: examples until cfg['batch_tokens'] rows are filled. tail: the
     schedule's tail (DEC tail), whose loop-layout rows also end in turns that are not questions
     (make_casual_example), a share cfg['tail_casual'] of them."""
@@ -528,6 +534,9 @@ def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, e
         k = r.random()
         if early:
             ex = full_example(sample_dialogue(W, r, bpe, False, drill=True, recite=k < cfg["recite_frac"]), bos, eos)
+        elif full_step and plain_on and r.random() < cfg["plain_full"]:
+            import world_plain
+            ex = full_example(encode_steps(bpe, world_plain.plain_steps(r, W)), bos, eos)
         elif full_step:
             talk = 1.0 - cfg["needle_frac"]
             dial = talk - cfg["drill_frac"]
@@ -915,7 +924,8 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
         else:
             exs = batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, it % cfg["full_every"] == 0, cfg,
                                  it < ind_end + cfg["keyed"] + cfg["curriculum"], tail,
-                                 not cfg["long_steps"] or it < ind_end + n_world + cfg["long_steps"])
+                                 not cfg["long_steps"] or it < ind_end + n_world + cfg["long_steps"],
+                                 cfg["plain_full"] > 0 and it >= ind_end + cfg["plain_from"])
             X, TG, WT = stack_rows(model, exs)
         if cfg["value_w"] != VALUE_W:
             WT[WT == VALUE_W] = cfg["value_w"]
