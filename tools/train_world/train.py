@@ -461,10 +461,14 @@ TYPED = dict(typed=0.4, dec=dict(world_lr=7e-4, tail=300))
 # needle prompts, windows that start where --edge exchange starts them (edge_align), and rows that end
 # in small talk in the world's steps too (casual_world); from world step 250 on, 40 % of the whole-sequence
 # rows are short plain chats (plain_full: the wide world answers "When does the meeting start?" right after
-# "The meeting starts at 8:05." with small talk, and so did this mix after 250 steps without them).
+# "The meeting starts at 8:05." with small talk, and so did this mix after 250 steps without them), 60 %
+# of their questions in the fact's own verb or the plainest form (verb_q: "when does the meeting start?"
+# is under 2 % of the wide mix's questions, and after 500 steps without these the world still answered it
+# with small talk).
 # docs/WORLD.md, "Plain chats".
 PLAIN = dict(plain=0.3, dec=dict(world_lr=7e-4, long_full=0.2, plain_long=0.6, needle_frac=0.15, edge_align=0.6,
-                                 casual_world=1, tail_casual=0.25, tail=150, plain_full=0.4, plain_from=250))
+                                 casual_world=1, tail_casual=0.25, tail=150, plain_full=0.4, plain_from=250,
+                                 verb_q=0.6))
 
 # The decoder's training schedule. probe.py varies these on short runs (docs/WORLD.md, "How the
 # copy was learned"); the defaults are the recipe.
@@ -516,6 +520,8 @@ DEC = dict(
                         # does (align_exchange: at the start of the exchange the window's first token is in)
     plain_full=0.0,     # > 0: from world step plain_from on, this share of the whole-sequence rows is one of
     plain_from=0,       # world_plain's short plain chats (a fact and its question as the chat's first turns)
+    verb_q=0.0,         # > 0: from world step plain_from on, this share of those chats' questions in the fact's
+                        # own verb or the plainest form (world_plain.VERB_Q), their small talk mostly questions
     casual_world=0,     # 1: the rows that end in small talk or a fact (tail_casual) in the world's steps too
     seal_w=0.0,         # > 0: in the tail, a seal head's loss (weight seal_w, SealHead): the gate layers' q
                         # of a block run on its own (faithful mode's seal forward) must differ from the q at
@@ -922,6 +928,9 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
                 cfg["keyed_every"] and (it - ind_end - cfg["keyed"]) % cfg["keyed_every"] == 0):
             X, TG, WT = keyed_rows(model, r, bpe)
         else:
+            if cfg["verb_q"] > 0:  # world_plain's questions in the fact's own verb, from plain_from on
+                import world_plain
+                world_plain.VERB_Q = cfg["verb_q"] if it >= ind_end + cfg["plain_from"] else 0.0
             exs = batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, it % cfg["full_every"] == 0, cfg,
                                  it < ind_end + cfg["keyed"] + cfg["curriculum"], tail,
                                  not cfg["long_steps"] or it < ind_end + n_world + cfg["long_steps"],

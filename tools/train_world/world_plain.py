@@ -110,41 +110,89 @@ def _facts(W, r, n):
     return out
 
 
+# The question a person types right after telling a fact: the fact's own verb ("When does my train
+# leave?" after "My train leaves at 8:05"), which the wide mix draws for under 2 % of its questions, or
+# the plainest form of its kind. train.py sets VERB_Q (the share of plain chats' questions drawn so)
+# from world step plain_from on; at 0 nothing here is drawn.
+VERB_Q = 0.0
+PLAIN_VQ = {"time": ["When does {own} {kw} {v}?", "What time does {own} {kw} {v}?", "when does {own} {kw} {v}?",
+                     "When does {own} {kw} {v} again?", "what time does {own} {kw} {v} again?"],
+            "date": ["When does {own} {kw} {v}?", "What day does {own} {kw} {v}?"],
+            "place": ["Where does {own} {kw} {v}?", "where does {own} {kw} {v} again?"],
+            "name": ["What does {own} {kw} {v}?"]}
+PLAIN_Q = {"time": ["When is {own} {kw}?", "What time is {own} {kw}?", "when is {own} {kw}?"],
+           "date": ["When is {own} {kw}?", "What day is {own} {kw}?"],
+           "place": ["Where is {own} {kw}?", "where's {own} {kw}?"],
+           "name": ["Who is {own} {kw}?", "What is {own} {kw} called?", "What's {own} {kw}'s name?"],
+           None: ["What is {own} {kw}?", "What's {own} {kw}?", "what is {own} {kw} again?"]}
+
+
+def question_step(r, ph, kw, val):
+    """world.question_step, or with VERB_Q a question in the fact's own verb or the plainest form."""
+    if VERB_Q and isinstance(kw, ww.Key) and not kw.before and r.random() < VERB_Q:
+        kind = kw.kind if kw.kind in PLAIN_Q else None
+        verb = kw.verb if kw.verb and kw.verb[0] == "+" and kind in PLAIN_VQ else None
+        pool = [q.replace("{v}", verb[1:]) for q in PLAIN_VQ[kind]] if verb and r.random() < 0.7 else PLAIN_Q[kind]
+        own = "the" if " for the " in kw else r.choice(["my", "my", "the", "our"])
+        return ("q", r.choice(pool).format(own=own, kw=kw), world.answer_text(kw, val), kw, val)
+    return world.question_step(ph, kw, val)
+
+
+def small_talk_q(r, lex):
+    """with VERB_Q: the small talk right after a fact is mostly a question (about the week or an
+    everyday thing), which must not be taken for the fact's question"""
+    if VERB_Q and r.random() < 0.7:
+        return ("filler", r.choice(WEEK_Q), r.choice(WEEK_A), None, None) if r.random() < 0.5 else \
+            ("filler", r.choice(EVERYDAY_Q), r.choice(ww.ADVICE), None, None)
+    return _filler(r, lex)
+
+
 def plain_steps(r, W):
     """One short plain chat: [(kind, user, reply, kw, val)] as world.bench_steps gives."""
     ph = W.phrasing(r)
     lex = W.lex
     facts = _facts(W, r, 4)
+    if VERB_Q and r.random() < 0.4:  # a fact told with its own verb ("my train leaves at 8:05"), asked so
+        for _ in range(50):
+            k, v = ww.draw_frame(r, lex)
+            if k.verb and k.verb[0] == "+" and not k.before and all(k not in o and o not in k for o, _ in facts[1:]):
+                facts[0] = (k, v)
+                break
     x = r.random()
     st = [_filler(r, lex) for _ in range(r.choice([0, 0, 0, 1, 1, 2]))]
     if x < 0.3:  # right after: the fact, then its question
         st.append(world.fact_step(ph, *facts[0]))
         if r.random() < 0.2:
             st.append(world.fact_step(ph, *facts[1]))
-            st.append(world.question_step(ph, *facts[r.randrange(2)]))
+            st.append(question_step(r, ph, *facts[r.randrange(2)]))
         else:
-            st.append(world.question_step(ph, *facts[0]))
+            st.append(question_step(r, ph, *facts[0]))
         if r.random() < 0.3:
             st.append(_filler(r, lex))
     elif x < 0.5:  # small talk right after a fact, then maybe its question
         st.append(world.fact_step(ph, *facts[0]))
-        for _ in range(r.choice([1, 1, 2])):
-            st.append(_filler(r, lex))
+        if VERB_Q:
+            st.append(small_talk_q(r, lex))
+            if r.random() < 0.3:
+                st.append(_filler(r, lex))
+        else:
+            for _ in range(r.choice([1, 1, 2])):
+                st.append(_filler(r, lex))
         if r.random() < 0.6:
-            st.append(world.question_step(ph, *facts[0]))
+            st.append(question_step(r, ph, *facts[0]))
     elif x < 0.7:  # not held: a question on a keyword the chat never stated
         n = r.choice([1, 1, 2])
         for i in range(n):
             st.append(world.fact_step(ph, *facts[i]))
             if r.random() < 0.3:
                 st.append(_filler(r, lex))
-        st.append(world.question_step(ph, facts[3][0], None))
+        st.append(question_step(r, ph, facts[3][0], None))
         if r.random() < 0.4:
-            st.append(world.question_step(ph, *facts[0]))
+            st.append(question_step(r, ph, *facts[0]))
     elif x < 0.85:  # one line between: the fact at the window's edge
         st.append(world.fact_step(ph, *facts[0]))
         st.append(_filler(r, lex))
-        st.append(world.question_step(ph, *facts[0]))
+        st.append(question_step(r, ph, *facts[0]))
     else:  # two to three facts, small talk, questions on each in any order
         n = r.choice([2, 3])
         for i in range(n):
@@ -152,7 +200,7 @@ def plain_steps(r, W):
             if r.random() < 0.5:
                 st.append(_filler(r, lex))
         for i in r.sample(range(n), n):
-            st.append(world.question_step(ph, *facts[i]))
+            st.append(question_step(r, ph, *facts[i]))
             if r.random() < 0.3:
                 st.append(_filler(r, lex))
     return st
