@@ -234,7 +234,17 @@ def overlaps(a, b):
     return a is not None and a[0] < b[1] and b[0] < a[1]
 
 
-def make_example(model, pooler, bpe, e, q_turn, r, mode, eos_id, bos_id, other_fact=0.0):
+def align_exchange(e, nd):
+    """The window's start under --edge exchange (docs/LOOP.md, "The window's edge"): just after the
+    EOS that closed the exchange before the one token nd is in, at most 2 * BLOCK ids back."""
+    for i, t in enumerate(e.turns):
+        if t["head"][0] <= nd < t["reply"][1] + 1:
+            ws = t["head"][0] + (1 if i else 0)
+            return ws if nd - 2 * BLOCK <= ws <= nd else nd
+    return nd
+
+
+def make_example(model, pooler, bpe, e, q_turn, r, mode, eos_id, bos_id, other_fact=0.0, align=False):
     """One RC/SP-layout training row for question turn q_turn of e: the window ends at the end of
     the turn's reply (+ EOS); `mode`: 'right' (the fact's block(s) injected), 'wrong' (two other
     blocks), 'none' (no injection). other_fact: the share of 'right' rows whose second block is
@@ -245,7 +255,8 @@ def make_example(model, pooler, bpe, e, q_turn, r, mode, eos_id, bos_id, other_f
     if nd <= 0:
         return None
     fs = t["fact_span"]
-    in_window = fs is not None and fs[0] >= nd
+    ws = align_exchange(e, nd) if align else nd
+    in_window = fs is not None and fs[0] >= ws
     cands = blocks_of(nd)
     inj = []
     hold = [b for b in cands if overlaps(fs, b)]
@@ -272,10 +283,10 @@ def make_example(model, pooler, bpe, e, q_turn, r, mode, eos_id, bos_id, other_f
     th, tail = (bpe.encode(x) for x in world.reply_parts(t["kw"], t["val"] if knows else None))
     ids += th + tail + [eos_id]
     w += [1.0] * len(th) + [VALUE_W] * len(tail) + [1.0]
-    win = ids[nd:]
+    win = ids[ws:]
     ww = [0.0] * (len(win) - len(th) - len(tail) - 1) + w[-len(th) - len(tail) - 1:]  # the question's reply
     ex = layout_row(model, pooler, e, nd, inj, win, ww, bos_id)
-    ex["aux"] = [(p - nd, t["kw"]) for p in range(max(t["kw_end"], nd), t["reply"][0] + len(th))]
+    ex["aux"] = [(p - ws, t["kw"]) for p in range(max(t["kw_end"], ws), t["reply"][0] + len(th))]
     ex["seal"] = seal_blocks(e)
     return ex
 
@@ -313,7 +324,7 @@ def layout_row(model, pooler, e, nd, inj, win, ww, bos_id):
     return {"sp": sp, "pre": [bos_id], "inj": inj_ids, "win": win, "w": ww}
 
 
-def make_casual_example(model, pooler, e, turn, r, eos_id, bos_id):
+def make_casual_example(model, pooler, e, turn, r, eos_id, bos_id, align=False):
     """One RC/SP-layout row that ends with a turn that is not a question (small talk or a fact):
     the loss on its own reply ("I love hearing that...", "Got it, noted."). Without such rows every
     loop-layout row ends in a question, and the decoder learns that under a rebuilt context the
@@ -326,9 +337,10 @@ def make_casual_example(model, pooler, e, turn, r, eos_id, bos_id):
     if nd <= 0:
         return None
     inj = sorted(r.sample(cands, 2)) if len(cands) >= 2 and r.random() < 0.5 else []
-    win = list(e.ids[nd:end]) + [eos_id]
+    ws = align_exchange(e, nd) if align else nd
+    win = list(e.ids[ws:end]) + [eos_id]
     a = t["reply"][0]
-    ww = [0.0] * (a - nd) + list(e.w[a:end]) + [1.0]
+    ww = [0.0] * (a - ws) + list(e.w[a:end]) + [1.0] if a >= ws else list(e.w[ws:end]) + [1.0]
     return layout_row(model, pooler, e, nd, inj, win, ww, bos_id)
 
 
@@ -361,7 +373,11 @@ def full_example(e, bos_id, eos_id):
 
 # ---- stage 4: the decoder -----------------------------------------------------------------------
 def sample_dialogue(W, r, bpe, bench_shape, drill=False, recite=False):
-    """A training dialogue, its facts and questions in the training phrasings (world.Phrasing)."""
+    """A training dialogue, its facts and questions in the training phrasings (world.Phrasing).
+    --wording plain: a share W.plain of the dialogues (not drills) are world_plain's short chats."""
+    if getattr(W, "plain", 0) and not drill and not recite and r.random() < W.plain:
+        import world_plain
+        return encode_steps(bpe, world_plain.plain_steps(r, W))
     facts = W.train_facts(r)
     cas = W.train_casual(r)
     ph = W.phrasing(r)
@@ -438,6 +454,21 @@ WIDE = dict(wide=0.6, dec=dict(induction=0, warm_vocab=0, world_lr=1e-3, long_fu
 # a shorter, gentler schedule (the world already reads the wide wording). Measured, not kept (bench/NOTES.md,
 # "Naming the fact otherwise"): not part of make train-world.
 TYPED = dict(typed=0.4, dec=dict(world_lr=7e-4, tail=300))
+# --wording plain (world_plain.py): the stage after the wide one (--init the wide world): the wide mix,
+# of whose dialogues a share `plain` are short plain chats (the question right after the fact, small
+# talk right after a fact, questions on facts never stated, one line between), a share plain_long of
+# the long whole-sequence rows a long chat in view (a dozen facts among natural small talk), more
+# needle prompts, windows that start where --edge exchange starts them (edge_align), and rows that end
+# in small talk in the world's steps too (casual_world); from world step 250 on, 40 % of the whole-sequence
+# rows are short plain chats (plain_full: the wide world answers "When does the meeting start?" right after
+# "The meeting starts at 8:05." with small talk, and so did this mix after 250 steps without them), 60 %
+# of their questions in the fact's own verb or the plainest form (verb_q: "when does the meeting start?"
+# is under 2 % of the wide mix's questions, and after 500 steps without these the world still answered it
+# with small talk). Measured, not kept (docs/WORLD.md, "Plain chats": the edge and long chats in view came
+# back, the question right after its fact did not, the benchmark and nf4 lost): not part of make train-world.
+PLAIN = dict(plain=0.3, dec=dict(world_lr=7e-4, long_full=0.2, plain_long=0.6, needle_frac=0.15, edge_align=0.6,
+                                 casual_world=1, tail_casual=0.25, tail=150, plain_full=0.4, plain_from=250,
+                                 verb_q=0.6))
 
 # The decoder's training schedule. lab/probe.py varies these on short runs (bench/NOTES.md, "How the
 # copy was learned"); the defaults are the recipe.
@@ -483,13 +514,23 @@ DEC = dict(
     long_distinct=0,    # 1: no keyword in two of a long conversation's dialogues (sample_long; also --gate-long's)
     long_full=0.0,      # > 0: this share of the whole-sequence rows is a long conversation of 600-1,500
                         # tokens (sample_long), all of it in view: FULL on a chat as long as people's
+    plain_long=0.0,     # > 0: this share of those long rows is world_plain's long chat in view (a dozen facts
+                        # among natural small talk, questions through it: --wording plain)
+    edge_align=0.0,     # > 0: this share of the loop-layout rows starts its window where --edge exchange
+                        # does (align_exchange: at the start of the exchange the window's first token is in)
+    plain_full=0.0,     # > 0: from world step plain_from on, this share of the whole-sequence rows is one of
+    plain_from=0,       # world_plain's short plain chats (a fact and its question as the chat's first turns)
+    verb_q=0.0,         # > 0: from world step plain_from on, this share of those chats' questions in the fact's
+                        # own verb or the plainest form (world_plain.VERB_Q), their small talk mostly questions
+    casual_world=0,     # 1: the rows that end in small talk or a fact (tail_casual) in the world's steps too
     seal_w=0.0,         # > 0: in the tail, a seal head's loss (weight seal_w, SealHead): the gate layers' q
                         # of a block run on its own (faithful mode's seal forward) must differ from the q at
                         # a recall position in a conversation, so that a linear gate can tell them apart
 )
 
 
-def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, early, tail=False, long_ok=True):
+def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, early, tail=False, long_ok=True,
+                   plain_on=False):
     """The rows of one step: examples until cfg['batch_tokens'] rows are filled. tail: the
     schedule's tail (DEC tail), whose loop-layout rows also end in turns that are not questions
     (make_casual_example), a share cfg['tail_casual'] of them."""
@@ -499,11 +540,18 @@ def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, e
         k = r.random()
         if early:
             ex = full_example(sample_dialogue(W, r, bpe, False, drill=True, recite=k < cfg["recite_frac"]), bos, eos)
+        elif full_step and plain_on and r.random() < cfg["plain_full"]:
+            import world_plain
+            ex = full_example(encode_steps(bpe, world_plain.plain_steps(r, W)), bos, eos)
         elif full_step:
             talk = 1.0 - cfg["needle_frac"]
             dial = talk - cfg["drill_frac"]
             if cfg["long_full"] > 0 and r.random() < cfg["long_full"]:
-                e = sample_long(W, r, bpe, r.randint(600, 1500), True)
+                if cfg["plain_long"] > 0 and r.random() < cfg["plain_long"]:
+                    import world_plain
+                    e = encode_steps(bpe, world_plain.long_steps(r, W))
+                else:
+                    e = sample_long(W, r, bpe, r.randint(600, 1500), True)
                 if len(e.ids) > QCFG["max_pos"] - 8:
                     continue
                 exs.append(full_example(e, bos, eos))
@@ -527,12 +575,16 @@ def batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, full_step, cfg, e
                 e = sample_needle(r, bpe, hay_pieces, 140, 420)
             qs = [i for i, t in enumerate(e.turns) if t["kind"] == "q"]
             other = [i for i, t in enumerate(e.turns) if t["kind"] in ("filler", "probe", "fact")]
-            if tail and other and r.random() < cfg["tail_casual"]:
-                ex = make_casual_example(model, pooler, e, r.choice(other), r, eos, bos)
+            # --edge exchange: the window starts at the exchange its first token is in (align_exchange)
+            align = cfg["edge_align"] > 0 and r.random() < cfg["edge_align"]
+            if (tail or cfg["casual_world"]) and other and (not qs or r.random() < cfg["tail_casual"]):
+                ex = make_casual_example(model, pooler, e, r.choice(other), r, eos, bos, align)
+            elif not qs:  # world_plain's chats may hold no question
+                continue
             else:
                 mode = r.choices(["right", "wrong", "none"], [0.75, 0.1, 0.15])[0]
                 ex = make_example(model, pooler, bpe, e, r.choice(qs), r, mode, eos, bos,
-                                  cfg["other_fact"] if tail else 0.0)
+                                  cfg["other_fact"] if tail else 0.0, align)
             if ex is None:
                 continue
         exs.append(ex)
@@ -876,9 +928,13 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
                 cfg["keyed_every"] and (it - ind_end - cfg["keyed"]) % cfg["keyed_every"] == 0):
             X, TG, WT = keyed_rows(model, r, bpe)
         else:
+            if cfg["verb_q"] > 0:  # world_plain's questions in the fact's own verb, from plain_from on
+                import world_plain
+                world_plain.VERB_Q = cfg["verb_q"] if it >= ind_end + cfg["plain_from"] else 0.0
             exs = batch_examples(model, pooler, W, bpe, hay_pieces, r, ids_, it % cfg["full_every"] == 0, cfg,
                                  it < ind_end + cfg["keyed"] + cfg["curriculum"], tail,
-                                 not cfg["long_steps"] or it < ind_end + n_world + cfg["long_steps"])
+                                 not cfg["long_steps"] or it < ind_end + n_world + cfg["long_steps"],
+                                 cfg["plain_full"] > 0 and it >= ind_end + cfg["plain_from"])
             X, TG, WT = stack_rows(model, exs)
         if cfg["value_w"] != VALUE_W:
             WT[WT == VALUE_W] = cfg["value_w"]
@@ -1042,6 +1098,38 @@ def loop_features(model, pooler, e, bos, layers, rr):
             if lab >= 0:
                 out.append((feat[row].numpy().copy(), lab, info, p, c0))
     return out
+
+
+def turn_threshold(held, score, t_pos, st_max=0.1, q_min=0.95):
+    """--wording plain: the gate's threshold chosen by turns on the held-out dialogues, as a person
+    meets it: a small-talk turn fires when any of its checks (the last token of a chunk) scores
+    above it, a question when any of its recall positions does. The threshold is the larger of
+    t_pos (the 10th percentile of held-out positive positions) and the one at which st_max of the
+    small-talk turns fire, lowered again while fewer than q_min of the questions would fire."""
+    st, qs = [], []
+    for e, fs in held:
+        by_p = {p: (f, l) for f, l, _, p, _ in fs}
+        for t in e.turns:
+            a, b = t["head"][0], t["reply"][1]
+            if t["kind"] in ("filler", "probe"):
+                sc = [score(by_p[p][0]) for p in range(a, b) if (p + 1) % CHUNK == 0 and p in by_p and by_p[p][1] == 0]
+                if sc:
+                    st.append(max(sc))
+            elif t["kind"] == "q":
+                sc = [score(by_p[p][0]) for p in range(a, b) if (p + 1) % CHUNK == 0 and p in by_p and by_p[p][1] == 1]
+                if sc:
+                    qs.append(max(sc))
+    st, qs = np.array(st), np.array(qs)
+    t_st = float(np.percentile(st, 100 * (1 - st_max))) if len(st) else t_pos
+    t = max(t_pos, t_st)
+    if len(qs) and np.mean(qs > t) < q_min:
+        t = float(np.percentile(qs, 100 * (1 - q_min)))
+    log("gate: by turns on the held-out dialogues: %d small-talk turns checked, %d questions; thresh %.4f "
+        "(positions' %.4f, small talk's %.4f): small-talk turns that fire %.1f%%, questions that fire %.1f%% "
+        "(at the positions' threshold %.1f%%, %.1f%%)" % (
+            len(st), len(qs), t, t_pos, t_st, 100 * np.mean(st > t), 100 * np.mean(qs > t),
+            100 * np.mean(st > t_pos), 100 * np.mean(qs > t_pos)))
+    return t
 
 
 def seal_features(model, e, layers):
@@ -1330,10 +1418,11 @@ def main():
                     "while the bridge learns, as a share of --bridge-lr (0: BERT stays the bag)")
     ap.add_argument("--bert", nargs="*", default=[], help="KEY=VALUE overrides of BERT's shape (hidden, layers, "
                     "heads, ffn)")
-    ap.add_argument("--wording", default="grammar", choices=["grammar", "wide", "typed"], help="--world broad: how "
+    ap.add_argument("--wording", default="grammar", choices=["grammar", "wide", "typed", "plain"], help="--world broad: how "
                     "facts, questions and small talk are worded: grammar (world_broad.py's, the committed world's first "
                     "stage), wide (world_wide.py, as people type; with --init, the stage that continues it: WIDE) or "
-                    "typed (wide, the question naming the fact its own way; --init the wide world: TYPED)")
+                    "typed (wide, the question naming the fact its own way; --init the wide world: TYPED) or plain (the wide mix "
+                    "and world_plain.py's short and long plain chats; --init the wide world: PLAIN)")
     ap.add_argument("--typed-share", type=float, default=None, help="--wording typed: the share of wide questions "
                     "named another way and of wide facts in the typed forms (default TYPED's)")
     ap.add_argument("--grow", nargs="*", default=[], help="with --init: KEY=VALUE of a larger decoder (hidden, heads, "
@@ -1358,11 +1447,12 @@ def main():
 
     # 1. corpus, 2. tokenizers
     broad = args.world == "broad"
-    if args.wording in ("wide", "typed") and (not args.init or not broad):
+    if args.wording in ("wide", "typed", "plain") and (not args.init or not broad):
         raise SystemExit("train.py: --wording %s continues a world of --world broad: give --init DIR (make "
                          "train-world does)" % args.wording)
     if args.steps is None:
-        args.steps = 700 if args.wording == "typed" else 1500 if args.wording == "wide" else 5000 if broad else 4500
+        args.steps = 700 if args.wording == "typed" else 1500 if args.wording == "wide" else \
+            500 if args.wording == "plain" else 5000 if broad else 4500
     if broad and args.vocab == "realistic":
         BROAD["merges"] = REALISTIC_VOCAB["merges"]
     if args.gate_long is None:
@@ -1373,7 +1463,7 @@ def main():
     QCFG.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.qcfg)})
     torch.manual_seed(args.seed)
     cfg = dict(BROAD["dec"], **(REALISTIC_VOCAB["dec"] if args.vocab == "realistic" else {})) if broad else {}
-    if args.wording in ("wide", "typed"):
+    if args.wording in ("wide", "typed", "plain"):
         # after the tokenizers: the BPE was learned from the grammar's text, as the world --init continues
         W.wide = WIDE["wide"]
         cfg.update(WIDE["dec"])
@@ -1381,6 +1471,9 @@ def main():
         import world_wide
         world_wide.TYPED = args.typed_share if args.typed_share is not None else TYPED["typed"]
         cfg.update(TYPED["dec"])
+    if args.wording == "plain":
+        W.plain = PLAIN["plain"]
+        cfg.update(PLAIN["dec"])
     cfg.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.set)})
     # with DEC warm_vocab the warm-up's decoder has fewer ids; train_decoder extends it
     model = nets.Qwen2(dict(QCFG, vocab=cfg.get("warm_vocab") or QCFG["vocab"]))
@@ -1421,7 +1514,7 @@ def main():
         log("held-out copy at step %d: " % it + "  ".join("%s %d/%d" % (k, v[0], v[1]) for k, v in res.items()))
 
     ckpt = args.ckpt or out.rstrip("/") + ".ckpt"
-    stage_seed = args.seed + ({"grammar": 1000, "wide": 1000, "typed": 2000}[args.wording] if not args.grow else 3000) \
+    stage_seed = args.seed + ({"grammar": 1000, "wide": 1000, "typed": 2000, "plain": 4000}[args.wording] if not args.grow else 3000) \
         if args.init else args.seed
     train_decoder(model, pooler, W, bpe, hay_pieces, args.steps, stage_seed, ids_, cfg,
                   args.eval_every, on_eval, ckpt)
@@ -1482,6 +1575,8 @@ def main():
     log("gate: %d positives, %d negatives (%d seal features); held-out: thresh %.4f, positives above %.1f%%, "
         "negatives above %.2f%%" % (len(Xp), len(Xn), len(seals), thresh, 100 * np.mean(np.array(hp) > thresh),
                                    100 * np.mean(np.array(hn) > thresh)))
+    if args.wording == "plain":
+        thresh = turn_threshold(feats["held"], score, thresh)
 
     # 6. bridge head + BERT
     torch.manual_seed(args.seed + 100)
