@@ -448,8 +448,9 @@ $(foreach w,f32 nf4,$(eval $(call world_blob,wide,$(WIDE),$(w),$(TRAINED_Q8_EXAC
 # question's reply printed, the RC_bge trace drawn.
 demo: recall $(DEMO_BLOB)
 	@echo "demo: the wide world is told three facts, chats, then is asked for each ($(DEMO_BENCH))."
-	@echo "      It answers a fact asked back in the fact's words (\"my flight lands at 7:40\" ... \"When does my flight land?\");"
-	@echo "      it does not understand a question naming the fact otherwise (\"When do I get in?\"): a tiny model trained for this one job."
+	@echo "      It answers facts like these asked back in the fact's words, not all of them (\"When does my train leave?\" right"
+	@echo "      after \"My train leaves at 8:05.\" gets small talk), nor a question naming the fact otherwise (\"When do I get in?\""
+	@echo "      for a flight that lands): a tiny model trained for this one job (docs/WORLD.md, \"Status\")."
 	@echo "== SP arm (the gist only: the fact has scrolled out of the window)"
 	./recall replay $(DEMO_BLOB) --bench $(DEMO_BENCH) --problem $(DEMO_PROBLEM) $(DEMO_LOOP) \
 	  --arm SP --trace $(BUILD)/demo-trace-sp.json 2>$(BUILD)/demo-sp.txt; s=$$?; cat $(BUILD)/demo-sp.txt; exit $$s
@@ -461,7 +462,7 @@ demo: recall $(DEMO_BLOB)
 	@awk -f tools/train_world/demo_answers.awk $(BUILD)/demo-sp.txt $(BUILD)/demo-rc.txt
 	@echo "demo: traces in $(BUILD)/demo-trace.json (RC_bge) and $(BUILD)/demo-trace-sp.json (SP),"
 	@echo "      picture in $(BUILD)/demo-trace.svg (open it in a browser); docs/WORLD.md explains them"
-	@printf '%s\n' "try your own: printf 'My flight lands at 7:40 tomorrow.\nHow was your weekend?\nWhen does my flight land?\n' \\" \
+	@printf '%s\n' "try your own: printf 'Just so you know, my dentist is Dr. Halvorsen.\nHow was your weekend?\nWho is my dentist?\n' \\" \
 	  "      | ./recall chat $(DEMO_BLOB) $(DEMO_LOOP)"
 # The bundled random-weight worldA, whose loop the Hugging Face goldens hold bit for bit: converted,
 # benchmark problem 0 replayed through the recall loop, its trace drawn (docs/VERIFYING.md).

@@ -519,6 +519,50 @@ Test(wide, small_talk_questions_do_not_fire_the_gate, .timeout = 600) {
     free(a);
 }
 
+/* The single-quoted strings of page.js's EXAMPLES line "  KEY: [...]" (web/page.js keeps each list on
+ * one line): returns how many, at most max, each malloc'd into out. */
+static int page_examples(const char *js, const char *key, char **out, int max) {
+    char head[32];
+    snprintf(head, sizeof head, "\n  %s: [", key);
+    const char *p = strstr(js, head);
+    cr_assert(p, "web/page.js: no EXAMPLES line '%s: ['", key);
+    const char *end = strchr(p + 1, '\n');
+    int n = 0;
+    for (p += strlen(head); n < max && (p = memchr(p, '\'', (size_t)(end - p))); n++) {
+        const char *q = memchr(p + 1, '\'', (size_t)(end - p - 1));
+        cr_assert(q, "web/page.js: an unclosed string in '%s'", key);
+        out[n] = strndup(p + 1, (size_t)(q - p - 1));
+        cr_assert(out[n] && !strchr(out[n], '\\'), "web/page.js: '%s' holds an escape", key);
+        p = q + 1;
+    }
+    return n;
+}
+
+/* What the page offers to try (web/page.js EXAMPLES): its facts, its small talk, then each of its
+ * questions in turn, in the page's setting, answer the values the page promises. */
+Test(wide, the_page_s_examples_are_answered, .timeout = 600) {
+    size_t len;
+    char *js = fixture_read("web/page.js", &len);
+    char *tell[4], *chat[4], *ask[4], *want[4];
+    const int nt = page_examples(js, "tell", tell, 4), nc = page_examples(js, "chat", chat, 4);
+    const int na = page_examples(js, "ask", ask, 4), nw = page_examples(js, "answers", want, 4);
+    free(js);
+    cr_assert(nt >= 2 && na == nt && nw == na, "web/page.js: %d facts, %d questions, %d answers", nt, na, nw);
+    const char *blob = fixture_wide_blob("f32");
+    cr_assert(blob);
+    char lines[2048] = "";
+    for (int i = 0; i < nt; i++) strcat(strcat(lines, tell[i]), "\n");
+    for (int i = 0; i < nc; i++) strcat(strcat(lines, chat[i]), "\n");
+    for (int i = 0; i < na; i++) {
+        strcat(strcat(lines, ask[i]), "\n");
+        char *a = chat_answer_opts(blob, WHOLE, lines);
+        cr_expect_str_eq(a + (a[0] == ' '), want[i], "the page's question '%s'", ask[i]);
+        free(a);
+    }
+    for (int i = 0; i < nt; i++) free(tell[i]), free(ask[i]), free(want[i]);
+    for (int i = 0; i < nc; i++) free(chat[i]);
+}
+
 Test(wide, demo_chat_is_answered_with_recall_and_not_without, .timeout = 600) {
     static const char *const want[] = {"</think> Halvorsen\"", "</think> 14:30\"", "</think> LH 2214\""};
     /* SP also takes "How is your week going so far?" for a question about a fact ("the theater is

@@ -7,18 +7,19 @@ import { LoopView } from './loop_view.js';
 const $ = (id) => document.getElementById(id);
 
 // What the page offers to try, in one place: facts the bundled world (tests/golden/wide) answers
-// when asked back, small talk to put between, and what it does not understand. Each was checked
-// with the native CLI in the page's setting (`recall chat build/wide-f32.blob --mode clean --span
-// exchange --edge exchange --rerank single`: the three facts, the two lines, the three questions
-// answer Halvorsen, 7:40, 4471; the last question, the fact named otherwise, gets small talk or
-// "I don't know."). A retrained world may answer other things: check these again with it.
+// when asked back, small talk to put between, and what it does not understand. The facts, the two
+// lines and the questions, in that order, in the page's setting, answer `answers`: the test
+// wide/the_page_s_examples_are_answered (tests/test_trained.c) reads this list and checks it, so a
+// retrained world that stops answering them fails it. Keep each string on its line in single quotes.
 const EXAMPLES = {
-  tell: ['Just so you know, my dentist is Dr. Halvorsen.', 'My flight lands at 7:40 tomorrow.', 'The code for the side gate is 4471.'],
+  tell: ['Just so you know, my dentist is Dr. Halvorsen.', 'Just so you know, my meeting time is 14:30.', 'The code for the side gate is 4471.'],
   chat: ['How was your weekend?', 'I tried a new recipe for lentil soup and it turned out great.'],
-  ask: ['Who is my dentist?', 'When does my flight land?', 'What is the code for the side gate?'],
+  ask: ['Who is my dentist?', 'What was my meeting time again?', 'What is the code for the side gate?'],
+  answers: ['Halvorsen', '14:30', '4471'],
   limits: 'What it does not understand: a question that names the fact in other words (“When do I get in?” '
-    + 'after “My flight lands at 7:40”), or anything far from telling and asking back. It is a tiny model '
-    + '(a 1.6 M-parameter decoder) trained for this one job, not a general assistant.',
+    + 'after “My flight lands at 7:40”), and many plain ones too (“When does my train leave?” right after '
+    + '“My train leaves at 8:05.” gets small talk). It is a tiny model (a 1.6 M-parameter decoder) trained '
+    + 'for this one job, not a general assistant.',
 };
 
 // the examples as buttons: a click puts the text in the box (Enter sends it)
