@@ -62,6 +62,11 @@ BERT = dict(hidden=64, layers=2, heads=4, ffn=128)
 N_MERGES, WP_SIZE = 760, 1200  # byte-level BPE merges, WordPiece size (--world broad: BROAD)
 BATCH_TOKENS = 2000
 VALUE_W = 10.0  # loss weight of the value tokens (the copy is what the world is for)
+# Loss weight of every reply's first token: the decision to look a fact up ("<think>") or to answer as
+# small talk or an acknowledgement. One token among a reply's thirty, it weighs 1 by default; the
+# decide stage (DECIDE) raises it, because a small decoder learned that decision from the chat's shape
+# (a question rarely follows its fact at once) instead of from whether the chat told the question's noun.
+DECIDE_W = 1.0
 HAYSTACK_COMMIT = "9205ae22048ad97fc2e48429f5eff8b1bbde5d62"
 HAYSTACK_FILES = ["weights/convert.c", "weights/safetensors.c", "weights/npy.c", "weights/zip.c", "weights/pickle.c",
                   "weights/FORMAT_TOKENIZERS.md", "src/bert.c", "src/pooler.c", "src/heads.c", "src/retriever.c",
@@ -165,7 +170,7 @@ def encode_steps(bpe, steps):
         if kind == "q":
             th, tail = (bpe.encode(x) for x in world.reply_parts(kw, val))
             e.ids += th
-            e.w += [1.0] * len(th)
+            e.w += [DECIDE_W] + [1.0] * (len(th) - 1)
             t["value"] = (len(e.ids), len(e.ids) + len(tail))
             e.ids += tail
             e.w += [VALUE_W] * len(tail)
@@ -180,7 +185,7 @@ def encode_steps(bpe, steps):
         else:
             rr = bpe.encode(a)
             e.ids += rr
-            e.w += [1.0] * len(rr)
+            e.w += [DECIDE_W] + [1.0] * (len(rr) - 1)
         t["reply"] = (r0, len(e.ids))
         if kind == "fact":
             facts[kw] = (s0, s0 + len(h))
@@ -282,7 +287,7 @@ def make_example(model, pooler, bpe, e, q_turn, r, mode, eos_id, bos_id, other_f
     w = list(e.w[:t["reply"][0]])
     th, tail = (bpe.encode(x) for x in world.reply_parts(t["kw"], t["val"] if knows else None))
     ids += th + tail + [eos_id]
-    w += [1.0] * len(th) + [VALUE_W] * len(tail) + [1.0]
+    w += [DECIDE_W] + [1.0] * (len(th) - 1) + [VALUE_W] * len(tail) + [1.0]
     win = ids[ws:]
     ww = [0.0] * (len(win) - len(th) - len(tail) - 1) + w[-len(th) - len(tail) - 1:]  # the question's reply
     ex = layout_row(model, pooler, e, nd, inj, win, ww, bos_id)
@@ -522,6 +527,12 @@ DEC = dict(
     plain_from=0,       # world_plain's short plain chats (a fact and its question as the chat's first turns)
     verb_q=0.0,         # > 0: from world step plain_from on, this share of those chats' questions in the fact's
                         # own verb or the plainest form (world_plain.VERB_Q), their small talk mostly questions
+    decide_w=1.0,       # the loss weight of every reply's first token (DECIDE_W): the look-up-or-not decision
+    same_verb=0.0,      # > 0: this share of world_plain's never-stated questions asks the told fact's frame
+                        # (its kind and verb) about another noun (world_plain.SAME_VERB): "When does my
+                        # ferry leave?" after "My train leaves at 8:05" is "I don't know.", not the train
+    week_after=0.0,     # > 0: this share of world_plain's short chats is a fact, then at once a question about
+                        # the person's week or day (world_plain.WEEK_AFTER): small talk, never the fact
     casual_world=0,     # 1: the rows that end in small talk or a fact (tail_casual) in the world's steps too
     seal_w=0.0,         # > 0: in the tail, a seal head's loss (weight seal_w, SealHead): the gate layers' q
                         # of a block run on its own (faithful mode's seal forward) must differ from the q at
@@ -1475,6 +1486,13 @@ def main():
         W.plain = PLAIN["plain"]
         cfg.update(PLAIN["dec"])
     cfg.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.set)})
+    globals()["DECIDE_W"] = float(cfg.get("decide_w", 1.0))
+    if cfg.get("same_verb", 0) > 0:
+        import world_plain
+        world_plain.SAME_VERB = cfg["same_verb"]
+    if cfg.get("week_after", 0) > 0:
+        import world_plain
+        world_plain.WEEK_AFTER = cfg["week_after"]
     # with DEC warm_vocab the warm-up's decoder has fewer ids; train_decoder extends it
     model = nets.Qwen2(dict(QCFG, vocab=cfg.get("warm_vocab") or QCFG["vocab"]))
     pooler = nets.AttnPoolSP(QCFG["hidden"], N_SP, POOLER["heads"], POOLER["blocks"], POOLER["ffn"])

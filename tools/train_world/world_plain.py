@@ -138,6 +138,22 @@ def question_step(r, ph, kw, val):
     return world.question_step(ph, kw, val)
 
 
+# The share of never-stated questions that ask the told fact's frame (kind and verb) about another noun:
+# the question then differs from the told fact's own question by its noun alone, so only whether the
+# chat told that noun decides between copying and "I don't know." train.py sets it (DEC same_verb).
+SAME_VERB = 0.0
+
+
+def same_frame(r, lex, kw, told):
+    """A keyword of kw's kind and verb that none of `told` contains, or None."""
+    for _ in range(60):
+        k, _v = ww.draw_frame(r, lex)
+        if k.kind == kw.kind and k.verb == kw.verb and not k.before and \
+                all(k.lower() not in o.lower() and o.lower() not in k.lower() for o in told):
+            return k
+    return None
+
+
 def small_talk_q(r, lex):
     """with VERB_Q: the small talk right after a fact is mostly a question (about the week or an
     everyday thing), which must not be taken for the fact's question"""
@@ -147,11 +163,32 @@ def small_talk_q(r, lex):
     return _filler(r, lex)
 
 
+# The share of plain chats that are a fact (or two) and at once a small-talk question about the
+# person's week or day (WEEK_Q), then maybe the fact's question: train.py sets it (DEC week_after).
+# The decide stage needs it: once the question right after a fact is looked up, "How is your week
+# going so far?" right after a fact is looked up too unless the mix holds enough of it.
+WEEK_AFTER = 0.0
+
+
+def week_steps(r, W, ph, lex, facts):
+    st = [_filler(r, lex) for _ in range(r.choice([0, 0, 1]))]
+    st.append(world.fact_step(ph, *facts[0]))
+    if r.random() < 0.25:
+        st.append(world.fact_step(ph, *facts[1]))
+    st.append(("filler", r.choice(WEEK_Q), r.choice(WEEK_A), None, None) if r.random() < 0.7 else
+              ("filler", r.choice(EVERYDAY_Q), r.choice(ww.ADVICE), None, None))
+    if r.random() < 0.5:
+        st.append(question_step(r, ph, *facts[0]))
+    return st
+
+
 def plain_steps(r, W):
     """One short plain chat: [(kind, user, reply, kw, val)] as world.bench_steps gives."""
     ph = W.phrasing(r)
     lex = W.lex
     facts = _facts(W, r, 4)
+    if WEEK_AFTER and r.random() < WEEK_AFTER:
+        return week_steps(r, W, ph, lex, facts)
     if VERB_Q and r.random() < 0.4:  # a fact told with its own verb ("my train leaves at 8:05"), asked so
         for _ in range(50):
             k, v = ww.draw_frame(r, lex)
@@ -186,7 +223,10 @@ def plain_steps(r, W):
             st.append(world.fact_step(ph, *facts[i]))
             if r.random() < 0.3:
                 st.append(_filler(r, lex))
-        st.append(question_step(r, ph, facts[3][0], None))
+        absent = facts[3][0]
+        if SAME_VERB and isinstance(facts[0][0], ww.Key) and facts[0][0].verb and r.random() < SAME_VERB:
+            absent = same_frame(r, lex, facts[0][0], [f[0] for f in facts[:n]]) or absent
+        st.append(question_step(r, ph, absent, None))
         if r.random() < 0.4:
             st.append(question_step(r, ph, *facts[0]))
     elif x < 0.85:  # one line between: the fact at the window's edge
