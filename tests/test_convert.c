@@ -8,6 +8,7 @@
 #include "safetensors.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,42 @@ Test(convert, gate_sources_agree) {
     rc_blob_close(b);
     unlink(o1.out_path);
     unlink(o2.out_path);
+}
+
+/* --threshold T: the blob carries T as the gate's thresh, in its key and its tensor alike (the
+ * engine reads the key, the heads the tensor), and every other tensor is the plain convert's; a
+ * value that is not finite is refused and nothing is written. */
+Test(convert, stored_threshold_replaces_the_gate_file_s) {
+    rc_convert_opts o1 = fixture_worldA_convert_opts("f32", tmpname("t1")), o2 = fixture_worldA_convert_opts("f32", tmpname("t2"));
+    o2.set_gate_threshold = 1;
+    o2.gate_threshold = 0.3125; /* exact in float */
+    rc_blob *a = convert_open(&o1), *b = convert_open(&o2);
+    recall_err err = {0};
+    double ka, kb;
+    cr_assert_eq(rc_blob_get_f64(a, "gate.thresh", &ka, &err), RECALL_OK);
+    cr_assert_eq(rc_blob_get_f64(b, "gate.thresh", &kb, &err), RECALL_OK);
+    cr_expect_eq(kb, 0.3125);
+    cr_expect_neq(ka, 0.3125, "worldA's own thresh differs, or the test shows nothing");
+    float tb;
+    cr_assert_eq(rc_blob_vec(b, "gate.thresh", 1, &tb, &err), RECALL_OK, "%s", err.msg);
+    cr_expect_eq(tb, 0.3125f);
+    cr_assert_eq(rc_blob_n_tensors(a), rc_blob_n_tensors(b));
+    for (size_t i = 0; i < rc_blob_n_tensors(a); i++) {
+        const rc_tensor *t = rc_blob_tensor_at(a, i), *u = rc_blob_find(b, t->name);
+        cr_assert_not_null(u, "%s", t->name);
+        if (!strcmp(t->name, "gate.thresh")) continue;
+        cr_expect(t->nbytes == u->nbytes && !memcmp(t->data, u->data, t->nbytes), "%s differs", t->name);
+    }
+    rc_blob_close(a);
+    rc_blob_close(b);
+    unlink(o1.out_path);
+    unlink(o2.out_path);
+    rc_convert_opts o3 = fixture_worldA_convert_opts("f32", tmpname("t3"));
+    o3.set_gate_threshold = 1;
+    o3.gate_threshold = INFINITY;
+    cr_expect_eq(rc_convert(&o3, &err), RECALL_E_ARG);
+    cr_expect(strstr(err.msg, "gate.npz") && strstr(err.msg, "--threshold"), "%s", err.msg);
+    cr_expect_neq(access(o3.out_path, F_OK), 0, "nothing written");
 }
 
 Test(convert, tokenizers_only) {

@@ -31,6 +31,7 @@
 #include "tokenize_bpe.h"
 #include "tokenize_wordpiece.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -902,8 +903,14 @@ static recall_status gate_part(conv *c, int64_t F) {
     if (!s) s = take(c, &d, "gate", "scale", 1, sf);
     if (!s) s = take(c, &d, "gate", "intercept", 0, NULL);
     if (!s) {
-        const ftensor *t = fdict_find(&d, "thresh");
-        if (t && t->ndim == 0)
+        ftensor *t = (ftensor *)fdict_find(&d, "thresh");
+        if (c->o->set_gate_threshold) {
+            if (!t || t->ndim != 0 || !isfinite(c->o->gate_threshold))
+                s = rc_fail(c->err, RECALL_E_ARG, "%s: --threshold %g needs a finite value and the gate's 0-d thresh",
+                            c->o->gate_path, c->o->gate_threshold);
+            else t->data[0] = (float)c->o->gate_threshold; /* the kv and the tensor carry the same value */
+        }
+        if (!s && t && t->ndim == 0)
             s = rc_writer_kv_f64(c->w, "gate.thresh", (double)t->data[0], c->err);
         if (!s && t) s = take(c, &d, "gate", "thresh", 0, NULL);
     }

@@ -28,6 +28,9 @@ typedef struct {
                              * canonical SPEC is stored, checked against the decoder's layers */
     const char *nf4_keep;   /* NULL, or (with weights "nf4") the attention projections stored in bf16
                              * instead of NF4 (qwen2.h, RC_NF4_KEEP_KEY; the same SPEC grammar) */
+    int set_gate_threshold; /* 1: store gate_threshold as the gate's thresh instead of the gate file's (a
+                             * build calibrated with `recall calibrate`, e.g. an nf4 blob, ships its own) */
+    double gate_threshold;
     const char *out_path;
     /* Progress lines ("[12/339] qwen2.model.layers.3.mlp.up_proj.weight nf4"), may be NULL. */
     void (*progress)(void *ctx, const char *line);

@@ -7,6 +7,7 @@
 #include "pool.h"
 #include "qwen2.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@ int cli_convert(const cli_args *a) {
                                .bge_weights = a->bge_weights, .pooler_heads = a->pooler_heads,
                                .tokenizers_only = a->tokenizers_only, .lm_head_screen = a->store_screen,
                                .q8_exact = a->q8_exact, .nf4_keep = a->nf4_keep, .out_path = a->out,
+                               .set_gate_threshold = !isnan(a->threshold), .gate_threshold = a->threshold,
                                .progress = a->quiet ? NULL : on_progress};
     recall_err err = {0};
     if (rc_convert(&o, &err)) return cli_fail("convert", &err);

@@ -385,6 +385,10 @@ static const cli_opt O_NF4_KEEP = {"--nf4-keep", NULL, "SPEC",
                                    "NF4, as --q8-exact names them (e.g. 0-3:v: every layer's v_proj on a\n"
                                    "four-layer model); stored in the blob, each tensor read as stored",
                                    set_str, F(nf4_keep), NOLIM};
+static const cli_opt O_STORE_THRESHOLD = {"--threshold", NULL, "T",
+                                         "the gate threshold stored in the blob instead of the gate file's thresh\n"
+                                         "(what `recall calibrate` suggests for this build, e.g. an nf4 blob)",
+                                         set_num, F(threshold), -INFINITY, INFINITY};
 static const cli_opt O_TOKENIZERS_ONLY = {"--tokenizers-only", NULL, NULL,
                                           "write only the two tokenizers (the folders need no weights)", set_flag,
                                           F(tokenizers_only), NOLIM};
@@ -393,6 +397,7 @@ static const cli_opt O_OUT = {"-o", "--out", "OUT", "output path; written to OUT
 static const cli_opt O_QUIET = {"--quiet", NULL, NULL, "no progress lines", set_flag, F(quiet), NOLIM};
 static const cli_opt *const CONVERT_OPTS[] = {&O_QWEN2, &O_BGE_DIR, &O_POOLER, &O_GATE, &O_BRIDGE,
                                               &O_WEIGHTS, &O_BGE_WEIGHTS, &O_POOLER_HEADS, &O_STORE_SCREEN, &O_Q8_EXACT, &O_NF4_KEEP,
+                                              &O_STORE_THRESHOLD,
                                               &O_TOKENIZERS_ONLY, &O_OUT, &O_QUIET, NULL};
 
 static const cli_opt O_NO_TENSORS = {"--no-tensors", NULL, NULL, "leave out the tensor table", set_flag,

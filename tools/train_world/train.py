@@ -62,11 +62,15 @@ BERT = dict(hidden=64, layers=2, heads=4, ffn=128)
 N_MERGES, WP_SIZE = 760, 1200  # byte-level BPE merges, WordPiece size (--world broad: BROAD)
 BATCH_TOKENS = 2000
 VALUE_W = 10.0  # loss weight of the value tokens (the copy is what the world is for)
-# Loss weight of every reply's first token: the decision to look a fact up ("<think>") or to answer as
-# small talk or an acknowledgement. One token among a reply's thirty, it weighs 1 by default; the
-# decide stage (DECIDE) raises it, because a small decoder learned that decision from the chat's shape
-# (a question rarely follows its fact at once) instead of from whether the chat told the question's noun.
-DECIDE_W = 1.0
+# Every reply's first token decides: look a fact up ("<think>") or answer as small talk or an
+# acknowledgement. One token among a reply's thirty, it weighs like the others by default; with DEC
+# decide_w > 0 its weight is DECIDE_MARK (1 + 2^-10, a mark no other weight takes), and the loss adds
+# decide_w times the binary cross-entropy of P("<think>") there: the decision alone is pressed, not
+# which small-talk word comes first (weighting the whole first token made every small-talk reply
+# start alike). A small decoder had learned the decision from the chat's shape (a question rarely
+# follows its fact at once) instead of from whether the chat told the question's noun.
+DECIDE_MARK = 1.0009765625
+DECIDE_W = 1.0  # the first token's weight: DECIDE_MARK while decide_w > 0 (set by main)
 HAYSTACK_COMMIT = "9205ae22048ad97fc2e48429f5eff8b1bbde5d62"
 HAYSTACK_FILES = ["weights/convert.c", "weights/safetensors.c", "weights/npy.c", "weights/zip.c", "weights/pickle.c",
                   "weights/FORMAT_TOKENIZERS.md", "src/bert.c", "src/pooler.c", "src/heads.c", "src/retriever.c",
@@ -209,7 +213,7 @@ def encode_needle(bpe, user, val, kw):
     th, tail = (bpe.encode(x) for x in world.reply_parts(kw, val))
     r0 = len(e.ids)
     e.ids += th
-    e.w += [1.0] * len(th)
+    e.w += [DECIDE_W] + [1.0] * (len(th) - 1)
     v0 = len(e.ids)
     e.ids += tail
     e.w += [VALUE_W] * len(tail)
@@ -527,7 +531,8 @@ DEC = dict(
     plain_from=0,       # world_plain's short plain chats (a fact and its question as the chat's first turns)
     verb_q=0.0,         # > 0: from world step plain_from on, this share of those chats' questions in the fact's
                         # own verb or the plainest form (world_plain.VERB_Q), their small talk mostly questions
-    decide_w=1.0,       # the loss weight of every reply's first token (DECIDE_W): the look-up-or-not decision
+    decide_w=0.0,       # > 0: the weight of the look-up-or-not decision's binary loss at every reply's first
+                        # token (DECIDE_MARK)
     same_verb=0.0,      # > 0: this share of world_plain's never-stated questions asks the told fact's frame
                         # (its kind and verb) about another noun (world_plain.SAME_VERB): "When does my
                         # ferry leave?" after "My train leaves at 8:05" is "I don't know.", not the train
@@ -949,12 +954,24 @@ def train_decoder(model, pooler, W, bpe, hay_pieces, steps, seed, ids_, cfg=None
             X, TG, WT = stack_rows(model, exs)
         if cfg["value_w"] != VALUE_W:
             WT[WT == VALUE_W] = cfg["value_w"]
+        dec = (WT == DECIDE_MARK) if cfg["decide_w"] > 0 else None
+        if dec is not None:
+            WT[dec] = 1.0
         sel = WT > 0
         use_probe = probe is not None and tail and exs is not None
         use_seal = sealh is not None and tail and exs is not None
         logits, qs = model(X, select=sel, q_layers=GATE_LAYERS if use_probe or use_seal else ())
         ce = F.cross_entropy(logits, TG[sel], reduction="none")
         loss = (ce * WT[sel]).sum() / WT.sum()
+        if dec is not None and bool(dec.any()):  # the decision's binary loss (DECIDE_MARK)
+            lg = logits[dec[sel]]
+            lse = lg.logsumexp(-1)
+            is_think = TG[dec] == ids_["think"]
+            lp = lg[:, ids_["think"]] - lse
+            rest = lg.clone()
+            rest[:, ids_["think"]] = float("-inf")
+            lq = rest.logsumexp(-1) - lse
+            loss = loss + cfg["decide_w"] * -(torch.where(is_think, lp, lq)).mean()
         aux = probe.loss(qs, *aux_positions(exs)) if use_probe else None
         aux_grads = None
         if aux is not None:
@@ -1201,7 +1218,7 @@ def build_corpus(seed, repo, broad=False):
     bpe = tok.train_bpe(texts + hay_chunks + W.lang, BROAD["merges"] if broad else N_MERGES)
     V = bpe.n_ids()
     QCFG["vocab"] = (V + 63) // 64 * 64
-    ids_ = {"bos": bpe.added[tok.SPECIALS[3][0]], "eos": bpe.added[tok.SPECIALS[0][0]]}
+    ids_ = {"bos": bpe.added[tok.SPECIALS[3][0]], "eos": bpe.added[tok.SPECIALS[0][0]], "think": bpe.added["<think>"]}
     hay_ids = bpe.encode(hay)
     hay_pieces = [bpe.decode([i]) for i in hay_ids]
     log("bpe: %d merges, %d ids (model vocab %d); haystack %d tokens" % (len(bpe.merges), V, QCFG["vocab"], len(hay_ids)))
@@ -1486,7 +1503,7 @@ def main():
         W.plain = PLAIN["plain"]
         cfg.update(PLAIN["dec"])
     cfg.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.set)})
-    globals()["DECIDE_W"] = float(cfg.get("decide_w", 1.0))
+    globals()["DECIDE_W"] = DECIDE_MARK if cfg.get("decide_w", 0) > 0 else 1.0
     if cfg.get("same_verb", 0) > 0:
         import world_plain
         world_plain.SAME_VERB = cfg["same_verb"]

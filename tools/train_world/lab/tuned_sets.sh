@@ -38,5 +38,5 @@ echo "== $W"
 cat "$O/decide.txt" | tail -n 1
 tail -n 4 "$O/dev_plain.txt"
 for f in longbench bench nf4 phrasing; do echo "-- $f"; grep -A4 "^arm " "$O/$f.txt"; done
-echo "-- needle right of 10 at 256, 384:"; grep -c "right" "$O/needle.txt" || true
-grep "len 256" "$O/needle.txt" | grep -c "right" || true; grep "len 384" "$O/needle.txt" | grep -c "right" || true
+echo "-- needle right of 10 at 256, 384:"; grep -c "exact" "$O/needle.txt" || true
+grep "len 256" "$O/needle.txt" | grep -c "exact" || true; grep "len 384" "$O/needle.txt" | grep -c "exact" || true
