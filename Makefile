@@ -123,7 +123,7 @@ help:
 	@echo "  test-web    the page in headless Chromium: a chat, its streamed answer and trace vs native, bad blobs"
 	@echo "  bench-web   the demo world's replay under wasm (node) vs native scalar, one run"
 	@echo "  demo-worldA the bundled random-weight worldA: benchmark problem 0 through the recall loop, its trace"
-	@echo "  train-world retrain the wide world (tools/train_world: the trained world, then wide wording) into TRAIN_OUT (build/wide)"
+	@echo "  train-world retrain the wide world (tools/train_world: the trained world, wide wording, plain chats) into TRAIN_OUT (build/wide)"
 	@echo "  train-world-check  retrain and compare with the committed MANIFEST.xxh64 (same bytes)"
 	@echo "  train-world-grammar  only its first stage, the trained world (broad English, a phrasing grammar), into TRAIN_INIT"
 	@echo "  train-world-grammar-check  that stage compared with tests/golden/trained/MANIFEST.xxh64"
@@ -474,14 +474,17 @@ demo-worldA: recall
 	./recall trace-svg $(BUILD)/demo-worldA-trace.json -o $(BUILD)/demo-worldA-trace.svg
 # Retrain the bundled worlds (tools/train_world/train.py: Debian python3 + python3-torch +
 # python3-numpy, CPU, one thread, seeded, the same bytes: docs/WORLD.md). train-world writes the
-# wide world into TRAIN_OUT in two stages, each resumable (checkpoints every 250 steps) and under
+# wide world into TRAIN_OUT in three stages, each resumable (checkpoints every 250 steps) and under
 # 90 minutes on the 2-core development machine: 1. the trained world from scratch into TRAIN_INIT
 # (the grammar's world, 59 minutes; skipped once TRAIN_INIT holds a MANIFEST.xxh64, so
 # TRAIN_INIT=tests/golden/trained starts from the committed one), 2. its decoder continued on the
-# wide wording (train.py --wording wide), then the gate, BERT and the bridge afresh. The -check
-# targets compare a retrain's files with the committed manifest.
+# wide wording (train.py --wording wide) into TRAIN_WIDE (skipped likewise), 3. that decoder
+# continued on plain chats with the look-up-or-not decision's loss (--wording plain), then the
+# gate, BERT and the bridge afresh. The -check targets compare a retrain's files with the
+# committed manifest.
 TRAIN_OUT ?= $(BUILD)/wide
 TRAIN_INIT ?= $(BUILD)/trained
+TRAIN_WIDE ?= $(BUILD)/wide-stage2
 # OpenBLAS is told its kernels (Haswell: AVX2 + FMA, on every x86-64 host this project runs on):
 # Debian's OpenBLAS does not know Zen 5 and falls back to its SSE3 "Prescott" kernels, 3x slower.
 # One thread (torch's and OpenBLAS's): the recipe runs beside other work and gives the same bytes.
@@ -495,7 +498,9 @@ train-world-grammar: need-train
 	@if [ -f $(TRAIN_INIT)/MANIFEST.xxh64 ]; then echo "train-world: stage 1 is there ($(TRAIN_INIT))"; \
 	else $(TRAIN_PY) --out $(TRAIN_INIT); fi
 train-world: train-world-grammar
-	$(TRAIN_PY) --init $(TRAIN_INIT) --wording wide --out $(TRAIN_OUT)
+	@if [ -f $(TRAIN_WIDE)/MANIFEST.xxh64 ]; then echo "train-world: stage 2 is there ($(TRAIN_WIDE))"; \
+	else $(TRAIN_PY) --init $(TRAIN_INIT) --wording wide --out $(TRAIN_WIDE); fi
+	$(TRAIN_PY) --init $(TRAIN_WIDE) --wording plain --out $(TRAIN_OUT)
 train-world-check: train-world
 	cd $(TRAIN_OUT) && diff MANIFEST.xxh64 $(CURDIR)/$(WIDE)/MANIFEST.xxh64 && echo "train-world: same bytes as $(WIDE)"
 train-world-grammar-check: train-world-grammar

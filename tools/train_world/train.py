@@ -463,21 +463,20 @@ WIDE = dict(wide=0.6, dec=dict(induction=0, warm_vocab=0, world_lr=1e-3, long_fu
 # a shorter, gentler schedule (the world already reads the wide wording). Measured, not kept (bench/NOTES.md,
 # "Naming the fact otherwise"): not part of make train-world.
 TYPED = dict(typed=0.4, dec=dict(world_lr=7e-4, tail=300))
-# --wording plain (world_plain.py): the stage after the wide one (--init the wide world): the wide mix,
-# of whose dialogues a share `plain` are short plain chats (the question right after the fact, small
+# --wording plain (world_plain.py): the third stage of make train-world (--init the wide stage): the wide
+# mix, of whose dialogues a share `plain` are short plain chats (the question right after the fact, small
 # talk right after a fact, questions on facts never stated, one line between), a share plain_long of
 # the long whole-sequence rows a long chat in view (a dozen facts among natural small talk), more
 # needle prompts, windows that start where --edge exchange starts them (edge_align), and rows that end
-# in small talk in the world's steps too (casual_world); from world step 250 on, 40 % of the whole-sequence
-# rows are short plain chats (plain_full: the wide world answers "When does the meeting start?" right after
-# "The meeting starts at 8:05." with small talk, and so did this mix after 250 steps without them), 60 %
-# of their questions in the fact's own verb or the plainest form (verb_q: "when does the meeting start?"
-# is under 2 % of the wide mix's questions, and after 500 steps without these the world still answered it
-# with small talk). Measured, not kept (docs/WORLD.md, "Plain chats": the edge and long chats in view came
-# back, the question right after its fact did not, the benchmark and nf4 lost): not part of make train-world.
+# in small talk in the world's steps too (casual_world); 40 % of the whole-sequence rows are short plain
+# chats (plain_full), 60 % of their questions in the fact's own verb or the plainest form (verb_q:
+# "when does the meeting start?" is under 2 % of the wide mix's questions), and every reply's first
+# token carries the look-up-or-not decision's loss (decide_w, DECIDE_MARK). Without decide_w the same
+# mix still answered "When does my train leave?" right after its fact with small talk and "How is your
+# week going so far?" right after a fact with the fact (docs/WORLD.md, "Plain chats").
 PLAIN = dict(plain=0.3, dec=dict(world_lr=7e-4, long_full=0.2, plain_long=0.6, needle_frac=0.15, edge_align=0.6,
-                                 casual_world=1, tail_casual=0.25, tail=150, plain_full=0.4, plain_from=250,
-                                 verb_q=0.6))
+                                 casual_world=1, tail_casual=0.25, tail=150, plain_full=0.4, plain_from=0,
+                                 verb_q=0.6, decide_w=1))
 
 # The decoder's training schedule. lab/probe.py varies these on short runs (bench/NOTES.md, "How the
 # copy was learned"); the defaults are the recipe.
@@ -1480,7 +1479,7 @@ def main():
                          "train-world does)" % args.wording)
     if args.steps is None:
         args.steps = 700 if args.wording == "typed" else 1500 if args.wording == "wide" else \
-            500 if args.wording == "plain" else 5000 if broad else 4500
+            600 if args.wording == "plain" else 5000 if broad else 4500
     if broad and args.vocab == "realistic":
         BROAD["merges"] = REALISTIC_VOCAB["merges"]
     if args.gate_long is None:
