@@ -448,9 +448,9 @@ $(foreach w,f32 nf4,$(eval $(call world_blob,wide,$(WIDE),$(w),$(TRAINED_Q8_EXAC
 # question's reply printed, the RC_bge trace drawn.
 demo: recall $(DEMO_BLOB)
 	@echo "demo: the wide world is told three facts, chats, then is asked for each ($(DEMO_BENCH))."
-	@echo "      It answers facts like these asked back in the fact's words, not all of them (\"When does my train leave?\" right"
-	@echo "      after \"My train leaves at 8:05.\" gets small talk), nor a question naming the fact otherwise (\"When do I get in?\""
-	@echo "      for a flight that lands): a tiny model trained for this one job (docs/WORLD.md, \"Status\")."
+	@echo "      It answers facts like these asked back in the fact's words, at once or later (\"When does my train leave?\""
+	@echo "      after \"My train leaves at 8:05.\"), but not all of them, nor a question naming the fact otherwise (\"When do I"
+	@echo "      get in?\" for a flight that lands): a tiny model trained for this one job (docs/WORLD.md, \"Status\")."
 	@echo "== SP arm (the gist only: the fact has scrolled out of the window)"
 	./recall replay $(DEMO_BLOB) --bench $(DEMO_BENCH) --problem $(DEMO_PROBLEM) $(DEMO_LOOP) \
 	  --arm SP --trace $(BUILD)/demo-trace-sp.json 2>$(BUILD)/demo-sp.txt; s=$$?; cat $(BUILD)/demo-sp.txt; exit $$s

@@ -17,9 +17,9 @@ const EXAMPLES = {
   ask: ['Who is my dentist?', 'What was my meeting time again?', 'What is the code for the side gate?'],
   answers: ['Halvorsen', '14:30', '4471'],
   limits: 'What it does not understand: a question that names the fact in other words (“When do I get in?” '
-    + 'after “My flight lands at 7:40”), and many plain ones too (“When does my train leave?” right after '
-    + '“My train leaves at 8:05.” gets small talk). It is a tiny model (a 1.6 M-parameter decoder) trained '
-    + 'for this one job, not a general assistant.',
+    + 'after “My flight lands at 7:40”), and many plainly worded facts still (on a blind set of plain chats it '
+    + 'answered 15 of 40 with the fact in view). It is a tiny model (a 1.6 M-parameter decoder) trained for this '
+    + 'one job, not a general assistant.',
 };
 
 // the examples as buttons: a click puts the text in the box (Enter sends it)
