@@ -1503,12 +1503,9 @@ def main():
         cfg.update(PLAIN["dec"])
     cfg.update({k: (float(v) if "." in v or "e" in v else int(v)) for k, v in (x.split("=", 1) for x in args.set)})
     globals()["DECIDE_W"] = DECIDE_MARK if cfg.get("decide_w", 0) > 0 else 1.0
-    if cfg.get("same_verb", 0) > 0:
+    if args.wording == "plain":  # world_plain's shares of the shapes DEC names (0: not drawn)
         import world_plain
-        world_plain.SAME_VERB = cfg["same_verb"]
-    if cfg.get("week_after", 0) > 0:
-        import world_plain
-        world_plain.WEEK_AFTER = cfg["week_after"]
+        world_plain.SAME_VERB, world_plain.WEEK_AFTER = cfg.get("same_verb", 0.0), cfg.get("week_after", 0.0)
     # with DEC warm_vocab the warm-up's decoder has fewer ids; train_decoder extends it
     model = nets.Qwen2(dict(QCFG, vocab=cfg.get("warm_vocab") or QCFG["vocab"]))
     pooler = nets.AttnPoolSP(QCFG["hidden"], N_SP, POOLER["heads"], POOLER["blocks"], POOLER["ffn"])

@@ -170,7 +170,7 @@ def small_talk_q(r, lex):
 WEEK_AFTER = 0.0
 
 
-def week_steps(r, W, ph, lex, facts):
+def week_steps(r, ph, lex, facts):
     st = [_filler(r, lex) for _ in range(r.choice([0, 0, 1]))]
     st.append(world.fact_step(ph, *facts[0]))
     if r.random() < 0.25:
@@ -188,7 +188,7 @@ def plain_steps(r, W):
     lex = W.lex
     facts = _facts(W, r, 4)
     if WEEK_AFTER and r.random() < WEEK_AFTER:
-        return week_steps(r, W, ph, lex, facts)
+        return week_steps(r, ph, lex, facts)
     if VERB_Q and r.random() < 0.4:  # a fact told with its own verb ("my train leaves at 8:05"), asked so
         for _ in range(50):
             k, v = ww.draw_frame(r, lex)

@@ -91,12 +91,11 @@ def main():
         chats = [(c["lines"], c.get("expect")) for c in json.load(open(args[i + 1]))]
         del args[i:i + 2]
     model, bpe, sp = load(args[0], args[1] if len(args) > 1 else None)
-    inv = {v: k for k, v in bpe.vocab.items()} if hasattr(bpe, "vocab") else None
     think = sp["<think>"]
     ok = 0
     for lines, want in chats:
         rep = chat(model, bpe, sp, lines)
-        text = bpe.decode(rep) if hasattr(bpe, "decode") else " ".join(inv.get(t, "?") for t in rep)
+        text = bpe.decode(rep)
         ans = text.split("</think>")[-1].strip().rstrip(".").strip()
         looked = bool(rep) and rep[0] == think
         good = (want == "TALK" and not looked) or (want == "IDK" and ans.startswith("I don't know")) or ans == want

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tuned_sets.sh WORLD_DIR OUT_DIR [JOBS] - a candidate world on the sets a stage is tuned on (never a
+# tuned_sets.sh WORLD_DIR OUT_DIR - a candidate world on the sets a stage is tuned on (never a
 # blind set), in the recommended chat setting, one thread a run. Writes OUT_DIR/f32.blob, nf4.blob
 # and one file per set; prints a summary. The rows of bench/NOTES.md's world tables.
 #   decide: lab/decide_probe.py's headline chats (torch, whole chat in view)
@@ -8,11 +8,12 @@
 #   phrasing: eval_phrasing.json 0-19; needle: depth 0.9 at 256 and 384 tokens, seeds 1-10
 #   nf4: eval_bench.json 0-33 RC_bge on the nf4 blob at the file's threshold
 set -eu
-W=$1; O=$2; J=${3:-2}
+W=$1; O=$2
 R=./recall
 PY=/usr/bin/python3
 S="--threads 1 --mode clean --span exchange --edge exchange --rerank single"
 mkdir -p "$O"
+# converted as make converts the wide world (the Makefile's TRAINED_Q8_EXACT and TRAINED_NF4_KEEP)
 for w in f32 nf4; do
   keep=""; [ $w = nf4 ] && keep="--nf4-keep 0-3:v"
   $R convert --qwen2 "$W/qwen2" --bge "$W/bge" --pooler "$W/pooler.pt" --gate "$W/gate.npz" \
@@ -35,7 +36,7 @@ run phrasing $R eval "$B" --bench "$W/eval_phrasing.json" --problems 0-19 --arms
   done; done > "$O/needle.txt" ) & jobs="$jobs $!"
 wait $jobs
 echo "== $W"
-cat "$O/decide.txt" | tail -n 1
+tail -n 1 "$O/decide.txt"
 tail -n 4 "$O/dev_plain.txt"
 for f in longbench bench nf4 phrasing; do echo "-- $f"; grep -A4 "^arm " "$O/$f.txt"; done
 echo "-- needle right of 10 at 256, 384:"; grep -c "exact" "$O/needle.txt" || true
