@@ -474,6 +474,7 @@ TYPED = dict(typed=0.4, dec=dict(world_lr=7e-4, tail=300))
 # token carries the look-up-or-not decision's loss (decide_w, DECIDE_MARK). Without decide_w the same
 # mix still answered "When does my train leave?" right after its fact with small talk and "How is your
 # week going so far?" right after a fact with the fact (docs/WORLD.md, "Plain chats").
+# everyday (world_plain's everyday frames) is measured, not kept: 0 here (bench/NOTES.md, "everyday frames").
 PLAIN = dict(plain=0.3, dec=dict(world_lr=7e-4, long_full=0.2, plain_long=0.6, needle_frac=0.15, edge_align=0.6,
                                  casual_world=1, tail_casual=0.25, tail=150, plain_full=0.4, plain_from=0,
                                  verb_q=0.6, decide_w=1))
@@ -537,6 +538,9 @@ DEC = dict(
                         # ferry leave?" after "My train leaves at 8:05" is "I don't know.", not the train
     week_after=0.0,     # > 0: this share of world_plain's short chats is a fact, then at once a question about
                         # the person's week or day (world_plain.WEEK_AFTER): small talk, never the fact
+    everyday=0.0,       # > 0: this share of world_plain's short chats' facts (half of it in its long chats) is
+                        # an everyday frame (world_plain.EVERYDAY): a count, a verb of place, the value first,
+                        # a title, a quoted phrase, "is number N"
     casual_world=0,     # 1: the rows that end in small talk or a fact (tail_casual) in the world's steps too
     seal_w=0.0,         # > 0: in the tail, a seal head's loss (weight seal_w, SealHead): the gate layers' q
                         # of a block run on its own (faithful mode's seal forward) must differ from the q at
@@ -1506,6 +1510,7 @@ def main():
     if args.wording == "plain":  # world_plain's shares of the shapes DEC names (0: not drawn)
         import world_plain
         world_plain.SAME_VERB, world_plain.WEEK_AFTER = cfg.get("same_verb", 0.0), cfg.get("week_after", 0.0)
+        world_plain.EVERYDAY = cfg.get("everyday", 0.0)
     # with DEC warm_vocab the warm-up's decoder has fewer ids; train_decoder extends it
     model = nets.Qwen2(dict(QCFG, vocab=cfg.get("warm_vocab") or QCFG["vocab"]))
     pooler = nets.AttnPoolSP(QCFG["hidden"], N_SP, POOLER["heads"], POOLER["blocks"], POOLER["ffn"])
