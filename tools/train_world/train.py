@@ -474,7 +474,8 @@ TYPED = dict(typed=0.4, dec=dict(world_lr=7e-4, tail=300))
 # token carries the look-up-or-not decision's loss (decide_w, DECIDE_MARK). Without decide_w the same
 # mix still answered "When does my train leave?" right after its fact with small talk and "How is your
 # week going so far?" right after a fact with the fact (docs/WORLD.md, "Plain chats").
-# everyday (world_plain's everyday frames) is measured, not kept: 0 here (bench/NOTES.md, "everyday frames").
+# everyday (world_plain's everyday frames) is measured on two draws (DEC reseed) and not yet shipped: 0 here
+# (bench/NOTES.md, "everyday frames").
 PLAIN = dict(plain=0.3, dec=dict(world_lr=7e-4, long_full=0.2, plain_long=0.6, needle_frac=0.15, edge_align=0.6,
                                  casual_world=1, tail_casual=0.25, tail=150, plain_full=0.4, plain_from=0,
                                  verb_q=0.6, decide_w=1))
@@ -541,6 +542,8 @@ DEC = dict(
     everyday=0.0,       # > 0: this share of world_plain's short chats' facts (half of it in its long chats) is
                         # an everyday frame (world_plain.EVERYDAY): a count, a verb of place, the value first,
                         # a title, a quoted phrase, "is number N"
+    reseed=0,           # > 0: added to the stage's seed (the decoder's batches only): the same recipe drawn
+                        # anew, to see how far two runs of one recipe differ
     casual_world=0,     # 1: the rows that end in small talk or a fact (tail_casual) in the world's steps too
     seal_w=0.0,         # > 0: in the tail, a seal head's loss (weight seal_w, SealHead): the gate layers' q
                         # of a block run on its own (faithful mode's seal forward) must differ from the q at
@@ -1552,6 +1555,7 @@ def main():
     ckpt = args.ckpt or out.rstrip("/") + ".ckpt"
     stage_seed = args.seed + ({"grammar": 1000, "wide": 1000, "typed": 2000, "plain": 4000}[args.wording] if not args.grow else 3000) \
         if args.init else args.seed
+    stage_seed += cfg.get("reseed", 0)
     train_decoder(model, pooler, W, bpe, hay_pieces, args.steps, stage_seed, ids_, cfg,
                   args.eval_every, on_eval, ckpt)
     model.eval()
