@@ -460,8 +460,8 @@ def everyday_frame(r, lex):
     if k == 2:  # a date, the value often first
         kw, v3, v = r.choice([e for e in EXPIRES if not lexicon.held(e[0])])
         val, pre = _date(r, lex)
-        return Said(kw, v3 + " on" + (" " + pre.strip() if pre else ""), "date", ["{val} is the day %s %s %s" % (own, kw, v3),
-                                             "%s %s %s on %s{val}" % (Own, kw, v3, pre)],
+        rel = v3 + " on" + (" " + pre.strip() if pre else "")
+        return Said(kw, rel, "date", ["{val} is the day %s %s %s" % (own, kw, v3), "%s %s %s on %s{val}" % (Own, kw, v3, pre)],
                     ["When does %s %s %s?" % (own, kw, v), "What day does %s %s %s?" % (own, kw, v)]), val
     if k == 3:  # a time, the value often first
         kw = r.choice(tr(ww.EVENTS))
@@ -511,9 +511,9 @@ def everyday_facts(r, W, facts, share):
     for i in range(len(out)):
         if r.random() >= share:
             continue
+        others = [o for j, (o, _) in enumerate(out) if j != i]
         for _ in range(20):
             k, v = everyday_frame(r, W.lex)
-            others = [o for j, (o, _) in enumerate(out) if j != i]
             if v not in getattr(W, "eval_values", ()) and \
                     all(k.lower() not in o.lower() and o.lower() not in k.lower() for o in others):
                 out[i] = (k, v)
